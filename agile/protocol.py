@@ -1,0 +1,88 @@
+"""The contracts between environments, agents, the episode loop and an (optional) gate.
+
+Everything in ``agile`` that runs an episode speaks these types, so a new environment
+(ProductQA, TextWorld, ...) or a new agent plugs into the same loop, the same collection
+script and the same helper. ``agile`` never imports ``helper``: a gate is any object with a
+``should_intervene`` method (``Gate`` below is a structural protocol).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+BASE, STRONG, HUMAN = "base", "strong", "human"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One decision point, as the agent, the PRM and the helper see it."""
+
+    episode_id: str
+    env: str
+    task_id: str
+    step: int
+    """Decision index in the episode, 0-based."""
+    state_text: str
+    """Everything the agent is shown at this point (question, context, memory, tool output)."""
+    horizon: int
+    """Number of decision points the episode is planned to have (upper bound for text games)."""
+    features: dict[str, float] = field(default_factory=dict)
+    """Numeric side information (e.g. question-type indicators) for feature-based helpers."""
+
+
+@dataclass(frozen=True)
+class Action:
+    """What an actor did at a decision point: the function-token text and who produced it."""
+
+    text: str
+    actor: str = BASE
+
+
+@dataclass(frozen=True)
+class StepResult:
+    reward: float
+    done: bool
+    info: dict = field(default_factory=dict)
+
+
+class Episode(Protocol):
+    """A running episode. ``clone`` makes an independent copy for counterfactual rollouts."""
+
+    episode_id: str
+
+    def observe(self) -> Observation: ...
+
+    def step(self, action: Action) -> StepResult: ...
+
+    def expert_action(self) -> Action:
+        """The intervention: the human / gold answer or the expert's move at this point."""
+        ...
+
+    @property
+    def done(self) -> bool: ...
+
+    def success(self) -> float:
+        """The episode's outcome in [0, 1] (for ProductQA: mean per-question reward)."""
+        ...
+
+    def clone(self) -> "Episode": ...
+
+
+class Agent(Protocol):
+    """Anything that maps a batch of observations to a batch of actions."""
+
+    name: str
+
+    def act(self, observations: list[Observation]) -> list[Action]: ...
+
+
+@runtime_checkable
+class Gate(Protocol):
+    """Decides, before the base agent acts, whether to hand this decision to the strong actor.
+
+    ``budget_left`` is what the loop still allows in this episode; a gate must never answer
+    True when it is 0 (the loop enforces it too).
+    """
+
+    def should_intervene(self, observation: Observation, budget_left: int) -> bool: ...
