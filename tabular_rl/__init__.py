@@ -1,0 +1,48 @@
+"""tabular_rl: discretize, estimate and solve for the best helper under an intervention budget.
+
+Pure numpy / scipy / polars. From a scored offline dataset (one row per decision point) to an
+optimal intervention policy and a label for every logged row::
+
+    import polars as pl
+    from tabular_rl import Discretizer, estimate, solve, label
+
+    df = pl.read_parquet("runs/default/trajectories/*.parquet")
+    disc = Discretizer(bins=10, binning="quantile").fit(df["prm_score"], df["step"])
+    model = estimate(df, disc, smoothing=1.0, backoff=5.0)
+    sol = solve(model, budget=3, method="exact")     # or "lagrangian", "lp"
+    labelled = label(df, sol)                         # adds optimal_intervene
+"""
+
+from .discretize import Discretizer
+from .estimate import MissingActionError, TabularModel, estimate, estimate_from_transitions
+from .evaluate import Evaluation, evaluate, policy_values
+from .label import label
+from .simulate import simulate
+from .solution import Solution
+from .solve import SOLVERS, solve
+from .solve_exact import solve_exact
+from .solve_lagrangian import solve_lagrangian
+from .solve_lp import solve_lp
+from .transitions import Columns, Transitions, extract_transitions
+
+__all__ = [
+    "SOLVERS",
+    "Columns",
+    "Discretizer",
+    "Evaluation",
+    "MissingActionError",
+    "Solution",
+    "TabularModel",
+    "Transitions",
+    "estimate",
+    "estimate_from_transitions",
+    "evaluate",
+    "extract_transitions",
+    "label",
+    "policy_values",
+    "simulate",
+    "solve",
+    "solve_exact",
+    "solve_lagrangian",
+    "solve_lp",
+]

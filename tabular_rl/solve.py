@@ -1,0 +1,23 @@
+"""One entry point for the three budgeted solvers."""
+
+from __future__ import annotations
+
+from .estimate import TabularModel
+from .solution import Solution
+from .solve_exact import solve_exact
+from .solve_lagrangian import solve_lagrangian
+from .solve_lp import solve_lp
+
+SOLVERS = {"exact": solve_exact, "lagrangian": solve_lagrangian, "lp": solve_lp}
+
+
+def solve(model: TabularModel, budget: int, method: str = "exact") -> Solution:
+    """Best helper under ``budget`` interventions per episode.
+
+    ``exact``: hard budget (never exceeded), deterministic, budget-left aware.
+    ``lagrangian``: budget in expectation, mixture of two deterministic policies.
+    ``lp``: budget in expectation, occupancy-measure linear program (HiGHS).
+    """
+    if method not in SOLVERS:
+        raise ValueError(f"method={method!r}: choose one of {', '.join(SOLVERS)}")
+    return SOLVERS[method](model, budget)

@@ -1,0 +1,138 @@
+"""``helpgate solve``: scored trajectories -> optimal helper policy and labels, for each budget.
+
+    helpgate solve --data runs/default/trajectories --budget 1 2 3 --method exact --out runs/default/solve
+
+Reads every ``*.parquet`` shard under ``data`` (recursively; names starting with ``.`` or ``_``
+are skipped, and non-Parquet files such as the manifest never match), fits the discretizer,
+estimates the model once and solves it for every budget. Writes to ``out``:
+
+* ``discretizer.json``  the fitted discretizer (``Discretizer.load``);
+* ``policy_c{C}.npz``   policy and value tables per budget (``Solution.load``);
+* ``counts.csv``        rows per (step, state, action): where the data is thin;
+* ``labels.parquet``    every input row plus one boolean ``optimal_intervene_c{C}`` per budget;
+* ``solution.json``     a summary: data sizes and, per budget, expected success/interventions.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from .discretize import BINNINGS, Discretizer
+from .estimate import estimate
+from .label import label
+from .solve import SOLVERS, solve
+from .transitions import Columns
+
+REQUIRED = ("episode_id", "step", "intervened", "budget_left", "reward", "done", "prm_score")
+THIN = 10  # a (step, state, action) cell with fewer rows than this is reported as thin
+
+
+@dataclass
+class SolveConfig:
+    data: str = "runs/default/trajectories"
+    """Directory of scored Parquet shards (must have prm_score)."""
+    budget: list[int] = field(default_factory=lambda: [1, 2, 3])
+    """Intervention budgets C per episode; one solution and one label column each."""
+    method: str = "exact"
+    """Solver: exact (hard budget), lagrangian or lp (both: budget in expectation)."""
+    bins: int = 10
+    """Number of PRM-score bins (NaN scores get one extra unknown state)."""
+    binning: str = "quantile"
+    """quantile (equal-count bins) or uniform (equal-width bins on [0, 1])."""
+    step_buckets: int = 0
+    """Step buckets crossed with the score bins; 0 uses score bins only."""
+    smoothing: float = 1.0
+    """Dirichlet pseudo-count per next state (and reward prior weight) of the step-pooled estimate."""
+    backoff: float = 5.0
+    """Pseudo-count weight of the step-pooled estimate in each per-step estimate (thin data backs off)."""
+    out: str = "runs/default/solve"
+    """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json."""
+
+
+def find_shards(data: str | Path) -> list[Path]:
+    root = Path(data)
+    if root.is_file():
+        return [root]
+    shards = sorted(p for p in root.rglob("*.parquet") if not p.name.startswith((".", "_")))
+    if not shards:
+        raise FileNotFoundError(
+            f"data={str(data)!r}: no *.parquet shards found; collect trajectories "
+            "(collect-offline-trajectories) and score them (helpgate prm score) first"
+        )
+    return shards
+
+
+def read_shards(shards: list[Path]) -> pl.DataFrame:
+    frames = []
+    for path in shards:
+        schema = pl.read_parquet_schema(path)
+        missing = [c for c in REQUIRED if c not in schema]
+        if missing:
+            hint = " (score it first: helpgate prm score)" if "prm_score" in missing else ""
+            raise ValueError(f"{path}: missing column(s) {missing}{hint}")
+        frames.append(pl.read_parquet(path))
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
+def _validate(config: SolveConfig) -> list[int]:
+    if config.method not in SOLVERS:
+        raise ValueError(f"method={config.method!r}: choose one of {', '.join(SOLVERS)}")
+    if config.binning not in BINNINGS:
+        raise ValueError(f"binning={config.binning!r}: choose one of {', '.join(BINNINGS)}")
+    budgets = sorted({int(b) for b in config.budget})
+    if not budgets or budgets[0] < 0:
+        raise ValueError(f"budget={config.budget!r}: give one or more budgets >= 0, e.g. --budget 1 2 3")
+    return budgets
+
+
+def run(config: SolveConfig) -> dict:
+    """Discretize, estimate, solve for every budget, label; write ``config.out``; return the summary."""
+    budgets = _validate(config)
+    shards = find_shards(config.data)
+    df = read_shards(shards)
+    cols = Columns()
+    disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(df[cols.score], df[cols.step])
+    model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=config.backoff)
+    solutions = [solve(model, c, config.method) for c in budgets]
+
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    disc.save(out / "discretizer.json")
+    counts = model.counts_frame()
+    counts.write_csv(out / "counts.csv")
+    for sol in solutions:
+        sol.save(out / f"policy_c{sol.budget}.npz")
+    label(df, solutions, columns=cols).write_parquet(out / "labels.parquet")
+
+    n_thin = int((counts["n"] < THIN).sum())
+    summary = {
+        "config": asdict(config),
+        "data": {
+            "shards": len(shards),
+            "rows": df.height,
+            "episodes": df[cols.episode].n_unique(),
+            "horizon": model.horizon,
+            "n_states": model.n_states,
+            "truncated_episodes": model.n_truncated,
+            f"cells_with_fewer_than_{THIN}_rows": n_thin,
+            "cells": counts.height,
+        },
+        "labels": {"file": "labels.parquet", "columns": [f"optimal_intervene_c{c}" for c in budgets]},
+        "solutions": [sol.summary() | {"policy_file": f"policy_c{sol.budget}.npz"} for sol in solutions],
+    }
+    (out / "solution.json").write_text(json.dumps(summary, indent=2))
+
+    print(
+        f"{df.height} rows, {model.horizon} steps, {model.n_states} states; {n_thin}/{counts.height} "
+        f"(step, state, action) cells have fewer than {THIN} rows (see {out / 'counts.csv'})"
+    )
+    for sol in solutions:
+        print(
+            f"C={sol.budget:<3d} {sol.method:<10s} expected success {sol.expected_success:.4f}  "
+            f"expected interventions {sol.expected_interventions:.3f}  expected return {sol.expected_return:.4f}"
+        )
+    return summary

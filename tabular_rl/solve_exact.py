@@ -1,0 +1,56 @@
+"""Exact solver for a hard budget: backward induction over (step, state, budget left).
+
+The budget left is part of the state, so a policy from here never spends more than ``budget``
+interventions in any episode: intervening is unavailable at ``b = 0`` and moves ``b`` to ``b - 1``.
+
+    V[T, s, b]  = 0
+    Q0[t, s, b] = r(t, s, 0) + sum_s' P(s' | t, s, 0) V[t + 1, s', b]
+    Q1[t, s, b] = r(t, s, 1) + sum_s' P(s' | t, s, 1) V[t + 1, s', b - 1]      (b >= 1)
+    V[t, s, b]  = max(Q0, Q1)
+
+Ties go to ``base``: an intervention that gains nothing keeps the budget for later.
+Each step is one batched matrix product over all states and budget levels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .estimate import TabularModel
+from .evaluate import evaluate, q_values
+from .solution import Solution
+
+# Relative margin an intervention must win by; below it the two actions are a tie (float noise).
+TIE_TOL = 1e-12
+
+
+def prefer_intervene(q0: np.ndarray, q1: np.ndarray) -> np.ndarray:
+    return q1 > q0 + TIE_TOL * (1.0 + np.abs(q0))
+
+
+def solve_exact(model: TabularModel, budget: int) -> Solution:
+    """Optimal deterministic policy under at most ``budget`` interventions per episode."""
+    if int(budget) < 0:
+        raise ValueError(f"budget={budget}: the intervention budget must be >= 0")
+    budget = int(budget)
+    T, S, B = model.horizon, model.n_states, budget + 1
+    policy = np.zeros((T, S, B))
+    values = np.zeros((T, S, B))
+    v_next = np.zeros((S, B))
+    for t in range(T - 1, -1, -1):
+        q0, q1 = q_values(model, t, v_next, hard_budget=True)
+        act = prefer_intervene(q0, q1)
+        policy[t] = act
+        v_next = values[t] = np.where(act, q1, q0)
+    ev = evaluate(model, policy, budget, hard_budget=True)
+    return Solution(
+        method="exact",
+        budget=budget,
+        policy=policy,
+        values=values,
+        hard_budget=True,
+        expected_return=ev.expected_return,
+        expected_success=ev.expected_success,
+        expected_interventions=ev.expected_interventions,
+        discretizer=model.discretizer,
+    )

@@ -1,0 +1,156 @@
+"""Logged rows -> flat transition arrays (step, state, action, next state, reward).
+
+One row of the offline dataset is one decision point. Its next state is the state of the row
+with ``step + 1`` in the same episode; a row with ``done`` true has none (terminal). A row that is
+not done but has no ``step + 1`` row (a truncated episode) is treated as terminal too and counted
+in ``Transitions.n_truncated``. A done row that nevertheless has a ``step + 1`` row is an error.
+
+The MDP reward is the logged ``reward`` column, so the total reward of an episode is its return.
+For ProductQA the per-step reward is the per-question reward and the episode's ``success`` is
+their mean. The ``success`` column, when present, is credited once at the episode's last row so
+that the solvers can report expected success separately from the optimised return.
+
+Linking rows to their successors is O(n) when the rows of each episode are contiguous with
+increasing steps (how shards are written); otherwise the rows are sorted by (episode, step) first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from .discretize import Discretizer
+
+BASE, INTERVENE = 0, 1
+ACTION_NAMES = ("base", "intervene")
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Column names of the offline dataset that tabular_rl reads."""
+
+    episode: str = "episode_id"
+    step: str = "step"
+    action: str = "intervened"
+    budget_left: str = "budget_left"
+    reward: str = "reward"
+    done: str = "done"
+    success: str | None = "success"
+    score: str = "prm_score"
+
+
+DEFAULT_COLUMNS = Columns()
+
+
+@dataclass
+class Transitions:
+    """Flat arrays, one entry per logged row; ``next_state == n_states`` means terminal."""
+
+    step: np.ndarray
+    state: np.ndarray
+    action: np.ndarray
+    next_state: np.ndarray
+    reward: np.ndarray
+    success: np.ndarray | None
+    n_states: int
+    n_truncated: int = 0
+
+    @property
+    def horizon(self) -> int:
+        return int(self.step.max()) + 1
+
+    def __len__(self) -> int:
+        return int(self.step.shape[0])
+
+
+def _require(df: pl.DataFrame, names: list[str], nullable: str) -> None:
+    missing = [c for c in names if c not in df.columns]
+    if missing:
+        raise ValueError(
+            f"dataset is missing column(s) {missing}; it has {df.columns}. "
+            "Pass Columns(...) with the right names, or score the shards first (helpgate prm score) for prm_score."
+        )
+    for c in names:
+        if c != nullable and df[c].null_count():
+            raise ValueError(f"column {c!r} has {df[c].null_count()} null value(s); only {nullable!r} may be missing")
+
+
+def _successor(episode: pl.Series, step: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """(row order or None if already grouped, has_next mask in that order)."""
+    order = None
+    same = (episode.slice(1) == episode.slice(0, len(episode) - 1)).to_numpy()
+    grouped = bool(np.all(step[1:][same] > step[:-1][same]))
+    if grouped:
+        # Contiguous runs with increasing steps are episodes only if no episode id comes back later:
+        # the ids at the run starts must be distinct.
+        starts = np.flatnonzero(np.concatenate([[True], ~same]))
+        grouped = episode.gather(starts).n_unique() == starts.size
+    if not grouped:
+        order = pl.DataFrame({"e": episode, "s": step}).select(pl.arg_sort_by(["e", "s"])).to_series().to_numpy()
+        episode, step = episode.gather(order), step[order]
+        same = (episode.slice(1) == episode.slice(0, len(episode) - 1)).to_numpy()
+    dup = same & (step[1:] == step[:-1])
+    if dup.any():
+        i = int(np.argmax(dup))
+        raise ValueError(
+            f"episode_id={episode[i]!r} has two rows with step={step[i]}; each (episode, step) must be unique"
+        )
+    has_next = np.zeros(step.shape[0], dtype=bool)
+    has_next[:-1] = same & (step[1:] == step[:-1] + 1)
+    return order, has_next
+
+
+def extract_transitions(df: pl.DataFrame, discretizer: Discretizer, columns: Columns = DEFAULT_COLUMNS) -> Transitions:
+    """Discretize every row and link it to its successor. Never loops over rows in Python."""
+    c = columns
+    needed = [c.episode, c.step, c.action, c.reward, c.done, c.score]
+    _require(df, needed, nullable=c.score)
+    if df.height == 0:
+        raise ValueError("dataset has no rows")
+    step = df[c.step].cast(pl.Int64).to_numpy()
+    if step.min() < 0:
+        raise ValueError(f"column {c.step!r} has negative values (min {step.min()}); steps are 0-based")
+    order, has_next = _successor(df[c.episode], step)
+
+    def col(name, dtype):
+        a = df[name].cast(dtype).to_numpy()
+        return a if order is None else a[order]
+
+    if order is not None:
+        step = step[order]
+    score = col(c.score, pl.Float64)
+    action = col(c.action, pl.Int8).astype(np.int64)
+    reward = col(c.reward, pl.Float64)
+    done = col(c.done, pl.Boolean)
+    if np.isnan(reward).any():
+        raise ValueError(f"column {c.reward!r} has NaN values; every decision point needs a reward")
+    bad = done & has_next
+    if bad.any():
+        i = int(np.argmax(bad))
+        ep = df[c.episode][i] if order is None else df[c.episode][int(order[i])]
+        raise ValueError(
+            f"episode_id={ep!r} has done=True at step={step[i]} but also a row at step={step[i] + 1}; "
+            "fix the shard (done marks the last decision of an episode)"
+        )
+    state = discretizer.transform(score, step)
+    n_states = discretizer.n_states
+    next_state = np.empty_like(state)
+    next_state[:-1] = np.where(has_next[:-1], state[1:], n_states)
+    next_state[-1] = n_states
+    last = ~has_next
+    success = None
+    if c.success is not None and c.success in df.columns:
+        s = col(c.success, pl.Float64)
+        success = np.where(last, np.nan_to_num(s), 0.0)
+    return Transitions(
+        step=step,
+        state=state,
+        action=action,
+        next_state=next_state,
+        reward=reward,
+        success=success,
+        n_states=n_states,
+        n_truncated=int((last & ~done).sum()),
+    )

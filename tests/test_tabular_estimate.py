@@ -1,0 +1,182 @@
+"""Model estimation: counts, linking rows, smoothing/back-off, refusals, recovery of a known MDP."""
+
+from collections import Counter
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tabular_rl import (
+    Discretizer,
+    MissingActionError,
+    TabularModel,
+    estimate,
+    extract_transitions,
+    simulate,
+    solve_exact,
+)
+from tabular_rl.evaluate import q_values
+
+
+def random_model(seed, T=4, S=3, concentration=2.0):
+    rng = np.random.default_rng(seed)
+    return TabularModel(
+        transitions=rng.dirichlet(np.full(S + 1, concentration), size=(T, S, 2)),
+        rewards=rng.random((T, S, 2)),
+        start=np.full(S, 1.0 / S),
+    )
+
+
+def rows(episodes):
+    """Tiny hand-written dataset: episodes = {id: [(score, intervened, reward, done), ...]}."""
+    out = []
+    for ep, steps in episodes.items():
+        for t, (score, a, r, done) in enumerate(steps):
+            out.append(
+                {
+                    "episode_id": ep,
+                    "step": t,
+                    "intervened": a,
+                    "budget_left": 2,
+                    "reward": r,
+                    "done": done,
+                    "success": 1.0,
+                    "prm_score": score,
+                }
+            )
+    return pl.DataFrame(out)
+
+
+def test_counts_match_a_plain_python_count():
+    df = simulate(random_model(0), 300, budget=2, behaviour=0.4, seed=3)
+    disc = Discretizer(3, "uniform").fit(df["prm_score"])
+    model = estimate(df, disc, smoothing=0.0, backoff=0.0)
+    # Independent count: walk each episode in Python.
+    trans = Counter()
+    for ep in df.partition_by("episode_id"):
+        ep = ep.sort("step")
+        s = ep["state"].to_list()
+        for i, (t, a, done) in enumerate(zip(ep["step"], ep["intervened"], ep["done"])):
+            trans[(t, s[i], int(a), 4 if done else s[i + 1])] += 1  # 4 = terminal
+    expected = np.zeros_like(model.next_counts)
+    for key, n in trans.items():
+        expected[key] = n
+    np.testing.assert_array_equal(model.next_counts, expected)
+    assert model.counts.sum() == df.height
+    frame = model.counts_frame()
+    assert frame["n"].sum() == df.height and frame.height == model.horizon * model.n_states * 2
+    # With no smoothing the estimate is the empirical frequency wherever there is data.
+    seen = model.counts > 0
+    np.testing.assert_allclose(model.transitions[seen], (expected / np.maximum(model.counts[..., None], 1))[seen])
+    step0 = df.filter(pl.col("step") == 0)["state"].to_numpy()
+    np.testing.assert_allclose(model.start[:3], np.bincount(step0, minlength=3) / step0.size)
+
+
+def test_row_order_does_not_matter():
+    df = simulate(random_model(1), 200, budget=2, behaviour=0.5, seed=4)
+    disc = Discretizer(3, "uniform").fit(df["prm_score"])
+    a = estimate(df, disc)
+    b = estimate(df.sample(fraction=1.0, shuffle=True, seed=7), disc)
+    np.testing.assert_array_equal(a.next_counts, b.next_counts)
+    np.testing.assert_allclose(a.rewards, b.rewards)
+
+
+def test_backoff_to_the_step_pooled_estimate():
+    # State of score 0.1 (bin 0): step 0 -> bin 1 twice under base; step 1 -> end, never intervened.
+    df = rows(
+        {
+            "a": [(0.1, False, 1.0, False), (0.9, False, 0.0, True)],
+            "b": [(0.1, False, 3.0, False), (0.9, True, 0.0, True)],
+            "c": [(0.1, True, 0.0, False), (0.1, False, 0.0, True)],
+        }
+    )
+    disc = Discretizer(2, "uniform").fit(df["prm_score"])
+    m = estimate(df, disc, smoothing=1.0, backoff=2.0)
+    S = 3  # two bins + unknown
+    # Base in bin 0: step 0 saw 2 x (-> bin 1); step 1 saw 1 x (-> end). Pooled: 3 rows.
+    pooled = (np.array([0, 2, 0, 1]) + 1.0) / (3 + 1.0 * (S + 1))
+    np.testing.assert_allclose(m.transitions[0, 0, 0], (np.array([0, 2, 0, 0]) + 2.0 * pooled) / (2 + 2.0))
+    # Intervene in bin 1 at step 0 never happened: the per-step estimate is the pooled one.
+    np.testing.assert_allclose(m.transitions[0, 1, 1], (np.array([0, 0, 0, 1]) + 1.0) / (1 + 4.0))
+    # Mean reward: base in bin 0 at step 0 is (1 + 3) / 2, shrunk towards the pooled mean.
+    global_base = (1 + 0 + 3 + 0) / 4  # base rows: a0, a1, b0, c1
+    pooled_r = (4.0 + 1.0 * global_base) / (3 + 1.0)
+    assert m.rewards[0, 0, 0] == pytest.approx((4.0 + 2.0 * pooled_r) / (2 + 2.0))
+    # The last step always ends the episode.
+    np.testing.assert_array_equal(m.transitions[-1, ..., -1], 1.0)
+
+
+def test_nan_scores_and_truncated_episodes():
+    df = rows(
+        {
+            "a": [(np.nan, False, 1.0, False), (0.9, True, 0.0, True)],
+            "b": [(0.2, True, 1.0, False)],  # not done and no next row: truncated, treated as terminal
+        }
+    )
+    disc = Discretizer(2, "uniform").fit(df["prm_score"])
+    tr = extract_transitions(df, disc)
+    assert tr.n_truncated == 1
+    assert tr.state.tolist() == [2, 1, 0] and tr.next_state.tolist() == [1, 3, 3]
+    assert tr.success.tolist() == [0.0, 1.0, 1.0]  # success credited once, at each episode's last row
+
+
+def test_refuses_data_without_interventions():
+    df = simulate(random_model(2), 50, budget=2, behaviour=0.0, seed=0)
+    disc = Discretizer(3, "uniform").fit(df["prm_score"])
+    with pytest.raises(MissingActionError) as err:
+        estimate(df, disc)
+    msg = str(err.value)
+    assert "intervened=True" in msg and "explore_p > 0" in msg
+    assert "collect-offline-trajectories --explore-p 0.1 0.3 0.5" in msg
+
+
+def test_refuses_data_without_base_actions():
+    df = simulate(random_model(2), 50, budget=10, behaviour=1.0, seed=0)
+    disc = Discretizer(3, "uniform").fit(df["prm_score"])
+    with pytest.raises(MissingActionError, match="intervened=False.*explore_p < 1"):
+        estimate(df, disc)
+
+
+def test_bad_rows_are_refused_with_the_episode_named():
+    disc = Discretizer(2, "uniform").fit([0.5])
+    early_done = rows({"e7": [(0.1, False, 1.0, True), (0.9, True, 0.0, True)]})
+    with pytest.raises(ValueError, match="episode_id='e7' has done=True at step=0"):
+        estimate(early_done, disc)
+    dup = pl.concat([rows({"e3": [(0.1, True, 1.0, True)]})] * 2)
+    with pytest.raises(ValueError, match="episode_id='e3' has two rows with step=0"):
+        estimate(dup, disc)
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['prm_score'\]"):
+        estimate(early_done.drop("prm_score"), disc)
+
+
+def test_estimation_recovers_the_true_optimal_policy():
+    # Seed 10 gives a model whose optimal actions all win by >= 0.18 (checked below), so sampling
+    # error cannot flip them once every (step, state, action) has a few thousand rows.
+    true = random_model(10)
+    C = 2
+    v = np.zeros((3, C + 1))
+    for t in range(true.horizon - 1, -1, -1):
+        q0, q1 = q_values(true, t, v, hard_budget=True)
+        assert np.abs(q1 - q0)[:, 1:].min() > 0.18
+        v = np.maximum(q0, q1)
+    df = simulate(true, 20_000, budget=3, behaviour=0.5, seed=1, reward_noise=0.3)
+    disc = Discretizer(3, "uniform").fit(df["prm_score"], df["step"])
+    est = estimate(df, disc)
+    assert est.counts[:, :3].min() > 1000
+    got, want = solve_exact(est, C), solve_exact(true, C)
+    np.testing.assert_array_equal(got.policy[:, :3], want.policy)
+    assert got.expected_return == pytest.approx(want.expected_return, abs=0.03)
+
+
+def test_step_buckets_split_states_by_step():
+    df = simulate(random_model(3, T=6), 500, budget=2, behaviour=0.5, seed=5)
+    disc = Discretizer(3, "uniform", step_buckets=2).fit(df["prm_score"], df["step"])
+    m = estimate(df, disc)
+    assert m.n_states == 8 and m.horizon == 6
+    visits = m.counts.sum(-1)  # (step, state)
+    _, bucket = disc.split(np.arange(8))
+    for t in range(6):
+        # Steps 0-2 only visit bucket-0 states, steps 3-5 only bucket-1 states.
+        assert visits[t, bucket != t // 3].sum() == 0 and visits[t, bucket == t // 3].sum() > 0
+    # Back-off pools over steps, so a bucket-0 state's pooled estimate only sees steps 0-2.
+    assert m.next_counts[3:, bucket == 0].sum() == 0
