@@ -1,0 +1,85 @@
+"""``helpgate evaluate``: play held-out episodes online with one helper at several budgets.
+
+    helpgate evaluate --helper runs/demo/helper --budgets 0 1 2 3 --out runs/demo/evaluate
+
+Evaluating a method is always the same two steps (``evaluate_gate``): build its gate for budget
+C, then ``agile.rollout.run_episodes`` on fresh copies of the held-out episodes with that gate
+and ``budget=C``. Per budget it records mean success, mean interventions per episode and a 95%
+bootstrap interval of the success (``helper.metrics``). ``helpgate sweep`` runs every baseline
+through the same function.
+
+Writes ``out/evaluate.csv`` (the ``sweep.csv`` columns) and ``out/episodes.csv`` (one row per
+method, budget and episode: success and interventions).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from agile.rollout import run_episodes
+from helper.environment import EnvConfig, Environment
+from helper.metrics import SWEEP_COLUMNS, bootstrap_ci
+
+
+@dataclass
+class EvaluateConfig(EnvConfig):
+    helper: str = "runs/default/helper"
+    """Helper folder written by `helpgate distill`."""
+    budgets: list[int] = field(default_factory=lambda: [0, 1, 2, 3])
+    """Intervention budgets C per episode to evaluate at."""
+    backend: str | None = None
+    """Override the helper's backend (features, text, or table: the solved table itself)."""
+    prm: str | None = None
+    """Score with this PRM folder instead of the one the helper names."""
+    ci_resamples: int = 2000
+    """Bootstrap resamples of each 95 percent confidence interval."""
+    out: str = "runs/default/evaluate"
+    """Folder for evaluate.csv and episodes.csv."""
+
+
+def evaluate_gate(env: Environment, gate_for_budget: Callable[[int], object], budgets: Sequence[int],
+                  method: str, ci_resamples: int = 2000, counterfactual: bool = False):
+    """``(rows, episode_rows, records)``: one sweep row per budget, one row per episode, raw records."""
+    rows, per_episode, all_records = [], [], {}
+    for budget in budgets:
+        started = time.perf_counter()
+        episodes = env.episodes()
+        records = run_episodes(episodes, env.base, env.strong, gate=gate_for_budget(int(budget)), budget=int(budget),
+                               counterfactual=counterfactual)
+        success = [float(episode.success()) for episode in episodes]
+        used = [sum(r.intervened for r in episode_records) for episode_records in records]
+        low, high = bootstrap_ci(success, resamples=ci_resamples, seed=int(budget))
+        rows.append({"method": method, "budget": int(budget), "success": float(sum(success) / len(success)),
+                     "interventions": float(sum(used) / len(used)), "episodes": len(episodes),
+                     "ci_low": low, "ci_high": high})
+        per_episode += [{"method": method, "budget": int(budget), "episode_id": e.episode_id, "success": s,
+                         "interventions": u} for e, s, u in zip(episodes, success, used)]
+        all_records[int(budget)] = records
+        print(f"{method:>14s}  C={budget:<2d} success {rows[-1]['success']:.3f} [{low:.3f}, {high:.3f}]  "
+              f"interventions {rows[-1]['interventions']:.2f}  ({time.perf_counter() - started:.1f}s)")
+    return rows, per_episode, all_records
+
+
+def load_helper(cfg: EvaluateConfig | object, backend: str | None = None):
+    from helper.gate import HelperGate
+
+    prm = getattr(cfg, "prm", None)
+    return HelperGate.load(cfg.helper, backend=backend, prm=prm if prm else True, device=cfg.device)
+
+
+def run(cfg: EvaluateConfig) -> pd.DataFrame:
+    env = Environment(cfg)
+    helper = load_helper(cfg, cfg.backend)
+    rows, per_episode, _ = evaluate_gate(env, helper.with_budget, cfg.budgets, "helper", cfg.ci_resamples)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    frame = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
+    frame.to_csv(out / "evaluate.csv", index=False)
+    pd.DataFrame(per_episode).to_csv(out / "episodes.csv", index=False)
+    print(f"evaluate: wrote {out / 'evaluate.csv'}; helper stats {helper.stats()}")
+    return frame

@@ -1,0 +1,209 @@
+"""Numeric features of a decision point, and the features-backend helper classifier.
+
+The same feature vector is built from a logged row (training) and from a live ``Observation``
+(the gate), so the classifier sees identical inputs in both places:
+
+- ``prm_score``: the PRM's P(success) at this decision point (NaN when it could not be computed);
+- ``step``, ``horizon``, ``progress = step / horizon``, ``steps_left = horizon - step``;
+- ``budget_left`` and ``budget_per_step = budget_left / steps_left`` (1 or more means the budget
+  covers every remaining decision: a rule a linear model cannot form from the two alone);
+- ``f_<key>`` for every key of the observation's ``features`` (the ``features`` JSON column),
+  the keys fixed at fit time; a key missing at prediction time is NaN.
+
+``FeatureClassifier`` follows scikit-learn habits (``fit``, ``predict_proba``, ``predict``,
+``save``/``load``) around a gradient-boosting (``gbm``) or logistic-regression (``logreg``,
+on standardised inputs) model, class-weighted so that the rarer label counts as much as the
+common one. Missing values are imputed with the training median plus a was-missing indicator.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+BASE_FEATURES = ("prm_score", "step", "horizon", "progress", "steps_left", "budget_left", "budget_per_step")
+SCORE_FEATURE = "prm_score"
+MODELS = ("gbm", "logreg")
+_KIND = "helpgate.helper.FeatureClassifier"
+
+
+def feature_keys(frame: pl.DataFrame) -> list[str]:
+    """Sorted keys of the ``features`` JSON column (empty when the column is absent)."""
+    if "features" not in frame.columns:
+        return []
+    keys: set[str] = set()
+    for text in frame["features"].unique().drop_nulls():
+        keys.update(json.loads(text))
+    return sorted(keys)
+
+
+def _horizon(frame: pl.DataFrame) -> np.ndarray:
+    if "horizon" in frame.columns and frame["horizon"].null_count() == 0:
+        return frame["horizon"].cast(pl.Float64).to_numpy()
+    # Without a horizon column the episode's own length is the horizon.
+    return frame.select((pl.col("step").max().over("episode_id") + 1).cast(pl.Float64)).to_series().to_numpy()
+
+
+def frame_features(frame: pl.DataFrame, names: Sequence[str], budget_left=None) -> np.ndarray:
+    """Feature matrix (rows x ``names``) of logged rows; ``budget_left`` overrides the column."""
+    n = frame.height
+    step = frame["step"].cast(pl.Float64).to_numpy()
+    horizon = _horizon(frame)
+    left = frame["budget_left"].cast(pl.Float64).to_numpy() if budget_left is None else np.broadcast_to(
+        np.asarray(budget_left, dtype=np.float64), (n,))
+    steps_left = np.maximum(horizon - step, 1.0)
+    score = (frame[SCORE_FEATURE].cast(pl.Float64).fill_null(math.nan).to_numpy()
+             if SCORE_FEATURE in frame.columns else np.full(n, math.nan))
+    base = {
+        "prm_score": score, "step": step, "horizon": horizon, "progress": step / np.maximum(horizon, 1.0),
+        "steps_left": steps_left, "budget_left": left, "budget_per_step": left / steps_left,
+    }
+    extra_names = [name for name in names if name not in base]
+    extra = {name: np.full(n, math.nan) for name in extra_names}
+    if extra_names and "features" in frame.columns:
+        parsed = [json.loads(text) if text else {} for text in frame["features"].to_list()]
+        for name in extra_names:
+            key = name[2:]
+            extra[name] = np.array([float(d.get(key, math.nan)) for d in parsed])
+    columns = base | extra
+    return np.column_stack([columns[name] for name in names]) if names else np.zeros((n, 0))
+
+
+def observation_features(observation, budget_left: int, score: float, names: Sequence[str]) -> np.ndarray:
+    """One feature row (1 x ``names``) for a live observation."""
+    step = float(observation.step)
+    horizon = float(observation.horizon) if observation.horizon else step + 1.0
+    steps_left = max(horizon - step, 1.0)
+    values = {
+        "prm_score": float(score), "step": step, "horizon": horizon, "progress": step / max(horizon, 1.0),
+        "steps_left": steps_left, "budget_left": float(budget_left), "budget_per_step": budget_left / steps_left,
+    }
+    features = observation.features or {}
+    row = [values[name] if name in values else float(features.get(name[2:], math.nan)) for name in names]
+    return np.asarray(row, dtype=np.float64)[None, :]
+
+
+def default_feature_names(frame: pl.DataFrame, use_score: bool = True) -> list[str]:
+    names = [name for name in BASE_FEATURES if use_score or name != SCORE_FEATURE]
+    return names + [f"f_{key}" for key in feature_keys(frame)]
+
+
+def balanced_weights(y: np.ndarray) -> np.ndarray:
+    """Per-row weights n / (2 * n_class): each class carries half the total weight."""
+    y = np.asarray(y).astype(int)
+    counts = np.bincount(y, minlength=2).astype(np.float64)
+    present = counts > 0
+    weights = np.zeros(2)
+    weights[present] = y.size / (present.sum() * counts[present])
+    return weights[y]
+
+
+class FeatureClassifier:
+    """P(intervene) from a feature row; see the module docstring."""
+
+    def __init__(self, model: str = "gbm", feature_names: Sequence[str] = (), random_state: int = 0,
+                 max_iter: int = 150):
+        if model not in MODELS:
+            raise ValueError(f"model={model!r}: choose one of {', '.join(MODELS)}")
+        self.model = model
+        self.feature_names = list(feature_names)
+        self.random_state = random_state
+        self.max_iter = max_iter
+        self.estimator_ = None
+        self.constant_: float | None = None
+
+    def _make(self):
+        from sklearn.ensemble import GradientBoostingClassifier
+        from sklearn.impute import SimpleImputer
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        # Missing values (no PRM score, a feature key absent) are imputed with the training
+        # median plus a was-missing indicator; keep_empty_features keeps an all-NaN column in place.
+        imputer = SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True)
+        if self.model == "gbm":
+            # The classic (not histogram) booster: no OpenMP, so a one-row decision costs well under
+            # a millisecond and does not fight other processes for cores.
+            return make_pipeline(imputer, GradientBoostingClassifier(
+                n_estimators=self.max_iter, max_depth=3, learning_rate=0.1, random_state=self.random_state))
+        return make_pipeline(imputer, StandardScaler(), LogisticRegression(max_iter=2000))
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> FeatureClassifier:
+        X = np.asarray(X, dtype=np.float64)
+        y = np.asarray(y).astype(int)
+        if X.shape[1] != len(self.feature_names):
+            raise ValueError(f"X has {X.shape[1]} columns but feature_names lists {len(self.feature_names)}")
+        classes = np.unique(y)
+        if classes.size < 2:
+            # One label everywhere (e.g. a budget so large the policy always intervenes): predict it.
+            self.constant_, self.estimator_ = float(classes[0]) if classes.size else 0.0, None
+            return self
+        self.constant_ = None
+        self.estimator_ = self._make()
+        step = self.estimator_.steps[-1][0]
+        self.estimator_.fit(X, y, **{f"{step}__sample_weight": balanced_weights(y)})
+        return self
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """P(intervene) per row (a 1-D array, unlike scikit-learn's two columns)."""
+        X = np.asarray(X, dtype=np.float64)
+        if self.constant_ is not None:
+            return np.full(X.shape[0], self.constant_)
+        if self.estimator_ is None:
+            raise RuntimeError("FeatureClassifier is not fitted: call fit(X, y) or FeatureClassifier.load(path)")
+        return self.estimator_.predict_proba(X)[:, 1]
+
+    def predict(self, X: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+        return self.predict_proba(X) >= threshold
+
+    def save(self, directory: str | Path) -> Path:
+        import sklearn
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / "model.pkl", "wb") as handle:
+            pickle.dump({"estimator": self.estimator_, "constant": self.constant_}, handle)
+        meta = {"kind": _KIND, "model": self.model, "feature_names": self.feature_names,
+                "random_state": self.random_state, "max_iter": self.max_iter, "sklearn": sklearn.__version__}
+        (directory / "classifier.json").write_text(json.dumps(meta, indent=2))
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path) -> FeatureClassifier:
+        import sklearn
+
+        directory = Path(directory)
+        meta_path = directory / "classifier.json"
+        if not meta_path.exists():
+            raise FileNotFoundError(f"{meta_path}: not found; is {directory} a features-backend classifier folder?")
+        meta = json.loads(meta_path.read_text())
+        if meta.get("kind") != _KIND:
+            raise ValueError(f"{meta_path}: kind={meta.get('kind')!r}, expected {_KIND!r}")
+        if meta.get("sklearn") != sklearn.__version__:
+            warnings.warn(f"{directory} was saved with scikit-learn {meta.get('sklearn')}, this is "
+                          f"{sklearn.__version__}; predictions may differ. Re-run helpgate distill to refresh.")
+        self = cls(meta["model"], meta["feature_names"], meta["random_state"], meta["max_iter"])
+        with open(directory / "model.pkl", "rb") as handle:
+            state = pickle.load(handle)
+        self.estimator_, self.constant_ = state["estimator"], state["constant"]
+        return self
+
+    def __repr__(self) -> str:
+        fitted = self.estimator_ is not None or self.constant_ is not None
+        return f"FeatureClassifier(model={self.model!r}, features={len(self.feature_names)}, fitted={fitted})"
+
+
+def observation_matrix(observations: Sequence, budgets: Sequence[int], scores: Sequence[float],
+                       names: Sequence[str]) -> np.ndarray:
+    """Stack ``observation_features`` for a batch (used by the online-RL policy)."""
+    if not observations:
+        return np.zeros((0, len(names)))
+    return np.vstack([observation_features(o, b, s, names) for o, b, s in zip(observations, budgets, scores)])

@@ -1,0 +1,242 @@
+"""``HelperGate``: the distilled helper, one call per decision point.
+
+    from helper import HelperGate
+
+    gate = HelperGate.load("runs/demo/helper", budget=2)     # PRM, classifier, config
+    if gate.should_intervene(observation):                   # before the agent acts
+        action = strong_actor(observation)                   # or ask a human
+    else:
+        action = agent(observation)
+
+It is an ``agile.protocol.Gate``: ``run_episodes(episodes, agent, gate=gate, budget=2)`` works
+unchanged (the loop passes its own ``budget_left``; the gate also keeps its own count per
+``observation.episode_id``, see ``helper.budget``). It never answers True once the episode's
+budget is spent, and it is safe to call from many threads.
+
+Backends (chosen by ``helpgate distill --backend``; ``table`` can be forced at load time):
+
+- ``features``: a gradient-boosting / logistic-regression classifier on the PRM score, step,
+  progress, budget left and the observation's numeric features;
+- ``text``: a sequence classifier on the state text with the step and budget written in (it
+  needs no PRM);
+- ``table``: no classifier, the solved policy table itself (PRM score -> discretizer -> table).
+
+Fallback when no PRM score can be computed (no PRM in the helper folder, the PRM failed to load,
+or scoring raised / returned NaN): the features and table backends use the *fallback classifier*,
+the same model trained without the score feature, which distill always saves. If even that is
+missing, the conservative rule applies: intervene only when the interventions left cover every
+remaining decision (spending them then cannot take them from a later, better use).
+``gate.stats()`` counts decisions and fallbacks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import warnings
+from pathlib import Path
+
+from agile.protocol import Observation
+from helper.budget import BudgetedGate
+from helper.features import SCORE_FEATURE, FeatureClassifier, observation_features
+
+BACKENDS = ("features", "text", "table")
+CONFIG_FILE = "helper.json"
+KIND = "helpgate.helper"
+
+
+class HelperGate(BudgetedGate):
+    """See the module docstring. Build with ``HelperGate.load(dir)`` (or the constructor in tests)."""
+
+    name = "helper"
+
+    def __init__(self, backend: str = "features", classifier=None, fallback: FeatureClassifier | None = None,
+                 scorer=None, table=None, discretizer=None, budget: int | None = None,
+                 max_budget: int | None = None, threshold: float = 0.5):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend={backend!r}: choose one of {', '.join(BACKENDS)}")
+        if backend in ("features", "text") and classifier is None:
+            raise ValueError(f"backend={backend!r} needs a classifier")
+        if backend == "table" and (table is None or discretizer is None):
+            raise ValueError("backend='table' needs the solved table (Solution) and its discretizer")
+        if max_budget is None and table is not None:
+            max_budget = table.budget
+        super().__init__(budget if budget is not None else max_budget)
+        self.backend = backend
+        self.classifier = classifier
+        self.fallback = fallback
+        self.scorer = scorer
+        self.table = table
+        self.discretizer = discretizer
+        self.max_budget = max_budget
+        self.threshold = float(threshold)
+        self._stats_lock = threading.Lock()
+        self._stats = {"decisions": 0, "fallbacks": 0, "score_errors": 0}
+        self._warned = False
+
+    # -- decision --------------------------------------------------------------------------------
+    def wants(self, observation: Observation, budget_left: int) -> bool:
+        return self.intervene_probability(observation, budget_left) >= self.threshold
+
+    def intervene_probability(self, observation: Observation, budget_left: int) -> float:
+        """The backend's P(intervene) at this decision with ``budget_left`` (no budget bookkeeping)."""
+        # The classifier never saw more budget than it was trained with; more left acts like max.
+        left = min(int(budget_left), self.max_budget) if self.max_budget else int(budget_left)
+        self._count("decisions")
+        if self.backend == "text":
+            from helper.text_classifier import format_input
+
+            text = format_input(observation.state_text, observation.step, observation.horizon, left)
+            return float(self.classifier.predict_proba([text])[0])
+        score = self._score(observation)
+        if math.isnan(score):
+            return self._fallback(observation, left)
+        if self.backend == "table":
+            state = self.discretizer.transform([score], [observation.step])
+            return float(self.table.intervene_prob([observation.step], state, [left])[0])
+        row = observation_features(observation, left, score, self.classifier.feature_names)
+        return float(self.classifier.predict_proba(row)[0])
+
+    def with_budget(self, budget: int) -> HelperGate:
+        """A gate sharing this one's models (PRM, classifiers) and ``stats`` with its own budget."""
+        gate = HelperGate(self.backend, self.classifier, self.fallback, self.scorer, self.table, self.discretizer,
+                          budget, self.max_budget, self.threshold)
+        gate._stats, gate._stats_lock = self._stats, self._stats_lock
+        return gate
+
+    def record_action(self, observation: Observation, action_text: str) -> None:
+        """Optional: tell the gate what was done at ``observation`` (the PRM reads earlier actions)."""
+        if self.scorer is not None and hasattr(self.scorer, "record_action"):
+            self.scorer.record_action(observation, action_text)
+
+    def end_episode(self, episode_id: str) -> None:
+        super().end_episode(episode_id)
+        if self.scorer is not None and hasattr(self.scorer, "end_episode"):
+            self.scorer.end_episode(episode_id)
+
+    def stats(self) -> dict[str, int]:
+        with self._stats_lock:
+            return dict(self._stats)
+
+    # -- internals ---------------------------------------------------------------------------------
+    def _count(self, key: str) -> None:
+        with self._stats_lock:
+            self._stats[key] += 1
+
+    def _score(self, observation: Observation) -> float:
+        if self.scorer is None:
+            return math.nan
+        try:
+            return float(self.scorer.score(observation))
+        except Exception as error:  # noqa: BLE001 - any PRM failure must fall back, never stop the agent
+            self._count("score_errors")
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"PRM scoring failed ({error!r}); the helper falls back to its no-score "
+                              "classifier for such decisions.", stacklevel=3)
+            return math.nan
+
+    def _fallback(self, observation: Observation, left: int) -> float:
+        self._count("fallbacks")
+        if self.fallback is not None:
+            row = observation_features(observation, left, math.nan, self.fallback.feature_names)
+            return float(self.fallback.predict_proba(row)[0])
+        steps_left = max(int(observation.horizon) - int(observation.step), 1)
+        return 1.0 if left >= steps_left else 0.0
+
+    # -- persistence --------------------------------------------------------------------------------
+    def save(self, directory: str | Path, prm: str | None = None, extra: dict | None = None) -> Path:
+        """Write a helper folder that ``HelperGate.load`` restores.
+
+        ``prm`` is the PRM folder to reference (stored relative to the helper folder when it lies
+        inside it, absolute otherwise); ``extra`` goes into ``helper.json`` (training report).
+        """
+        from helper.schema import write_json_atomic
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        if self.classifier is not None:
+            self.classifier.save(directory / "classifier")
+        if self.fallback is not None:
+            self.fallback.save(directory / "fallback")
+        if self.table is not None:
+            self.discretizer.save(directory / "discretizer.json")
+            self.table.save(directory / "policy.npz")
+        prm_ref = None
+        if prm:
+            path = Path(prm).resolve()
+            prm_ref = str(path.relative_to(directory.resolve())) if path.is_relative_to(directory.resolve()) else str(path)
+        config = {"kind": KIND, "backend": self.backend, "max_budget": self.max_budget,
+                  "threshold": self.threshold, "prm": prm_ref} | (extra or {})
+        write_json_atomic(config, directory / CONFIG_FILE)
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path, budget: int | None = None, backend: str | None = None,
+             prm: bool | str = True, device: str | None = None) -> HelperGate:
+        """Restore a helper folder written by ``helpgate distill``.
+
+        ``budget``: per-episode interventions (default: the largest budget it was trained for).
+        ``backend``: override the saved backend (``table`` follows the solved table directly).
+        ``prm``: False skips the PRM (every decision takes the fallback), a path loads that PRM
+        instead of the one the folder names.
+        """
+        directory = Path(directory)
+        config_path = directory / CONFIG_FILE
+        if not config_path.exists():
+            raise FileNotFoundError(f"{config_path}: not found. Create the helper folder with `helpgate distill`.")
+        config = json.loads(config_path.read_text())
+        if config.get("kind") != KIND:
+            raise ValueError(f"{config_path}: kind={config.get('kind')!r}, expected {KIND!r}")
+        backend = backend or config["backend"]
+        classifier = fallback = table = discretizer = None
+        if backend == "features":
+            classifier = FeatureClassifier.load(directory / "classifier")
+        elif backend == "text":
+            from helper.text_classifier import TextClassifier
+
+            classifier = TextClassifier.load(directory / "classifier", device=device)
+        if (directory / "fallback").exists():
+            fallback = FeatureClassifier.load(directory / "fallback")
+        if (directory / "policy.npz").exists():
+            from tabular_rl import Discretizer, Solution
+
+            discretizer = Discretizer.load(directory / "discretizer.json")
+            table = Solution.load(directory / "policy.npz", discretizer)
+        scorer = None
+        needs_score = backend == "table" or (classifier is not None and SCORE_FEATURE in getattr(
+            classifier, "feature_names", ()))
+        prm_path = prm if isinstance(prm, str) else _resolve(directory, config.get("prm"))
+        if prm is not False and needs_score and prm_path:
+            scorer = _load_scorer(prm_path, device)
+        return cls(backend, classifier, fallback, scorer, table, discretizer, budget, config.get("max_budget"),
+                   config.get("threshold", 0.5))
+
+    def __repr__(self) -> str:
+        return (f"HelperGate(backend={self.backend!r}, budget={self.budget}, max_budget={self.max_budget}, "
+                f"prm={'yes' if self.scorer is not None else 'no'})")
+
+
+def _resolve(directory: Path, path: str | None) -> str | None:
+    if not path:
+        return None
+    candidate = Path(path)
+    return str(candidate if candidate.is_absolute() else directory / candidate)
+
+
+def _load_scorer(path: str, device: str | None):
+    from helper.prm_scorer import PrmScorer
+
+    if not (Path(path) / "prm_config.json").exists():
+        warnings.warn(f"could not load the PRM at {path} (no prm_config.json there); the helper uses its "
+                      "fallback classifier (no PRM score) for every decision.", stacklevel=3)
+        return None
+    try:
+        from prm.model import ProcessRewardModel
+
+        return PrmScorer(ProcessRewardModel.load(path, device=device, merge_lora=True))
+    except Exception as error:  # noqa: BLE001 - a broken PRM degrades to the documented fallback
+        warnings.warn(f"could not load the PRM at {path} ({error}); the helper uses its fallback "
+                      "classifier (no PRM score) for every decision.", stacklevel=3)
+        return None

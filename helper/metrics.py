@@ -1,0 +1,234 @@
+"""Evaluation metrics: the one module every report (sweep, summary, notebook, AGILE eval) uses.
+
+Definitions, for one method evaluated at budgets ``C = 0 .. Cmax`` on the same held-out episodes:
+
+- ``success(C)``: mean episode outcome; ``interventions(C)``: mean interventions used per episode.
+- References: ``success_never`` is the mean success of the ``never`` method (its rows are
+  averaged); ``success_always`` and ``interventions_always`` come from the ``always`` row that
+  uses the most interventions (always-intervene with a budget that covers every decision).
+- Intervention share ``x = interventions(C) / interventions_always``, clipped to ``[0, 1]``.
+- ``PGR = (success - success_never) / (success_always - success_never)``: the share of the gap
+  between never and always that a method recovers. It is not clipped (a method can be worse
+  than never, PGR < 0, or better than always, PGR > 1) and is NaN when the gap is 0.
+
+The PGR curve of a method (``pgr_curve``), used by both APGR and CPT:
+
+1. the method's points ``(x, PGR)``, one per budget; points with the same share are merged into
+   one whose PGR is their mean (the order of the rows never matters);
+2. the point ``(0, 0)`` is added unless the method has a measured point at share 0 (no
+   intervention means never's success, by definition);
+3. piecewise-linear interpolation between consecutive points, and a flat extension from the
+   last point to ``x = 1`` at the last point's PGR.
+
+``APGR`` is the mean of that curve over ``x in [0, 1]``: the curve is evaluated on the uniform
+grid ``x = 0, 1/(n-1), ..., 1`` (``n = 101`` by default) and averaged with the trapezoid rule.
+This equals the exact integral whenever every share lies on the grid (shares that are multiples
+of 0.01 by default); otherwise it differs by at most ``|slope change| / (8 (n - 1)^2)`` summed
+over the knots that fall between grid points.
+
+``CPT(level)`` is the smallest share at which the same curve reaches PGR >= level, found exactly
+on the segments (not on the grid); None when the curve never reaches it.
+
+``CPT(100%)`` is the share at which a method first matches always-intervene's success.
+``oracle_ratio`` = success / oracle success at the same budget; ``bootstrap_ci`` a percentile
+bootstrap interval of the mean success over episodes; ``total_score`` the AGILE score
+``accuracy - c * advice_rate`` (re-exported from ``agile.agile_metrics``, its one home).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+# AGILE's score has its one home in agile; every report gets it from here too.
+from agile.agile_metrics import DEFAULT_ADVICE_COST, accuracy, advice_rate, total_score  # noqa: F401
+
+NEVER, ALWAYS, ORACLE, HELPER, EXACT_OPTIMAL = "never", "always", "oracle", "helper", "exact_optimal"
+SWEEP_COLUMNS = ("method", "budget", "success", "interventions", "episodes", "ci_low", "ci_high")
+"""Columns of ``sweep.csv``, in order."""
+APGR_GRID_POINTS = 101
+
+
+# -- single numbers --------------------------------------------------------------------------
+def pgr(success: float, success_never: float, success_always: float) -> float:
+    """Performance gap recovered; NaN when always and never succeed equally often."""
+    gap = success_always - success_never
+    if gap == 0 or not math.isfinite(gap):
+        return math.nan
+    return (success - success_never) / gap
+
+
+def intervention_share(interventions: float, interventions_always: float) -> float:
+    """Interventions used as a share of always-intervene's, clipped to [0, 1]."""
+    if interventions_always <= 0:
+        raise ValueError(
+            f"interventions_always={interventions_always}: the always-intervene reference used no "
+            "intervention, so shares are undefined. Evaluate 'always' with a budget of at least 1."
+        )
+    return float(min(max(interventions / interventions_always, 0.0), 1.0))
+
+
+def oracle_ratio(success: float, oracle_success: float) -> float | None:
+    """success / oracle success at the same budget; None when the oracle's success is 0."""
+    if oracle_success == 0 or not math.isfinite(oracle_success) or not math.isfinite(success):
+        return None
+    return float(success / oracle_success)
+
+
+def bootstrap_ci(
+    outcomes: Sequence[float], level: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of per-episode outcomes (deterministic in seed)."""
+    values = np.asarray(outcomes, dtype=np.float64)
+    if values.size == 0:
+        return math.nan, math.nan
+    if not 0 < level < 1:
+        raise ValueError(f"level={level}: a confidence level must lie strictly between 0 and 1")
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, values.size, size=(resamples, values.size))].mean(axis=1)
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+# -- curves ----------------------------------------------------------------------------------
+def pgr_curve(shares: Iterable[float], pgrs: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
+    """The knots of a method's PGR curve (rule in the module docstring), sorted by share."""
+    x = np.clip(np.asarray(list(shares), dtype=np.float64), 0.0, 1.0)
+    y = np.asarray(list(pgrs), dtype=np.float64)
+    if x.shape != y.shape:
+        raise ValueError(f"shares ({x.size}) and pgrs ({y.size}) must have the same length")
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    knots_x, inverse = np.unique(x, return_inverse=True)
+    knots_y = np.bincount(inverse, weights=y, minlength=knots_x.size) / np.bincount(inverse, minlength=knots_x.size)
+    if knots_x.size == 0 or knots_x[0] > 0:
+        knots_x = np.concatenate([[0.0], knots_x])
+        knots_y = np.concatenate([[0.0], knots_y])
+    return knots_x, knots_y
+
+
+def apgr(shares: Iterable[float], pgrs: Iterable[float], grid_points: int = APGR_GRID_POINTS) -> float:
+    """Mean PGR over shares in [0, 1] (trapezoid rule on a uniform grid; see module docstring)."""
+    if grid_points < 2:
+        raise ValueError(f"grid_points={grid_points}: need at least 2 grid points")
+    knots_x, knots_y = pgr_curve(shares, pgrs)
+    grid = np.linspace(0.0, 1.0, grid_points)
+    # np.interp holds the last knot's value to the right: the flat extension to x = 1.
+    values = np.interp(grid, knots_x, knots_y)
+    return float((values[:-1] + values[1:]).sum() / 2 / (grid_points - 1))
+
+
+def cpt(shares: Iterable[float], pgrs: Iterable[float], level: float) -> float | None:
+    """Smallest share at which the PGR curve reaches ``level`` (exact on the segments), or None."""
+    knots_x, knots_y = pgr_curve(shares, pgrs)
+    if knots_y[0] >= level:
+        return float(knots_x[0])
+    for x0, y0, x1, y1 in zip(knots_x[:-1], knots_y[:-1], knots_x[1:], knots_y[1:]):
+        if y1 >= level:
+            # y0 < level <= y1 here, so the segment rises through the level.
+            return float(x0 + (level - y0) * (x1 - x0) / (y1 - y0))
+    return None
+
+
+# -- a whole sweep -----------------------------------------------------------------------------
+def _require_method(frame: pd.DataFrame, method: str) -> pd.DataFrame:
+    rows = frame[frame["method"] == method]
+    if rows.empty:
+        raise ValueError(
+            f"the sweep has no {method!r} rows (methods present: {sorted(frame['method'].unique())}); "
+            f"PGR needs both 'never' and 'always'. Re-run the sweep with {method!r} in --methods."
+        )
+    return rows
+
+
+def references(frame: pd.DataFrame) -> dict[str, float]:
+    """success_never, success_always and interventions_always from a sweep frame."""
+    never = _require_method(frame, NEVER)
+    always = _require_method(frame, ALWAYS)
+    top = always.loc[always["interventions"].idxmax()]
+    return {
+        "success_never": float(never["success"].mean()),
+        "success_always": float(top["success"]),
+        "interventions_always": float(top["interventions"]),
+    }
+
+
+def with_pgr(frame: pd.DataFrame) -> pd.DataFrame:
+    """The sweep frame plus ``share`` and ``pgr`` columns."""
+    ref = references(frame)
+    out = frame.copy()
+    out["share"] = [intervention_share(v, ref["interventions_always"]) for v in out["interventions"]]
+    out["pgr"] = [pgr(v, ref["success_never"], ref["success_always"]) for v in out["success"]]
+    return out
+
+
+def _none_if_nan(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _ratios(rows: pd.DataFrame, reference: pd.Series | None) -> dict[int, float | None] | None:
+    if reference is None:
+        return None
+    return {int(b): oracle_ratio(float(s), float(reference[b])) if b in reference.index else None
+            for b, s in zip(rows["budget"], rows["success"])}
+
+
+def summarize(frame: pd.DataFrame, training_calls: dict[str, dict] | None = None) -> dict:
+    """Per-method summary of a sweep.
+
+    For every method: ``apgr``, ``cpt50``, ``cpt80``, ``cpt100`` (the share at which it first
+    matches always-intervene's success), ``training_calls`` (from ``training_calls``, e.g.
+    ``{"helper": {"strong": 0, "human": 1200}}``; None when not given), its success and
+    interventions per budget, and per budget its success divided by the ``oracle``'s
+    (``oracle_ratio``) and by ``exact_optimal``'s (``exact_optimal_ratio``) when the sweep has
+    those methods. ``frame`` has the ``sweep.csv`` columns. NaN results are written as None so
+    the summary is valid JSON.
+    """
+    missing = [c for c in SWEEP_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"sweep frame lacks column(s) {missing}; it needs {list(SWEEP_COLUMNS)}")
+    scored = with_pgr(frame)
+
+    def reference(method: str) -> pd.Series | None:
+        rows = scored[scored["method"] == method]
+        return None if rows.empty else rows.groupby("budget")["success"].mean()
+
+    oracle, exact = reference(ORACLE), reference(EXACT_OPTIMAL)
+    methods: dict[str, dict] = {}
+    for method, rows in scored.groupby("method", sort=True):
+        rows = rows.sort_values("budget")
+        entry = {
+            "apgr": _none_if_nan(apgr(rows["share"], rows["pgr"])),
+            "cpt50": cpt(rows["share"], rows["pgr"], 0.5),
+            "cpt80": cpt(rows["share"], rows["pgr"], 0.8),
+            "cpt100": cpt(rows["share"], rows["pgr"], 1.0),
+            "training_calls": (training_calls or {}).get(method),
+            "success": {int(b): float(s) for b, s in zip(rows["budget"], rows["success"])},
+            "interventions": {int(b): float(v) for b, v in zip(rows["budget"], rows["interventions"])},
+        }
+        for key, ref in (("oracle_ratio", oracle), ("exact_optimal_ratio", exact)):
+            if ref is not None:
+                entry[key] = _ratios(rows, ref)
+        methods[str(method)] = entry
+    return {"references": references(frame), "methods": methods}
+
+
+def summary_table(summary: dict) -> pd.DataFrame:
+    """One row per method: APGR, CPT(50%), CPT(80%), training calls (for notebooks and logs)."""
+    rows = []
+    for method, entry in summary["methods"].items():
+        calls = entry.get("training_calls") or {}
+        rows.append({
+            "method": method,
+            "APGR": entry["apgr"],
+            "CPT(50%)": entry["cpt50"],
+            "CPT(80%)": entry["cpt80"],
+            "CPT(100%)": entry.get("cpt100"),
+            "training strong calls": calls.get("strong"),
+            "training human calls": calls.get("human"),
+        })
+    return pd.DataFrame(rows).sort_values("APGR", ascending=False, na_position="last").reset_index(drop=True)

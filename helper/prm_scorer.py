@@ -1,0 +1,159 @@
+"""PRM scores at decision time, from what a gate sees: the observations of each episode so far.
+
+The PRM scores an episode rendered as ``Step 0: <state> ... TAG ...`` (``prm.render``). At a
+decision point the gate has the states up to now but not yet this step's action. So:
+
+- with a PRM trained with ``tag_after="state"`` (the tag sits between state and action) the score
+  of step ``t`` needs only states ``0..t`` and actions ``0..t-1``: the gate computes exactly what
+  ``helpgate prm score`` wrote into the logged ``prm_score`` column, provided it is told the
+  actions taken (``record_action``; without it earlier actions are rendered empty);
+- with ``tag_after="action"`` the score also reads this step's action, which does not exist yet;
+  it is rendered empty and ``PrmScorer`` warns once, because the gate's scores then differ from
+  the logged ones the helper was trained on.
+
+Cost. With ``tag_after="state"`` the scorer keeps each episode's key/value cache, so a decision
+feeds only the tokens that are new since the last one (the previous action, this state, the
+tag): the same numbers as scoring the whole prefix (the rendering concatenates per-piece token
+ids, so a prefix's ids are a prefix of the ids). A cache costs memory (about 46 KB per token
+for SmolLM2-135M in fp32, so ~100 MB for an 8-question ProductQA episode): at most
+``max_cached`` episodes keep one (least recently used dropped; a dropped episode is fed again
+from its start at its next decision). When the episode outgrows the PRM's context, or with
+``tag_after="action"``, the whole prefix is re-scored with ``score_episodes`` instead (which cuts
+long prefixes from the left).
+
+Per-episode histories live under a lock; forward passes run outside it (one episode's calls are
+serialised by that episode's own lock).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import warnings
+from collections import OrderedDict
+
+from agile.protocol import Observation
+
+
+class _Episode:
+    def __init__(self, step: int):
+        self.states: dict[int, str] = {}
+        self.actions: dict[int, str] = {}
+        self.last = step
+        self.lock = threading.Lock()
+        self.cache = None  # key/value cache of the tokens fed so far
+        self.fed = 0  # tokens in the cache
+        self.scored: dict[int, float] = {}  # step -> score, for repeated calls at one step
+        self.next_step = 0  # first step whose pieces are not in the cache yet
+
+
+class PrmScorer:
+    """``score(observation) -> P(success)``; errors propagate (the gate falls back on them)."""
+
+    def __init__(self, prm, max_episodes: int = 1_000, incremental: bool = True, max_cached: int = 16):
+        self.prm = prm
+        self.max_episodes = int(max_episodes)
+        self.max_cached = int(max_cached)
+        self._lock = threading.Lock()
+        self._history: OrderedDict[str, _Episode] = OrderedDict()
+        tag_after = getattr(getattr(prm, "settings", None), "tag_after", "state")
+        self.incremental = bool(incremental) and tag_after == "state" and hasattr(prm, "renderer")
+        if tag_after != "state":
+            warnings.warn(
+                "this PRM reads its tag after the action (tag_after='action'), but a gate decides "
+                "before the action: its decision-time scores differ from the logged prm_score. "
+                "Train the helper's PRM with tag_after='state' (helpgate prm train --tag-after state).",
+                stacklevel=2,
+            )
+
+    def _episode(self, observation: Observation) -> _Episode:
+        """The episode's entry (new when unseen or replayed from an earlier step); lock held."""
+        entry = self._history.get(observation.episode_id)
+        if entry is None or observation.step < entry.last:
+            entry = _Episode(observation.step)
+            self._history[observation.episode_id] = entry
+            if len(self._history) > self.max_episodes:
+                self._history.popitem(last=False)
+        entry.last = observation.step
+        self._history.move_to_end(observation.episode_id)
+        return entry
+
+    def record_action(self, observation: Observation, action_text: str) -> None:
+        """Tell the scorer what was done at ``observation`` (later scores read it)."""
+        with self._lock:
+            self._episode(observation).actions[observation.step] = action_text
+
+    def end_episode(self, episode_id: str) -> None:
+        with self._lock:
+            self._history.pop(episode_id, None)
+
+    def score(self, observation: Observation) -> float:
+        with self._lock:
+            entry = self._episode(observation)
+            entry.states[observation.step] = observation.state_text
+        with entry.lock:
+            t = observation.step
+            if t in entry.scored and entry.states.get(t) == observation.state_text:
+                return entry.scored[t]
+            value = self._incremental(entry, t) if self.incremental else None
+            if value is None:
+                value = self._full(entry, t)
+            if not math.isfinite(value):
+                raise ValueError(f"the PRM returned {value} for episode {observation.episode_id!r} step {t}")
+            entry.scored[t] = value
+        if entry.cache is not None:
+            self._evict(keep=entry)
+        return value
+
+    def _evict(self, keep: _Episode) -> None:
+        """Drop the least recently used caches beyond ``max_cached`` (busy episodes are skipped)."""
+        with self._lock:
+            cached = [e for e in self._history.values() if e.cache is not None and e is not keep]
+            for entry in cached[: max(len(cached) + 1 - self.max_cached, 0)]:
+                if entry.lock.acquire(blocking=False):
+                    entry.cache, entry.fed, entry.next_step = None, 0, 0
+                    entry.lock.release()
+
+    # -- the two ways to score -------------------------------------------------------------------
+    def _full(self, entry: _Episode, t: int) -> float:
+        steps = range(t + 1)
+        states = [entry.states.get(s, "") for s in steps]
+        actions = [entry.actions.get(s, "") for s in steps[:-1]] + [""]
+        return float(self.prm.score_episodes([(states, actions)])[0][-1])
+
+    def _incremental(self, entry: _Episode, t: int) -> float | None:
+        import torch
+
+        from prm.render import step_pieces
+
+        if t < entry.next_step:  # this step was fed with other text: start the episode over
+            entry.cache, entry.fed, entry.next_step = None, 0, 0
+        # New tokens, in rendering order: previous action, this state, the tag (per new step).
+        texts, tags = [], []
+        for s in range(entry.next_step, t + 1):
+            if s > 0:
+                texts.append(step_pieces(s - 1, "", entry.actions.get(s - 1, ""), "state")[1])
+                tags.append(False)
+            texts.append(step_pieces(s, entry.states.get(s, ""), "", "state")[0])
+            tags.append(True)
+        renderer = self.prm.renderer
+        ids: list[int] = []
+        for piece, tag in zip(renderer.tokenizer(texts, add_special_tokens=False)["input_ids"], tags, strict=True):
+            ids.extend(piece)
+            if tag:
+                ids.extend(renderer.tag_ids)
+        if entry.fed + len(ids) > self.prm.context:
+            return None  # longer than the context: the full path cuts it from the left
+        core = self.prm._core()
+        device = core.device
+        with torch.inference_mode():
+            out = core.get_decoder()(
+                input_ids=torch.tensor([ids], device=device),
+                position_ids=torch.arange(entry.fed, entry.fed + len(ids), device=device)[None],
+                past_key_values=entry.cache,
+                use_cache=True,
+            )
+            hidden = out.last_hidden_state[0, -1:]
+            value = float(torch.sigmoid(self.prm.head(hidden)).float()[0])
+        entry.cache, entry.fed, entry.next_step = out.past_key_values, entry.fed + len(ids), t + 1
+        return value

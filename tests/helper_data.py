@@ -1,0 +1,52 @@
+"""Builders shared by the helper tests: simulated trajectories, a solve folder, a helper folder.
+
+The base agent is the simulator (known per-type accuracy) on the generated ProductQA catalog;
+``prm_score`` is the simulator's own success probability, i.e. what a perfect PRM would say, so
+that the optimal labels are known and the distilled helper can be checked against them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from agile.catalog_generator import default_catalog_dir
+from agile.productqa_env import make_episodes
+from agile.rollout import run_episodes
+from agile.simulator_agent import SimulatorAgent
+from helper.schema import write_shard
+
+HORIZON = 6
+
+
+class PerfectScorer:
+    """``score(observation)``: the simulator's probability of answering correctly."""
+
+    def __init__(self):
+        self.simulator = SimulatorAgent()
+
+    def score(self, observation) -> float:
+        return self.simulator.success_probability(observation)
+
+
+def trajectories(directory: Path, n: int = 120, seed: int = 11) -> Path:
+    agent = SimulatorAgent(seed=0)
+    episodes = make_episodes(default_catalog_dir(0), "train", n=n, seed=seed, questions_per_episode=HORIZON)
+    explore = [(0.1, 0.3, 0.5)[i % 3] for i in range(n)]
+    records = run_episodes(episodes, agent, budget=HORIZON, explore_p=explore, rng_seed=5)
+    frame = pl.DataFrame([r.to_row() for episode in records for r in episode]).drop(
+        ["cf_base_success", "cf_intervene_success"])
+    scorer = PerfectScorer()
+    accuracy = scorer.simulator.accuracy
+    perfect = [next(v for k, v in accuracy.items() if json.loads(f).get(f"type_{k}")) for f in frame["features"]]
+    write_shard(frame.with_columns(pl.Series("prm_score", perfect)), directory / "shard-000.parquet")
+    return directory
+
+
+def solved(directory: Path, data: Path, budgets=(1, 2)) -> Path:
+    from tabular_rl.solve_command import SolveConfig, run
+
+    run(SolveConfig(data=str(data), budget=list(budgets), bins=3, out=str(directory)))
+    return directory

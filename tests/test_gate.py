@@ -1,0 +1,243 @@
+"""HelperGate and baseline gates: budget invariant, thread safety, fallback, save/load, rollout."""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agile.catalog_generator import default_catalog_dir
+from agile.productqa_env import make_episodes
+from agile.protocol import Gate, Observation
+from agile.rollout import run_episodes
+from agile.simulator_agent import SimulatorAgent
+from helper import HelperGate
+from helper.baselines import (
+    AlwaysGate,
+    FirstKGate,
+    NeverGate,
+    OracleGate,
+    RandomGate,
+    ScoreThresholdGate,
+    calibrate_threshold,
+)
+from helper.budget import BudgetedGate
+from helper.features import FeatureClassifier, frame_features, observation_features
+
+
+def obs(episode="e0", step=0, horizon=6, **features) -> Observation:
+    return Observation(episode, "test", "t", step, f"state {step}", horizon, dict(features))
+
+
+class ScriptedGate(BudgetedGate):
+    """Wants whatever the script says next (cycled): arbitrary decision sequences."""
+
+    def __init__(self, script, budget):
+        super().__init__(budget)
+        self.script = list(script) or [True]
+        self.calls = 0
+
+    def wants(self, observation, budget_left):
+        self.calls += 1
+        return self.script[self.calls % len(self.script)]
+
+
+calls = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 7), st.one_of(st.none(), st.integers(0, 4))),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(calls=calls, budget=st.integers(0, 3), script=st.lists(st.booleans(), max_size=5))
+def test_never_intervenes_once_budget_spent(calls, budget, script):
+    gate = ScriptedGate(script, budget)
+    granted: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for episode, step, budget_left in calls:
+        if episode in last and step < last[episode]:
+            granted[episode] = 0  # the documented reset: the episode was replayed from earlier
+        last[episode] = step
+        said = gate.should_intervene(obs(episode, step), budget_left)
+        if said:
+            assert budget_left is None or budget_left > 0
+            granted[episode] = granted.get(episode, 0) + 1
+            assert granted[episode] <= budget
+        assert gate.used(episode) == granted.get(episode, 0)
+
+
+def test_no_budget_known_is_an_error():
+    with pytest.raises(ValueError, match="budget_left"):
+        AlwaysGate().should_intervene(obs())
+    assert AlwaysGate().should_intervene(obs(), 1) is True
+    assert AlwaysGate().should_intervene(obs(), 0) is False
+
+
+def test_threads_share_the_gate_safely():
+    gate = ScriptedGate([True, False, True], budget=2)
+
+    def play(episode: int) -> int:
+        return sum(gate.should_intervene(obs(f"ep{episode}", step)) for step in range(6))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        used = list(pool.map(play, range(400)))
+    assert max(used) <= 2
+    assert all(gate.used(f"ep{i}") == used[i] for i in range(400))
+
+    # Many threads deciding the same decision point at once still grant at most the budget.
+    same = AlwaysGate(budget=3)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda _: same.should_intervene(obs("one", 2)), range(200)))
+    assert sum(answers) == 3
+
+
+def test_baselines():
+    assert not NeverGate(budget=3).should_intervene(obs())
+    first = FirstKGate(2)
+    assert [first.should_intervene(obs(step=t)) for t in range(4)] == [True, True, False, False]
+    rand = RandomGate(0.5, budget=10, seed=1)
+    draws = [rand.should_intervene(obs(f"e{i}", 0)) for i in range(2000)]
+    assert 0.45 < np.mean(draws) < 0.55
+    again = RandomGate(0.5, budget=10, seed=1)
+    assert draws == [again.should_intervene(obs(f"e{i}", 0)) for i in range(2000)]
+    # 10 distinct scores, 5 decisions per episode, budget 1 -> the 20% quantile: 2 of 10 at or below.
+    threshold = calibrate_threshold(np.arange(10) / 10, 5, 1)
+    assert threshold == pytest.approx(0.1) and (np.arange(10) / 10 <= threshold).sum() == 2
+    assert calibrate_threshold([0.1], 5, 0) == -math.inf and calibrate_threshold([0.1], 5, 5) == math.inf
+    gate = ScoreThresholdGate(lambda o: o.features["s"], 0.5, budget=1)
+    assert not gate.should_intervene(obs(step=0, s=0.7))
+    assert gate.should_intervene(obs(step=1, s=0.5))
+    assert not gate.should_intervene(obs(step=2, s=0.1))  # budget spent
+    oracle = OracleGate.from_counterfactuals(["a"] * 4, [0, 1, 2, 3], [0.5, 0.5, 0.5, 0.5],
+                                             [0.6, 0.5, 0.9, 0.7], budget=2)
+    assert [oracle.should_intervene(obs("a", t)) for t in range(4)] == [False, False, True, True]
+    for gate in (NeverGate(), AlwaysGate(), first, rand, oracle):
+        assert isinstance(gate, Gate)
+
+
+def _training_frame(n: int = 300, seed: int = 0) -> tuple[pl.DataFrame, np.ndarray]:
+    """Rows where the right call is: intervene on hard questions while budget lasts."""
+    rng = np.random.default_rng(seed)
+    hard = rng.random(n) < 0.4
+    frame = pl.DataFrame({
+        "episode_id": [f"e{i // 6}" for i in range(n)], "step": np.arange(n) % 6, "horizon": [6] * n,
+        "budget_left": rng.integers(1, 3, n), "prm_score": np.where(hard, 0.2, 0.8) + rng.normal(0, 0.05, n),
+        "features": [f'{{"type_reasoning_qa": {float(h)}}}' for h in hard],
+    })
+    return frame, hard.astype(int)
+
+
+@pytest.fixture(scope="module")
+def helper_dir(tmp_path_factory):
+    frame, y = _training_frame()
+    names = ["prm_score", "step", "progress", "budget_left", "budget_per_step", "f_type_reasoning_qa"]
+    main = FeatureClassifier("gbm", names).fit(frame_features(frame, names), y)
+    plain = [n for n in names if n != "prm_score"]
+    fallback = FeatureClassifier("logreg", plain).fit(frame_features(frame, plain), y)
+    directory = tmp_path_factory.mktemp("helper")
+    HelperGate("features", main, fallback, max_budget=2).save(directory, prm=str(directory / "no-prm-here"))
+    return directory
+
+
+def test_save_load_and_fallback(helper_dir):
+    with pytest.warns(UserWarning, match="could not load the PRM"):
+        gate = HelperGate.load(helper_dir)
+    assert gate.budget == 2 and gate.scorer is None
+    # No PRM: the fallback classifier (trained without the score) still reads the question type.
+    assert gate.should_intervene(obs("x", 0, type_reasoning_qa=1.0))
+    assert not gate.should_intervene(obs("x", 1, type_reasoning_qa=0.0))
+    assert gate.stats()["fallbacks"] == 2
+
+    class Scorer:
+        def score(self, observation):
+            if observation.step == 3:
+                raise RuntimeError("scoring failed")
+            return 0.2 if observation.features["type_reasoning_qa"] else 0.8
+
+    gate.scorer = Scorer()
+    assert gate.should_intervene(obs("y", 0, type_reasoning_qa=1.0))
+    with pytest.warns(UserWarning, match="PRM scoring failed"):
+        assert gate.should_intervene(obs("y", 3, type_reasoning_qa=1.0))
+    assert not gate.should_intervene(obs("y", 4, type_reasoning_qa=1.0))  # budget of 2 spent
+    assert gate.stats()["score_errors"] == 1
+
+
+def test_conservative_rule_without_any_classifier():
+    gate = HelperGate("features", FeatureClassifier("logreg", ["prm_score"]), budget=2, max_budget=2)
+    # No scorer and no fallback: intervene only when the budget covers every remaining decision.
+    assert not gate.should_intervene(obs("z", 0, horizon=4))
+    assert gate.should_intervene(obs("z", 2, horizon=4)) and gate.should_intervene(obs("z", 3, horizon=4))
+
+
+def test_plugs_into_run_episodes(helper_dir):
+    root = default_catalog_dir(0)
+    agent = SimulatorAgent(seed=0)
+    with pytest.warns(UserWarning):
+        gate = HelperGate.load(helper_dir, budget=1)
+    records = run_episodes(make_episodes(root, "test", n=6, seed=3, questions_per_episode=5), agent,
+                           gate=gate, budget=1)
+    used = [sum(r.intervened for r in episode) for episode in records]
+    assert max(used) <= 1 and sum(used) > 0
+    # features row from an observation matches the row builder used in training
+    o = obs("w", 2, horizon=6, type_reasoning_qa=1.0)
+    names = ["prm_score", "step", "progress", "steps_left", "budget_left", "budget_per_step", "f_type_reasoning_qa"]
+    row = observation_features(o, 2, 0.3, names)
+    frame = pl.DataFrame({"episode_id": ["w"], "step": [2], "horizon": [6], "budget_left": [2],
+                          "prm_score": [0.3], "features": ['{"type_reasoning_qa": 1.0}']})
+    assert np.allclose(row, frame_features(frame, names))
+
+
+@pytest.fixture(scope="module")
+def tiny_prm():
+    import torch
+
+    from prm.model import ProcessRewardModel
+
+    prm = ProcessRewardModel.create("tiny", tag_after="state", device="cpu", seed=0)
+    torch.manual_seed(0)
+    prm.head.linear.weight.data.normal_(0, 1.0)  # an untrained value head is 0.5 everywhere
+    return prm
+
+
+def test_prm_scorer_reproduces_logged_scores(tiny_prm):
+    from helper.prm_scorer import PrmScorer
+
+    states = ["Question 1 of 3 (fact_qa).\nCustomer: is it red?", "Question 2 of 3 (search_qa).\nFind a kettle.",
+              "Question 3 of 3 (fact_qa).\nIs it big?"]
+    actions = ["[PredictAnswer] yes", "[PredictAnswer] B01", "[PredictAnswer] no"]
+    logged = tiny_prm.score_episodes([(states, actions)])[0]  # what `helpgate prm score` writes
+    assert np.unique(np.round(logged, 6)).size == 3
+    for incremental in (True, False):  # key/value cache per episode, or the whole prefix each time
+        scorer = PrmScorer(tiny_prm, incremental=incremental)
+        assert scorer.incremental == incremental
+        online = []
+        for step, (state, action) in enumerate(zip(states, actions, strict=True)):
+            observation = Observation("ep", "test", "t", step, state, 3, {})
+            online.append(scorer.score(observation))  # before the action exists
+            scorer.record_action(observation, action)
+        assert online == pytest.approx(logged.tolist(), abs=1e-5)
+
+    # A gate with that PRM uses the score (no fallback) and stays within its budget.
+    frame, y = _training_frame()
+    names = ["prm_score", "step", "budget_left", "f_type_reasoning_qa"]
+    gate = HelperGate("features", FeatureClassifier("logreg", names).fit(frame_features(frame, names), y),
+                      scorer=scorer, budget=1, max_budget=2)
+    said = [gate.should_intervene(Observation("g", "test", "t", t, states[t], 3, {"type_reasoning_qa": 1.0}))
+            for t in range(3)]
+    assert sum(said) <= 1 and gate.stats()["fallbacks"] == 0
+
+
+def test_prm_scorer_warns_for_post_action_tags(tiny_prm):
+    from helper.prm_scorer import PrmScorer
+
+    tiny_prm.settings.tag_after = "action"
+    try:
+        with pytest.warns(UserWarning, match="tag_after='state'"):
+            PrmScorer(tiny_prm)
+    finally:
+        tiny_prm.settings.tag_after = "state"

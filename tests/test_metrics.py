@@ -1,0 +1,106 @@
+"""Metrics against hand-computed values (the numbers in comments are worked out by hand)."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helper import metrics
+from helper.metrics import apgr, bootstrap_ci, cpt, intervention_share, oracle_ratio, pgr, pgr_curve, summarize
+
+
+def test_pgr_and_share():
+    assert pgr(0.4, 0.2, 0.6) == pytest.approx(0.5)
+    assert pgr(0.1, 0.2, 0.6) == pytest.approx(-0.25)  # worse than never: not clipped
+    assert math.isnan(pgr(0.3, 0.5, 0.5))  # no gap to recover
+    assert intervention_share(1, 4) == 0.25
+    assert intervention_share(5, 4) == 1.0  # clipped
+    with pytest.raises(ValueError, match="interventions_always"):
+        intervention_share(1, 0)
+
+
+def test_curve_adds_origin_and_averages_ties():
+    x, y = pgr_curve([0.5, 0.25, 0.5], [0.6, 0.5, 0.8])
+    assert x.tolist() == [0.0, 0.25, 0.5]
+    assert y.tolist() == pytest.approx([0.0, 0.5, 0.7])
+    # A measured point at share 0 is kept as measured (no (0, 0) added).
+    x, y = pgr_curve([0.0, 1.0], [-0.1, 1.0])
+    assert x.tolist() == [0.0, 1.0] and y.tolist() == pytest.approx([-0.1, 1.0])
+
+
+def test_apgr_hand_computed():
+    # Curve (0,0) -> (0.25,0.5) -> (0.5,0.75), flat 0.75 to 1:
+    # 0.25*0.25 + 0.25*(0.5+0.75)/2 + 0.5*0.75 = 0.0625 + 0.15625 + 0.375 = 0.59375
+    assert apgr([0.25, 0.5, 0.5], [0.5, 0.75, 0.75]) == pytest.approx(0.59375, abs=1e-12)
+    # The diagonal (always-intervene's own curve): area 1/2.
+    assert apgr([1.0], [1.0]) == pytest.approx(0.5, abs=1e-12)
+    # Only share 0: a flat line at its value.
+    assert apgr([0.0], [0.0]) == 0.0
+    # A kink between grid points: exact integral 0.5*0.005*1 + 0.995*1 = 0.9975; the grid's
+    # trapezoid rule misses by at most |slope change| / (8 (n-1)^2) = 200/80000 = 0.0025,
+    # reached here (the kink sits mid-cell): 0.995.
+    assert apgr([0.005], [1.0]) == pytest.approx(0.995, abs=1e-12)
+    assert apgr([0.005], [1.0], grid_points=201) == pytest.approx(0.9975, abs=1e-12)
+
+
+def test_cpt_exact_on_segments():
+    shares, pgrs = [0.25, 0.5], [0.5, 0.75]
+    assert cpt(shares, pgrs, 0.5) == pytest.approx(0.25)
+    assert cpt(shares, pgrs, 0.6) == pytest.approx(0.35)  # 0.25 + 0.1 / 1.0
+    assert cpt(shares, pgrs, 0.25) == pytest.approx(0.125)
+    assert cpt(shares, pgrs, 0.8) is None
+    assert cpt([0.0], [1.0], 0.5) == 0.0
+
+
+def test_oracle_ratio_and_bootstrap():
+    assert oracle_ratio(0.45, 0.5) == pytest.approx(0.9)
+    assert oracle_ratio(0.3, 0.0) is None
+    assert bootstrap_ci([0.7] * 10) == (0.7, 0.7)
+    # Two episodes (0 and 1): resampled means are 0, 0.5, 1 with prob 1/4, 1/2, 1/4,
+    # so the 2.5% and 97.5% quantiles are 0 and 1.
+    assert bootstrap_ci([0.0, 1.0], resamples=4000) == (0.0, 1.0)
+    low, high = bootstrap_ci(np.r_[np.zeros(50), np.ones(50)], seed=3)
+    assert low < 0.5 < high and high - low == pytest.approx(2 * 1.96 * 0.05, abs=0.03)
+    assert bootstrap_ci([0.0, 1.0, 1.0], seed=1) == bootstrap_ci([0.0, 1.0, 1.0], seed=1)
+
+
+def test_total_score_is_agile_formula():
+    assert metrics.total_score(0.8, 0.25, 0.3) == pytest.approx(0.725)
+
+
+def _sweep():
+    rows = [("never", 0, 0.2, 0.0), ("always", 4, 0.6, 4.0)]
+    rows += [("helper", c, s, i) for c, s, i in zip(range(4), [0.2, 0.4, 0.5, 0.5], [0, 1, 2, 2])]
+    rows += [("oracle", c, s, i) for c, s, i in zip(range(4), [0.2, 0.5, 0.6, 0.6], [0, 1, 2, 2])]
+    frame = pd.DataFrame(rows, columns=["method", "budget", "success", "interventions"])
+    frame["episodes"], frame["ci_low"], frame["ci_high"] = 10, frame["success"] - 0.1, frame["success"] + 0.1
+    return frame
+
+
+def test_summary_hand_computed():
+    summary = summarize(_sweep(), training_calls={"helper": {"strong": 0, "human": 120}})
+    assert summary["references"] == {"success_never": 0.2, "success_always": 0.6, "interventions_always": 4.0}
+    helper = summary["methods"]["helper"]
+    # helper: shares 0, .25, .5, .5 and PGR 0, .5, .75, .75 -> the curve of test_apgr_hand_computed.
+    assert helper["apgr"] == pytest.approx(0.59375)
+    assert helper["cpt50"] == pytest.approx(0.25) and helper["cpt80"] is None
+    assert helper["oracle_ratio"] == pytest.approx({0: 1.0, 1: 0.8, 2: 0.5 / 0.6, 3: 0.5 / 0.6})
+    assert helper["training_calls"] == {"strong": 0, "human": 120}
+    oracle = summary["methods"]["oracle"]
+    # oracle: (0,0) (.25,.75) (.5,1) flat: .25*.375 + .25*.875 + .5 = 0.8125;
+    # CPT50 = .25 * .5/.75, CPT80 = .25 + .25 * .05/.25 = 0.3.
+    assert oracle["apgr"] == pytest.approx(0.8125)
+    assert oracle["cpt50"] == pytest.approx(0.25 * 0.5 / 0.75) and oracle["cpt80"] == pytest.approx(0.3)
+    assert summary["methods"]["always"]["apgr"] == pytest.approx(0.5)
+    assert summary["methods"]["never"]["apgr"] == 0.0 and summary["methods"]["never"]["cpt50"] is None
+    json.dumps(summary)  # valid JSON: no NaN, int keys only
+    table = metrics.summary_table(summary)
+    assert table["method"].tolist()[0] == "oracle"
+
+
+def test_summary_names_missing_reference():
+    frame = _sweep()
+    with pytest.raises(ValueError, match="no 'always' rows"):
+        summarize(frame[frame["method"] != "always"])
