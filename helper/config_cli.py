@@ -85,6 +85,7 @@ def add_dataclass_options(parser: argparse.ArgumentParser, cls: type) -> None:
         help_text = docs.get(item.name, "")
         if default is not None and kwargs.get("action") is None:
             help_text += f" (default: {default})"
+        help_text = help_text.replace("%", "%%")  # argparse formats help strings with %
         parser.add_argument(
             "--" + item.name.replace("_", "-"),
             dest=item.name,

@@ -45,3 +45,15 @@ def test_bad_choice_is_refused(capsys):
 def test_helpgate_without_command_prints_help(capsys):
     assert main([]) == 2
     assert "pipeline" in capsys.readouterr().out
+
+
+@dataclass
+class PercentConfig:
+    share: float = 0.5
+    """Share of rows, in % of the data."""
+
+
+def test_percent_in_docstring_does_not_break_help(capsys):
+    with pytest.raises(SystemExit):
+        parse_config(PercentConfig, ["--help"])
+    assert "in % of the data" in capsys.readouterr().out
