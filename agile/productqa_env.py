@@ -1,0 +1,340 @@
+"""ProductQA as an episodic environment: one episode is a customer-service session.
+
+A session is ``questions_per_episode`` consecutive questions of one product group (a contiguous
+run in file order starting at an offset drawn from the episode's seed: the file order is the
+session order of AGILE, where later questions reuse the products and knowledge of earlier ones).
+Each question is one decision point. Before the agent attempts it, a gate may hand it to the
+expert (the "human" gives the gold answer); either way the answer goes into the session memory,
+marked with who gave it, and later questions see it through retrieval.
+
+Function tokens (AGILE) the environment understands, one per action, first line only (later
+lines are comments, e.g. a fallback note written by the agent):
+
+- ``[PredictAnswer] <answer>``: answers the question; reward 1 if ``answer_eval.is_correct``.
+- ``[SearchProduct] <SQL>``: a tool call on a search question. The SQL runs on the group's
+  product table; the result (or SQLite's error) is shown in the next observation of the *same*
+  decision point (reward 0, the question is not advanced). At most ``max_searches`` per question;
+  a search beyond that counts as an unanswered question.
+- ``[SeekAdvice]``: the agent asks for help. With no gate to answer it, it is an unanswered
+  question (reward 0), recorded as such.
+- anything else: an unanswered question (reward 0), ``info["error"]`` says why.
+
+``success()`` is the mean per-question reward over the planned number of questions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agile.answer_eval import is_correct, parse_product_ids
+from agile.functions import PREDICT_ANSWER, SEARCH_PRODUCT, SEARCH_RESULT, SEEK_ADVICE, parse_call
+from agile.product_db import ProductDB, SQLError
+from agile.productqa import QUESTION_TYPES, ProductGroup, Question, list_groups, load_group
+from agile.protocol import BASE, HUMAN, Action, Observation, StepResult
+from agile.rollout import derive_seed
+from agile.session_memory import SessionMemory
+
+ENV_NAME = "productqa"
+PREDICT, SEARCH, SEEK = PREDICT_ANSWER, SEARCH_PRODUCT, SEEK_ADVICE
+NO_PRODUCT = "none"
+"""What a search answer that names no product says (the gold when nothing matches)."""
+SEARCH_RESULT_HEADER = SEARCH_RESULT
+"""Marks the tool output in ``state_text`` (agents use it to know the search has run)."""
+_SHOWN_RESULTS = 5
+
+
+def parse_action(text: str) -> tuple[str | None, str]:
+    """``(function name or None, argument)`` of an action's first line (``agile.functions``)."""
+    call = parse_call(text)
+    return (call.name, call.argument) if call else (None, (text or "").split("\n", 1)[0].strip())
+
+
+class GroupResources:
+    """What every episode of one group shares, read-only: questions, product table, schema text."""
+
+    def __init__(self, group: ProductGroup):
+        self.group = group
+        self.db = ProductDB(group)
+        self.schema_text = self.db.schema_text()
+        self.titles = {asin: html.unescape(p["title"]) for asin, p in group.metadata.items()}
+        self.feature_names = tuple(name for name, _ in self.db.columns)
+
+
+@dataclass
+class _Search:
+    sql: str
+    output: str
+
+
+@dataclass(repr=False)
+class ProductQAEpisode:
+    """One session of questions; see the module docstring. Deterministic given (group, seed).
+
+    ``resources`` may be given as a group folder, a loaded ``ProductGroup`` or, to share one
+    product table between many episodes, a ``GroupResources``.
+    """
+
+    resources: GroupResources | ProductGroup | str | Path
+    seed: int
+    questions_per_episode: int = 8
+    episode_id: str = ""
+    memory_k: int = 3
+    """Memory entries retrieved into the state text."""
+    max_searches: int = 1
+    """``[SearchProduct]`` calls allowed per question."""
+    questions: list[Question] = field(default_factory=list)
+    """The session's questions; drawn from the seed when not given."""
+    # The running state (copied by ``clone``).
+    position: int = 0
+    rewards: list[float] = field(default_factory=list)
+    memory: SessionMemory | None = None
+    searches: list[_Search] = field(default_factory=list)
+
+    env: str = ENV_NAME
+
+    def __repr__(self) -> str:
+        return (f"ProductQAEpisode({self.episode_id!r}, group={self.resources.group.name!r}, "
+                f"seed={self.seed}, position={self.position}/{self.horizon})")
+
+    def __post_init__(self):
+        if self.questions_per_episode < 1:
+            raise ValueError(f"questions_per_episode must be >= 1, got {self.questions_per_episode}.")
+        if isinstance(self.resources, (str, Path)):
+            self.resources = load_group(self.resources)
+        if isinstance(self.resources, ProductGroup):
+            self.resources = GroupResources(self.resources)
+        group = self.resources.group
+        if not self.questions:
+            n = min(self.questions_per_episode, len(group.questions))
+            start = random.Random(self.seed).randrange(len(group.questions) - n + 1)
+            self.questions = group.questions[start:start + n]
+        self.questions_per_episode = len(self.questions)
+        if not self.episode_id:
+            self.episode_id = f"{group.name}-{self.seed}"
+        if self.memory is None:
+            self.memory = SessionMemory(self.resources.feature_names)
+
+    # -- the Episode protocol -------------------------------------------------------------
+
+    @property
+    def horizon(self) -> int:
+        return self.questions_per_episode
+
+    @property
+    def done(self) -> bool:
+        return self.position >= self.horizon
+
+    @property
+    def question(self) -> Question:
+        """The question of the current decision point."""
+        if self.done:
+            raise RuntimeError(f"episode {self.episode_id} is over: it has no current question.")
+        return self.questions[self.position]
+
+    def observe(self) -> Observation:
+        question = self.question
+        retrieved = self.memory.retrieve(question.question, question.asin, self.memory_k)
+        features = {f"type_{t}": float(question.type == t) for t in QUESTION_TYPES}
+        features.update(
+            progress=self.position / self.horizon,
+            memory_hits=float(len(retrieved)),
+            memory_same_asin=float(sum(e.asin == question.asin for e in retrieved)),
+            memory_advice_hits=float(sum(e.from_advice for e in retrieved)),
+        )
+        return Observation(
+            episode_id=self.episode_id,
+            env=ENV_NAME,
+            task_id=f"{question.group}/{question.id}",
+            step=self.position,
+            state_text=self._render(question, retrieved),
+            horizon=self.horizon,
+            features=features,
+        )
+
+    def step(self, action: Action) -> StepResult:
+        question = self.question
+        token, argument = parse_action(action.text)
+        if token == SEARCH and question.type == "search_qa" and len(self.searches) < self.max_searches:
+            output = self._run_search(argument)
+            self.searches.append(_Search(argument, output))
+            return StepResult(0.0, False, {"tool": SEARCH, "tool_output": f"{SEARCH_RESULT_HEADER} {output}"})
+        info: dict = {"question_id": question.id, "type": question.type}
+        if token == PREDICT:
+            reward = float(is_correct(question, argument, self.resources.titles))
+            self.memory.add(question.question, argument, action.actor, question.asin, self.position)
+        else:
+            reward = 0.0
+            info["error"] = {
+                SEEK: "sought advice with no one to give it: question left unanswered",
+                SEARCH: "search not allowed here (not a search question, or search limit reached)",
+            }.get(token, f"no usable function token in {action.text[:60]!r}: question left unanswered")
+        self.rewards.append(reward)
+        self.position += 1
+        self.searches = []
+        return StepResult(reward, self.done, info)
+
+    def expert_action(self) -> Action:
+        """The gold answer, given by the human (for search: every gold product id)."""
+        return Action(f"{PREDICT} {gold_answer_text(self.question)}", actor=HUMAN)
+
+    def success(self) -> float:
+        return sum(self.rewards) / self.horizon
+
+    def clone(self) -> ProductQAEpisode:
+        # Questions and resources are read-only and shared; mutable state is copied.
+        return dataclasses.replace(
+            self, rewards=list(self.rewards), memory=self.memory.clone(), searches=list(self.searches)
+        )
+
+    # -- extras for scripted agents -------------------------------------------------------
+
+    def distractor_action(self, rng: random.Random) -> Action:
+        """A plausible wrong answer to the current question (what a scripted agent says when it
+        errs): yes<->no, an answer of another question of the same type, or a wrong product."""
+        question = self.question
+        if question.type == "search_qa":
+            # Naming a product is wrong when none matches; otherwise name a non-gold product
+            # (or none at all when every product is gold).
+            others = sorted(set(self.resources.titles) - set(question.short_answer))
+            text = rng.choice(others) if others else NO_PRODUCT
+            return Action(f"{PREDICT} {text}", actor=BASE)
+        gold = str(question.short_answer)
+        flip = {"yes": "no", "no": "yes"}.get(gold.strip().lower())
+        if flip is None:
+            pool = self.resources.group.by_type(question.type)
+            for _ in range(20):
+                other = str(rng.choice(pool).short_answer)
+                if not is_correct(question, other):
+                    flip = other
+                    break
+            else:
+                flip = "not sure"
+        return Action(f"{PREDICT} {flip}", actor=BASE)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _run_search(self, sql: str) -> str:
+        try:
+            ids = self.resources.db.query(sql)
+        except SQLError as error:
+            return str(error)
+        if not ids:
+            return "no product matches."
+        shown = [f"{asin} ({self.resources.titles.get(asin, '')[:60]})" for asin in ids[:_SHOWN_RESULTS]]
+        more = f" (+{len(ids) - _SHOWN_RESULTS} more)" if len(ids) > _SHOWN_RESULTS else ""
+        return "; ".join(shown) + more
+
+    def _render(self, question: Question, retrieved) -> str:
+        product = self.resources.group.metadata.get(question.asin, {})
+        details = "; ".join(
+            f"{key}: {html.unescape(str(value))}" for key, value in product.items()
+            if key != "title" and value not in (None, "")
+        )
+        lines = [
+            f"Question {self.position + 1} of {self.horizon} ({question.type}).",
+            f"Customer: {question.question}",
+            f"Product {question.asin}: {self.resources.titles.get(question.asin, '')}",
+        ]
+        if details:
+            lines.append(f"Details: {details}")
+        if retrieved:
+            lines.append("Memory:")
+            for entry in retrieved:
+                who = "own answer" if entry.source == BASE else f"answer from {entry.source}"
+                lines.append(f"- Q ({entry.asin}): {entry.question} A ({who}): {_short(entry.answer)}")
+        if question.type == "search_qa":
+            lines.append(self.resources.schema_text)
+            for search in self.searches:
+                lines.append(f"{SEARCH} {search.sql}")
+                lines.append(f"{SEARCH_RESULT_HEADER} {search.output}")
+        return "\n".join(lines)
+
+
+def _short(answer: str, limit: int = 120) -> str:
+    # A search answer can list twenty product ids; the prompt only needs the first few.
+    return answer if len(answer) <= limit else answer[:limit].rsplit(" ", 1)[0] + " ..."
+
+
+def gold_answer_text(question: Question) -> str:
+    """The gold short answer as a ``[PredictAnswer]`` argument."""
+    if question.type == "search_qa":
+        return ", ".join(question.short_answer) if question.short_answer else NO_PRODUCT
+    return str(question.short_answer)
+
+
+def question_type(observation: Observation) -> str | None:
+    """The question type whose ``type_<name>`` feature is set (None for other environments)."""
+    for key, value in observation.features.items():
+        if key.startswith("type_") and value:
+            return key[len("type_"):]
+    return None
+
+
+def search_result_ids(state_text: str) -> list[str]:
+    """Product ids listed by the last search result in a ``state_text`` (empty if none)."""
+    lines = [line for line in state_text.split("\n") if line.startswith(SEARCH_RESULT_HEADER)]
+    return parse_product_ids(lines[-1]) if lines else []
+
+
+class ProductQASource:
+    """The groups of one ProductQA split, loaded once, and the episodes drawn from them.
+
+    Episode ``i`` is fully determined by ``(seed, i)``: its group is the ``i``-th in round-robin
+    order over the (sorted) groups, its seed is ``derive_seed(seed, i)``. Any subset of indices
+    can therefore be built alone (collection writes shards of index ranges and resumes).
+    """
+
+    def __init__(self, root: str | Path, split: str = "train", groups: list[str] | None = None):
+        paths = list_groups(root, split)
+        available = [p.name for p in paths]
+        if groups:
+            unknown = [g for g in groups if g not in available]
+            if unknown:
+                raise ValueError(
+                    f"groups: {unknown} not found in {Path(root) / split}; available: {available}."
+                )
+            paths = [p for p in paths if p.name in groups]
+        if not paths:
+            raise FileNotFoundError(f"{Path(root) / split}: holds no ProductQA group folders.")
+        self.root, self.split, self.paths = Path(root), split, paths
+        self._resources: dict[str, GroupResources] = {}
+
+    @property
+    def group_names(self) -> list[str]:
+        return [p.name for p in self.paths]
+
+    def resources(self, name: str) -> GroupResources:
+        if name not in self._resources:
+            path = next(p for p in self.paths if p.name == name)
+            self._resources[name] = GroupResources(load_group(path))
+        return self._resources[name]
+
+    def episode(self, index: int, seed: int, questions_per_episode: int = 8, **kwargs) -> ProductQAEpisode:
+        name = self.paths[index % len(self.paths)].name
+        return ProductQAEpisode(
+            self.resources(name),
+            derive_seed(seed, index),
+            questions_per_episode,
+            episode_id=f"{self.split}-s{seed}-{index:06d}-{name}",
+            **kwargs,
+        )
+
+    def episodes(self, indices, seed: int, questions_per_episode: int = 8, **kwargs) -> list[ProductQAEpisode]:
+        return [self.episode(i, seed, questions_per_episode, **kwargs) for i in indices]
+
+
+def make_episodes(
+    root: str | Path,
+    split: str = "train",
+    n: int = 16,
+    seed: int = 0,
+    questions_per_episode: int = 8,
+    groups: list[str] | None = None,
+    start: int = 0,
+) -> list[ProductQAEpisode]:
+    """Episodes ``start .. start+n-1`` spread round-robin over the split's groups."""
+    return ProductQASource(root, split, groups).episodes(range(start, start + n), seed, questions_per_episode)

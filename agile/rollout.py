@@ -1,0 +1,230 @@
+"""The one episode loop: many episodes in lockstep, a budget of interventions, optional gate.
+
+    records = run_episodes(episodes, base_agent, strong=None, gate=None, budget=2,
+                           explore_p=0.3, rng_seed=0)
+
+At every decision point of every live episode, in this order:
+
+1. ``budget_left`` is what is still allowed in that episode (``budget`` at the start).
+2. If ``budget_left > 0`` the gate, when there is one, is asked
+   ``gate.should_intervene(observation, budget_left)``; independently, when ``explore_p`` is set,
+   a Bernoulli(p) draw decides (offline collection). The draw is a pure function of
+   ``(rng_seed, episode_id, step)``, so it does not depend on batching or on other episodes.
+3. Intervene = budget left and (gate said yes or the draw said yes). The strong actor then acts
+   (``strong=None``: the episode's ``expert_action()``, i.e. the human) and ``budget_left``
+   drops by one; otherwise the base agent acts. The budget can never be exceeded.
+4. The chosen actor may call tools first (``StepResult.info["tool"]``, e.g. ``[SearchProduct]``):
+   the loop asks the same actor again on the new observation of the same decision point; the
+   recorded ``action_text`` is the whole exchange: each call, then the env's
+   ``info["tool_output"]`` line, and the final action last.
+
+Agents are called once per round with the observations of every episode they act for (batched).
+An agent that needs the live episodes (scripted and oracle agents read the gold answer) sets
+``needs_episodes = True`` and is called as ``agent.act(observations, episodes=episodes)``.
+
+``counterfactual=True`` adds, for every decision point, ``cf_base_success`` and
+``cf_intervene_success``: the episode is cloned before the decision, the base action (resp. the
+intervention) is taken, and the clone continues with the base agent alone to the end. All
+branches of all episodes run in lockstep too. Cost: each decision point adds two rollouts of the
+rest of the episode, i.e. about ``horizon + 1`` times the agent calls of the plain run (cheap for
+the simulator; for an LLM agent expect roughly ``horizon`` times the plain run's time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agile.protocol import Action, Agent, Episode, Gate, Observation, StepResult
+
+MAX_TOOL_ROUNDS = 8
+"""A decision that is still calling tools after this many rounds is a bug in the env or agent."""
+
+
+def derive_seed(*parts: Any) -> int:
+    """A stable 63-bit seed from printable parts (identical on every machine and Python run)."""
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def stable_uniform(*parts: Any) -> float:
+    """A uniform draw in [0, 1) that is a pure function of ``parts``."""
+    return derive_seed(*parts) / 2.0**63
+
+
+@dataclass
+class StepRecord:
+    """One decision point: every column of the trajectory schema (``helper.schema``)."""
+
+    episode_id: str
+    step: int
+    env: str
+    task_id: str
+    state_text: str
+    action_text: str
+    actor: str
+    intervened: bool
+    budget_left: int
+    """Interventions still allowed before this decision."""
+    reward: float
+    done: bool
+    success: float
+    """The episode's outcome, filled on every row once the episode ends."""
+    explore_p: float
+    seed: int
+    horizon: int
+    features: str
+    """The observation's features as a JSON object."""
+    cf_base_success: float | None = None
+    cf_intervene_success: float | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Decision:
+    """What happened at one decision point of one episode."""
+
+    action_text: str
+    actor: str
+    result: StepResult
+
+
+def _act(agent: Agent, episodes: list[Episode], observations: list[Observation]) -> list[Action]:
+    if getattr(agent, "needs_episodes", False):
+        actions = agent.act(observations, episodes=episodes)
+    else:
+        actions = agent.act(observations)
+    if len(actions) != len(observations):
+        raise RuntimeError(
+            f"agent {getattr(agent, 'name', agent)!r} returned {len(actions)} actions for "
+            f"{len(observations)} observations; act() must return one action per observation."
+        )
+    return actions
+
+
+def decide(episodes: list[Episode], actors: list[Agent | None]) -> list[_Decision]:
+    """Play one decision point in each episode with its actor (``None``: the expert).
+
+    Episodes sharing an actor are batched into one ``act`` call per tool round.
+    """
+    transcripts: list[list[str]] = [[] for _ in episodes]
+    decisions: list[_Decision | None] = [None] * len(episodes)
+    pending = list(range(len(episodes)))
+    for _ in range(MAX_TOOL_ROUNDS):
+        if not pending:
+            return decisions  # type: ignore[return-value]
+        by_actor: dict[int, list[int]] = {}
+        for i in pending:
+            by_actor.setdefault(id(actors[i]), []).append(i)
+        still = []
+        for indices in by_actor.values():
+            actor = actors[indices[0]]
+            batch = [episodes[i] for i in indices]
+            if actor is None:
+                actions = [episode.expert_action() for episode in batch]
+            else:
+                actions = _act(actor, batch, [episode.observe() for episode in batch])
+            for i, action in zip(indices, actions):
+                result = episodes[i].step(action)
+                transcripts[i].append(action.text)
+                if result.info.get("tool") and not result.done:
+                    transcripts[i].append(str(result.info.get("tool_output", "")))
+                    still.append(i)
+                else:
+                    decisions[i] = _Decision("\n".join(transcripts[i]), action.actor, result)
+        pending = sorted(still)
+    raise RuntimeError(
+        f"episodes {[episodes[i].episode_id for i in pending]} still call tools after "
+        f"{MAX_TOOL_ROUNDS} rounds; the environment must end a decision after a bounded number "
+        "of tool calls."
+    )
+
+
+def _per_episode_p(explore_p: float | Sequence[float] | None, n: int) -> list[float | None]:
+    if explore_p is None or isinstance(explore_p, (int, float)):
+        return [explore_p] * n
+    ps = list(explore_p)
+    if len(ps) != n:
+        raise ValueError(f"explore_p has {len(ps)} values for {n} episodes; give one per episode or a float.")
+    return ps
+
+
+def run_episodes(
+    episodes: Sequence[Episode],
+    base_agent: Agent,
+    strong: Agent | None = None,
+    gate: Gate | None = None,
+    budget: int = 0,
+    explore_p: float | Sequence[float] | None = None,
+    rng_seed: int = 0,
+    counterfactual: bool = False,
+) -> list[list[StepRecord]]:
+    """Run ``episodes`` (mutated in place) to the end; one list of records per episode."""
+    episodes = list(episodes)
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}.")
+    ps = _per_episode_p(explore_p, len(episodes))
+    for p in ps:
+        if p is not None and not 0.0 <= p <= 1.0:
+            raise ValueError(f"explore_p must lie in [0, 1], got {p}.")
+    budgets = [budget] * len(episodes)
+    records: list[list[StepRecord]] = [[] for _ in episodes]
+    branches: list[tuple[int, int, Episode, Episode]] = []  # (episode, record, base, intervene)
+    live = [i for i, episode in enumerate(episodes) if not episode.done]
+    while live:
+        observations = {i: episodes[i].observe() for i in live}
+        chosen: list[Agent | None] = []
+        intervene: dict[int, bool] = {}
+        for i in live:
+            obs, left = observations[i], budgets[i]
+            wants = False
+            if left > 0:
+                if gate is not None:
+                    wants = bool(gate.should_intervene(obs, left))
+                p = ps[i]
+                if p and stable_uniform(rng_seed, obs.episode_id, obs.step, "explore") < p:
+                    wants = True
+            intervene[i] = wants
+            chosen.append(strong if wants else base_agent)
+            if counterfactual:
+                branches.append((i, len(records[i]), episodes[i].clone(), episodes[i].clone()))
+        decisions = decide([episodes[i] for i in live], chosen)
+        for i, decision in zip(live, decisions):
+            obs = observations[i]
+            records[i].append(StepRecord(
+                episode_id=obs.episode_id, step=obs.step, env=obs.env, task_id=obs.task_id,
+                state_text=obs.state_text, action_text=decision.action_text, actor=decision.actor,
+                intervened=intervene[i], budget_left=budgets[i], reward=float(decision.result.reward),
+                done=bool(decision.result.done), success=0.0,
+                explore_p=float(ps[i] or 0.0), seed=int(getattr(episodes[i], "seed", rng_seed)),
+                horizon=int(obs.horizon), features=json.dumps(obs.features, sort_keys=True),
+            ))
+            budgets[i] -= int(intervene[i])
+        live = [i for i in live if not episodes[i].done]
+    for i, episode in enumerate(episodes):
+        outcome = float(episode.success())
+        for record in records[i]:
+            record.success = outcome
+    if counterfactual and branches:
+        _fill_counterfactuals(branches, records, base_agent, strong)
+    return records
+
+
+def _fill_counterfactuals(branches, records, base_agent: Agent, strong: Agent | None) -> None:
+    """Play every (base here, intervene here) branch, then the base agent alone, in lockstep."""
+    clones = [b for _, _, b, _ in branches] + [c for _, _, _, c in branches]
+    first = [base_agent] * len(branches) + [strong] * len(branches)
+    decide(clones, first)
+    live = [j for j, clone in enumerate(clones) if not clone.done]
+    while live:
+        decide([clones[j] for j in live], [base_agent] * len(live))
+        live = [j for j in live if not clones[j].done]
+    n = len(branches)
+    for k, (i, r, _, _) in enumerate(branches):
+        records[i][r].cf_base_success = float(clones[k].success())
+        records[i][r].cf_intervene_success = float(clones[n + k].success())

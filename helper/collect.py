@@ -1,0 +1,223 @@
+"""Collect offline trajectories: episodes with random interventions, one row per decision point.
+
+    collect-offline-trajectories --out trajectories --episodes 200 --explore-p 0 0.1 0.3 0.5
+    python -m helper.collect --agent llm --model smollm2 --episodes 16 --out traj-llm
+
+Episode ``i`` is fully determined by ``(seed, i)`` (its group, its questions, its exploration
+probability ``explore_p[i % len(explore_p)]``, every random draw), and episodes are written in
+whole shards of ``shard_size`` consecutive indices. ``manifest.json`` lists the shards that are
+complete. Kill the run at any moment and rerun it with the same arguments: the listed shards are
+skipped, the others are (re)written, and the folder ends up identical to an uninterrupted run.
+A rerun with other arguments is refused with the name of the field that differs.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+
+from helper.manifest import ConfigMismatch, Manifest
+from helper.schema import ALL_COLUMNS, OPTIONAL, SCHEMA, read_trajectories, write_shard
+
+
+@dataclass
+class CollectConfig:
+    """Collect offline trajectories (random interventions) for training a helper."""
+
+    env: Literal["productqa"] = "productqa"
+    """Environment the episodes come from."""
+    data: str | None = None
+    """ProductQA root holding train/ and test/ group folders; default: the embedded generated catalog."""
+    split: Literal["train", "test"] = "train"
+    """Which split of the data to draw episodes from."""
+    groups: list[str] | None = None
+    """Product groups to use (folder names); default: every group of the split."""
+    agent: Literal["simulator", "llm"] = "simulator"
+    """Base agent: the scripted simulator (known dynamics) or an LLM."""
+    model: str = "smollm2"
+    """Model of the LLM base agent: smollm2 (embedded), tiny, a Hugging Face id or a local folder."""
+    strong: str = "human"
+    """Who acts on an intervention: human (the gold answer) or a model name for a stronger LLM."""
+    explore_p: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.3, 0.5])
+    """Intervention probabilities (a mixture): episode i uses the (i mod k)-th of the k values."""
+    episodes: int = 200
+    """Number of episodes to collect."""
+    questions_per_episode: int = 8
+    """Questions (decision points) per episode."""
+    budget: int = 2
+    """Interventions allowed per episode."""
+    seed: int = 0
+    """Master seed: every episode and every random draw derives from (seed, episode index)."""
+    out: str = "trajectories"
+    """Output folder for the Parquet shards and manifest.json."""
+    shard_size: int = 50
+    """Episodes per shard (the unit that a killed run redoes)."""
+    counterfactual: bool = False
+    """Also record cf_base_success / cf_intervene_success at every decision (costly for an LLM)."""
+    batch_size: int = 16
+    """Episodes run in lockstep (batched agent calls)."""
+    sim_accuracy: list[float] = field(default_factory=lambda: [0.8, 0.4, 0.3])
+    """Simulator accuracy for fact_qa, search_qa, reasoning_qa."""
+    memory_boost: float = 0.1
+    """Simulator: added accuracy per retrieved memory entry that came from an intervention."""
+    device: str | None = None
+    """Torch device for LLMs (default: GPU when there is one)."""
+
+
+IGNORED_ON_RESUME = ("out", "device")
+"""Fields that may change between a run and its resumption (they do not change the data)."""
+
+
+def check(config: CollectConfig) -> None:
+    """Refuse values that cannot work, naming the field."""
+    positive = {"episodes": config.episodes, "questions_per_episode": config.questions_per_episode,
+                "shard_size": config.shard_size, "batch_size": config.batch_size}
+    for name, value in positive.items():
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}.")
+    if config.budget < 0:
+        raise ValueError(f"budget must be >= 0, got {config.budget}.")
+    if not config.explore_p or any(not 0.0 <= p <= 1.0 for p in config.explore_p):
+        raise ValueError(f"explore_p must be one or more values in [0, 1], got {config.explore_p}.")
+    if len(config.sim_accuracy) != 3:
+        raise ValueError(f"sim_accuracy needs 3 values (fact_qa, search_qa, reasoning_qa), got {config.sim_accuracy}.")
+
+
+def resolve_data(config: CollectConfig) -> Path:
+    if config.data:
+        return Path(config.data).expanduser().resolve()
+    from agile.catalog_generator import default_catalog_dir
+
+    return Path(default_catalog_dir(seed=0)).resolve()
+
+
+def build_agents(config: CollectConfig):
+    """``(base agent, strong actor or None for the human)`` as the config asks."""
+    if config.agent == "simulator":
+        from agile.simulator_agent import SimulatorAgent
+
+        accuracy = dict(zip(("fact_qa", "search_qa", "reasoning_qa"), config.sim_accuracy))
+        base = SimulatorAgent(accuracy, memory_boost=config.memory_boost, seed=config.seed)
+    else:
+        from agile.llm_agent import LLMAgent
+
+        base = LLMAgent(config.model, device=config.device, seed=config.seed)
+    strong = None
+    if config.strong != "human":
+        from agile.oracle_agent import StrongLLMAgent
+
+        strong = StrongLLMAgent(config.strong, device=config.device, seed=config.seed)
+    return base, strong
+
+
+def shard_name(index: int) -> str:
+    return f"shard-{index:05d}.parquet"
+
+
+def records_frame(records, counterfactual: bool) -> pl.DataFrame:
+    columns = dict(SCHEMA) | {"horizon": OPTIONAL["horizon"], "features": OPTIONAL["features"]}
+    if counterfactual:
+        columns |= {"cf_base_success": ALL_COLUMNS["cf_base_success"],
+                    "cf_intervene_success": ALL_COLUMNS["cf_intervene_success"]}
+    rows = [record.to_row() for episode in records for record in episode]
+    return pl.DataFrame({name: [row[name] for row in rows] for name in columns}, schema=columns)
+
+
+def run(config: CollectConfig) -> dict:
+    """Collect (or finish collecting) ``config.out``; return the summary of the whole folder."""
+    from tqdm import tqdm
+
+    from agile.productqa_env import ProductQASource
+    from agile.rollout import run_episodes
+
+    check(config)
+    data = resolve_data(config)
+    identity = asdict(config) | {"data": str(data)}
+    out = Path(config.out)
+    manifest = Manifest.open(out, identity, ignore=IGNORED_ON_RESUME)
+    for stale in out.glob(".*.tmp"):  # a shard or manifest write cut short by a kill
+        stale.unlink(missing_ok=True)
+    source = ProductQASource(data, config.split, config.groups)
+    n_shards = -(-config.episodes // config.shard_size)
+    todo = [k for k in range(n_shards) if not manifest.is_done(shard_name(k))]
+    done_episodes = config.episodes - sum(
+        min(config.shard_size, config.episodes - k * config.shard_size) for k in todo
+    )
+    base = strong = None
+    bar = tqdm(total=config.episodes, initial=done_episodes, unit="ep", desc="collect", file=sys.stderr)
+    for k in todo:
+        if base is None:  # load models only when there is work left
+            base, strong = build_agents(config)
+        first = k * config.shard_size
+        indices = list(range(first, min(first + config.shard_size, config.episodes)))
+        records = []
+        for start in range(0, len(indices), config.batch_size):
+            chunk = indices[start:start + config.batch_size]
+            episodes = source.episodes(chunk, config.seed, config.questions_per_episode)
+            ps = [config.explore_p[i % len(config.explore_p)] for i in chunk]
+            records += run_episodes(
+                episodes, base, strong=strong, budget=config.budget, explore_p=ps,
+                rng_seed=config.seed, counterfactual=config.counterfactual,
+            )
+            bar.update(len(chunk))
+        frame = records_frame(records, config.counterfactual)
+        write_shard(frame, out / shard_name(k))
+        manifest.mark_done(shard_name(k), first, len(indices), frame.height)
+    bar.close()
+    manifest.complete = True
+    manifest.save()
+    return summarize(out)
+
+
+def summarize(out: str | Path) -> dict:
+    """Episodes, decision points, interventions and mean success of a trajectory folder."""
+    frame = read_trajectories(out)
+    episodes = frame.group_by("episode_id").agg(
+        pl.col("success").first(), pl.col("explore_p").first(), pl.col("intervened").sum()
+    )
+    by_p = episodes.group_by("explore_p").agg(
+        pl.len().alias("episodes"), pl.col("success").mean(), pl.col("intervened").mean()
+    ).sort("explore_p")
+    return {
+        "episodes": episodes.height,
+        "decision_points": frame.height,
+        "interventions": int(frame["intervened"].sum()),
+        "intervention_rate": float(frame["intervened"].mean()),
+        "mean_success": float(episodes["success"].mean()),
+        "by_explore_p": by_p.to_dicts(),
+    }
+
+
+def print_summary(summary: dict, seconds: float | None = None) -> None:
+    print(f"episodes: {summary['episodes']}  decision points: {summary['decision_points']}  "
+          f"interventions: {summary['interventions']} "
+          f"(rate {summary['intervention_rate']:.3f} per decision)  "
+          f"mean success: {summary['mean_success']:.3f}")
+    for row in summary["by_explore_p"]:
+        print(f"  explore_p={row['explore_p']:.2f}: {row['episodes']} episodes, "
+              f"success {row['success']:.3f}, interventions/episode {row['intervened']:.2f}")
+    if seconds is not None and seconds > 0:
+        print(f"{summary['episodes'] / seconds:.1f} episodes/s over {seconds:.1f} s (this run)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from helper.config_cli import parse_config
+
+    config = parse_config(CollectConfig, argv, prog="collect-offline-trajectories")
+    started = time.perf_counter()
+    try:
+        summary = run(config)
+    except (ConfigMismatch, FileExistsError, FileNotFoundError, ValueError) as error:
+        print(f"collect-offline-trajectories: {error}", file=sys.stderr)
+        return 2
+    print_summary(summary, time.perf_counter() - started)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

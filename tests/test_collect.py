@@ -1,0 +1,134 @@
+"""collect-offline-trajectories: shard schema, resumption after SIGKILL, refusal of a changed config."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from agile.catalog_generator import default_catalog_dir
+from helper.collect import CollectConfig, main, run
+from helper.manifest import MANIFEST, ConfigMismatch
+from helper.schema import SCHEMA, read_shard, read_trajectories
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return str(default_catalog_dir(seed=0))
+
+
+def small(catalog, out, **changes) -> CollectConfig:
+    config = CollectConfig(data=catalog, out=str(out), episodes=10, questions_per_episode=4,
+                           shard_size=3, batch_size=4, budget=2, explore_p=[0.0, 0.5, 1.0], seed=7)
+    return replace(config, **changes)
+
+
+def test_shards_follow_the_schema_and_summary_adds_up(tmp_path, catalog):
+    config = small(catalog, tmp_path / "t")
+    summary = run(config)
+    shards = sorted((tmp_path / "t").glob("*.parquet"))
+    assert [p.name for p in shards] == [f"shard-{k:05d}.parquet" for k in range(4)]
+    for path in shards:
+        frame = read_shard(path)
+        assert set(SCHEMA) | {"horizon", "features"} <= set(frame.columns)
+    frame = read_trajectories(tmp_path / "t")
+    assert frame.height == 10 * 4 == summary["decision_points"]
+    assert frame["episode_id"].n_unique() == 10 == summary["episodes"]
+    assert frame.group_by("episode_id").agg(pl.col("intervened").sum())["intervened"].max() <= 2
+    assert summary["interventions"] == frame["intervened"].sum()
+    # the explore_p mixture is assigned round-robin by episode index
+    ps = frame.group_by("episode_id").agg(pl.col("explore_p").first()).sort("episode_id")["explore_p"]
+    assert sorted(set(ps)) == [0.0, 0.5, 1.0]
+    assert frame.filter(pl.col("explore_p") == 0.0)["intervened"].sum() == 0
+    manifest = json.loads((tmp_path / "t" / MANIFEST).read_text())
+    assert manifest["complete"] and len(manifest["shards"]) == 4
+    assert manifest["config"]["seed"] == 7
+    assert {json.loads(f)["progress"] for f in frame["features"]} == {0.0, 0.25, 0.5, 0.75}
+
+
+def test_counterfactual_columns(tmp_path, catalog):
+    run(small(catalog, tmp_path / "cf", episodes=3, counterfactual=True, explore_p=[0.0]))
+    frame = read_trajectories(tmp_path / "cf")
+    assert frame["cf_base_success"].null_count() == 0
+    assert (frame["cf_base_success"] == frame["success"]).all()  # no interventions: the run itself
+
+
+def test_changed_config_is_refused_naming_the_field(tmp_path, catalog, capsys):
+    out = tmp_path / "t"
+    run(small(catalog, out, episodes=4))
+    with pytest.raises(ConfigMismatch, match="budget"):
+        run(small(catalog, out, episodes=4, budget=3))
+    code = main(["--data", catalog, "--out", str(out), "--episodes", "5", "--questions-per-episode", "4"])
+    assert code == 2 and "episodes" in capsys.readouterr().err
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="manifest"):
+        run(small(catalog, foreign))
+
+
+def _cli(catalog, out, episodes):
+    return [sys.executable, "-m", "helper.collect", "--data", catalog, "--out", str(out),
+            "--episodes", str(episodes), "--questions-per-episode", "4", "--shard-size", "25",
+            "--batch-size", "25", "--budget", "2", "--explore-p", "0.1", "0.4", "--seed", "3",
+            "--counterfactual"]
+
+
+def _done_shards(out: Path) -> int:
+    try:
+        return len(json.loads((out / MANIFEST).read_text())["shards"])
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return 0
+
+
+def test_sigkill_then_resume_equals_uninterrupted(tmp_path, catalog):
+    episodes = 400  # 16 shards: long enough to be killed in the middle
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(_cli(catalog, killed, episodes), cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while _done_shards(killed) < 1 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = _done_shards(killed)
+    assert 1 <= partial < 16, proc.stderr.read().decode()  # killed in the middle of the run
+    print(f"killed after {partial} of 16 shards")
+    # resume with the same arguments, in a fresh process
+    done = subprocess.run(_cli(catalog, killed, episodes), cwd=REPO, env=env, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert "mean success" in done.stdout
+    reference = tmp_path / "reference"
+    run(CollectConfig(data=catalog, out=str(reference), episodes=episodes, questions_per_episode=4,
+                      shard_size=25, batch_size=25, budget=2, explore_p=[0.1, 0.4], seed=3,
+                      counterfactual=True))
+    resumed, uninterrupted = read_trajectories(killed), read_trajectories(reference)
+    assert resumed.height == episodes * 4
+    assert resumed.select("episode_id", "step").is_duplicated().sum() == 0
+    assert resumed.equals(uninterrupted)
+    assert not list(killed.glob(".*.tmp"))
+    # a run that is already complete does nothing and changes nothing
+    again = subprocess.run(_cli(catalog, killed, episodes), cwd=REPO, env=env, capture_output=True, text=True,
+                          check=False)
+    assert again.returncode == 0 and read_trajectories(killed).equals(uninterrupted)
+
+
+def test_help_lists_every_field(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    for name in CollectConfig.__dataclass_fields__:
+        assert "--" + name.replace("_", "-") in text
