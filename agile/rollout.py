@@ -205,6 +205,11 @@ def run_episodes(
                 horizon=int(obs.horizon), features=json.dumps(obs.features, sort_keys=True),
             ))
             budgets[i] -= int(intervene[i])
+            # Optional gate hooks: a PRM-backed gate reads earlier actions, and frees per-episode state.
+            if gate is not None and hasattr(gate, "record_action"):
+                gate.record_action(obs, decision.action_text)
+            if gate is not None and episodes[i].done and hasattr(gate, "end_episode"):
+                gate.end_episode(obs.episode_id)
         live = [i for i in live if not episodes[i].done]
     for i, episode in enumerate(episodes):
         outcome = float(episode.success())
