@@ -38,6 +38,7 @@ gives different samples. Greedy results do not depend on batching (up to float r
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import torch
@@ -120,13 +121,16 @@ class LLMAgent:
         actor: str = BASE,
         name: str | None = None,
         lm=None,
+        cache_size: int = 50_000,
     ):
         """``lm``: an already loaded ``(model, tokenizer)`` pair to share (e.g. between tests).
 
         ``max_batch`` caps the prompts of one model call. ``cpu_padding``: on a CPU a padded
         token costs as much as a real one and a bigger batch is not faster per token (the matmuls
         are compute-bound), so prompts are grouped into batches whose padding stays under this
-        share; on a GPU batches are filled up to ``max_batch``.
+        share; on a GPU batches are filled up to ``max_batch``. ``cache_size``: greedy answers
+        are remembered by prompt (evaluation replays the same questions under many gates and
+        budgets, and a greedy answer is a function of its prompt); 0 turns the cache off.
         """
         self.model, self.tokenizer = lm if lm is not None else load_causal_lm(model, device=device, seed=seed)
         if self.tokenizer.padding_side != "left":
@@ -144,6 +148,9 @@ class LLMAgent:
         self._yes = self._first_ids(" yes", " Yes")
         self._no = self._first_ids(" no", " No")
         self._newlines: torch.Tensor | None = None
+        self.cache_size = int(cache_size)
+        self._cache: OrderedDict[str, str] = OrderedDict()
+        self.cache_hits = 0
 
     def _newline_ids(self) -> torch.Tensor:
         """Ids of the tokens that contain a newline (an action is one line), computed once."""
@@ -190,6 +197,14 @@ class LLMAgent:
                 # and it needs no model call.
                 texts[i] = f"{PREDICT} {NO_PRODUCT}"
         prompts = {i: self.prompt(observations[i], mode) for i, mode in enumerate(modes) if texts[i] is None}
+        use_cache = self.cache_size > 0 and self.temperature == 0
+        if use_cache:
+            for i in list(prompts):
+                if prompts[i] in self._cache:
+                    texts[i] = self._cache[prompts[i]]
+                    self._cache.move_to_end(prompts[i])
+                    self.cache_hits += 1
+                    del prompts[i]
         # Batches of similar length waste less compute on padding; which rows share a batch
         # does not change any row's result (greedy).
         by_length = sorted(prompts, key=lambda i: len(prompts[i]))
@@ -202,6 +217,11 @@ class LLMAgent:
         for chunk in self._batches(generate, prompts):
             for i, output in zip(chunk, self._generate([prompts[i] for i in chunk])):
                 texts[i] = self.finish(observations[i], modes[i], output)
+        if use_cache:
+            for i, prompt in prompts.items():
+                self._cache[prompt] = texts[i]
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
         return [Action(text, actor=self.actor) for text in texts]
 
     def _batches(self, indices: list[int], prompts: dict[int, str]):

@@ -254,3 +254,19 @@ def test_cpu_batches_keep_padding_small(tiny):
     assert list(agent._batches(sorted(prompts), prompts)) == [[0, 1, 2], [3, 4], [5, 6, 7], [8]]
     loose = LLMAgent("tiny", lm=tiny, max_batch=32, cpu_padding=100.0)
     assert list(loose._batches(sorted(prompts), prompts)) == [list(range(9))]
+
+
+def test_llm_agent_greedy_cache_returns_the_same_actions_without_model_calls():
+    from agile.llm_agent import LLMAgent
+    from agile.productqa_env import make_episodes
+    from agile.catalog_generator import default_catalog_dir
+
+    agent = LLMAgent("tiny", max_new_tokens=4)
+    episodes = make_episodes(default_catalog_dir(0), "train", 3, seed=5, questions_per_episode=2)
+    observations = [e.observe() for e in episodes]
+    first = agent.act(observations)
+    assert agent.cache_hits == 0
+    again = agent.act(observations)
+    assert again == first and agent.cache_hits == len([a for a in first if a.text])
+    uncached = LLMAgent("tiny", max_new_tokens=4, cache_size=0, lm=(agent.model, agent.tokenizer))
+    assert uncached.act(observations) == first and uncached.cache_hits == 0
