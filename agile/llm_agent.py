@@ -56,7 +56,7 @@ from agile.productqa_env import (
     search_result_ids,
 )
 from agile.protocol import BASE, Action, Observation
-from agile.rollout import derive_seed
+from agile.seeding import derive_seed
 
 SHORT_SYSTEM_PROMPT = "You are a customer-service assistant of an online shop."
 SYSTEM_PROMPT = (

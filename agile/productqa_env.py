@@ -35,7 +35,7 @@ from agile.functions import PREDICT_ANSWER, SEARCH_PRODUCT, SEARCH_RESULT, SEEK_
 from agile.product_db import ProductDB, SQLError
 from agile.productqa import QUESTION_TYPES, ProductGroup, Question, list_groups, load_group
 from agile.protocol import BASE, HUMAN, Action, Observation, StepResult
-from agile.rollout import derive_seed
+from agile.seeding import derive_seed
 from agile.session_memory import SessionMemory
 
 ENV_NAME = "productqa"

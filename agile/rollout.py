@@ -32,27 +32,16 @@ the simulator; for an LLM agent expect roughly ``horizon`` times the plain run's
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from agile.protocol import Action, Agent, Episode, Gate, Observation, StepResult
+from agile.seeding import derive_seed, stable_uniform  # noqa: F401  (re-exported: older imports)
 
 MAX_TOOL_ROUNDS = 8
 """A decision that is still calling tools after this many rounds is a bug in the env or agent."""
-
-
-def derive_seed(*parts: Any) -> int:
-    """A stable 63-bit seed from printable parts (identical on every machine and Python run)."""
-    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") >> 1
-
-
-def stable_uniform(*parts: Any) -> float:
-    """A uniform draw in [0, 1) that is a pure function of ``parts``."""
-    return derive_seed(*parts) / 2.0**63
 
 
 @dataclass

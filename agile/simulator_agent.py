@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 from agile.productqa_env import question_type
 from agile.protocol import BASE, Action, Episode, Observation
-from agile.rollout import derive_seed, stable_uniform
+from agile.seeding import derive_seed, stable_uniform
 
 DEFAULT_ACCURACY = {"fact_qa": 0.8, "search_qa": 0.4, "reasoning_qa": 0.3}
 

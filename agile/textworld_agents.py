@@ -29,7 +29,7 @@ import random
 from collections.abc import Mapping, Sequence
 
 from agile.protocol import BASE, Action, Episode, Observation
-from agile.rollout import derive_seed, stable_uniform
+from agile.seeding import derive_seed, stable_uniform
 from agile.textworld_env import admissible_commands
 
 SYSTEM_PROMPT = (

@@ -49,7 +49,7 @@ import warnings
 from pathlib import Path
 
 from agile.protocol import HUMAN, Action, Observation, StepResult
-from agile.rollout import derive_seed
+from agile.seeding import derive_seed
 from agile.textworld_games import GameFile, GameSpec, ensure_game, game_suite
 
 ENV_NAME = "textworld"

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 import numpy as np
 
 from agile.protocol import Observation
-from agile.rollout import stable_uniform
+from agile.seeding import stable_uniform
 from helper.budget import BudgetedGate
 
 

@@ -2,12 +2,15 @@
 
     collect-offline-trajectories --out trajectories --episodes 200 --explore-p 0 0.1 0.3 0.5
     python -m helper.collect --agent llm --model smollm2 --episodes 16 --out traj-llm
+    collect-offline-trajectories --env textworld --tw-games 8 --episodes 64 --out traj-tw
 
-Episode ``i`` is fully determined by ``(seed, i)`` (its group, its questions, its exploration
-probability ``explore_p[i % len(explore_p)]``, every random draw), and episodes are written in
-whole shards of ``shard_size`` consecutive indices. ``manifest.json`` lists the shards that are
-complete. Kill the run at any moment and rerun it with the same arguments: the listed shards are
-skipped, the others are (re)written, and the folder ends up identical to an uninterrupted run.
+Episodes and agents come from ``helper.environment.EnvSetup``, the builder online evaluation
+uses too. Episode ``i`` is fully determined by ``(seed, i)`` (its group or game, its questions,
+its exploration probability ``explore_p[i % len(explore_p)]``, every random draw), and episodes
+are written in whole shards of ``shard_size`` consecutive indices. ``manifest.json`` lists the
+shards that are complete. Kill the run at any moment and rerun it with the same arguments: the
+listed shards are skipped, the others are (re)written, and the folder ends up identical to an
+uninterrupted run.
 A rerun with other arguments is refused with the name of the field that differs.
 """
 
@@ -21,6 +24,7 @@ from typing import Literal
 
 import polars as pl
 
+from helper.environment import EnvSetup, env_spec
 from helper.manifest import ConfigMismatch, Manifest
 from helper.schema import ALL_COLUMNS, OPTIONAL, SCHEMA, read_trajectories, write_shard
 
@@ -29,7 +33,7 @@ from helper.schema import ALL_COLUMNS, OPTIONAL, SCHEMA, read_trajectories, writ
 class CollectConfig:
     """Collect offline trajectories (random interventions) for training a helper."""
 
-    env: Literal["productqa"] = "productqa"
+    env: Literal["productqa", "textworld"] = "productqa"
     """Environment the episodes come from."""
     data: str | None = None
     """ProductQA root holding train/ and test/ group folders; default: the embedded generated catalog."""
@@ -42,13 +46,13 @@ class CollectConfig:
     model: str = "smollm2"
     """Model of the LLM base agent: smollm2 (embedded), tiny, a Hugging Face id or a local folder."""
     strong: str = "human"
-    """Who acts on an intervention: human (the gold answer) or a model name for a stronger LLM."""
+    """Who acts on an intervention: human (the gold answer / expert move) or a model name for a stronger LLM."""
     explore_p: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.3, 0.5])
     """Intervention probabilities (a mixture): episode i uses the (i mod k)-th of the k values."""
     episodes: int = 200
     """Number of episodes to collect."""
     questions_per_episode: int = 8
-    """Questions (decision points) per episode."""
+    """ProductQA: questions (decision points) per episode."""
     budget: int = 2
     """Interventions allowed per episode."""
     seed: int = 0
@@ -62,15 +66,30 @@ class CollectConfig:
     batch_size: int = 16
     """Episodes run in lockstep (batched agent calls)."""
     sim_accuracy: list[float] = field(default_factory=lambda: [0.8, 0.4, 0.3])
-    """Simulator accuracy for fact_qa, search_qa, reasoning_qa."""
+    """ProductQA simulator: accuracy for fact_qa, search_qa, reasoning_qa."""
     memory_boost: float = 0.1
-    """Simulator: added accuracy per retrieved memory entry that came from an intervention."""
+    """ProductQA simulator: added accuracy per retrieved memory entry that came from an intervention."""
+    tw_games: int = 48
+    """TextWorld: games in the split (episode i plays game i mod tw_games)."""
+    tw_quest_lengths: list[int] = field(default_factory=lambda: [3, 4, 5, 6, 7, 8])
+    """TextWorld: quest lengths (winning moves) the games cycle through."""
+    tw_rooms: int = 5
+    """TextWorld: rooms per game."""
+    tw_objects: int = 10
+    """TextWorld: objects per game."""
+    tw_sim_p: float = 0.25
+    """TextWorld simulator: probability of playing the expert's move on purpose."""
     device: str | None = None
     """Torch device for LLMs (default: GPU when there is one)."""
 
 
 IGNORED_ON_RESUME = ("out", "device")
 """Fields that may change between a run and its resumption (they do not change the data)."""
+ENV_ONLY = {
+    "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost"),
+    "textworld": ("tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p"),
+}
+"""Fields that only one environment reads; the other leaves them out of the manifest's identity."""
 
 
 def check(config: CollectConfig) -> None:
@@ -84,35 +103,21 @@ def check(config: CollectConfig) -> None:
         raise ValueError(f"budget must be >= 0, got {config.budget}.")
     if not config.explore_p or any(not 0.0 <= p <= 1.0 for p in config.explore_p):
         raise ValueError(f"explore_p must be one or more values in [0, 1], got {config.explore_p}.")
-    if len(config.sim_accuracy) != 3:
-        raise ValueError(f"sim_accuracy needs 3 values (fact_qa, search_qa, reasoning_qa), got {config.sim_accuracy}.")
 
 
-def resolve_data(config: CollectConfig) -> Path:
-    if config.data:
-        return Path(config.data).expanduser().resolve()
-    from agile.catalog_generator import default_catalog_dir
-
-    return Path(default_catalog_dir(seed=0)).resolve()
+def env_setup(config: CollectConfig) -> EnvSetup:
+    """The episodes and actors of ``config`` (checked: bad values raise naming the field)."""
+    agent = "simulator" if config.agent == "simulator" else config.model
+    return EnvSetup(env_spec(config, agent=agent, agent_seed=config.seed, strong_seed=config.seed))
 
 
-def build_agents(config: CollectConfig):
-    """``(base agent, strong actor or None for the human)`` as the config asks."""
-    if config.agent == "simulator":
-        from agile.simulator_agent import SimulatorAgent
-
-        accuracy = dict(zip(("fact_qa", "search_qa", "reasoning_qa"), config.sim_accuracy))
-        base = SimulatorAgent(accuracy, memory_boost=config.memory_boost, seed=config.seed)
-    else:
-        from agile.llm_agent import LLMAgent
-
-        base = LLMAgent(config.model, device=config.device, seed=config.seed)
-    strong = None
-    if config.strong != "human":
-        from agile.oracle_agent import StrongLLMAgent
-
-        strong = StrongLLMAgent(config.strong, device=config.device, seed=config.seed)
-    return base, strong
+def identity(config: CollectConfig, setup: EnvSetup) -> dict:
+    """What the manifest compares on resume: the config, less the other environment's fields."""
+    other = next(env for env in ENV_ONLY if env != config.env)
+    values = {k: v for k, v in asdict(config).items() if k not in ENV_ONLY[other]}
+    if config.env == "productqa":
+        values["data"] = str(setup.root)  # the resolved root: the same data under any spelling
+    return values
 
 
 def shard_name(index: int) -> str:
@@ -132,17 +137,15 @@ def run(config: CollectConfig) -> dict:
     """Collect (or finish collecting) ``config.out``; return the summary of the whole folder."""
     from tqdm import tqdm
 
-    from agile.productqa_env import ProductQASource
     from agile.rollout import run_episodes
 
     check(config)
-    data = resolve_data(config)
-    identity = asdict(config) | {"data": str(data)}
+    setup = env_setup(config)
+    setup.source()  # a bad data root or group is refused before any file is written
     out = Path(config.out)
-    manifest = Manifest.open(out, identity, ignore=IGNORED_ON_RESUME)
+    manifest = Manifest.open(out, identity(config, setup), ignore=IGNORED_ON_RESUME)
     for stale in out.glob(".*.tmp"):  # a shard or manifest write cut short by a kill
         stale.unlink(missing_ok=True)
-    source = ProductQASource(data, config.split, config.groups)
     n_shards = -(-config.episodes // config.shard_size)
     todo = [k for k in range(n_shards) if not manifest.is_done(shard_name(k))]
     done_episodes = config.episodes - sum(
@@ -152,13 +155,13 @@ def run(config: CollectConfig) -> dict:
     bar = tqdm(total=config.episodes, initial=done_episodes, unit="ep", desc="collect", file=sys.stderr)
     for k in todo:
         if base is None:  # load models only when there is work left
-            base, strong = build_agents(config)
+            base, strong = setup.base_agent(), setup.strong_actor()
         first = k * config.shard_size
         indices = list(range(first, min(first + config.shard_size, config.episodes)))
         records = []
         for start in range(0, len(indices), config.batch_size):
             chunk = indices[start:start + config.batch_size]
-            episodes = source.episodes(chunk, config.seed, config.questions_per_episode)
+            episodes = setup.episodes(chunk, config.seed)
             ps = [config.explore_p[i % len(config.explore_p)] for i in chunk]
             records += run_episodes(
                 episodes, base, strong=strong, budget=config.budget, explore_p=ps,

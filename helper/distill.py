@@ -33,7 +33,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from agile.rollout import stable_uniform
+from agile.seeding import stable_uniform
 from helper.features import SCORE_FEATURE, FeatureClassifier, default_feature_names, frame_features
 from helper.gate import HelperGate
 

@@ -1,103 +1,254 @@
-"""The episodes, base agent and strong actor that online evaluation runs (``EnvConfig``).
+"""The one place that builds an environment's episodes, base agent and strong actor.
 
-Every method of a sweep is evaluated with the same ``Environment``: the same held-out episodes
-(rebuilt fresh for each run, since ``run_episodes`` plays them in place), the same base agent and
-the same strong actor. Held-out means: the ``test`` groups of ProductQA, with a seed different
-from the one the training data was collected with.
+    setup = EnvSetup(EnvSpec(env="textworld", split="train", tw_games=4, tw_quest_lengths=(3,)))
+    episodes = setup.episodes(range(16), seed=0)
+    base, strong = setup.base_agent(), setup.strong_actor()     # strong None: the human
+
+``EnvSpec`` holds every parameter that decides them; ``env_spec(config)`` reads it off a command's
+config (``helper.collect.CollectConfig`` for collection, ``EnvConfig`` and its subclasses for
+online evaluation), so collection and evaluation build the same things the same way.
+
+- ProductQA: episodes of ``agile.productqa_env.ProductQASource`` (data root, split, groups,
+  questions per episode); base agent ``SimulatorAgent`` (per-question-type accuracy, memory boost)
+  or ``LLMAgent``; strong ``StrongLLMAgent``. Horizon: questions per episode.
+- TextWorld: episodes of ``agile.textworld_env.TextWorldSource`` (games, quest lengths, rooms,
+  objects); base agent ``TextWorldSimulatorAgent`` (expert move with probability ``tw_sim_p``)
+  or ``TextWorldLLMAgent``; strong ``TextWorldLLMAgent`` with the actor ``strong``. Horizon: the
+  longest episode a game of the split allows.
+- Strong ``human`` is ``None`` everywhere: ``run_episodes`` then plays ``episode.expert_action()``.
+
+``Environment`` (``EnvConfig``) is what online evaluation runs: the held-out episodes (the
+``test`` split, with a seed different from the collection seed), rebuilt fresh for each run since
+``run_episodes`` plays them in place, and the two actors, shared by every method of a sweep.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
 from agile.productqa import QUESTION_TYPES
 
+ENVS = ("productqa", "textworld")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Every parameter that decides an environment's episodes and actors."""
+
+    env: str = "productqa"
+    """productqa or textworld."""
+    split: str = "train"
+    """Split the episodes come from (train or test)."""
+    agent: str = "simulator"
+    """simulator, or the model name of an LLM base agent."""
+    strong: str = "human"
+    """human (the episode's expert action), or the model name of a strong LLM."""
+    agent_seed: int = 0
+    """Seed of the base agent's draws."""
+    strong_seed: int = 0
+    """Seed of the strong LLM's draws."""
+    device: str | None = None
+    """Torch device of the LLMs (default: cuda when available, else cpu)."""
+    data: str | None = None
+    """ProductQA root (default: the embedded generated catalog of seed 0)."""
+    groups: tuple[str, ...] | None = None
+    """ProductQA groups (folder names); default: every group of the split."""
+    questions_per_episode: int = 8
+    """ProductQA: decision points per episode."""
+    sim_accuracy: tuple[float, ...] = (0.8, 0.4, 0.3)
+    """ProductQA simulator: accuracy per question type (fact_qa, search_qa, reasoning_qa)."""
+    memory_boost: float = 0.0
+    """ProductQA simulator: accuracy added per retrieved memory entry from an intervention."""
+    tw_games: int = 48
+    """TextWorld: games in the split."""
+    tw_quest_lengths: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
+    """TextWorld: quest lengths the games cycle through."""
+    tw_rooms: int = 5
+    """TextWorld: rooms per game."""
+    tw_objects: int = 10
+    """TextWorld: objects per game."""
+    tw_sim_p: float = 0.25
+    """TextWorld simulator: probability of playing the expert's move on purpose."""
+
+    def check(self) -> None:
+        """Refuse values that cannot work, naming the field."""
+        if self.env not in ENVS:
+            raise ValueError(f"env={self.env!r}: choose one of {ENVS}.")
+        if self.env == "productqa":
+            if self.questions_per_episode < 1:
+                raise ValueError(f"questions_per_episode must be >= 1, got {self.questions_per_episode}.")
+            if len(self.sim_accuracy) != len(QUESTION_TYPES):
+                raise ValueError(f"sim_accuracy={list(self.sim_accuracy)}: give one accuracy per question "
+                                 f"type {QUESTION_TYPES}, in that order.")
+        else:
+            if self.tw_games < 1:
+                raise ValueError(f"tw_games must be >= 1, got {self.tw_games}.")
+            if not self.tw_quest_lengths or min(self.tw_quest_lengths) < 1:
+                raise ValueError(f"tw_quest_lengths must be one or more lengths >= 1, got "
+                                 f"{list(self.tw_quest_lengths)}.")
+            if not 0.0 <= self.tw_sim_p <= 1.0:
+                raise ValueError(f"tw_sim_p must lie in [0, 1], got {self.tw_sim_p}.")
+
+
+def env_spec(config, **overrides) -> EnvSpec:
+    """The ``EnvSpec`` of a command's config: its fields of the same names, then ``overrides``."""
+    values = {f.name: getattr(config, f.name) for f in fields(EnvSpec) if hasattr(config, f.name)}
+    values |= overrides
+    for name in ("groups", "sim_accuracy", "tw_quest_lengths"):  # lists in configs, hashable here
+        if values.get(name) is not None:
+            values[name] = tuple(values[name])
+    return EnvSpec(**values)
+
+
+class EnvSetup:
+    """Builds the episodes (any split, any seed, any indices) and the two actors of one ``EnvSpec``."""
+
+    def __init__(self, spec: EnvSpec):
+        spec.check()
+        self.spec = spec
+        self.root = self._data_root() if spec.env == "productqa" else None
+        self._sources: dict[str, object] = {}
+
+    def _data_root(self) -> Path:
+        if self.spec.data:
+            return Path(self.spec.data).expanduser().resolve()
+        from agile.catalog_generator import default_catalog_dir
+
+        return Path(default_catalog_dir(seed=0)).resolve()
+
+    def source(self, split: str | None = None):
+        """The episode source of ``split`` (default: the spec's), built once."""
+        split = split or self.spec.split
+        if split not in self._sources:
+            s = self.spec
+            if s.env == "productqa":
+                from agile.productqa_env import ProductQASource
+
+                self._sources[split] = ProductQASource(self.root, split, list(s.groups) if s.groups else None)
+            else:
+                from agile.textworld_env import TextWorldSource  # games are generated on first use
+
+                self._sources[split] = TextWorldSource(split, s.tw_games, s.tw_quest_lengths, s.tw_rooms,
+                                                       s.tw_objects)
+        return self._sources[split]
+
+    def episodes(self, indices, seed: int, split: str | None = None) -> list:
+        """Fresh episodes ``indices`` of ``split``; episode ``i`` depends only on ``(seed, i)``."""
+        source = self.source(split)
+        if self.spec.env == "productqa":
+            return source.episodes(indices, seed, self.spec.questions_per_episode)
+        return source.episodes(indices, seed)
+
+    @property
+    def horizon(self) -> int:
+        """The most decisions an episode can have (the budget of "always intervene")."""
+        if self.spec.env == "productqa":
+            return self.spec.questions_per_episode
+        return self.source().max_horizon
+
+    def base_agent(self):
+        s = self.spec
+        if s.env == "textworld":
+            from agile.textworld_agents import TextWorldLLMAgent, TextWorldSimulatorAgent
+
+            if s.agent == "simulator":
+                return TextWorldSimulatorAgent(p=s.tw_sim_p, seed=s.agent_seed)
+            return TextWorldLLMAgent(s.agent, device=s.device, seed=s.agent_seed)
+        if s.agent == "simulator":
+            from agile.simulator_agent import SimulatorAgent
+
+            accuracy = dict(zip(QUESTION_TYPES, s.sim_accuracy))
+            return SimulatorAgent(accuracy, memory_boost=s.memory_boost, seed=s.agent_seed)
+        from agile.llm_agent import LLMAgent
+
+        return LLMAgent(s.agent, device=s.device, seed=s.agent_seed)
+
+    def strong_actor(self):
+        """The actor of an intervention; ``None`` is the human (``episode.expert_action()``)."""
+        s = self.spec
+        if s.strong == "human":
+            return None
+        if s.env == "textworld":
+            from agile.protocol import STRONG
+            from agile.textworld_agents import TextWorldLLMAgent
+
+            return TextWorldLLMAgent(s.strong, device=s.device, seed=s.strong_seed, actor=STRONG,
+                                     name=f"strong:{s.strong}")
+        from agile.oracle_agent import StrongLLMAgent
+
+        return StrongLLMAgent(s.strong, device=s.device, seed=s.strong_seed)
+
 
 @dataclass
 class EnvConfig:
-    env: Literal["productqa"] = "productqa"
+    env: Literal["productqa", "textworld"] = "productqa"
     """Environment the episodes come from."""
     data: str | None = None
     """ProductQA root with train/ and test/ groups (default: the generated catalog of seed 0)."""
     split: str = "test"
-    """Split the evaluation episodes are drawn from (held-out groups)."""
+    """Split the evaluation episodes are drawn from (held-out groups or games)."""
     episodes: int = 64
     """Evaluation episodes per (method, budget)."""
     seed: int = 1000
     """Seed of the evaluation episodes (keep it different from the collection seed)."""
     questions_per_episode: int = 8
-    """Decision points per episode."""
+    """ProductQA: decision points per episode."""
     agent: str = "simulator"
     """Base agent: simulator (known dynamics) or a model name for an LLM agent (smollm2, a HF id, a folder)."""
     sim_accuracy: list[float] = field(default_factory=lambda: [0.8, 0.4, 0.3])
-    """Simulator: probability of a right answer per question type (fact_qa, search_qa, reasoning_qa)."""
+    """ProductQA simulator: probability of a right answer per question type (fact_qa, search_qa, reasoning_qa)."""
     memory_boost: float = 0.0
-    """Simulator: accuracy added per retrieved memory entry that came from an intervention."""
+    """ProductQA simulator: accuracy added per retrieved memory entry that came from an intervention."""
+    tw_games: int = 48
+    """TextWorld: games in the split (episode i plays game i mod tw_games)."""
+    tw_quest_lengths: list[int] = field(default_factory=lambda: [3, 4, 5, 6, 7, 8])
+    """TextWorld: quest lengths (winning moves) the games cycle through."""
+    tw_rooms: int = 5
+    """TextWorld: rooms per game."""
+    tw_objects: int = 10
+    """TextWorld: objects per game."""
+    tw_sim_p: float = 0.25
+    """TextWorld simulator: probability of playing the expert's move on purpose."""
     agent_seed: int = 0
     """Seed of the base agent's draws."""
     strong: str = "human"
-    """Who acts on an intervention: human (the gold answer) or a model name for a strong LLM."""
+    """Who acts on an intervention: human (the expert action) or a model name for a strong LLM."""
     device: str | None = None
     """Torch device for LLM agents and models (default: cuda when available, else cpu)."""
 
 
 class Environment:
-    """Builds fresh episodes on demand and holds the two actors."""
+    """The held-out episodes, built fresh on demand, and the two actors of an ``EnvConfig``."""
 
     def __init__(self, cfg: EnvConfig):
-        from agile.productqa_env import ProductQASource
-
-        if len(cfg.sim_accuracy) != len(QUESTION_TYPES):
-            raise ValueError(f"sim_accuracy={cfg.sim_accuracy}: give one accuracy per question type "
-                             f"{QUESTION_TYPES}, in that order.")
         self.cfg = cfg
-        self.root = Path(cfg.data) if cfg.data else _default_root()
-        self.source = ProductQASource(self.root, cfg.split)
-        self.base = self._base_agent()
-        self.strong = self._strong()
-
-    def _base_agent(self):
-        if self.cfg.agent == "simulator":
-            from agile.simulator_agent import SimulatorAgent
-
-            return SimulatorAgent(dict(zip(QUESTION_TYPES, self.cfg.sim_accuracy)), self.cfg.memory_boost,
-                                  seed=self.cfg.agent_seed)
-        from agile.llm_agent import LLMAgent
-
-        return LLMAgent(model=self.cfg.agent, device=self.cfg.device, seed=self.cfg.agent_seed)
-
-    def _strong(self):
-        if self.cfg.strong == "human":
-            return None  # run_episodes hands the decision to episode.expert_action(): the human
-        from agile.oracle_agent import StrongLLMAgent
-
-        return StrongLLMAgent(self.cfg.strong, device=self.cfg.device)
+        self.setup = EnvSetup(env_spec(cfg))
+        self.root = self.setup.root
+        self.source = self.setup.source()
+        self.base = self.setup.base_agent()
+        self.strong = self.setup.strong_actor()
 
     @property
     def horizon(self) -> int:
-        return self.cfg.questions_per_episode
+        return self.setup.horizon
 
     def episodes(self, n: int | None = None, seed: int | None = None, start: int = 0, split: str | None = None):
         """Fresh episodes ``start .. start+n-1`` (defaults: the evaluation set)."""
-        source = self.source if split in (None, self.cfg.split) else self._other(split)
         n = self.cfg.episodes if n is None else n
         seed = self.cfg.seed if seed is None else seed
-        return source.episodes(range(start, start + n), seed, self.cfg.questions_per_episode)
-
-    def _other(self, split: str):
-        from agile.productqa_env import ProductQASource
-
-        return ProductQASource(self.root, split)
+        return self.setup.episodes(range(start, start + n), seed, split)
 
     def type_sequences(self, split: str | None = None) -> list[tuple[list[str], float]]:
-        """Every session the split can produce, as (question types, probability).
+        """ProductQA: every session the split can produce, as (question types, probability).
 
         Episode ``i`` uses group ``i mod G`` (round-robin) and a start offset drawn uniformly, so
         each group has probability 1/G and each offset 1/(L - n + 1) within it.
         """
-        source = self.source if split in (None, self.cfg.split) else self._other(split)
+        if self.cfg.env != "productqa":
+            raise ValueError(f"type_sequences needs env='productqa' (question types), got env={self.cfg.env!r}.")
+        source = self.setup.source(split)
         sessions = []
         names = source.group_names
         for name in names:
@@ -107,9 +258,3 @@ class Environment:
             for start in range(offsets):
                 sessions.append(([q.type for q in questions[start:start + n]], 1.0 / (len(names) * offsets)))
         return sessions
-
-
-def _default_root() -> Path:
-    from agile.catalog_generator import default_catalog_dir
-
-    return default_catalog_dir(0)

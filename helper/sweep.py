@@ -7,8 +7,8 @@ Each method is a gate (``helper.baselines``, ``helper.online_rl``, ``HelperGate`
 ``run_episodes(..., gate=gate, budget=C)`` per budget.
 
 - ``helper``: the distilled helper (``HelperGate.load(--helper)``).
-- ``never`` (C = 0) and ``always`` (C = questions per episode, i.e. every decision): the PGR
-  references, one row each.
+- ``never`` (C = 0) and ``always`` (C = the horizon: questions per episode for ProductQA, the
+  longest episode of a game for TextWorld, i.e. every decision): the PGR references, one row each.
 - ``first_k``: the first C decisions. ``random``: intervene with probability = the helper's
   interventions per decision at the same C (C / horizon without a helper), capped at C.
 - ``prm_threshold``: intervene when the PRM score is at or below a threshold calibrated on the
@@ -20,7 +20,8 @@ Each method is a gate (``helper.baselines``, ``helper.online_rl``, ``HelperGate`
   calls are counted).
 - ``oracle``: hindsight bound from one counterfactual run of the held-out episodes; per episode,
   the C decision points whose intervention gains most.
-- ``exact_optimal``: simulator agent only (no memory boost): backward induction on the true model.
+- ``exact_optimal``: ProductQA simulator agent only (no memory boost): backward induction on the
+  true model; skipped, with the reason in ``summary.json``, elsewhere.
 
 Training rows (for ``prm_threshold`` and ``router``) default to the ``labels.parquet`` of the
 solve folder the helper was distilled from. Writes ``out``: ``sweep.csv`` (method, budget,
@@ -195,6 +196,10 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
             evaluate(method, lambda c, gains=gains: B.OracleGate.from_counterfactuals(*gains, budget=c))
             calls[method] = {"strong": 0, "human": 0} | {("human" if cfg.strong == "human" else "strong"): len(flat)}
         elif method == "exact_optimal":
+            if cfg.env != "productqa":
+                skipped[method] = (f"needs ProductQA's simulator (a model over question types); env={cfg.env!r} "
+                                   "has no such model")
+                continue
             if cfg.agent != "simulator" or cfg.memory_boost:
                 skipped[method] = "needs the simulator agent with memory_boost 0 (known, memoryless dynamics)"
                 continue

@@ -77,6 +77,14 @@ def test_changed_config_is_refused_naming_the_field(tmp_path, catalog, capsys):
         run(small(catalog, foreign))
 
 
+def test_other_envs_fields_stay_out_of_the_manifest(tmp_path, catalog):
+    run(small(catalog, tmp_path / "t", episodes=2))
+    stored = json.loads((tmp_path / "t" / MANIFEST).read_text())["config"]
+    assert stored["env"] == "productqa" and not [k for k in stored if k.startswith("tw_")]
+    with pytest.raises(ValueError, match="tw_sim_p"):
+        run(small(catalog, tmp_path / "tw", env="textworld", tw_sim_p=1.5))
+
+
 def _cli(catalog, out, episodes):
     return [sys.executable, "-m", "helper.collect", "--data", catalog, "--out", str(out),
             "--episodes", str(episodes), "--questions-per-episode", "4", "--shard-size", "25",
