@@ -28,6 +28,8 @@ class PipelineConfig:
     """Folder that receives every stage's files."""
     quick: bool = False
     """A first look: fewer episodes, smaller budgets (about 3 minutes on a 2-core CPU)."""
+    env: Literal["productqa", "textworld"] = "productqa"
+    """Environment: ProductQA sessions, or generated TextWorld games (needs the textworld extra)."""
     agent: str = "smollm2"
     """Base agent: 'smollm2' (embedded LLM), another model name or folder, or 'simulator'."""
     data: str | None = None
@@ -86,7 +88,7 @@ def run(cfg: PipelineConfig) -> dict:
     trajectories = str(out / "trajectories")
 
     _stage(out, "collect", cfg.redo, lambda: collect.run(collect.CollectConfig(
-        data=cfg.data, split="train", agent="llm" if llm else "simulator", model=cfg.agent,
+        env=cfg.env, data=cfg.data, split="train", agent="llm" if llm else "simulator", model=cfg.agent,
         explore_p=[0.0, 0.2, 0.4, 0.6], episodes=n_train, questions_per_episode=cfg.questions_per_episode,
         budget=cfg.max_budget, seed=cfg.seed, out=trajectories, shard_size=16, device=cfg.device,
         memory_boost=0.0,
@@ -108,7 +110,7 @@ def run(cfg: PipelineConfig) -> dict:
         seed=cfg.seed, device=cfg.device,
     )))
     _stage(out, "sweep", cfg.redo, lambda: sweep.run(sweep.SweepConfig(
-        helper=str(out / "helper"), out=str(out / "sweep"), max_budget=cfg.max_budget, data=cfg.data,
+        env=cfg.env, helper=str(out / "helper"), out=str(out / "sweep"), max_budget=cfg.max_budget, data=cfg.data,
         split="test", episodes=n_eval, seed=cfg.seed + 1000, questions_per_episode=cfg.questions_per_episode,
         agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
         # The online-RL baseline plays whole training episodes; with an LLM agent on a CPU it is

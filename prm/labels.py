@@ -1,0 +1,90 @@
+"""Monte-Carlo labels for every decision point, and the train/validation split by episode.
+
+Labels (columns added by ``add_labels``):
+- ``label_hard``: 1.0 when the episode succeeded (``success >= threshold``), else 0.0 — "did the
+  episode succeed from here", Math-Shepherd's hard estimate with one rollout.
+- ``label_soft``: the mean outcome (the float ``success``) over all episodes whose rendered text up
+  to this step's tag is identical — Math-Shepherd's soft estimate. Episodes that share a prefix
+  are the Monte-Carlo completions of that prefix; the PRM cannot tell them apart, so their mean is
+  the best target it can reach. The float is used directly, so fractional outcomes (ProductQA's
+  mean per-question reward) count as such.
+- ``return_to_go``: sum of ``reward`` from this step to the end of the episode (for inspection).
+- ``label_process``: this step's own ``reward`` clipped to [0, 1], the process reward where the
+  environment gives one (``has_process_rewards`` says whether it does).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from prm.render import prefix_keys
+
+TARGETS = ("hard", "soft", "process")
+LABEL_COLUMNS = {"hard": "label_hard", "soft": "label_soft", "process": "label_process"}
+
+
+class SingleClassError(ValueError):
+    """The data has no successful or no failed episode, so there is nothing to discriminate."""
+
+
+def add_labels(frame: pl.DataFrame, threshold: float = 0.5, tag_after: str = "action") -> pl.DataFrame:
+    """Return ``frame`` sorted by (episode_id, step) with the label columns added."""
+    frame = frame.sort(["episode_id", "step"])
+    keys: list[str] = []
+    grouped = frame.group_by("episode_id", maintain_order=True).agg("state_text", "action_text")
+    for states, actions in zip(grouped["state_text"], grouped["action_text"]):
+        keys.extend(prefix_keys(list(states), list(actions), tag_after))
+    frame = frame.with_columns(pl.Series("prefix_key", keys, dtype=pl.String))
+    return frame.with_columns(
+        (pl.col("success") >= threshold).cast(pl.Float64).alias("label_hard"),
+        pl.col("success").cast(pl.Float64).mean().over("prefix_key").alias("label_soft"),
+        pl.col("reward").reverse().cum_sum().reverse().over("episode_id").alias("return_to_go"),
+        pl.col("reward").clip(0.0, 1.0).alias("label_process"),
+    )
+
+
+def has_process_rewards(frame: pl.DataFrame) -> bool:
+    """True when some non-final step has a non-zero reward (the env rewards steps, not only ends)."""
+    return frame.filter(~pl.col("done") & (pl.col("reward") != 0)).height > 0
+
+
+def class_counts(frame: pl.DataFrame, threshold: float = 0.5) -> tuple[int, int]:
+    """(successful episodes, failed episodes) with success meaning ``success >= threshold``."""
+    outcome = frame.group_by("episode_id").agg(pl.col("success").first() >= threshold)["success"]
+    wins = int(outcome.sum())
+    return wins, len(outcome) - wins
+
+
+def require_both_classes(frame: pl.DataFrame, threshold: float = 0.5, source: str = "the data") -> None:
+    wins, losses = class_counts(frame, threshold)
+    if wins == 0 or losses == 0:
+        raise SingleClassError(
+            f"Refusing to train on {source}: {wins} successful and {losses} failed episodes "
+            f"(success >= {threshold}). A PRM needs both; collect episodes with more varied "
+            "outcomes (e.g. other explore_p values or tasks) or change --success-threshold."
+        )
+
+
+def split_episodes(
+    frame: pl.DataFrame, val_fraction: float = 0.2, seed: int = 0, threshold: float = 0.5
+) -> tuple[list[str], list[str]]:
+    """Split episode ids into (train, validation), never splitting an episode's rows.
+
+    Stratified by outcome so both sides see both classes whenever a class has two episodes or
+    more; deterministic for a given seed.
+    """
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction={val_fraction}: must be strictly between 0 and 1.")
+    outcome = frame.group_by("episode_id").agg(pl.col("success").first() >= threshold).sort("episode_id")
+    rng = np.random.default_rng(seed)
+    train, val = [], []
+    for won in (True, False):
+        ids = outcome.filter(pl.col("success") == won)["episode_id"].to_list()
+        rng.shuffle(ids)
+        n_val = round(len(ids) * val_fraction)
+        if len(ids) >= 2:
+            n_val = min(max(n_val, 1), len(ids) - 1)
+        val.extend(ids[:n_val])
+        train.extend(ids[n_val:])
+    return sorted(train), sorted(val)

@@ -1,0 +1,449 @@
+"""ProcessRewardModel: a causal-LM backbone read at step tags, with one of two heads.
+
+Both heads map the backbone's last hidden state ``h`` at a step tag (after the final norm) to a
+logit whose sigmoid is P(episode succeeds | text up to this tag):
+
+- ``tag``: Math-Shepherd scoring. The score is P(``+``) against P(``-``) at the tag, i.e.
+  ``softmax([z+, z-])[0] = sigmoid(z+ - z-)`` with ``z = h @ W[row] + b``. The head holds its own
+  copy of the LM-head rows of ``+`` and ``-`` (plus a bias pair), initialised from the backbone,
+  so an untrained tag head gives exactly the LM's own +/- preference. Training updates only this
+  copy (2 x hidden + 2 numbers) when the backbone is frozen. A copy rather than the LM head in
+  place because SmolLM2 (like most small LMs) ties the LM head to the input embeddings: editing
+  those rows would also change how every ``+``/``-`` in a state text is read, i.e. the features
+  the head is trained on. With a copy the backbone stays bit-identical and the head is a convex
+  logistic regression on fixed features.
+- ``value``: a linear layer on standardised ``h`` (mean/scale fitted on training features, so
+  one learning rate suits any backbone), then a sigmoid.
+
+Only the hidden states at tag positions are projected, never the full vocabulary: the LM head
+would cost ``vocab x hidden`` per token for two numbers per step.
+
+Training modes: frozen backbone (head only) or LoRA adapters through ``peft`` plus the head.
+``save(dir)`` writes ``prm_config.json``, ``head.safetensors`` and, as needed, the LoRA adapter
+(``adapter/``, ``save_pretrained``) and/or the backbone (``backbone/``, ``save_pretrained``);
+``ProcessRewardModel.load(dir)`` restores it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from agile.models import TINY_LLM, load_causal_lm
+from prm.batch import Batch, collate, pack
+from prm.render import DEFAULT_TAG, Renderer, Window, prefix_windows, truncation_note, windows
+
+HEADS = ("tag", "value")
+CONFIG_FILE = "prm_config.json"
+HEAD_FILE = "head.safetensors"
+BACKBONE_DIR = "backbone"
+ADAPTER_DIR = "adapter"
+FORMAT_VERSION = 1
+
+Episodes = Sequence[tuple[Sequence[str], Sequence[str]]]
+"""Episodes as (state texts, action texts), one entry per decision point, in step order."""
+
+
+class ContextTruncationWarning(UserWarning):
+    """Some episodes did not fit the backbone's context and were cut from the left."""
+
+
+@dataclass
+class PRMSettings:
+    """Everything needed to rebuild a PRM; stored as ``prm_config.json``."""
+
+    backbone: str = "smollm2"
+    head: str = "value"
+    lora: bool = False
+    lora_r: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.05
+    lora_targets: list[str] | None = None
+    tag_text: str = DEFAULT_TAG
+    tag_after: str = "action"
+    max_length: int | None = None
+    layers: int | None = None
+    plus_id: int = -1
+    minus_id: int = -1
+    hidden_size: int = 0
+    backbone_saved: bool = False
+    lora_merged: bool = False
+    format: int = FORMAT_VERSION
+
+
+class ValueHead(nn.Module):
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.linear = nn.Linear(hidden, 1)
+        nn.init.zeros_(self.linear.weight)
+        nn.init.zeros_(self.linear.bias)
+        self.register_buffer("mean", torch.zeros(hidden))
+        self.register_buffer("scale", torch.ones(hidden))
+
+    def fit_normalizer(self, features: torch.Tensor) -> None:
+        """Standardise inputs with statistics of training features (hidden states have a few
+        huge-magnitude dimensions that would otherwise dominate the learning rate)."""
+        features = features.float()
+        self.mean.copy_(features.mean(0))
+        self.scale.copy_(features.std(0).clamp_min(1e-4))
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.linear((hidden.float() - self.mean) / self.scale).squeeze(-1)
+
+
+class TagHead(nn.Module):
+    def __init__(self, rows: torch.Tensor, bias: torch.Tensor | None = None):
+        super().__init__()
+        self.rows = nn.Parameter(rows.detach().float().clone())
+        self.bias = nn.Parameter(torch.zeros(2) if bias is None else bias.detach().float().clone())
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        z = hidden.float() @ self.rows.T + self.bias
+        return z[..., 0] - z[..., 1]
+
+
+def _single_id(tokenizer, text: str) -> int:
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if not ids:
+        raise ValueError(f"The tokenizer encodes {text!r} to nothing; the tag head needs a token for it.")
+    # Sentencepiece tokenizers may prepend a word-boundary piece; the symbol is the last id.
+    return ids[-1]
+
+
+def _lm_rows(backbone, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    out = backbone.get_output_embeddings()
+    rows = out.weight[ids].detach()
+    bias = out.bias[ids].detach() if getattr(out, "bias", None) is not None else None
+    return rows, bias
+
+
+class ProcessRewardModel(nn.Module):
+    """Backbone + head. ``score_episodes`` scores every step of every episode, one pass each."""
+
+    def __init__(self, backbone, tokenizer, head: nn.Module, settings: PRMSettings):
+        super().__init__()
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.head = head
+        self.settings = settings
+        self.renderer = Renderer(tokenizer, settings.tag_text, settings.tag_after)
+        self.last_run: dict = {}
+        """Tokens, windows and seconds of the latest scoring call (for throughput reports)."""
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def create(
+        cls,
+        backbone: str = "smollm2",
+        head: str = "value",
+        lora: bool = False,
+        *,
+        lora_r: int = 8,
+        lora_alpha: int = 16,
+        lora_dropout: float = 0.05,
+        lora_targets: list[str] | None = None,
+        tag_text: str = DEFAULT_TAG,
+        tag_after: str = "action",
+        max_length: int | None = None,
+        layers: int | None = None,
+        device: str | None = None,
+        dtype: torch.dtype | None = None,
+        seed: int = 0,
+    ) -> ProcessRewardModel:
+        """A fresh PRM on ``backbone`` (any name ``agile.models.load_causal_lm`` accepts).
+
+        ``layers`` keeps only the first that many decoder layers (features from a middle layer:
+        proportionally cheaper, and often as good for a probe); the tag head then reads the LM
+        head rows against a middle layer, so it suits the value head best.
+        """
+        if head not in HEADS:
+            raise ValueError(f"head={head!r}: use one of {HEADS}.")
+        if head == "tag" and layers:
+            warnings.warn("layers= with the tag head: the +/- rows were trained against the last layer.", stacklevel=2)
+        model, tokenizer = load_causal_lm(backbone, device=device, dtype=dtype, seed=seed)
+        _keep_layers(model, layers)
+        for p in model.parameters():
+            p.requires_grad_(False)
+        plus_id, minus_id = _single_id(tokenizer, "+"), _single_id(tokenizer, "-")
+        hidden = model.config.get_text_config().hidden_size
+        settings = PRMSettings(
+            backbone=_portable_name(backbone),
+            head=head,
+            lora=lora,
+            lora_r=lora_r,
+            lora_alpha=lora_alpha,
+            lora_dropout=lora_dropout,
+            lora_targets=lora_targets,
+            tag_text=tag_text,
+            tag_after=tag_after,
+            max_length=max_length,
+            layers=layers,
+            plus_id=plus_id,
+            minus_id=minus_id,
+            hidden_size=hidden,
+        )
+        if head == "tag":
+            head_module = TagHead(*_lm_rows(model, [plus_id, minus_id]))
+        else:
+            head_module = ValueHead(hidden)
+        if lora:
+            model = _wrap_lora(model, settings)
+        head_module.to(model.device)
+        return cls(model, tokenizer, head_module, settings)
+
+    @property
+    def device(self) -> torch.device:
+        return self._core().device
+
+    @property
+    def context(self) -> int:
+        """Longest window fed to the backbone: ``max_length``, capped by its position limit."""
+        config = self._core().config.get_text_config()
+        limit = getattr(config, "max_position_embeddings", None) or 1 << 30
+        return min(self.settings.max_length or limit, limit)
+
+    def _core(self):
+        """The transformers model (under the peft wrapper when there is one)."""
+        return self.backbone.get_base_model() if hasattr(self.backbone, "get_base_model") else self.backbone
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        return [p for p in self.parameters() if p.requires_grad]
+
+    # ---------------------------------------------------------------- forward
+    def hidden_at_tags(self, batch: Batch) -> torch.Tensor:
+        """Final-norm hidden states at every tag of the batch, shape ``[n_tags, hidden]``."""
+        # LoRA layers are injected in place, so the plain decoder call runs the adapters too.
+        decoder = self._core().get_decoder()
+        out = decoder(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            use_cache=False,
+        )
+        return out.last_hidden_state[batch.rows, batch.cols]
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        """Logits (pre-sigmoid scores) at every tag of the batch, in ``batch.rows`` order."""
+        return self.head(self.hidden_at_tags(batch))
+
+    # ---------------------------------------------------------------- windows and batches
+    def windows_for(self, episodes: Episodes, per_prefix: bool = False, warn: bool = True) -> list[Window]:
+        """Render episodes and cut them into context-sized windows (one per step if per_prefix)."""
+        rendered = self.renderer.render_many(episodes)
+        cut = prefix_windows if per_prefix else windows
+        found = [w for i, r in enumerate(rendered) for w in cut(i, r, self.context)]
+        note = truncation_note(found, len(episodes), self.context)
+        if note and warn:
+            warnings.warn(note, ContextTruncationWarning, stacklevel=2)
+        return found
+
+    def batches(self, found: Sequence[Window], batch_tokens: int):
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        device = self.device
+        for chosen in pack(found, batch_tokens):
+            yield collate([found[i] for i in chosen], pad, device)
+
+    @torch.inference_mode()
+    def _per_step(
+        self,
+        episodes: Episodes,
+        fn: Callable[[Batch], torch.Tensor],
+        batch_tokens: int,
+        per_prefix: bool,
+        progress: bool,
+        desc: str,
+    ) -> list[np.ndarray]:
+        from tqdm.auto import tqdm
+
+        start = time.perf_counter()
+        found = self.windows_for(episodes, per_prefix=per_prefix)
+        results: list[list] = [[None] * len(states) for states, _ in episodes]
+        total = sum(len(w.ids) for w in found)
+
+        with tqdm(total=total, unit="tok", unit_scale=True, desc=desc, disable=not progress) as bar:
+            for batch in self.batches(found, batch_tokens):
+                values = fn(batch).float().cpu().numpy()
+                cursor = 0
+                for window in batch.windows:
+                    for step in window.steps:
+                        results[window.episode][step] = values[cursor]
+                        cursor += 1
+                bar.update(batch.tokens)
+        self.last_run = {"tokens": total, "windows": len(found), "seconds": time.perf_counter() - start}
+        return [np.asarray(r, dtype=np.float32) for r in results]
+
+    def score_episodes(
+        self,
+        episodes: Episodes,
+        batch_tokens: int = 16384,
+        per_prefix: bool = False,
+        progress: bool = False,
+    ) -> list[np.ndarray]:
+        """P(success) at every step of every episode (one array per episode, in step order).
+
+        One forward pass per episode (per window when it exceeds the context); ``per_prefix``
+        instead feeds every step's prefix on its own (the slow reference, for tests and benchmarks).
+        """
+        was_training = self.training
+        self.eval()
+        try:
+            return self._per_step(
+                episodes, lambda b: torch.sigmoid(self(b)), batch_tokens, per_prefix, progress, "prm score"
+            )
+        finally:
+            self.train(was_training)
+
+    def episode_features(self, episodes: Episodes, batch_tokens: int = 16384, progress: bool = False):
+        """Hidden states at every step tag (``[n_steps, hidden]`` per episode), for frozen training."""
+        self.eval()
+        return self._per_step(episodes, self.hidden_at_tags, batch_tokens, False, progress, "prm features")
+
+    # ---------------------------------------------------------------- persistence
+    def save(self, directory: str | os.PathLike, save_backbone: bool | None = None) -> Path:
+        """Write the PRM to ``directory`` (created); returns it.
+
+        The backbone's weights are copied only when it cannot be reloaded by name: the random
+        ``tiny`` model, or when ``save_backbone=True``. A LoRA adapter is saved with
+        ``save_pretrained``; over a copied backbone the adapter is merged into the copy instead.
+        """
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        settings = dataclasses.replace(self.settings)
+        copy_backbone = save_backbone if save_backbone is not None else settings.backbone == TINY_LLM
+        settings.backbone_saved = bool(copy_backbone)
+        settings.lora_merged = bool(copy_backbone and settings.lora)
+        if copy_backbone:
+            weights = self.backbone
+            if settings.lora:
+                weights = copy.deepcopy(self.backbone).merge_and_unload()
+            weights.save_pretrained(directory / BACKBONE_DIR)
+            self.tokenizer.save_pretrained(directory / BACKBONE_DIR)
+        elif settings.lora:
+            self.backbone.save_pretrained(directory / ADAPTER_DIR)
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, directory / HEAD_FILE)
+        (directory / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(settings), indent=2) + "\n")
+        return directory
+
+    @classmethod
+    def load(
+        cls,
+        directory: str | os.PathLike,
+        device: str | None = None,
+        dtype: torch.dtype | None = None,
+        merge_lora: bool = False,
+    ) -> ProcessRewardModel:
+        """Restore a PRM written by ``save``. ``merge_lora`` folds adapters in (faster scoring)."""
+        from safetensors.torch import load_file
+
+        directory = Path(directory)
+        config_path = directory / CONFIG_FILE
+        if not config_path.exists():
+            raise FileNotFoundError(
+                f"{config_path} not found: {directory} is not a PRM folder. Train one with "
+                "`helpgate prm train --data DIR --out DIR`."
+            )
+        raw = json.loads(config_path.read_text())
+        known = {f.name for f in dataclasses.fields(PRMSettings)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"{config_path}: unknown keys {unknown}; it was written by a newer version.")
+        settings = PRMSettings(**raw)
+        source = directory / BACKBONE_DIR if settings.backbone_saved else settings.backbone
+        model, tokenizer = load_causal_lm(source, device=device, dtype=dtype)
+        _keep_layers(model, settings.layers)
+        for p in model.parameters():
+            p.requires_grad_(False)
+        if settings.lora and not settings.lora_merged:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, directory / ADAPTER_DIR)
+            if merge_lora:
+                model = model.merge_and_unload()
+            model.eval()
+        if settings.head == "tag":
+            head = TagHead(torch.zeros(2, settings.hidden_size))
+        else:
+            head = ValueHead(settings.hidden_size)
+        head.load_state_dict(load_file(directory / HEAD_FILE))
+        head.to(model.device)
+        prm = cls(model, tokenizer, head, settings)
+        prm.eval()
+        return prm
+
+
+DTYPES = {
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+    "fp32": torch.float32,
+    "float32": torch.float32,
+}
+
+
+def parse_dtype(name: str | None) -> torch.dtype | None:
+    """``"bf16"``/``"fp16"``/``"fp32"`` to a torch dtype; None keeps the device default."""
+    if name is None or isinstance(name, torch.dtype):
+        return name
+    if name.lower() not in DTYPES:
+        raise ValueError(f"dtype={name!r}: use one of bf16, fp16, fp32 (or leave it unset).")
+    return DTYPES[name.lower()]
+
+
+def _keep_layers(model, layers: int | None) -> None:
+    """Drop every decoder layer after the first ``layers`` (in place; idempotent)."""
+    if not layers:
+        return
+    decoder = model.get_decoder()
+    stack = next(
+        (
+            getattr(decoder, n)
+            for n in ("layers", "h", "blocks")
+            if isinstance(getattr(decoder, n, None), nn.ModuleList)
+        ),
+        None,
+    )
+    if stack is None:
+        raise ValueError(
+            f"layers={layers}: cannot find the decoder layer list of {type(model).__name__}; leave layers unset."
+        )
+    if not 1 <= layers <= len(stack):
+        raise ValueError(f"layers={layers}: the backbone has {len(stack)} decoder layers; pick 1..{len(stack)}.")
+    del stack[layers:]
+    config = model.config.get_text_config()
+    config.num_hidden_layers = layers
+    if isinstance(getattr(config, "layer_types", None), list):
+        config.layer_types = config.layer_types[:layers]
+
+
+def _portable_name(name) -> str:
+    """Store local folders as absolute paths so a saved PRM loads from any working directory."""
+    text = str(name)
+    return str(Path(text).resolve()) if Path(text).exists() else text
+
+
+def _wrap_lora(model, settings: PRMSettings):
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(
+        r=settings.lora_r,
+        lora_alpha=settings.lora_alpha,
+        lora_dropout=settings.lora_dropout,
+        # "all-linear" adapts every linear layer except the LM head: the usual QLoRA recipe.
+        target_modules=settings.lora_targets or "all-linear",
+        bias="none",
+    )
+    return get_peft_model(model, config)

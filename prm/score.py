@@ -1,0 +1,197 @@
+"""Score every decision point of a trajectory folder with a trained PRM (adds ``prm_score``).
+
+    helpgate prm score --data trajectories --model prm              # in place
+    helpgate prm score --data trajectories --model prm --out scored # to another folder
+    helpgate prm score --data trajectories --model prm --ray        # shards over Ray workers
+
+Each episode is rendered once with a tag at every step and scored in ONE forward pass; windows
+are length-bucketed into batches of about ``batch_tokens`` padded tokens and run under
+``torch.inference_mode`` (bf16 + SDPA on a GPU, via ``agile.models``).
+
+Shards are streamed one at a time. By default the output is the input folder: each shard is
+rewritten in place atomically (temp file + rename) with a ``prm_score`` column added (an existing
+one is replaced). With ``--out`` the scored shards go to that folder and the input is untouched.
+A progress manifest, ``prm_score.manifest.json`` in the output folder, records each finished
+shard with the model it was scored by, so a killed run resumes where it stopped; scoring with a
+different model starts over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import polars as pl
+
+from prm.shards import (
+    SCORE_COLUMNS,
+    Validator,
+    episodes_of,
+    read_shard,
+    shard_files,
+    write_json_atomic,
+    write_parquet_atomic,
+)
+
+MANIFEST = "prm_score.manifest.json"
+
+
+@dataclass
+class ScoreConfig:
+    data: str = "trajectories"
+    """Folder of trajectory Parquet shards to score."""
+    model: str = "prm"
+    """PRM folder written by `prm train`."""
+    out: str | None = None
+    """Folder for the scored shards; by default the shards in --data are rewritten in place."""
+    batch_tokens: int = 16384
+    """Padded tokens per forward pass; episodes of similar length are packed up to this budget."""
+    max_length: int | None = None
+    """Context cap in tokens (default: the model's); longer episodes are cut from the left."""
+    device: str | None = None
+    """Torch device (default: cuda when available, else cpu)."""
+    dtype: Literal["bf16", "fp16", "fp32"] | None = None
+    """bf16, fp16 or fp32 (default: bf16 on GPU, fp32 on CPU)."""
+    resume: bool = True
+    """Skip shards the progress manifest records as scored by this same model."""
+    ray: bool = False
+    """Spread shards over Ray workers (one per GPU, else CPU workers)."""
+    ray_address: str | None = None
+    """Ray cluster to join (default: the running one, or a new local one)."""
+    ray_workers: int | None = None
+    """Number of Ray workers (default: one per GPU, else one per CPU of the cluster)."""
+    progress: bool = True
+    """Show progress bars with tokens/s."""
+
+
+def model_fingerprint(directory: str | os.PathLike) -> str:
+    """Identify a saved PRM by its files' names, sizes and modification times (cheap to compute)."""
+    directory = Path(directory)
+    digest = hashlib.sha256(str(directory.resolve()).encode())
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        stat = path.stat()
+        digest.update(f"{path.relative_to(directory)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+def score_frame(prm, frame: pl.DataFrame, batch_tokens: int = 16384, progress: bool = False) -> pl.DataFrame:
+    """``frame`` (rows in any order) with a ``prm_score`` column, row order kept."""
+    frame = frame.drop("prm_score", strict=False).with_row_index("_row")
+    ordered = frame.sort(["episode_id", "step"])
+    _, episodes = episodes_of(ordered)
+    scores = prm.score_episodes(episodes, batch_tokens=batch_tokens, progress=progress)
+    flat = np.concatenate(scores).astype(np.float64) if scores else np.zeros(0)
+    ordered = ordered.with_columns(pl.Series("prm_score", flat, dtype=pl.Float64))
+    return ordered.sort("_row").drop("_row")
+
+
+def score_shard(
+    prm,
+    source: str | os.PathLike,
+    target: str | os.PathLike,
+    batch_tokens: int = 16384,
+    validate: Validator | None = None,
+    progress: bool = False,
+) -> dict:
+    """Read one shard, score it, write it to ``target`` atomically; returns rows/tokens/seconds."""
+    start = time.perf_counter()
+    frame = read_shard(source, SCORE_COLUMNS, validate)
+    scored = score_frame(prm, frame, batch_tokens, progress)
+    write_parquet_atomic(scored, target)
+    stat = Path(target).stat()
+    return {
+        "rows": scored.height,
+        "tokens": prm.last_run.get("tokens", 0),
+        "seconds": time.perf_counter() - start,
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+    }
+
+
+def _load_manifest(path: Path, fingerprint: str) -> dict:
+    if path.exists():
+        try:
+            manifest = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            manifest = {}
+        if manifest.get("model") == fingerprint:
+            return manifest
+    return {"model": fingerprint, "shards": {}}
+
+
+def _finished(manifest: dict, target: Path) -> bool:
+    entry = manifest["shards"].get(target.name)
+    if not entry or not target.exists():
+        return False
+    stat = target.stat()
+    # A shard rewritten after it was scored (re-collected) no longer matches and is scored again.
+    return entry.get("size") == stat.st_size and entry.get("mtime_ns") == stat.st_mtime_ns
+
+
+def plan(cfg: ScoreConfig) -> tuple[Path, list[tuple[Path, Path]], list[Path], dict]:
+    """(output folder, shards to score as (source, target), shards skipped, manifest)."""
+    sources = shard_files(cfg.data)
+    out = Path(cfg.out) if cfg.out else Path(cfg.data)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = _load_manifest(out / MANIFEST, model_fingerprint(cfg.model))
+    if not cfg.resume:
+        manifest["shards"] = {}
+    jobs, skipped = [], []
+    for source in sources:
+        target = out / source.name
+        if _finished(manifest, target):
+            skipped.append(target)
+        else:
+            jobs.append((source, target))
+    return out, jobs, skipped, manifest
+
+
+def record(manifest: dict, out: Path, target: Path, stats: dict) -> None:
+    """Mark one shard finished (called by the single driver process only, so no write races)."""
+    manifest["shards"][target.name] = {k: stats[k] for k in ("rows", "size", "mtime_ns")}
+    write_json_atomic(manifest, out / MANIFEST)
+
+
+def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:
+    """Score every shard of ``cfg.data``; returns counts and throughput."""
+    from prm.model import ProcessRewardModel, parse_dtype
+
+    out, jobs, skipped, manifest = plan(cfg)
+    if skipped:
+        print(f"prm score: {len(skipped)} shards already scored by this model, skipping them.")
+    start = time.perf_counter()
+    totals = {"rows": 0, "tokens": 0}
+    if jobs and cfg.ray:
+        from prm.ray_score import score_with_ray
+
+        for target, stats in score_with_ray(cfg, jobs, validate):
+            record(manifest, out, target, stats)
+            totals["rows"] += stats["rows"]
+            totals["tokens"] += stats["tokens"]
+    elif jobs:
+        prm = ProcessRewardModel.load(cfg.model, device=cfg.device, dtype=parse_dtype(cfg.dtype), merge_lora=True)
+        if cfg.max_length:
+            prm.settings.max_length = cfg.max_length
+        for source, target in jobs:
+            stats = score_shard(prm, source, target, cfg.batch_tokens, validate, cfg.progress)
+            record(manifest, out, target, stats)
+            totals["rows"] += stats["rows"]
+            totals["tokens"] += stats["tokens"]
+    seconds = time.perf_counter() - start
+    summary = {
+        "scored": len(jobs),
+        "skipped": len(skipped),
+        "rows": totals["rows"],
+        "tokens": totals["tokens"],
+        "seconds": round(seconds, 3),
+        "tokens_per_s": round(totals["tokens"] / seconds, 1) if jobs and seconds > 0 else None,
+        "out": str(out),
+    }
+    print(f"prm score: {summary}")
+    return summary

@@ -1,0 +1,397 @@
+"""Train the process reward model on logged trajectories, then report its quality.
+
+    helpgate prm train --data trajectories --out prm                      # frozen backbone, value head
+    helpgate prm train --data trajectories --out prm --head tag           # Math-Shepherd +/- tag head
+    helpgate prm train --data trajectories --out prm --head tag --lora    # LoRA (the GPU recipe)
+
+Frozen backbone: one inference pass caches the hidden state at every step tag, then the head is
+fitted on those features by L-BFGS (a convex, L2-regularised logistic regression: fast on CPU,
+no learning rate to tune). LoRA: adapters and head are trained together with AdamW on length-
+bucketed batches. Either way the split is by episode, the validation report (AUROC, Brier, ECE
+of every step's score against episode success) is printed and written to ``metrics.json`` and
+``reliability.png`` (the episode split goes to ``split.json``, the held-out scores to
+``validation_scores.parquet``), and the model is saved to ``--out`` (``ProcessRewardModel.load``).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import polars as pl
+import torch
+
+from prm import labels as L
+from prm import quality
+from prm.shards import TRAIN_COLUMNS, Validator, check_columns, check_episodes, episodes_of, read_frame
+
+
+@dataclass
+class TrainConfig:
+    data: str = "trajectories"
+    """Folder of trajectory Parquet shards (one row per decision point)."""
+    out: str = "prm"
+    """Folder to write the trained PRM, metrics.json and reliability.png to."""
+    model: str = "smollm2"
+    """Backbone: smollm2 (embedded), tiny (tests), or a Hugging Face id / local folder."""
+    head: Literal["value", "tag"] = "value"
+    """value (linear head on the step-boundary hidden state) or tag (P(+) vs P(-) at the step tag)."""
+    lora: bool = False
+    """Train LoRA adapters with the head (the GPU recipe); default trains the head on a frozen backbone."""
+    target: Literal["soft", "hard", "process"] = "soft"
+    """Training label: soft (mean outcome over episodes sharing the prefix), hard (episode success),
+    or process (step reward)."""
+    success_threshold: float = 0.5
+    """An episode counts as a success when its success value is at least this."""
+    val_fraction: float = 0.2
+    """Share of episodes held out for the quality report (the split is by episode, stratified by outcome)."""
+    seed: int = 0
+    """Seed for the split, subsampling and initialisation."""
+    max_episodes: int | None = None
+    """Use at most this many episodes (a random subset), for quick runs."""
+    batch_tokens: int = 8192
+    """Padded tokens per forward pass (length-bucketed batches)."""
+    max_length: int | None = None
+    """Context cap in tokens (default: the backbone's); longer episodes are cut from the left."""
+    tag_after: Literal["action", "state"] = "action"
+    """Put each step tag after the action (score of the step taken) or after the state (pre-action value)."""
+    l2: float | None = None
+    """L2 penalty on the head weights (distance from the initial +/- rows for the tag head); unset: chosen
+    by 3-fold cross-validation over training episodes (frozen backbone), 0 with LoRA."""
+    head_steps: int = 200
+    """Frozen backbone: L-BFGS iterations for the head."""
+    epochs: int = 2
+    """LoRA: passes over the training episodes."""
+    lr: float = 1e-4
+    """LoRA: AdamW learning rate of the adapters."""
+    head_lr: float = 1e-3
+    """LoRA: AdamW learning rate of the head."""
+    lora_r: int = 8
+    """LoRA rank."""
+    lora_alpha: int = 16
+    """LoRA scaling numerator (the update is scaled by alpha / r)."""
+    lora_dropout: float = 0.05
+    """Dropout on the LoRA branch during training."""
+    device: str | None = None
+    """Torch device (default: cuda when available, else cpu)."""
+    dtype: Literal["bf16", "fp16", "fp32"] | None = None
+    """bf16, fp16 or fp32 (default: bf16 on GPU, fp32 on CPU)."""
+    base_only: bool = False
+    """Fit and judge only rows where the base agent acted (actor == base): its value, not the helper's."""
+    layers: int | None = None
+    """Keep only the first this many backbone layers (cheaper features from a middle layer; value head)."""
+    feature_cache: str | None = None
+    """.npz file that keeps frozen-backbone features between runs (to try other targets or heads)."""
+    save_backbone: bool = False
+    """Copy the backbone into --out (save_pretrained) so the PRM loads without the original model (always for tiny)."""
+    group_by: str | None = None
+    """Column whose values get their own validation metrics (e.g. a question-type column)."""
+    bins: int = 10
+    """Bins of the calibration error and the reliability plot."""
+    progress: bool = True
+    """Show progress bars with tokens/s."""
+
+
+L2_GRID = (1e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
+"""Penalties tried by cross-validation; the loss is a mean over rows, so 1.0 is very strong."""
+
+
+def fit_head(head, x: torch.Tensor, y: torch.Tensor, l2: float, steps: int, losses: list | None = None):
+    """Fit a head on cached features: L-BFGS on BCE + l2 * ||weights - initial weights||^2.
+
+    Biases are not penalised. The value head's input standardisation is refitted on ``x`` first.
+    """
+    if hasattr(head, "fit_normalizer"):
+        head.fit_normalizer(x)
+    weights = [p for name, p in head.named_parameters() if "bias" not in name]
+    anchors = [w.detach().clone() for w in weights]
+    optimizer = torch.optim.LBFGS(head.parameters(), lr=1.0, max_iter=steps, line_search_fn="strong_wolfe")
+
+    def closure():
+        optimizer.zero_grad()
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(head(x), y)
+        total = loss + l2 * sum(((w - a) ** 2).sum() for w, a in zip(weights, anchors))
+        total.backward()
+        if losses is not None:
+            losses.append(float(loss.detach()))
+        return total
+
+    optimizer.step(closure)
+    return head
+
+
+def cross_validated_l2(head, x, y, row_episode: np.ndarray, steps: int, seed: int, folds: int = 3):
+    """Pick the L2 penalty with the lowest held-out log loss, folds split by episode."""
+    rng = np.random.default_rng(seed)
+    episodes = rng.permutation(int(row_episode.max()) + 1)
+    fold_of = np.empty(len(episodes), dtype=int)
+    fold_of[episodes] = np.arange(len(episodes)) % folds
+    row_fold = torch.from_numpy(fold_of[row_episode])
+    table = {}
+    for l2 in L2_GRID:
+        total = 0.0
+        for k in range(folds):
+            held = row_fold == k
+            if held.all() or not held.any():
+                continue
+            fitted = fit_head(copy.deepcopy(head), x[~held], y[~held], l2, steps)
+            with torch.no_grad():
+                total += float(
+                    torch.nn.functional.binary_cross_entropy_with_logits(fitted(x[held]), y[held], reduction="sum")
+                )
+        table[l2] = round(total / len(y), 4)
+    return min(table, key=table.get), table
+
+
+def episode_features(prm, frame: pl.DataFrame, cfg: TrainConfig) -> dict[str, np.ndarray]:
+    """Hidden states at every step tag, per episode id; reuses ``cfg.feature_cache`` when it matches.
+
+    The cache is keyed by everything that changes the features (backbone, layers, rendering,
+    context, dtype) and, per episode, by the hash of its rendered text, so a re-collected episode
+    with the same id is recomputed. It is a plain ``.npz`` (no pickle).
+    """
+    key = json.dumps(
+        {
+            "model": cfg.model,
+            "seed": cfg.seed if cfg.model == "tiny" else None,
+            "layers": cfg.layers,
+            "tag_after": cfg.tag_after,
+            "tag": prm.settings.tag_text,
+            "context": prm.context,
+            "dtype": str(next(prm.backbone.parameters()).dtype),
+        },
+        sort_keys=True,
+    )
+    last = frame.group_by("episode_id", maintain_order=True).agg(pl.col("prefix_key").last())
+    content = dict(zip(last["episode_id"], last["prefix_key"]))
+    cache: dict[str, tuple[str, np.ndarray]] = {}
+    path = Path(cfg.feature_cache) if cfg.feature_cache else None
+    if path and path.exists():
+        with np.load(path, allow_pickle=False) as stored:
+            if str(stored["key"]) == key:
+                parts = np.split(stored["features"], stored["offsets"][1:-1])
+                for e, h, x in zip(stored["ids"].tolist(), stored["hashes"].tolist(), parts):
+                    if content.get(e) == h:
+                        cache[e] = (h, x)
+    todo = [e for e in content if e not in cache]
+    # Chunks of episodes, each saved as it completes: a killed run keeps what it computed.
+    chunk = 64 if path else max(len(todo), 1)
+    for start in range(0, len(todo), chunk):
+        ids, episodes = episodes_of(frame.filter(pl.col("episode_id").is_in(todo[start : start + chunk])))
+        for e, x in zip(ids, prm.episode_features(episodes, cfg.batch_tokens, cfg.progress)):
+            cache[e] = (content[e], x)
+        if path:
+            _save_features(path, key, cache)
+    print(f"prm train: features of {len(content)} episodes ({len(content) - len(todo)} from the cache).")
+    return {e: cache[e][1] for e in content}
+
+
+def _save_features(path: Path, key: str, cache: dict[str, tuple[str, np.ndarray]]) -> None:
+    ids = list(cache)
+    arrays = [cache[e][1] for e in ids]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp.npz")
+    np.savez(
+        temp,
+        key=np.array(key),
+        ids=np.array(ids),
+        hashes=np.array([cache[e][0] for e in ids]),
+        offsets=np.cumsum([0] + [len(a) for a in arrays]),
+        features=np.concatenate(arrays),
+    )
+    temp.replace(path)  # atomic: a kill mid-write leaves the previous cache intact
+
+
+def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Validator | None = None) -> dict:
+    """Train, evaluate and save a PRM; returns the metrics written to ``metrics.json``.
+
+    ``frame`` skips reading ``cfg.data`` (pass an already validated trajectory frame);
+    ``validate(frame, source)`` runs on every shard read from ``cfg.data`` otherwise.
+    """
+    from prm.model import ProcessRewardModel, parse_dtype
+
+    started = time.perf_counter()
+    if cfg.target not in L.TARGETS:
+        raise ValueError(f"target={cfg.target!r}: use one of {L.TARGETS}.")
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+
+    # ---- data: read, check, label, split by episode ------------------------------------------
+    if frame is None:
+        frame = read_frame(cfg.data, TRAIN_COLUMNS, validate)
+    else:
+        frame = check_columns(frame, TRAIN_COLUMNS, "the given frame")
+        check_episodes(frame, "the given frame")
+    for option, column in (("group_by", cfg.group_by), ("base_only", "actor" if cfg.base_only else None)):
+        if column and column not in frame.columns:
+            raise ValueError(f"{option} needs column {column!r}, which {cfg.data} lacks (columns: {frame.columns}).")
+    if cfg.max_episodes:
+        ids = frame["episode_id"].unique().sort().to_list()
+        if len(ids) > cfg.max_episodes:
+            keep = rng.choice(len(ids), cfg.max_episodes, replace=False)
+            frame = frame.filter(pl.col("episode_id").is_in([ids[i] for i in keep]))
+    L.require_both_classes(frame, cfg.success_threshold, cfg.data)
+    if cfg.target == "process" and not L.has_process_rewards(frame):
+        raise ValueError(
+            f"target='process' but {cfg.data} has no process rewards (every non-final step has "
+            "reward 0). Use --target soft or hard."
+        )
+    frame = L.add_labels(frame, cfg.success_threshold, cfg.tag_after)
+    label = L.LABEL_COLUMNS[cfg.target]
+    # What the report measures: the step's own outcome for process labels, else the episode's.
+    outcome = (pl.col("label_process") >= 0.5) if cfg.target == "process" else (pl.col("label_hard") >= 0.5)
+    used = (pl.col("actor") == "base") if cfg.base_only else pl.lit(True)
+    frame = frame.with_columns(outcome.cast(pl.Float64).alias("outcome"), used.alias("used"))
+    train_ids, val_ids = L.split_episodes(frame, cfg.val_fraction, cfg.seed, cfg.success_threshold)
+    train_frame = frame.filter(pl.col("episode_id").is_in(train_ids))
+    val_frame = frame.filter(pl.col("episode_id").is_in(val_ids))
+    # episodes_of and these columns share the (episode_id, step) order of the sorted frames.
+    _, train_episodes = episodes_of(train_frame)
+    _, val_episodes = episodes_of(val_frame)
+    train_target = torch.tensor(train_frame[label].to_numpy(), dtype=torch.float32)
+    train_used = torch.from_numpy(train_frame["used"].to_numpy().copy())
+    wins, losses = L.class_counts(frame, cfg.success_threshold)
+    print(
+        f"prm train: {frame['episode_id'].n_unique()} episodes ({wins} successes, {losses} failures), "
+        f"{frame.height} steps ({int(frame['used'].sum())} used); {len(train_ids)} train / {len(val_ids)} "
+        f"validation episodes; target {label}, head {cfg.head}, "
+        f"{'LoRA' if cfg.lora else 'frozen backbone'} on {cfg.model}."
+    )
+
+    # ---- model ------------------------------------------------------------------------------
+    prm = ProcessRewardModel.create(
+        cfg.model,
+        head=cfg.head,
+        lora=cfg.lora,
+        lora_r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        tag_after=cfg.tag_after,
+        max_length=cfg.max_length,
+        layers=cfg.layers,
+        device=cfg.device,
+        dtype=parse_dtype(cfg.dtype),
+        seed=cfg.seed,
+    )
+    losses_seen: list[float] = []
+
+    if not cfg.lora:
+        # ---- frozen backbone: cache features once, fit the head by L-BFGS -------------------
+        features = episode_features(prm, frame, cfg)
+        train_x = torch.from_numpy(
+            np.concatenate([features[e] for e in train_frame["episode_id"].unique(maintain_order=True)])
+        )
+        val_x = torch.from_numpy(
+            np.concatenate([features[e] for e in val_frame["episode_id"].unique(maintain_order=True)])
+        )
+        head = prm.head.cpu()
+        rows_episode = np.repeat(np.arange(len(train_episodes)), [len(states) for states, _ in train_episodes])
+        x, y = train_x[train_used], train_target[train_used]
+        l2, cv_table = (
+            (cfg.l2, None)
+            if cfg.l2 is not None
+            else cross_validated_l2(head, x, y, rows_episode[train_used.numpy()], cfg.head_steps, cfg.seed)
+        )
+        if cv_table:
+            print(f"prm train: l2 {l2:g} chosen by 3-fold CV over training episodes (log loss {cv_table})")
+        fit_head(head, x, y, l2, cfg.head_steps, losses_seen)
+        with torch.no_grad():
+            train_scores = torch.sigmoid(head(train_x)).numpy()
+            val_scores = torch.sigmoid(head(val_x)).numpy()
+        head.to(prm.device)
+    else:
+        # ---- LoRA: adapters + head with AdamW on length-bucketed batches --------------------
+        l2 = cfg.l2 or 0.0
+        if cfg.head == "value":
+            sample = [train_episodes[i] for i in rng.permutation(len(train_episodes))[:64]]
+            prm.head.fit_normalizer(torch.from_numpy(np.concatenate(prm.episode_features(sample, cfg.batch_tokens))))
+        # Unused rows get a NaN target and drop out of the loss.
+        masked = torch.where(train_used, train_target, torch.nan).numpy()
+        per_episode = np.split(masked, np.cumsum([len(s) for s, _ in train_episodes])[:-1])
+        head_params = list(prm.head.parameters())
+        weight = prm.head.linear.weight if cfg.head == "value" else prm.head.rows
+        # The value head shrinks towards zero, the tag head towards the LM's own +/- rows.
+        anchor = torch.zeros_like(weight) if cfg.head == "value" else weight.detach().clone()
+        adapter_params = [p for p in prm.backbone.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(
+            [{"params": adapter_params, "lr": cfg.lr}, {"params": head_params, "lr": cfg.head_lr}], weight_decay=0.0
+        )
+        found = prm.windows_for(train_episodes)
+        from tqdm.auto import tqdm
+
+        prm.train()
+        for epoch in range(cfg.epochs):
+            batches = list(prm.batches(found, cfg.batch_tokens))
+            order = rng.permutation(len(batches))
+            total_tokens = sum(b.tokens for b in batches)
+            desc = f"prm train epoch {epoch}"
+            with tqdm(total=total_tokens, unit="tok", unit_scale=True, desc=desc, disable=not cfg.progress) as bar:
+                for i in order:
+                    batch = batches[i]
+                    target = torch.tensor(
+                        np.concatenate([per_episode[w.episode][w.steps] for w in batch.windows]),
+                        dtype=torch.float32,
+                        device=prm.device,
+                    )
+                    keep = ~torch.isnan(target)
+                    bar.update(batch.tokens)
+                    if not keep.any():
+                        continue
+                    loss = torch.nn.functional.binary_cross_entropy_with_logits(prm(batch)[keep], target[keep])
+                    if l2:
+                        loss = loss + l2 * (weight - anchor).pow(2).sum()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(adapter_params + head_params, 1.0)
+                    optimizer.step()
+                    losses_seen.append(float(loss.detach()))
+                    bar.set_postfix(loss=f"{losses_seen[-1]:.4f}")
+        prm.eval()
+        train_scores = np.concatenate(prm.score_episodes(train_episodes, cfg.batch_tokens, progress=cfg.progress))
+        val_scores = np.concatenate(prm.score_episodes(val_episodes, cfg.batch_tokens, progress=cfg.progress))
+
+    # ---- quality report on held-out episodes, then save -------------------------------------
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    val_frame = val_frame.with_columns(pl.Series("prm_score", val_scores.astype(np.float64)))
+    train_frame = train_frame.with_columns(pl.Series("prm_score", train_scores.astype(np.float64)))
+    judged = val_frame.filter("used")
+    groups = judged[cfg.group_by].cast(pl.String).to_list() if cfg.group_by else None
+    report = {
+        "validation": quality.quality_report(
+            judged["prm_score"], judged["outcome"], judged["step"].to_numpy(), groups, cfg.bins
+        ),
+        "train": quality.summary(
+            train_frame.filter("used")["prm_score"], train_frame.filter("used")["outcome"], cfg.bins
+        ),
+        "outcome": "step reward >= 0.5" if cfg.target == "process" else f"episode success >= {cfg.success_threshold}",
+        "rows": "actor == base" if cfg.base_only else "all",
+        "episodes": {"train": len(train_ids), "validation": len(val_ids), "successes": wins, "failures": losses},
+        "target": label,
+        "l2": l2,
+        "loss": {"first": losses_seen[0] if losses_seen else None, "last": losses_seen[-1] if losses_seen else None},
+        "losses": losses_seen,
+        "seconds": round(time.perf_counter() - started, 2),
+        "config": dataclasses.asdict(cfg),
+    }
+    prm.save(out, save_backbone=True if cfg.save_backbone else None)
+    (out / "split.json").write_text(json.dumps({"train": train_ids, "validation": val_ids}) + "\n")
+    (out / "metrics.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
+    quality.reliability_plot(judged["prm_score"], judged["outcome"], out / "reliability.png", cfg.bins)
+    keep = [c for c in ("episode_id", "step", "task_id", "actor", "reward", "success") if c in val_frame.columns]
+    val_frame.select(*keep, "label_hard", "label_soft", "label_process", "outcome", "used", "prm_score").write_parquet(
+        out / "validation_scores.parquet"
+    )
+    v = report["validation"]
+    print(
+        f"prm train: validation AUROC {v['auroc']:.3f}  Brier {v['brier']:.3f}  ECE {v['ece']:.3f} "
+        f"over {v['rows']} steps against {report['outcome']} (train AUROC {report['train']['auroc']:.3f}); "
+        f"wrote {out}/metrics.json, {out}/reliability.png and the model to {out}."
+    )
+    return report
