@@ -1,0 +1,189 @@
+"""Evaluate the AGILE agent on ProductQA groups: accuracy, advice rate, total score per group.
+
+One episode per group (its first ``questions_per_group`` questions, memory starting empty, as in
+AGILE's evaluation), all groups batched together, greedy decoding. Two ways to decide advice are
+reported side by side:
+
+- **policy**: the LLM's own ``[SeekAdvice]`` decisions;
+- **gate**: the ``[SeekAdvice]`` decision is taken away from the LLM and given to a gate (any
+  object with ``should_intervene(observation, budget_left)``), within a per-episode budget.
+
+Ablations switch components off through ``ExecutorConfig`` (memory, tools, advice, reflection).
+Two simple gates ship here so that the comparison runs with no trained helper: ``NoveltyGate``
+(advice when memory holds nothing close to the question) and ``RandomGate``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from agile.agile_agent import LLMPolicy, run_executors
+from agile.agile_metrics import average, summarize
+from agile.executor import Executor, ExecutorConfig, records_to_jsonl
+from agile.memory import Embedder, Memory
+from agile.productqa import ProductGroup
+from agile.protocol import Observation
+
+ABLATIONS = {
+    "full": {},
+    "no_memory": {"use_memory": False},
+    "no_tools": {"use_tools": False},
+    "no_advice": {"use_advice": False},
+    "no_reflection": {"use_reflection": False},
+}
+"""Ablation name -> the ExecutorConfig fields it switches off."""
+
+
+class NoveltyGate:
+    """Advice when the closest memory entry has cosine below ``threshold`` (nothing to reuse)."""
+
+    def __init__(self, threshold: float = 0.6):
+        self.threshold = threshold
+
+    def should_intervene(self, observation: Observation, budget_left: int) -> bool:
+        if budget_left <= 0:
+            return False
+        return observation.features.get("memory_top_similarity", 0.0) < self.threshold
+
+
+class RandomGate:
+    """Advice with probability ``p`` (a baseline)."""
+
+    def __init__(self, p: float = 0.25, seed: int = 0):
+        self.p = p
+        self.rng = random.Random(seed)
+
+    def should_intervene(self, observation: Observation, budget_left: int) -> bool:
+        return budget_left > 0 and self.rng.random() < self.p
+
+
+@dataclass
+class EvalConfig:
+    """``helpgate agile eval``: accuracy / advice rate / total score per group, policy vs gate."""
+
+    model: str = "smollm2"
+    """Model to evaluate: smollm2 (prompt only), an SFT or PPO output folder, tiny, or an id."""
+    data_root: str = ""
+    """ProductQA root holding train/ and test/; empty uses ../shared/productqa or $HELPGATE_PRODUCTQA."""
+    split: Literal["train", "test"] = "test"
+    """Split whose groups are evaluated."""
+    groups: list[str] = field(default_factory=list)
+    """Groups to evaluate; empty evaluates every group of the split."""
+    questions_per_group: int = 50
+    """Questions (sessions) from the start of each group's episode."""
+    advice_cost: float = 0.3
+    """Advice cost c in total score = accuracy - c * advice rate."""
+    ablations: list[str] = field(default_factory=lambda: ["full"])
+    """Any of full, no_memory, no_tools, no_advice, no_reflection."""
+    gate: Literal["none", "novelty", "random"] = "novelty"
+    """Built-in gate evaluated beside the policy's own advice; none skips the gate run."""
+    gate_budget: float = 0.25
+    """Advice budget of the gate run, as a share of the questions of an episode."""
+    gate_threshold: float = 0.6
+    """NoveltyGate: advice when the best memory match has a cosine below this."""
+    gate_p: float = 0.25
+    """RandomGate: advice probability."""
+    max_new_tokens: int = 96
+    """Longest turn the agent may write."""
+    batch_size: int = 8
+    """Prompts per generate call."""
+    seed: int = 0
+    """Seed (random gate)."""
+    device: str = ""
+    """cpu or cuda; empty picks cuda when there is one."""
+    cpu_threads: int = 0
+    """torch CPU threads; 0 keeps torch's default (1 is fastest on a busy shared machine)."""
+    out_dir: str = "runs/agile_eval"
+    """Where eval.json, eval.csv and the session log go."""
+
+
+def evaluate(model, tokenizer, groups: list[ProductGroup], questions_per_group: int,
+             exec_cfg: ExecutorConfig, embedder: Embedder, gate=None, max_new_tokens: int = 96,
+             batch_size: int = 8) -> dict:
+    """Run one greedy episode per group; returns per-group and averaged metrics and the records."""
+    start = time.perf_counter()
+    executors = [Executor(g, g.questions[:questions_per_group], tokenizer, Memory(embedder),
+                          exec_cfg, gate=gate, episode_id=f"eval-{g.name}") for g in groups]
+    policy = LLMPolicy(model, tokenizer, max_new_tokens, greedy=True, batch_size=batch_size)
+    run_executors(executors, policy)
+    per_group = {e.group.name: summarize([r.correct for r in e.records],
+                                         [r.advised for r in e.records], exec_cfg.advice_cost)
+                 for e in executors}
+    records = [r for e in executors for r in e.records]
+    return {"groups": per_group, "average": average(list(per_group.values())), "records": records,
+            "seconds": time.perf_counter() - start, "generated_tokens": policy.generated_tokens}
+
+
+def make_gate(cfg: EvalConfig):
+    if cfg.gate == "novelty":
+        return NoveltyGate(cfg.gate_threshold)
+    if cfg.gate == "random":
+        return RandomGate(cfg.gate_p, cfg.seed)
+    return None
+
+
+def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print) -> list[dict]:
+    """Evaluate ``cfg.model`` (or the given model) per ablation, with its own advice and with a
+    gate (``gate`` if given, else the built-in ``cfg.gate``); writes eval.json / eval.csv."""
+    import torch
+
+    from agile.models import load_causal_lm
+    from agile.productqa import default_productqa_root, load_split
+
+    unknown = [a for a in cfg.ablations if a not in ABLATIONS]
+    if unknown:
+        raise ValueError(f"EvalConfig.ablations has {unknown}; choose from {', '.join(ABLATIONS)}.")
+    if cfg.cpu_threads > 0:
+        torch.set_num_threads(cfg.cpu_threads)
+    if model is None:
+        model, tokenizer = load_causal_lm(cfg.model, device=cfg.device or None)
+    root = cfg.data_root or default_productqa_root()
+    groups = [g for g in load_split(root, cfg.split) if not cfg.groups or g.name in cfg.groups]
+    if not groups:
+        raise ValueError(f"no {cfg.split} group of {root} matches groups={cfg.groups}.")
+    embedder = Embedder()
+    gate = gate if gate is not None else make_gate(cfg)
+    gate_name = type(gate).__name__ if gate is not None else ""
+    base = ExecutorConfig(advice_cost=cfg.advice_cost)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, logs = [], []
+    for ablation in cfg.ablations:
+        exec_cfg = replace(base, **ABLATIONS[ablation])
+        modes = [("policy", None, exec_cfg)]
+        if gate is not None and exec_cfg.use_advice:
+            budget = max(int(round(cfg.gate_budget * cfg.questions_per_group)), 0)
+            modes.append((f"gate:{gate_name}", gate, replace(exec_cfg, advice_budget=budget)))
+        for mode, g, ecfg in modes:
+            result = evaluate(model, tokenizer, groups, cfg.questions_per_group, ecfg, embedder, g,
+                              cfg.max_new_tokens, cfg.batch_size)
+            for name, m in [*result["groups"].items(), ("average", result["average"])]:
+                rows.append({"model": cfg.model, "ablation": ablation, "mode": mode, "group": name,
+                             **m, "advice_cost": cfg.advice_cost})
+            logs.append(records_to_jsonl(result["records"]))
+            a = result["average"]
+            log(f"eval {cfg.model} {ablation} {mode}: accuracy {a['accuracy']:.3f} advice "
+                f"{a['advice_rate']:.3f} total {a['total_score']:.3f} ({result['seconds']:.0f}s)")
+    (out / "eval.json").write_text(json.dumps({"config": asdict(cfg), "rows": rows}, indent=1))
+    with (out / "eval.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (out / "sessions.jsonl").write_text("".join(logs))
+    return rows
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """Rows of ``run_eval`` as a Markdown table (accuracy / advice rate / total score)."""
+    lines = ["| model | ablation | mode | group | n | accuracy | advice rate | total score |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['ablation']} | {r['mode']} | {r['group']} | {int(r['n'])} "
+                     f"| {r['accuracy']:.3f} | {r['advice_rate']:.3f} | {r['total_score']:.3f} |")
+    return "\n".join(lines)

@@ -1,0 +1,526 @@
+"""Session-level PPO for the AGILE agent (AGILE, Algorithm 1), in one file that reads top to bottom.
+
+Run (one process, or several with ``accelerate launch``)::
+
+    helpgate agile ppo --model runs/agile_sft/model --iterations 4 --out-dir runs/agile_ppo
+    CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.agile_command ppo model=tiny iterations=1
+
+The LLM is the policy of a token-level MDP: every token it writes is an action, the executor's
+tokens (question, memory, tool output, advice) are transitions of the environment. One iteration:
+
+1. **Rollout.** Episodes are windows of ``questions_per_episode`` consecutive questions of a
+   train group; the executor runs them with the current policy (sampling, batched across
+   episodes). With ``rollouts_per_task = K > 1`` every session is rolled out K times from the
+   same state (same memory, same context) and the episode continues from the first copy.
+2. **Proxy reward.** Sessions are independent samples (AGILE's session-level optimisation), each
+   rewarded ``r + A_i``: ``r = 1[correct] - c * 1[advised]`` and, for a session that sought
+   advice, ``A_i = beta * 1[a later question of the episode is similar] / (n_i + 1)`` with n_i the
+   memory entries already similar to the question: advice earns a bonus when memory will reuse
+   it and did not hold it yet. (Similar: MiniLM cosine >= ``similarity_threshold``.)
+3. **Advantages** (``estimator``): ``gae`` with a value head on the policy's last hidden state and
+   the KL to the reference folded into per-token rewards (``-kl_coef * (log pi - log pi_ref)``,
+   the session reward added on its last action token); ``loop`` (leave-one-out over the K
+   rollouts of a session, no critic) or ``grpo`` (group-normalised), both with the KL as a loss
+   term (the k3 estimator) instead.
+4. **Update.** ``update_epochs`` passes of minibatches: per-token clipped ratio
+   ``max(-A r, -A clip(r, 1-eps, 1+eps))`` and a clipped value loss, averaged over the action
+   tokens only. The policy is the model plus LoRA adapters (``peft``); the reference model is the
+   same model with the adapters switched off, so it costs no extra memory.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import resource
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from agile.advantages import gae_segments, grpo, loop, whiten
+from agile.agile_agent import ActionLM, LLMPolicy, pad_batch, run_executors
+from agile.agile_metrics import summarize
+from agile.executor import Executor, ExecutorConfig, SessionRecord
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class PPOConfig:
+    """``helpgate agile ppo``: session-level PPO of the agent on the ProductQA train groups."""
+
+    model: str = "smollm2"
+    """Starting policy (usually the SFT output folder); also the frozen reference model."""
+    data_root: str = ""
+    """ProductQA root holding train/ and test/; empty uses ../shared/productqa or $HELPGATE_PRODUCTQA."""
+    groups: list[str] = field(default_factory=list)
+    """Train groups to sample episodes from; empty uses every group of the train split."""
+    questions_per_episode: int = 8
+    """Sessions in one episode (a window of consecutive questions of one group)."""
+    episodes_per_iteration: int = 4
+    """Episodes rolled out per iteration on each process."""
+    iterations: int = 4
+    """Rollout-then-update iterations."""
+    estimator: Literal["gae", "loop", "grpo"] = "gae"
+    """Advantage estimator: gae (value head), loop (leave-one-out) or grpo (group-normalised)."""
+    rollouts_per_task: int = 1
+    """K rollouts of every session from the same state; loop and grpo need K >= 2."""
+    advice_cost: float = 0.3
+    """Advice cost c in the reward 1[correct] - c * 1[advised]."""
+    proxy_beta: float = 0.1
+    """beta of AGILE's proxy bonus for advice that later sessions can reuse; 0 turns it off."""
+    similarity_threshold: float = 0.46
+    """Cosine at which two questions count as similar (proxy bonus and memory counts)."""
+    kl_coef: float = 0.05
+    """Weight of the KL to the reference model (per-token reward for gae, loss term otherwise)."""
+    clip_eps: float = 0.2
+    """PPO ratio clip range."""
+    value_clip_eps: float = 0.2
+    """Clip range of the value update around the rollout's values."""
+    vf_coef: float = 0.5
+    """Weight of the value loss (gae only)."""
+    gamma: float = 1.0
+    """Discount between action tokens."""
+    lam: float = 0.95
+    """GAE lambda."""
+    whiten_advantages: bool = True
+    """Normalise gae advantages over the iteration's action tokens (loop/grpo are centred already)."""
+    lr: float = 1e-4
+    """AdamW learning rate (LoRA weights and value head)."""
+    update_epochs: int = 2
+    """Passes over the iteration's sessions."""
+    minibatch_size: int = 4
+    """Sessions per optimizer step on each process."""
+    micro_batch_size: int = 2
+    """Sessions per forward pass (gradients accumulate up to minibatch_size)."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm."""
+    lora_r: int = 16
+    """LoRA rank; 0 trains every weight (the reference is then a frozen copy)."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator (scale = alpha / r)."""
+    max_new_tokens: int = 96
+    """Longest turn the policy may write during rollouts."""
+    temperature: float = 1.0
+    """Sampling temperature of rollouts (1.0 samples the policy that the ratio is computed for)."""
+    rollout_batch_size: int = 8
+    """Prompts per generate call."""
+    max_turns: int = 3
+    """LLM turns allowed per session before the question counts as wrong."""
+    seed: int = 0
+    """Seed of episode sampling, initialisation and sampling."""
+    device: str = ""
+    """cpu or cuda; empty picks cuda when there is one."""
+    cpu_threads: int = 0
+    """torch CPU threads; 0 keeps torch's default (1 is fastest on a busy shared machine)."""
+    out_dir: str = "runs/agile_ppo"
+    """Where the merged model (model/), value head and per-iteration log go."""
+    save: bool = True
+    """Write the trained model to out_dir/model."""
+
+
+@dataclass
+class Sample:
+    """One session as a training sample."""
+
+    input_ids: list[int]
+    action_mask: list[int]
+    reward: float
+    """The proxy reward r + A_i of the session."""
+    task: int = 0
+    """Sessions rolled out from the same state share a task id (loop and grpo group by it)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Losses (all averaged over action tokens only: ``mask`` is the action mask)
+# ---------------------------------------------------------------------------------------------
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``x`` where ``mask`` is set; masked positions contribute nothing, not even NaN."""
+    keep = mask.bool()
+    return torch.where(keep, x, torch.zeros_like(x)).sum() / keep.sum().clamp(min=1)
+
+
+def policy_loss(logp, old_logp, advantages, mask, clip_eps):
+    """PPO's clipped surrogate per token; returns ``(loss, clip_fraction, approx_kl_to_old)``."""
+    ratio = torch.exp(logp - old_logp)
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
+    loss = masked_mean(torch.maximum(unclipped, clipped), mask)
+    with torch.no_grad():
+        clip_fraction = masked_mean(((ratio - 1.0).abs() > clip_eps).float(), mask)
+        approx_kl = masked_mean(old_logp - logp, mask)
+    return loss, clip_fraction, approx_kl
+
+
+def value_loss(values, old_values, returns, mask, clip_eps):
+    """Clipped value loss ``0.5 * max((V - R)^2, (V_clip - R)^2)`` per token."""
+    clipped = old_values + torch.clamp(values - old_values, -clip_eps, clip_eps)
+    return 0.5 * masked_mean(torch.maximum((values - returns) ** 2, (clipped - returns) ** 2), mask)
+
+
+def kl_k3(logp, ref_logp, mask):
+    """Unbiased, non-negative KL(pi || pi_ref) estimator ``exp(d) - d - 1``, d = ref - logp."""
+    d = ref_logp - logp
+    return masked_mean(torch.exp(d) - d - 1.0, mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rollout: episodes of the executor, K copies of every session
+# ---------------------------------------------------------------------------------------------
+
+def proxy_bonus(record: SessionRecord, beta: float) -> float:
+    """AGILE's A_i: ``beta * 1[similar question later] / (similar entries in memory + 1)``
+    for a session that sought advice, else 0."""
+    if not record.advised:
+        return 0.0
+    return beta * float(record.similar_later) / (record.n_similar + 1)
+
+
+def sample_episodes(groups, n_questions: int, n_episodes: int, rng: random.Random):
+    """``(group, questions)`` windows of consecutive questions, group and start drawn at random."""
+    out = []
+    for _ in range(n_episodes):
+        group = rng.choice(groups)
+        n = min(n_questions, len(group.questions))
+        start = rng.randrange(0, len(group.questions) - n + 1)
+        out.append((group, group.questions[start:start + n]))
+    return out
+
+
+def collect(policy: LLMPolicy, episodes, tokenizer, embedder, exec_cfg: ExecutorConfig,
+            k: int, dbs: dict, tag: str) -> tuple[list[SessionRecord], list[int]]:
+    """Run the episodes, every session K times from the same state; returns records and task ids."""
+    from agile.memory import Memory
+
+    mains = [Executor(g, qs, tokenizer, Memory(embedder), exec_cfg, db=dbs[g.name],
+                      episode_id=f"{tag}-{e}-{g.name}-{qs[0].id}", end=0)
+             for e, (g, qs) in enumerate(episodes)]
+    records, tasks = [], []
+    n_sessions = max(len(qs) for _, qs in episodes)
+    for i in range(n_sessions):
+        live = [m for m in mains if i < len(m.questions)]
+        branches = [[m.clone() for _ in range(k)] if k > 1 else [m] for m in live]
+        for copies in branches:
+            for b in copies:
+                b.resume(i + 1)
+        run_executors([b for copies in branches for b in copies], policy)
+        for main, copies in zip(live, branches):
+            task = tasks[-1] + 1 if tasks else 0
+            for b in copies:
+                records.append(b.records[-1])
+                tasks.append(task)
+            # The episode goes on from the first copy: its memory holds that session's writes.
+            mains[mains.index(main)] = copies[0]
+    return records, tasks
+
+
+# ---------------------------------------------------------------------------------------------
+# From samples to advantages: one no-grad pass for old log-probs, values and reference log-probs
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Prepared:
+    """Per-session tensors (length of each session) needed by the update."""
+
+    samples: list[Sample]
+    old_logp: list[torch.Tensor]
+    ref_logp: list[torch.Tensor]
+    old_values: list[torch.Tensor]
+    advantages: list[torch.Tensor]
+    returns: list[torch.Tensor]
+    kl: float
+    """Mean log pi_old - log pi_ref over action tokens."""
+    seconds: float
+    tokens: int
+
+
+@torch.no_grad()
+def prepare(model: ActionLM, ref_lm, samples: list[Sample], cfg: PPOConfig, pad_id: int,
+            device) -> Prepared:
+    """Score the samples with the rollout policy and the reference, then compute advantages."""
+    start = time.perf_counter()
+    model.eval()
+    old_logp, ref_logp, old_values = [], [], []
+    for begin in range(0, len(samples), cfg.micro_batch_size):
+        chunk = samples[begin:begin + cfg.micro_batch_size]
+        batch = {k: t.to(device) for k, t in
+                 pad_batch([(s.input_ids, s.action_mask) for s in chunk], pad_id).items()}
+        out = model(batch["input_ids"], batch["attention_mask"], batch["action_mask"])
+        ref = _reference_logp(model, ref_lm, batch)
+        for row, s in enumerate(chunk):
+            n = len(s.input_ids)
+            old_logp.append(out["logp"][row, :n].cpu())
+            ref_logp.append(ref[row, :n].cpu())
+            values = out.get("values")
+            old_values.append(values[row, :n].cpu() if values is not None else torch.zeros(n))
+    masks = [_action_positions(s) for s in samples]
+    kl_tokens = torch.cat([(o - r)[m] for o, r, m in zip(old_logp, ref_logp, masks)])
+    advantages = [torch.zeros(len(s.input_ids)) for s in samples]
+    returns = [torch.zeros(len(s.input_ids)) for s in samples]
+    if cfg.estimator == "gae":
+        # Per-token rewards: the KL penalty on every action token, the session's reward on the last.
+        rewards, values, segments = [], [], []
+        for i, (s, o, r, v, m) in enumerate(zip(samples, old_logp, ref_logp, old_values, masks)):
+            token_rewards = -cfg.kl_coef * (o - r)[m]
+            if token_rewards.numel():
+                token_rewards[-1] += s.reward
+            rewards.append(token_rewards)
+            values.append(v[m])
+            segments.append(torch.full((int(m.sum()),), i))
+        adv, ret = gae_segments(torch.cat(rewards), torch.cat(values), torch.cat(segments),
+                                cfg.gamma, cfg.lam)
+        if cfg.whiten_advantages:
+            adv = whiten(adv)
+        offset = 0
+        for i, m in enumerate(masks):
+            n = int(m.sum())
+            advantages[i][m] = adv[offset:offset + n]
+            returns[i][m] = ret[offset:offset + n]
+            offset += n
+    else:
+        tasks = sorted(set(s.task for s in samples))
+        by_task = {t: [i for i, s in enumerate(samples) if s.task == t] for t in tasks}
+        sizes = {len(v) for v in by_task.values()}
+        if len(sizes) != 1:
+            raise ValueError(f"{cfg.estimator} needs the same number of rollouts per task, got "
+                             f"sizes {sorted(sizes)}; keep rollouts_per_task fixed.")
+        index = torch.tensor([by_task[t] for t in tasks])            # [tasks, K]
+        rewards = torch.tensor([s.reward for s in samples])[index]
+        adv = loop(rewards) if cfg.estimator == "loop" else grpo(rewards)
+        for t_row, rows in enumerate(index.tolist()):
+            for k, i in enumerate(rows):
+                advantages[i][masks[i]] = adv[t_row, k]
+    return Prepared(samples, old_logp, ref_logp, old_values, advantages, returns,
+                    float(kl_tokens.mean()) if kl_tokens.numel() else 0.0,
+                    time.perf_counter() - start, sum(len(s.input_ids) for s in samples))
+
+
+def _action_positions(sample: Sample) -> torch.Tensor:
+    mask = torch.tensor(sample.action_mask, dtype=torch.bool)
+    mask[:1] = False  # as pad_batch: the first token has no context to be predicted from
+    return mask
+
+
+def _reference_logp(model: ActionLM, ref_lm, batch) -> torch.Tensor:
+    if ref_lm is None:  # LoRA: the reference is the same weights with the adapters off
+        with model.lm.disable_adapter():
+            return model(batch["input_ids"], batch["attention_mask"], batch["action_mask"])["logp"]
+    return ref_lm(batch["input_ids"], batch["attention_mask"], batch["action_mask"])["logp"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The update: clipped surrogate + value loss (+ KL term for loop/grpo), action tokens only
+# ---------------------------------------------------------------------------------------------
+
+def _pad(tensors: list[torch.Tensor], width: int) -> torch.Tensor:
+    out = torch.zeros((len(tensors), width))
+    for row, t in enumerate(tensors):
+        out[row, :len(t)] = t
+    return out
+
+
+def update(policy, optimizer, prepared: Prepared, cfg: PPOConfig, pad_id: int, accelerator,
+           rng: random.Random) -> dict[str, float]:
+    """``update_epochs`` passes of minibatch PPO steps; returns mean losses and statistics."""
+    start = time.perf_counter()
+    policy.train()
+    params = [p for p in policy.parameters() if p.requires_grad]
+    stats = {"pg_loss": [], "vf_loss": [], "kl_loss": [], "clip_fraction": [], "approx_kl": []}
+    n = len(prepared.samples)
+    tokens = 0
+    for _ in range(cfg.update_epochs):
+        order = list(range(n))
+        rng.shuffle(order)
+        for begin in range(0, n, cfg.minibatch_size):
+            rows = order[begin:begin + cfg.minibatch_size]
+            n_action = sum(sum(prepared.samples[i].action_mask[1:]) for i in rows)
+            micro = [rows[j:j + cfg.micro_batch_size] for j in range(0, len(rows), cfg.micro_batch_size)]
+            for k, chunk in enumerate(micro):
+                samples = [prepared.samples[i] for i in chunk]
+                batch = pad_batch([(s.input_ids, s.action_mask) for s in samples], pad_id)
+                width = batch["input_ids"].shape[1]
+                old_logp, ref_logp, old_values, adv, ret = (
+                    _pad([getattr(prepared, name)[i] for i in chunk], width).to(accelerator.device)
+                    for name in ("old_logp", "ref_logp", "old_values", "advantages", "returns"))
+                batch = {key: t.to(accelerator.device) for key, t in batch.items()}
+                mask = batch["action_mask"]
+                # Micro-batches are weighted by their share of the minibatch's action tokens, so
+                # the step's loss is the token mean over the whole minibatch.
+                weight = mask.sum().item() / max(n_action, 1)
+                sync = accelerator.no_sync(policy) if k < len(micro) - 1 else _Null()
+                with sync:
+                    out = policy(batch["input_ids"], batch["attention_mask"], mask)
+                    pg, clip_fraction, approx_kl = policy_loss(out["logp"], old_logp, adv, mask,
+                                                               cfg.clip_eps)
+                    loss = pg
+                    if cfg.estimator == "gae":
+                        vf = value_loss(out["values"], old_values, ret, mask, cfg.value_clip_eps)
+                        loss = loss + cfg.vf_coef * vf
+                        stats["vf_loss"].append(vf.item())
+                    else:
+                        kl = kl_k3(out["logp"], ref_logp, mask)
+                        loss = loss + cfg.kl_coef * kl
+                        stats["kl_loss"].append(kl.item())
+                    accelerator.backward(loss * weight)
+                tokens += int(batch["attention_mask"].sum())
+                stats["pg_loss"].append(pg.item())
+                stats["clip_fraction"].append(clip_fraction.item())
+                stats["approx_kl"].append(approx_kl.item())
+            accelerator.clip_grad_norm_(params, cfg.max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    policy.eval()
+    seconds = time.perf_counter() - start
+    out = {k: (sum(v) / len(v) if v else 0.0) for k, v in stats.items()}
+    out["first_clip_fraction"] = stats["clip_fraction"][0] if stats["clip_fraction"] else 0.0
+    out["first_approx_kl"] = stats["approx_kl"][0] if stats["approx_kl"] else 0.0
+    out.update(update_seconds=seconds, update_tokens=tokens,
+               update_tokens_per_s=tokens / seconds if seconds else 0.0)
+    return out
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Setup shared by train() and the benchmarks
+# ---------------------------------------------------------------------------------------------
+
+def build_policy(lm, cfg: PPOConfig):
+    """``(ActionLM with LoRA [+ value head], reference or None)`` for ``cfg``."""
+    from agile.sft import add_lora
+
+    ref = None
+    if cfg.lora_r <= 0:
+        ref = ActionLM(copy.deepcopy(lm)).eval()
+        for p in ref.parameters():
+            p.requires_grad_(False)
+    model = ActionLM(add_lora(lm, cfg.lora_r, cfg.lora_alpha, 0.0),
+                     value_head=cfg.estimator == "gae")
+    return model, ref
+
+
+def peak_memory_mb(device) -> float:
+    """Peak resident memory of this process (CPU) or peak allocated GPU memory, in MiB."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def check_config(cfg: PPOConfig) -> None:
+    if cfg.estimator not in ("gae", "loop", "grpo"):
+        raise ValueError(f"PPOConfig.estimator is {cfg.estimator!r}; use gae, loop or grpo.")
+    if cfg.estimator in ("loop", "grpo") and cfg.rollouts_per_task < 2:
+        raise ValueError(f"PPOConfig.estimator={cfg.estimator} compares rollouts of the same "
+                         f"session, so rollouts_per_task must be >= 2 (got {cfg.rollouts_per_task}).")
+    if cfg.minibatch_size < 1 or cfg.micro_batch_size < 1:
+        raise ValueError("PPOConfig.minibatch_size and micro_batch_size must be >= 1.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Algorithm 1
+# ---------------------------------------------------------------------------------------------
+
+def train(cfg: PPOConfig, log=print) -> dict:
+    """Run session-level PPO; returns ``{"history": [...], "model": ActionLM, ...}``."""
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    from agile.memory import Embedder
+    from agile.models import load_causal_lm
+    from agile.product_db import ProductDB
+    from agile.productqa import default_productqa_root, load_split
+
+    check_config(cfg)
+    accelerator = Accelerator(cpu=cfg.device == "cpu")
+    set_seed(cfg.seed)
+    if cfg.cpu_threads > 0:
+        torch.set_num_threads(cfg.cpu_threads)
+    device = accelerator.device
+    lm, tokenizer = load_causal_lm(cfg.model, device=str(device), seed=cfg.seed)
+    model, ref = build_policy(lm, cfg)
+    if ref is not None:
+        ref.to(device)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr)
+    policy, optimizer = accelerator.prepare(model, optimizer)
+    raw = accelerator.unwrap_model(policy)
+
+    root = cfg.data_root or default_productqa_root()
+    groups = [g for g in load_split(root, "train") if not cfg.groups or g.name in cfg.groups]
+    if not groups:
+        raise ValueError(f"no train group of {root} matches groups={cfg.groups}; leave groups "
+                         "empty or name folders of the train split.")
+    dbs = {g.name: ProductDB(g) for g in groups}
+    embedder = Embedder()
+    exec_cfg = ExecutorConfig(advice_cost=cfg.advice_cost, max_turns=cfg.max_turns,
+                              similarity_threshold=cfg.similarity_threshold)
+    # Every process draws its own episodes; the update averages their gradients.
+    rng = random.Random(cfg.seed * 1000 + accelerator.process_index)
+    torch.manual_seed(cfg.seed * 1000 + accelerator.process_index)
+    rollout_policy = LLMPolicy(raw.lm, tokenizer, cfg.max_new_tokens, greedy=False,
+                               temperature=cfg.temperature, batch_size=cfg.rollout_batch_size)
+    history = []
+    for it in range(cfg.iterations):
+        # 1. rollout
+        raw.eval()
+        gen_tokens, prompt_tokens, gen_seconds = (rollout_policy.generated_tokens,
+                                                  rollout_policy.prompt_tokens, rollout_policy.seconds)
+        start = time.perf_counter()
+        episodes = sample_episodes(groups, cfg.questions_per_episode, cfg.episodes_per_iteration, rng)
+        records, tasks = collect(rollout_policy, episodes, tokenizer, embedder, exec_cfg,
+                                 cfg.rollouts_per_task, dbs, tag=f"it{it}-p{accelerator.process_index}")
+        rollout_seconds = time.perf_counter() - start
+        # 2. proxy reward r + A_i
+        bonuses = [proxy_bonus(r, cfg.proxy_beta) for r in records]
+        samples = [Sample(r.input_ids, r.action_mask, r.reward + b, t)
+                   for r, b, t in zip(records, bonuses, tasks)]
+        # 3. old log-probs, values, reference, advantages
+        prepared = prepare(raw, ref, samples, cfg, tokenizer.pad_token_id, device)
+        # 4. update
+        stats = update(policy, optimizer, prepared, cfg, tokenizer.pad_token_id, accelerator, rng)
+        metrics = summarize([r.correct for r in records], [r.advised for r in records], cfg.advice_cost)
+        generated = rollout_policy.generated_tokens - gen_tokens
+        row = {"iteration": it + 1, "sessions": len(records), **metrics,
+               "mean_reward": sum(s.reward for s in samples) / max(len(samples), 1),
+               "mean_bonus": sum(bonuses) / max(len(bonuses), 1),
+               "kl_to_reference": prepared.kl, **stats,
+               "rollout_seconds": rollout_seconds,
+               "rollout_generated_tokens": generated,
+               "rollout_prompt_tokens": rollout_policy.prompt_tokens - prompt_tokens,
+               "rollout_generated_tokens_per_s": generated / max(rollout_policy.seconds - gen_seconds, 1e-9),
+               "score_seconds": prepared.seconds, "score_tokens_per_s": prepared.tokens / max(prepared.seconds, 1e-9),
+               "peak_memory_mb": peak_memory_mb(device)}
+        history.append(row)
+        if accelerator.is_main_process:
+            log(f"ppo iteration {it + 1}/{cfg.iterations}: reward {row['mean_reward']:.3f} "
+                f"acc {row['accuracy']:.3f} advice {row['advice_rate']:.3f} kl {prepared.kl:.4f} "
+                f"pg {stats['pg_loss']:.4f} clip {stats['clip_fraction']:.3f} "
+                f"rollout {rollout_seconds:.0f}s update {stats['update_seconds']:.0f}s")
+    accelerator.wait_for_everyone()
+    result = {"history": history, "processes": accelerator.num_processes, "config": asdict(cfg)}
+    if accelerator.is_main_process:
+        out = Path(cfg.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        if cfg.save:
+            from agile.sft import save_model
+
+            if raw.value is not None:
+                torch.save(raw.value.state_dict(), out / "value_head.pt")
+            result["model_dir"] = str(save_model(raw, tokenizer, out / "model"))
+        (out / "ppo_history.json").write_text(json.dumps(result, indent=1, default=str))
+    accelerator.wait_for_everyone()
+    result["model"] = raw
+    result["accelerator"] = accelerator
+    return result

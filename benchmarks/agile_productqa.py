@@ -1,0 +1,152 @@
+"""AGILE on ProductQA: prompt-only -> SFT -> PPO, ablations and an advice-cost sweep.
+
+Trains on train groups of ../shared/productqa and evaluates on its test groups, printing
+accuracy / advice rate / total score per group and averaged (Markdown, for RESULTS.md). Every
+stage writes its result under --out and is skipped when that file exists, so a stopped run
+resumes where it was. A reduced CPU run (the sizes are flags)::
+
+    python benchmarks/agile_productqa.py --out runs/bench_agile --threads 1 \\
+        --train-groups 8 --train-questions 20 --test-questions 15 --ppo-iterations 3
+
+Stages: ``prompt`` (the embedded SmolLM2 with no training), ``sft``, ``ppo``, ``ablations``
+(the PPO model without memory / tools / advice / reflection; "without RL" is the SFT row) and
+``cost`` (a PPO run per advice cost c, evaluated at that c). Each evaluation reports the
+policy's own advice and, beside it, a gate (NoveltyGate) deciding advice within a budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from agile.agile_eval import EvalConfig, markdown_table, run_eval  # noqa: E402
+from agile.ppo import PPOConfig, train  # noqa: E402
+from agile.productqa import default_productqa_root, list_groups  # noqa: E402
+from agile.sft import SFTConfig, run_sft  # noqa: E402
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def stage(path: Path, fn):
+    """Run ``fn`` unless ``path`` holds its earlier result; returns the result."""
+    if path.is_file():
+        log(f"skip {path.name} (exists)")
+        return json.loads(path.read_text())
+    start = time.perf_counter()
+    result = fn()
+    result["stage_seconds"] = time.perf_counter() - start
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1, default=str))
+    log(f"done {path.name} in {result['stage_seconds']:.0f}s")
+    return result
+
+
+def evaluate(args, model: str, out: Path, label: str, ablations=("full",), gate="novelty",
+             advice_cost=0.3) -> dict:
+    cfg = EvalConfig(model=model, groups=args.test_group_names, questions_per_group=args.test_questions,
+                     ablations=list(ablations), gate=gate, advice_cost=advice_cost,
+                     max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
+                     device="cpu", out_dir=str(out / f"eval_{label}"))
+    rows = run_eval(cfg, log=log)
+    for r in rows:
+        r["model"] = label
+    return {"rows": rows, "config": asdict(cfg)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="runs/bench_agile")
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--train-groups", type=int, default=8, help="first N train groups (by name)")
+    p.add_argument("--train-questions", type=int, default=20, help="SFT sessions per train group")
+    p.add_argument("--test-groups", type=int, default=4)
+    p.add_argument("--test-questions", type=int, default=15, help="evaluated sessions per test group")
+    p.add_argument("--sft-epochs", type=float, default=1.0)
+    p.add_argument("--sft-lr", type=float, default=1e-3)
+    p.add_argument("--ppo-iterations", type=int, default=3)
+    p.add_argument("--ppo-episodes", type=int, default=4, help="episodes per PPO iteration")
+    p.add_argument("--ppo-questions", type=int, default=4, help="sessions per PPO episode")
+    p.add_argument("--ppo-lr", type=float, default=5e-5)
+    p.add_argument("--estimator", default="gae", choices=["gae", "loop", "grpo"])
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--stages", default="prompt,sft,ppo,ablations",
+                   help="comma list of prompt, sft, ppo, ablations, cost")
+    p.add_argument("--costs", default="0.1,0.2,0.3,0.4,0.5")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    stages = set(args.stages.split(","))
+    root = default_productqa_root()
+    train_groups = [g.name for g in list_groups(root, "train")][:args.train_groups]
+    args.test_group_names = [g.name for g in list_groups(root, "test")][:args.test_groups]
+    log(f"train groups {train_groups}; test groups {args.test_group_names}")
+    results = {}
+
+    if "prompt" in stages:
+        results["prompt"] = stage(out / "prompt.json", lambda: evaluate(args, args.model, out, "prompt-only"))
+
+    sft_dir = out / "sft"
+    if stages & {"sft", "ppo", "ablations", "cost"}:
+        def do_sft():
+            cfg = SFTConfig(model=args.model, groups=train_groups, questions_per_group=args.train_questions,
+                            epochs=args.sft_epochs, lr=args.sft_lr, batch_size=4, micro_batch_size=2,
+                            device="cpu", out_dir=str(sft_dir), log_every=5)
+            summary = run_sft(cfg)
+            summary.pop("model", None)
+            return summary
+        results["sft_train"] = stage(out / "sft_train.json", do_sft)
+        if "sft" in stages:
+            results["sft"] = stage(out / "sft_eval.json",
+                                   lambda: evaluate(args, str(sft_dir / "model"), out, "SFT"))
+
+    def do_ppo(advice_cost: float, tag: str):
+        cfg = PPOConfig(model=str(sft_dir / "model"), groups=train_groups,
+                        questions_per_episode=args.ppo_questions, episodes_per_iteration=args.ppo_episodes,
+                        iterations=args.ppo_iterations, estimator=args.estimator,
+                        rollouts_per_task=1 if args.estimator == "gae" else 2, advice_cost=advice_cost,
+                        lr=args.ppo_lr, max_new_tokens=args.max_new_tokens, minibatch_size=4,
+                        micro_batch_size=2, rollout_batch_size=args.batch_size, device="cpu",
+                        out_dir=str(out / tag))
+        result = train(cfg, log=log)
+        return {"history": result["history"], "model_dir": result.get("model_dir")}
+
+    if stages & {"ppo", "ablations"}:
+        results["ppo_train"] = stage(out / "ppo_train.json", lambda: do_ppo(0.3, "ppo"))
+        if "ppo" in stages:
+            results["ppo"] = stage(out / "ppo_eval.json",
+                                   lambda: evaluate(args, str(out / "ppo" / "model"), out, "PPO"))
+    if "ablations" in stages:
+        results["ablations"] = stage(out / "ablations.json", lambda: evaluate(
+            args, str(out / "ppo" / "model"), out, "PPO-ablation",
+            ablations=("no_memory", "no_tools", "no_advice", "no_reflection"), gate="none"))
+    if "cost" in stages:
+        for c in [float(x) for x in args.costs.split(",")]:
+            tag = f"ppo_c{c:g}"
+            stage(out / f"{tag}_train.json", lambda c=c, tag=tag: do_ppo(c, tag))
+            results[tag] = stage(out / f"{tag}_eval.json", lambda c=c, tag=tag: evaluate(
+                args, str(out / tag / "model"), out, f"PPO c={c:g}", gate="none", advice_cost=c))
+
+    print("\n## ProductQA results\n")
+    rows = [r for key in ("prompt", "sft", "ppo", "ablations") if key in results
+            for r in results[key]["rows"]]
+    rows += [r for key, v in results.items() if key.startswith("ppo_c") for r in v["rows"]]
+    print(markdown_table(rows))
+    for key in ("sft_train", "ppo_train"):
+        if key in results:
+            print(f"\n{key}: {json.dumps({k: v for k, v in results[key].items() if k != 'config'}, default=str)[:3000]}")
+
+
+if __name__ == "__main__":
+    main()

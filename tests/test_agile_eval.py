@@ -1,0 +1,88 @@
+"""``agile eval``: per-group metrics, policy advice beside a gate, ablations, command parsing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from agile.agile_command import EvalConfig, PPOConfig, SFTConfig, parse_overrides
+from agile.agile_eval import NoveltyGate, RandomGate, markdown_table, run_eval
+from agile.models import load_causal_lm
+from agile.productqa import default_productqa_root
+from agile.protocol import Gate, Observation
+
+ROOT = default_productqa_root()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_builtin_gates_follow_the_protocol():
+    obs = Observation("e", "productqa", "q", 0, "", 3, {"memory_top_similarity": 0.2})
+    assert isinstance(NoveltyGate(), Gate) and isinstance(RandomGate(), Gate)
+    assert NoveltyGate(0.5).should_intervene(obs, 1)
+    assert not NoveltyGate(0.5).should_intervene(obs, 0)
+    assert not NoveltyGate(0.1).should_intervene(obs, 1)
+    assert not RandomGate(1.0).should_intervene(obs, 0)
+
+
+@pytest.mark.skipif(not (ROOT / "test" / "leggings").is_dir(), reason=f"ProductQA not found at {ROOT}")
+def test_run_eval_reports_policy_and_gate_side_by_side(tmp_path):
+    model, tokenizer = load_causal_lm("tiny", device="cpu")
+    cfg = EvalConfig(model="tiny", groups=["leggings", "motherboards"], questions_per_group=4,
+                     ablations=["full", "no_advice"], gate="novelty", gate_budget=0.5,
+                     gate_threshold=2.0, max_new_tokens=4, out_dir=str(tmp_path))
+    rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
+    modes = {(r["ablation"], r["mode"]) for r in rows}
+    # no_advice has no gate run: there is no advice to hand to a gate.
+    assert modes == {("full", "policy"), ("full", "gate:NoveltyGate"), ("no_advice", "policy")}
+    by = {(r["ablation"], r["mode"], r["group"]): r for r in rows}
+    gate_avg = by[("full", "gate:NoveltyGate", "average")]
+    # threshold 2.0: the gate always asks, so it spends exactly its budget (2 of 4 questions),
+    # and advice is always correct: accuracy >= advice rate.
+    assert gate_avg["advice_rate"] == pytest.approx(0.5)
+    assert gate_avg["accuracy"] >= 0.5
+    assert gate_avg["total_score"] == pytest.approx(gate_avg["accuracy"] - 0.3 * 0.5)
+    for group in ("leggings", "motherboards"):
+        assert by[("full", "policy", group)]["n"] == 4
+    assert by[("no_advice", "policy", "average")]["advice_rate"] == 0.0
+    saved = json.loads((tmp_path / "eval.json").read_text())
+    assert len(saved["rows"]) == len(rows)
+    assert (tmp_path / "eval.csv").read_text().startswith("model,ablation,mode,group")
+    assert len((tmp_path / "sessions.jsonl").read_text().splitlines()) == 3 * 2 * 4
+    assert "| tiny | full | gate:NoveltyGate | average | 8 |" in markdown_table(rows)
+
+
+def test_command_overrides_are_typed():
+    cfg = parse_overrides(PPOConfig, ["model=tiny", "iterations=2", "kl_coef=0.1",
+                                      "whiten_advantages=false", "groups=blades,mice"])
+    assert (cfg.model, cfg.iterations, cfg.kl_coef, cfg.whiten_advantages, cfg.groups) == \
+        ("tiny", 2, 0.1, False, ["blades", "mice"])
+    assert parse_overrides(EvalConfig, ['ablations=["full","no_tools"]']).ablations == ["full", "no_tools"]
+    with pytest.raises(SystemExit, match="field=value"):
+        parse_overrides(SFTConfig, ["nonsense=1"])
+
+
+def test_unknown_ablation_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="no_brain"):
+        run_eval(EvalConfig(ablations=["no_brain"], out_dir=str(tmp_path)))
+
+
+def test_every_config_field_has_a_docstring():
+    import ast
+    import dataclasses
+    import inspect
+
+    for cls in (SFTConfig, PPOConfig, EvalConfig):
+        body = ast.parse(inspect.getsource(cls)).body[0].body
+        documented = {node.target.id for node, after in zip(body, body[1:])
+                      if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr)
+                      and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)}
+        assert {f.name for f in dataclasses.fields(cls)} == documented, cls.__name__
