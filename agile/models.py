@@ -47,7 +47,7 @@ def default_dtype(device: torch.device) -> torch.dtype:
 
 
 @contextmanager
-def _file_lock(path: Path):
+def file_lock(path: Path):
     """Serialise the one-time conversion across processes (parallel tests, Ray workers)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as handle:
@@ -78,7 +78,7 @@ def embedded_llm_dir() -> Path:
     target = cache_root() / "smollm2-135m-instruct"
     if (target / "config.json").exists():
         return target
-    with _file_lock(cache_root() / ".smollm2.lock"):
+    with file_lock(cache_root() / ".smollm2.lock"):
         if (target / "config.json").exists():
             return target
         from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -31,15 +31,14 @@ games are held out.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import shutil
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from agile.models import cache_root, file_lock
 
 SPLIT_SEED_OFFSET = {"train": 0, "test": 1_000_000}
 """Game seeds of a split start here; a split holds fewer than 1e6 games, so splits never share one."""
@@ -99,21 +98,9 @@ def textworld_cache_dir() -> Path:
     version and on this module's format."""
     import textworld
 
-    base = Path(os.environ.get("HELPGATE_CACHE", Path.home() / ".cache" / "helpgate"))
+    base = cache_root()
     version = ".".join(textworld.__version__.split(".")[:2])
     return base / "textworld" / f"tw{version}-f{FORMAT}"
-
-
-@contextmanager
-def _file_lock(path: Path):
-    """Serialise generation of one game across processes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _read_meta(folder: Path) -> dict | None:
@@ -137,7 +124,7 @@ def ensure_game(spec: GameSpec, cache_dir: str | Path | None = None) -> GameFile
     meta = _read_meta(folder)
     if meta is not None:
         return GameFile(spec, folder / "game.z8", meta, generated=False)
-    with _file_lock(root / ".locks" / f"{spec.key}.lock"):
+    with file_lock(root / ".locks" / f"{spec.key}.lock"):
         meta = _read_meta(folder)  # another process may have finished it while we waited
         if meta is not None:
             return GameFile(spec, folder / "game.z8", meta, generated=False)

@@ -18,7 +18,6 @@ from agile.protocol import Action
 from agile.rollout import run_episodes
 from agile.textworld_agents import TextWorldSimulatorAgent
 from agile.textworld_env import TextWorldSource
-from agile.textworld_games import ensure_game
 
 
 def main() -> None:

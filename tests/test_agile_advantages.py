@@ -49,8 +49,8 @@ def test_loop_leave_one_out_hand_values():
 def test_grpo_hand_values():
     returns = torch.tensor([[1.0, 0.0, 0.5, 0.5]])
     adv = grpo(returns, eps=0.0)
-    mean = 0.5
-    std = (((0.5 ** 2) * 2) / 3) ** 0.5  # sample std: sqrt(0.5 / 3)
+    # mean 0.5; sample std: sqrt((0.5² + 0.5²) / 3)
+    std = (((0.5 ** 2) * 2) / 3) ** 0.5
     assert adv[0].tolist() == pytest.approx([0.5 / std, -0.5 / std, 0.0, 0.0])
     assert grpo(torch.tensor([[1.0, 1.0]])).tolist() == [[0.0, 0.0]]  # eps avoids 0 / 0
 
