@@ -24,13 +24,13 @@ from typing import Literal
 
 import polars as pl
 
-from helper.environment import EnvSetup, env_spec
+from helper.environment import AgentEnvParams, EnvSetup, env_spec
 from helper.manifest import ConfigMismatch, Manifest
 from helper.schema import ALL_COLUMNS, OPTIONAL, SCHEMA, read_trajectories, write_shard
 
 
 @dataclass
-class CollectConfig:
+class CollectConfig(AgentEnvParams):
     """Collect offline trajectories (random interventions) for training a helper."""
 
     env: Literal["productqa", "textworld"] = "productqa"
@@ -65,20 +65,6 @@ class CollectConfig:
     """Also record cf_base_success / cf_intervene_success at every decision (costly for an LLM)."""
     batch_size: int = 16
     """Episodes run in lockstep (batched agent calls)."""
-    sim_accuracy: list[float] = field(default_factory=lambda: [0.8, 0.4, 0.3])
-    """ProductQA simulator: accuracy for fact_qa, search_qa, reasoning_qa."""
-    memory_boost: float = 0.1
-    """ProductQA simulator: added accuracy per retrieved memory entry that came from an intervention."""
-    tw_games: int = 48
-    """TextWorld: games in the split (episode i plays game i mod tw_games)."""
-    tw_quest_lengths: list[int] = field(default_factory=lambda: [3, 4, 5, 6, 7, 8])
-    """TextWorld: quest lengths (winning moves) the games cycle through."""
-    tw_rooms: int = 5
-    """TextWorld: rooms per game."""
-    tw_objects: int = 10
-    """TextWorld: objects per game."""
-    tw_sim_p: float = 0.25
-    """TextWorld simulator: probability of playing the expert's move on purpose."""
     device: str | None = None
     """Torch device for LLMs (default: GPU when there is one)."""
 

@@ -182,21 +182,9 @@ class EnvSetup:
 
 
 @dataclass
-class EnvConfig:
-    env: Literal["productqa", "textworld"] = "productqa"
-    """Environment the episodes come from."""
-    data: str | None = None
-    """ProductQA root with train/ and test/ groups (default: the generated catalog of seed 0)."""
-    split: str = "test"
-    """Split the evaluation episodes are drawn from (held-out groups or games)."""
-    episodes: int = 64
-    """Evaluation episodes per (method, budget)."""
-    seed: int = 1000
-    """Seed of the evaluation episodes (keep it different from the collection seed)."""
-    questions_per_episode: int = 8
-    """ProductQA: decision points per episode."""
-    agent: str = "simulator"
-    """Base agent: simulator (known dynamics) or a model name for an LLM agent (smollm2, a HF id, a folder)."""
+class AgentEnvParams:
+    """Simulator and game parameters shared by collection and evaluation configs (one home)."""
+
     sim_accuracy: list[float] = field(default_factory=lambda: [0.8, 0.4, 0.3])
     """ProductQA simulator: probability of a right answer per question type (fact_qa, search_qa, reasoning_qa)."""
     memory_boost: float = 0.0
@@ -211,6 +199,24 @@ class EnvConfig:
     """TextWorld: objects per game."""
     tw_sim_p: float = 0.25
     """TextWorld simulator: probability of playing the expert's move on purpose."""
+
+
+@dataclass
+class EnvConfig(AgentEnvParams):
+    env: Literal["productqa", "textworld"] = "productqa"
+    """Environment the episodes come from."""
+    data: str | None = None
+    """ProductQA root with train/ and test/ groups (default: the generated catalog of seed 0)."""
+    split: str = "test"
+    """Split the evaluation episodes are drawn from (held-out groups or games)."""
+    episodes: int = 64
+    """Evaluation episodes per (method, budget)."""
+    seed: int = 1000
+    """Seed of the evaluation episodes (keep it different from the collection seed)."""
+    questions_per_episode: int = 8
+    """ProductQA: decision points per episode."""
+    agent: str = "simulator"
+    """Base agent: simulator (known dynamics) or a model name for an LLM agent (smollm2, a HF id, a folder)."""
     agent_seed: int = 0
     """Seed of the base agent's draws."""
     strong: str = "human"
