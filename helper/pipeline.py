@@ -35,12 +35,12 @@ class PipelineConfig:
     data: str | None = None
     """ProductQA root with train/ and test/ groups (default: the embedded generated catalog)."""
     episodes: int | None = None
-    """Training episodes to collect (default: 160, or 48 with --quick)."""
+    """Training episodes to collect (default: 64, or 24 with --quick)."""
     eval_episodes: int | None = None
-    """Held-out episodes per method and budget in the sweep (default: 48, or 16 with --quick)."""
-    questions_per_episode: int = 6
+    """Held-out episodes per method and budget in the sweep (default: 16, or 8 with --quick)."""
+    questions_per_episode: int = 4
     """Decision points per episode (questions in a session)."""
-    max_budget: int = 3
+    max_budget: int = 2
     """Largest intervention budget C of the sweep; collection logs up to this many per episode."""
     prm_model: str = "smollm2"
     """Backbone of the process reward model (the embedded SmolLM2, 'tiny', a HF id or a folder)."""
@@ -56,8 +56,8 @@ class PipelineConfig:
     """Torch device (default: cuda when available, else cpu)."""
 
     def sizes(self) -> tuple[int, int]:
-        train = self.episodes or (48 if self.quick else 160)
-        held_out = self.eval_episodes or (16 if self.quick else 48)
+        train = self.episodes or (24 if self.quick else 64)
+        held_out = self.eval_episodes or (8 if self.quick else 16)
         return train, held_out
 
 
