@@ -77,7 +77,12 @@ class TurnEnd:
 
 
 class LLMPolicy:
-    """Batched turn generation with a causal LM (sampling for rollouts, greedy for evaluation)."""
+    """Batched turn generation with a causal LM (sampling for rollouts, greedy for evaluation).
+
+    With ``seed`` set, torch's global generator is reseeded before each generate call (from the
+    seed and the tokens generated so far), so a run of the same calls samples the same turns.
+    ``generated_tokens``, ``prompt_tokens`` and ``seconds`` add up over calls (throughput).
+    """
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 96, greedy: bool = False,
                  temperature: float = 1.0, batch_size: int = 8, seed: int | None = None):
