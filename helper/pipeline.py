@@ -35,7 +35,7 @@ class PipelineConfig:
     data: str | None = None
     """ProductQA root with train/ and test/ groups (default: the embedded generated catalog)."""
     episodes: int | None = None
-    """Training episodes to collect (default: 64, or 24 with --quick)."""
+    """Training episodes to collect (default: 64, or 16 with --quick)."""
     eval_episodes: int | None = None
     """Held-out episodes per method and budget in the sweep (default: 16, or 8 with --quick)."""
     questions_per_episode: int = 4
@@ -44,6 +44,9 @@ class PipelineConfig:
     """Largest intervention budget C of the sweep; collection logs up to this many per episode."""
     prm_model: str = "smollm2"
     """Backbone of the process reward model (the embedded SmolLM2, 'tiny', a HF id or a folder)."""
+    prm_layers: int | None = None
+    """Keep only the first this many backbone layers for the PRM's features (0: all of them).
+    Default: 8 for the embedded SmolLM2 (a quarter of its 30 layers, a quarter of the cost), all otherwise."""
     bins: int = 6
     """PRM-score bins of the tabular MDP."""
     backend: Literal["features", "text"] = "features"
@@ -55,8 +58,13 @@ class PipelineConfig:
     device: str | None = None
     """Torch device (default: cuda when available, else cpu)."""
 
+    def prm_layer_count(self) -> int | None:
+        if self.prm_layers is None:
+            return 8 if self.prm_model == "smollm2" else None
+        return self.prm_layers or None
+
     def sizes(self) -> tuple[int, int]:
-        train = self.episodes or (24 if self.quick else 64)
+        train = self.episodes or (16 if self.quick else 64)
         held_out = self.eval_episodes or (8 if self.quick else 16)
         return train, held_out
 
@@ -85,6 +93,7 @@ def run(cfg: PipelineConfig) -> dict:
     write_json_atomic(asdict(cfg), out / "pipeline.json")
     n_train, n_eval = cfg.sizes()
     llm = cfg.agent != "simulator"
+    rl_batch = (4 if cfg.quick else 8) if llm else 32
     trajectories = str(out / "trajectories")
 
     _stage(out, "collect", cfg.redo, lambda: collect.run(collect.CollectConfig(
@@ -96,7 +105,7 @@ def run(cfg: PipelineConfig) -> dict:
     _stage(out, "prm", cfg.redo, lambda: prm_train.run_train(prm_train.TrainConfig(
         # The gate scores a decision before the action is taken, so the tag goes after the state.
         data=trajectories, out=str(out / "prm"), model=cfg.prm_model, head="value", tag_after="state",
-        seed=cfg.seed, device=cfg.device,
+        seed=cfg.seed, device=cfg.device, layers=cfg.prm_layer_count(),
     )))
     _stage(out, "score", cfg.redo, lambda: prm_score.run_score(prm_score.ScoreConfig(
         data=trajectories, model=str(out / "prm"), device=cfg.device,
@@ -113,9 +122,10 @@ def run(cfg: PipelineConfig) -> dict:
         env=cfg.env, helper=str(out / "helper"), out=str(out / "sweep"), max_budget=cfg.max_budget, data=cfg.data,
         split="test", episodes=n_eval, seed=cfg.seed + 1000, questions_per_episode=cfg.questions_per_episode,
         agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
-        # The online-RL baseline plays whole training episodes; with an LLM agent on a CPU it is
-        # kept small and sees the features without the PRM score (one PRM pass per decision).
-        rl_iterations=(10 if cfg.quick else 30) if llm else (15 if cfg.quick else 60), rl_episodes=8 if llm else 32,
+        # The online-RL baseline plays whole training episodes. With an LLM agent it plays as many
+        # as the offline collection did (equal interaction with the environment; it is the slow part
+        # on a CPU) and sees the features without the PRM score (one PRM pass per decision).
+        rl_iterations=max(1, n_train // rl_batch) if llm else (15 if cfg.quick else 60), rl_episodes=rl_batch,
         rl_use_prm=not llm,
     )))
     summary_path = out / "sweep" / "summary.json"

@@ -14,6 +14,10 @@ one is replaced). With ``--out`` the scored shards go to that folder and the inp
 A progress manifest, ``prm_score.manifest.json`` in the output folder, records each finished
 shard with the model it was scored by, so a killed run resumes where it stopped; scoring with a
 different model starts over.
+
+A PRM trained on a frozen backbone keeps the features it computed (``features.npz`` in its
+folder); episodes found there with unchanged text are scored by the head alone, so scoring the
+training data right after ``prm train`` costs no backbone pass.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ from typing import Literal
 
 import numpy as np
 import polars as pl
+import torch
 
 from prm.shards import (
+    FEATURES_FILE,
     SCORE_COLUMNS,
     Validator,
     episodes_of,
@@ -80,15 +86,41 @@ def model_fingerprint(directory: str | os.PathLike) -> str:
     return digest.hexdigest()[:16]
 
 
-def score_frame(prm, frame: pl.DataFrame, batch_tokens: int = 16384, progress: bool = False) -> pl.DataFrame:
-    """``frame`` (rows in any order) with a ``prm_score`` column, row order kept."""
+def score_frame(prm, frame: pl.DataFrame, batch_tokens: int = 16384, progress: bool = False,
+                saved_features: Path | None = None) -> pl.DataFrame:
+    """``frame`` (rows in any order) with a ``prm_score`` column, row order kept.
+
+    ``saved_features``: the frozen backbone's features that ``prm train`` saved; episodes found
+    there with the same rendered text are scored by the head alone (same numbers, no backbone pass).
+    """
     frame = frame.drop("prm_score", strict=False).with_row_index("_row")
     ordered = frame.sort(["episode_id", "step"])
-    _, episodes = episodes_of(ordered)
-    scores = prm.score_episodes(episodes, batch_tokens=batch_tokens, progress=progress)
+    ids, episodes = episodes_of(ordered)
+    cached = _cached_features(prm, ids, episodes, saved_features)
+    todo = [i for i, e in enumerate(ids) if e not in cached]
+    computed = prm.score_episodes([episodes[i] for i in todo], batch_tokens=batch_tokens, progress=progress)
+    scores = dict(zip(todo, computed))
+    if cached:
+        head = prm.head
+        with torch.inference_mode():
+            for i, e in enumerate(ids):
+                if e in cached:
+                    x = torch.from_numpy(cached[e]).to(next(head.parameters()).device)
+                    scores[i] = torch.sigmoid(head(x)).float().cpu().numpy()
+    scores = [scores[i] for i in range(len(ids))]
     flat = np.concatenate(scores).astype(np.float64) if scores else np.zeros(0)
     ordered = ordered.with_columns(pl.Series("prm_score", flat, dtype=pl.Float64))
     return ordered.sort("_row").drop("_row")
+
+
+def _cached_features(prm, ids, episodes, saved_features: Path | None) -> dict[str, np.ndarray]:
+    if saved_features is None or not saved_features.exists() or prm.settings.lora:
+        return {}
+    from prm.render import prefix_keys
+    from prm.train import load_features
+
+    content = {e: prefix_keys(states, actions, prm.settings.tag_after)[-1] for e, (states, actions) in zip(ids, episodes)}
+    return {e: x for e, (_, x) in load_features(saved_features, None, content).items()}
 
 
 def score_shard(
@@ -98,11 +130,13 @@ def score_shard(
     batch_tokens: int = 16384,
     validate: Validator | None = None,
     progress: bool = False,
+    saved_features: Path | None = None,
 ) -> dict:
     """Read one shard, score it, write it to ``target`` atomically; returns rows/tokens/seconds."""
     start = time.perf_counter()
     frame = read_shard(source, SCORE_COLUMNS, validate)
-    scored = score_frame(prm, frame, batch_tokens, progress)
+    prm.last_run = {}
+    scored = score_frame(prm, frame, batch_tokens, progress, saved_features)
     write_parquet_atomic(scored, target)
     stat = Path(target).stat()
     return {
@@ -179,7 +213,8 @@ def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:
         if cfg.max_length:
             prm.settings.max_length = cfg.max_length
         for source, target in jobs:
-            stats = score_shard(prm, source, target, cfg.batch_tokens, validate, cfg.progress)
+            stats = score_shard(prm, source, target, cfg.batch_tokens, validate, cfg.progress,
+                                saved_features=Path(cfg.model) / FEATURES_FILE)
             record(manifest, out, target, stats)
             totals["rows"] += stats["rows"]
             totals["tokens"] += stats["tokens"]

@@ -19,6 +19,9 @@ Validator = Callable[[pl.DataFrame, str], pl.DataFrame]
 
 SCORE_COLUMNS = ("episode_id", "step", "state_text", "action_text")
 """Columns ``prm score`` reads."""
+FEATURES_FILE = "features.npz"
+"""Frozen-backbone features of the training episodes, saved by ``prm train`` in the PRM folder so
+that ``prm score`` does not run the backbone again on the same episodes."""
 TRAIN_COLUMNS = SCORE_COLUMNS + ("success", "reward", "done")
 """Columns ``prm train`` reads."""
 

@@ -29,7 +29,7 @@ import torch
 
 from prm import labels as L
 from prm import quality
-from prm.shards import TRAIN_COLUMNS, Validator, check_columns, check_episodes, episodes_of, read_frame
+from prm.shards import FEATURES_FILE, TRAIN_COLUMNS, Validator, check_columns, check_episodes, episodes_of, read_frame
 
 
 @dataclass
@@ -156,29 +156,11 @@ def episode_features(prm, frame: pl.DataFrame, cfg: TrainConfig) -> dict[str, np
     context, dtype) and, per episode, by the hash of its rendered text, so a re-collected episode
     with the same id is recomputed. It is a plain ``.npz`` (no pickle).
     """
-    key = json.dumps(
-        {
-            "model": cfg.model,
-            "seed": cfg.seed if cfg.model == "tiny" else None,
-            "layers": cfg.layers,
-            "tag_after": cfg.tag_after,
-            "tag": prm.settings.tag_text,
-            "context": prm.context,
-            "dtype": str(next(prm.backbone.parameters()).dtype),
-        },
-        sort_keys=True,
-    )
+    key = feature_key(prm, cfg.model, cfg.seed)
     last = frame.group_by("episode_id", maintain_order=True).agg(pl.col("prefix_key").last())
     content = dict(zip(last["episode_id"], last["prefix_key"]))
-    cache: dict[str, tuple[str, np.ndarray]] = {}
     path = Path(cfg.feature_cache) if cfg.feature_cache else None
-    if path and path.exists():
-        with np.load(path, allow_pickle=False) as stored:
-            if str(stored["key"]) == key:
-                parts = np.split(stored["features"], stored["offsets"][1:-1])
-                for e, h, x in zip(stored["ids"].tolist(), stored["hashes"].tolist(), parts):
-                    if content.get(e) == h:
-                        cache[e] = (h, x)
+    cache = load_features(path, key, content) if path and path.exists() else {}
     todo = [e for e in content if e not in cache]
     # Chunks of episodes, each saved as it completes: a killed run keeps what it computed.
     chunk = 64 if path else max(len(todo), 1)
@@ -187,12 +169,42 @@ def episode_features(prm, frame: pl.DataFrame, cfg: TrainConfig) -> dict[str, np
         for e, x in zip(ids, prm.episode_features(episodes, cfg.batch_tokens, cfg.progress)):
             cache[e] = (content[e], x)
         if path:
-            _save_features(path, key, cache)
+            save_features(path, key, cache)
     print(f"prm train: features of {len(content)} episodes ({len(content) - len(todo)} from the cache).")
     return {e: cache[e][1] for e in content}
 
 
-def _save_features(path: Path, key: str, cache: dict[str, tuple[str, np.ndarray]]) -> None:
+def feature_key(prm, model: str, seed: int) -> str:
+    """Everything that changes the features: backbone (and its seed when random), layers, rendering."""
+    return json.dumps(
+        {
+            "model": model,
+            "seed": seed if model == "tiny" else None,
+            "layers": prm.settings.layers,
+            "tag_after": prm.settings.tag_after,
+            "tag": prm.settings.tag_text,
+            "context": prm.context,
+            "dtype": str(next(prm.backbone.parameters()).dtype),
+        },
+        sort_keys=True,
+    )
+
+
+def load_features(path: Path, key: str | None, content: dict[str, str]) -> dict[str, tuple[str, np.ndarray]]:
+    """Cached features of the episodes whose rendered-text hash still matches ``content``.
+
+    ``key=None`` trusts the file's key (a cache inside the PRM folder, written with that PRM)."""
+    cache: dict[str, tuple[str, np.ndarray]] = {}
+    with np.load(path, allow_pickle=False) as stored:
+        if key is None or str(stored["key"]) == key:
+            parts = np.split(stored["features"], stored["offsets"][1:-1])
+            for e, h, x in zip(stored["ids"].tolist(), stored["hashes"].tolist(), parts):
+                if content.get(e) == h:
+                    cache[e] = (h, x)
+    return cache
+
+
+def save_features(path: Path, key: str, cache: dict[str, tuple[str, np.ndarray]]) -> None:
     ids = list(cache)
     arrays = [cache[e][1] for e in ids]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -381,6 +393,12 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         "config": dataclasses.asdict(cfg),
     }
     prm.save(out, save_backbone=True if cfg.save_backbone else None)
+    if not cfg.lora:
+        # `prm score` reads these instead of running the backbone again on the same episodes.
+        last = frame.group_by("episode_id", maintain_order=True).agg(pl.col("prefix_key").last())
+        content_hash = dict(zip(last["episode_id"], last["prefix_key"]))
+        save_features(out / FEATURES_FILE, feature_key(prm, cfg.model, cfg.seed),
+                      {e: (content_hash[e], features[e]) for e in features})
     (out / "split.json").write_text(json.dumps({"train": train_ids, "validation": val_ids}) + "\n")
     (out / "metrics.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
     quality.reliability_plot(judged["prm_score"], judged["outcome"], out / "reliability.png", cfg.bins)

@@ -98,3 +98,28 @@ def test_lora_tag_head_loss_decreases_and_round_trips(tmp_path):
     )
     np.testing.assert_allclose(np.concatenate(trained.score_episodes(val_episodes)), reference["prm_score"], atol=1e-5)
     assert np.isfinite(scores).all()
+
+
+def test_score_reuses_saved_features_with_identical_scores(trained, tmp_path):
+    from prm.score import ScoreConfig, run_score
+    from prm.shards import FEATURES_FILE
+
+    out, _ = trained
+    assert (out / FEATURES_FILE).exists()
+    frame = FRAME.filter(pl.col("episode_id").is_in(FRAME["episode_id"].unique(maintain_order=True)[:20].to_list()))
+    # One episode's text changed after training: it must be scored by the backbone, not the cache.
+    changed = frame["episode_id"][0]
+    frame = frame.with_columns(
+        pl.when(pl.col("episode_id") == changed).then(pl.col("state_text") + " edited").otherwise(pl.col("state_text"))
+    )
+    data = tmp_path / "data"
+    data.mkdir()
+    frame.write_parquet(data / "part-000.parquet")
+    summary = run_score(ScoreConfig(data=str(data), model=str(out), progress=False))
+    ids, episodes = episodes_of(frame)
+    reference = ProcessRewardModel.load(out)
+    reference.score_episodes([episodes[ids.index(changed)]])
+    assert summary["tokens"] == reference.last_run["tokens"] > 0  # the backbone saw only the changed one
+    got = pl.read_parquet(data / "part-000.parquet").sort(["episode_id", "step"])["prm_score"].to_numpy()
+    expected = np.concatenate(reference.score_episodes(episodes))
+    np.testing.assert_allclose(got, expected, atol=1e-5)
