@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+
 @dataclass(frozen=True)
 class Choice:
     """A choice feature. ``say`` phrases it as a search condition ({v}: one value or "a or b"),

@@ -37,7 +37,7 @@ from agile.agile_metrics import DEFAULT_ADVICE_COST, question_reward
 from agile.answer_eval import is_correct
 from agile.memory import Memory
 from agile.product_db import ProductDB, SQLError
-from agile.productqa import ProductGroup, Question
+from agile.productqa import QUESTION_TYPES, ProductGroup, Question
 from agile.protocol import Observation
 from agile.reflection import is_no_information
 
@@ -292,9 +292,9 @@ class Executor:
         self.observation = Observation(
             episode_id=self.episode_id, env=ENV_NAME, task_id=q.id, step=self.session,
             state_text=self.context_text(), horizon=self.end,
-            features={"fact_qa": float(q.type == "fact_qa"),
-                      "search_qa": float(q.type == "search_qa"),
-                      "reasoning_qa": float(q.type == "reasoning_qa"),
+            # type_<name>: the names the ProductQA environment uses, so a helper trained on its
+            # trajectories reads the question type here too.
+            features={**{f"type_{t}": float(q.type == t) for t in QUESTION_TYPES},
                       "memory_top_similarity": float(top_similarity),
                       "memory_similar_count": float(self._n_similar)})
         if self.gate is not None and cfg.use_advice:

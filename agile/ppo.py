@@ -46,7 +46,6 @@ from agile.agile_agent import ActionLM, LLMPolicy, pad_batch, run_executors
 from agile.agile_metrics import summarize
 from agile.executor import Executor, ExecutorConfig, SessionRecord
 
-
 # ---------------------------------------------------------------------------------------------
 # Configuration
 # ---------------------------------------------------------------------------------------------

@@ -33,7 +33,8 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
     ("sweep",): ("helper.sweep", "SweepConfig", "run", "Budget sweep against every baseline."),
     ("agile", "sft"): ("agile.agile_command", "SFTConfig", "run_sft", "Imitation-train the agent."),
     ("agile", "ppo"): ("agile.agile_command", "PPOConfig", "run_ppo", "Session-level PPO."),
-    ("agile", "eval"): ("agile.agile_command", "EvalConfig", "run_eval", "Evaluate an AGILE agent."),
+    ("agile", "eval"): ("helper.agile_advice", "AgileEvalConfig", "run",
+                        "Evaluate an AGILE agent (advice by its policy, a built-in gate or a helper)."),
 }
 
 

@@ -49,6 +49,9 @@ class PipelineConfig:
     Default: 8 for the embedded SmolLM2 (a quarter of its 30 layers, a quarter of the cost), all otherwise."""
     bins: int = 6
     """PRM-score bins of the tabular MDP."""
+    rl_use_prm: bool = False
+    """Give the online_rl baseline the PRM score too: one PRM pass per training decision, which
+    with an LLM backbone costs more than the rest of the pipeline on a CPU."""
     backend: Literal["features", "text"] = "features"
     """Helper classifier: gradient boosting on features, or a sequence classifier on the state text."""
     seed: int = 0
@@ -124,9 +127,9 @@ def run(cfg: PipelineConfig) -> dict:
         agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
         # The online-RL baseline plays whole training episodes. With an LLM agent it plays as many
         # as the offline collection did (equal interaction with the environment; it is the slow part
-        # on a CPU) and sees the features without the PRM score (one PRM pass per decision).
+        # on a CPU).
         rl_iterations=max(1, n_train // rl_batch) if llm else (15 if cfg.quick else 60), rl_episodes=rl_batch,
-        rl_use_prm=not llm,
+        rl_use_prm=cfg.rl_use_prm,
     )))
     summary_path = out / "sweep" / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}

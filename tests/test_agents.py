@@ -257,9 +257,9 @@ def test_cpu_batches_keep_padding_small(tiny):
 
 
 def test_llm_agent_greedy_cache_returns_the_same_actions_without_model_calls():
+    from agile.catalog_generator import default_catalog_dir
     from agile.llm_agent import LLMAgent
     from agile.productqa_env import make_episodes
-    from agile.catalog_generator import default_catalog_dir
 
     agent = LLMAgent("tiny", max_new_tokens=4)
     episodes = make_episodes(default_catalog_dir(0), "train", 3, seed=5, questions_per_episode=2)

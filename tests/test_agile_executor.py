@@ -179,7 +179,7 @@ def test_gate_replaces_seek_advice_within_budget(group, tokenizer, embedder):
     ex.act("[PredictAnswer] yes")
     assert [c[1] for c in gate.calls] == [1]  # with no budget left the gate is not asked
     assert not ex.records[1].advised
-    assert ex.observation.env == "productqa" and ex.observation.features["fact_qa"] == 1.0
+    assert ex.observation.env == "productqa" and ex.observation.features["type_fact_qa"] == 1.0
 
 
 def test_clone_is_independent(group, tokenizer, embedder):

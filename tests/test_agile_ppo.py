@@ -12,8 +12,19 @@ import torch
 from agile.agile_agent import ActionLM, pad_batch
 from agile.executor import SessionRecord
 from agile.models import load_causal_lm
-from agile.ppo import (PPOConfig, Sample, build_policy, check_config, kl_k3, policy_loss,
-                       prepare, proxy_bonus, train, update, value_loss)
+from agile.ppo import (
+    PPOConfig,
+    Sample,
+    build_policy,
+    check_config,
+    kl_k3,
+    policy_loss,
+    prepare,
+    proxy_bonus,
+    train,
+    update,
+    value_loss,
+)
 from agile.productqa import default_productqa_root
 
 ROOT = default_productqa_root()

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agile.catalog_generator import default_catalog_dir
+from agile.productqa import default_productqa_root
 from agile.productqa_env import make_episodes
 from agile.protocol import Gate, Observation
 from agile.rollout import run_episodes
@@ -241,3 +242,24 @@ def test_prm_scorer_warns_for_post_action_tags(tiny_prm):
             PrmScorer(tiny_prm)
     finally:
         tiny_prm.settings.tag_after = "state"
+
+
+@pytest.mark.skipif(not (default_productqa_root() / "test" / "leggings").is_dir(),
+                    reason=f"ProductQA not found at {default_productqa_root()}")
+def test_helper_decides_advice_in_agile_eval(helper_dir, tmp_path):
+    """`helpgate agile eval --helper DIR`: the helper's advice beside the policy's own."""
+    from agile.productqa import load_split
+    from helper.agile_advice import AgileEvalConfig, run
+
+    groups = ["leggings", "motherboards"]
+    cfg = AgileEvalConfig(model="tiny", groups=groups, questions_per_group=6, gate_budget=0.5,
+                          max_new_tokens=4, out_dir=str(tmp_path), helper=str(helper_dir), device="cpu")
+    with pytest.warns(UserWarning, match="could not load the PRM"):
+        rows = run(cfg, log=lambda *_: None)
+    by = {(r["mode"], r["group"]): r for r in rows}
+    assert {m for m, _ in by} == {"policy", "gate:HelperGate"}
+    # The helper's fallback asks on reasoning questions, within the budget of 3 per episode.
+    for group in load_split(default_productqa_root(), "test"):
+        if group.name in groups:
+            reasoning = sum(q.type == "reasoning_qa" for q in group.questions[:6])
+            assert by[("gate:HelperGate", group.name)]["advice_rate"] == pytest.approx(min(reasoning, 3) / 6)
