@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from agile.agile_command import EvalConfig, PPOConfig, SFTConfig, parse_overrides
 from agile.agile_eval import NoveltyGate, RandomGate, markdown_table, run_eval
@@ -17,11 +16,8 @@ ROOT = default_productqa_root()
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+def _one_thread(one_torch_thread):
+    pass
 
 
 def test_builtin_gates_follow_the_protocol():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from agile import functions as fn
 from agile.executor import Executor, ExecutorConfig
@@ -18,12 +17,8 @@ pytestmark = pytest.mark.skipif(not (ROOT / "train" / "blades").is_dir(),
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Two busy cores: one torch thread avoids the oversubscription stalls of a shared machine.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+def _one_thread(one_torch_thread):
+    pass
 
 
 @pytest.fixture(scope="module")

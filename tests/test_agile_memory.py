@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from agile.memory import Embedder, Memory, cosine_top_k
 from agile.reflection import gold_reflection, is_no_information
@@ -27,11 +26,8 @@ SENTENCES = [
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+def _one_thread(one_torch_thread):
+    pass
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,8 @@ pytestmark = pytest.mark.skipif(not (ROOT / "train" / "blades").is_dir(),
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+def _one_thread(one_torch_thread):
+    pass
 
 
 @pytest.fixture(scope="module")

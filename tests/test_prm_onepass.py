@@ -9,13 +9,8 @@ from prm.render import windows
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models gain nothing from threads; on a busy 2-core machine the threads mostly wait on
-    # each other (a 30x slow-down measured), so these tests run single-threaded and restore after.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_torch_thread):
+    pass
 
 
 # Different lengths so that batches need padding; one single-step episode.

@@ -5,7 +5,6 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-import torch
 
 from prm.model import ProcessRewardModel
 from prm.shards import episodes_of
@@ -14,13 +13,8 @@ from prm.train import TrainConfig, run_train
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models gain nothing from threads; on a busy 2-core machine the threads mostly wait on
-    # each other (a 30x slow-down measured), so these tests run single-threaded and restore after.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_torch_thread):
+    pass
 
 
 FRAME = synthetic_frame(episodes=120, steps=(2, 4), words_per_state=4, seed=1)
