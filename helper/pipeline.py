@@ -44,6 +44,10 @@ class PipelineConfig:
     """Largest intervention budget C of the sweep; collection logs up to this many per episode."""
     prm_model: str = "smollm2"
     """Backbone of the process reward model (the embedded SmolLM2, 'tiny', a HF id or a folder)."""
+    prm_target: Literal["soft", "hard", "process"] | None = None
+    """PRM training label (see `helpgate prm train --target`). Default: ProductQA scores each
+    question on its own, so process (will the base agent answer this one right?); TextWorld: soft
+    (the episode's Monte-Carlo success from this prefix)."""
     prm_layers: int | None = None
     """Keep only the first this many backbone layers for the PRM's features (0: all of them).
     Default: 8 for the embedded SmolLM2 (a quarter of its 30 layers, a quarter of the cost), all otherwise."""
@@ -60,6 +64,9 @@ class PipelineConfig:
     """Run every stage again even if its folder is marked finished."""
     device: str | None = None
     """Torch device (default: cuda when available, else cpu)."""
+
+    def prm_target_name(self) -> str:
+        return self.prm_target or ("process" if self.env == "productqa" else "soft")
 
     def prm_layer_count(self) -> int | None:
         if self.prm_layers is None:
@@ -108,6 +115,10 @@ def run(cfg: PipelineConfig) -> dict:
     _stage(out, "prm", cfg.redo, lambda: prm_train.run_train(prm_train.TrainConfig(
         # The gate scores a decision before the action is taken, so the tag goes after the state.
         data=trajectories, out=str(out / "prm"), model=cfg.prm_model, head="value", tag_after="state",
+        target=cfg.prm_target_name(),
+        # A process label is the base agent's own correctness at that step; rows where the human
+        # answered say nothing about it.
+        base_only=cfg.prm_target_name() == "process",
         seed=cfg.seed, device=cfg.device, layers=cfg.prm_layer_count(),
     )))
     _stage(out, "score", cfg.redo, lambda: prm_score.run_score(prm_score.ScoreConfig(

@@ -1,0 +1,74 @@
+"""A sweep folder as the Markdown tables of RESULTS.md.
+
+    python benchmarks/sweep_table.py runs/demo/sweep
+
+Prints, per method: success at each budget with its 95% bootstrap interval and the interventions
+per episode used, APGR and training strong/human calls (``sweep.csv`` and ``summary.json`` as
+``helpgate sweep`` wrote them); then whether the helper reaches ``always``-level success: the
+first budget whose interval holds ``always``'s success, and its interventions against
+``always``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+
+def tables(sweep_dir: Path) -> str:
+    sweep = pd.read_csv(sweep_dir / "sweep.csv")
+    summary = json.loads((sweep_dir / "summary.json").read_text())["methods"]
+    budgets = sorted(b for b in sweep.loc[sweep.method == "helper", "budget"].unique() if b > 0)
+    lines = ["| method | " + " | ".join(f"C={c}" for c in budgets) + " | APGR | training strong / human calls |",
+             "|---|" + "---|" * (len(budgets) + 2)]
+    order = sorted(summary, key=lambda m: -(summary[m].get("apgr") or -1))
+    for method in order:
+        if method in ("never", "always", "counterfactual"):
+            continue
+        rows = sweep[sweep.method == method].set_index("budget")
+        cells = []
+        for c in budgets:
+            if c not in rows.index:
+                cells.append("–")
+                continue
+            r = rows.loc[c]
+            cells.append(f"{r.success:.3f} [{r.ci_low:.2f}, {r.ci_high:.2f}] ({r.interventions:.2f})")
+        calls = summary[method].get("training_calls") or {}
+        name = f"**{method}**" if method == "helper" else method
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {summary[method]['apgr']:.3f} | "
+                     f"{calls.get('strong', 0)} / {calls.get('human', 0)} |")
+    never = sweep[sweep.method == "never"].iloc[0]
+    always = sweep[sweep.method == "always"].iloc[0]
+    lines.append("")
+    lines.append(f"never = {never.success:.3f}; always = {always.success:.3f} "
+                 f"[{always.ci_low:.2f}, {always.ci_high:.2f}] with {always.interventions:.2f} interventions "
+                 f"per episode; {int(always.episodes)} held-out episodes per cell. Cells: success "
+                 "[95% bootstrap interval] (interventions per episode).")
+    helper = sweep[(sweep.method == "helper")].sort_values("budget")
+    reached = helper[helper.ci_high >= always.success]
+    if len(reached):
+        first = reached.iloc[0]
+        lines.append(f"The helper reaches always-level success (its interval holds {always.success:.3f}) at "
+                     f"C={int(first.budget)} with {first.interventions:.2f} interventions per episode: "
+                     f"{first.interventions / always.interventions:.2f} of always's {always.interventions:.2f}.")
+    else:
+        best = helper.iloc[-1]
+        lines.append(f"The helper does not reach always-level success up to C={int(best.budget)}: "
+                     f"{best.success:.3f} [{best.ci_low:.2f}, {best.ci_high:.2f}] with {best.interventions:.2f} "
+                     f"interventions per episode ({best.interventions / always.interventions:.2f} of always's).")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sweep", nargs="+", help="sweep folders written by helpgate sweep")
+    for folder in p.parse_args().sweep:
+        print(f"\n### {folder}\n")
+        print(tables(Path(folder)))
+
+
+if __name__ == "__main__":
+    main()
