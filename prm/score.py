@@ -119,7 +119,8 @@ def _cached_features(prm, ids, episodes, saved_features: Path | None) -> dict[st
     from prm.render import prefix_keys
     from prm.train import load_features
 
-    content = {e: prefix_keys(states, actions, prm.settings.tag_after)[-1] for e, (states, actions) in zip(ids, episodes)}
+    tag_after = prm.settings.tag_after
+    content = {e: prefix_keys(states, actions, tag_after)[-1] for e, (states, actions) in zip(ids, episodes)}
     return {e: x for e, (_, x) in load_features(saved_features, None, content).items()}
 
 
