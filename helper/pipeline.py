@@ -138,8 +138,9 @@ def run(cfg: PipelineConfig) -> dict:
         agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
         # The online-RL baseline plays whole training episodes. With an LLM agent it plays as many
         # as the offline collection did (equal interaction with the environment; it is the slow part
-        # on a CPU).
-        rl_iterations=max(1, n_train // rl_batch) if llm else (15 if cfg.quick else 60), rl_episodes=rl_batch,
+        # on a CPU), half as many with --quick.
+        rl_iterations=max(1, n_train // rl_batch // (2 if cfg.quick else 1)) if llm else (15 if cfg.quick else 60),
+        rl_episodes=rl_batch,
         rl_use_prm=cfg.rl_use_prm,
     )))
     summary_path = out / "sweep" / "summary.json"
