@@ -14,10 +14,13 @@ decision point the gate has the states up to now but not yet this step's action.
 Cost. With ``tag_after="state"`` the scorer keeps each episode's key/value cache, so a decision
 feeds only the tokens that are new since the last one (the previous action, this state, the
 tag): the same numbers as scoring the whole prefix (the rendering concatenates per-piece token
-ids, so a prefix's ids are a prefix of the ids). A cache costs memory (about 46 KB per token
-for SmolLM2-135M in fp32, so ~100 MB for an 8-question ProductQA episode): at most
-``max_cached`` episodes keep one (least recently used dropped; a dropped episode is fed again
-from its start at its next decision). When the episode outgrows the PRM's context, or with
+ids, so a prefix's ids are a prefix of the ids). Caches share a memory budget, ``cache_bytes``
+(default 2 GiB; a token costs 2 × layers × key/value heads × head size × element size, about
+46 KB for all 30 layers of SmolLM2-135M in fp32, 12 KB for the first 8): when they outgrow it the
+least recently used are dropped, and a dropped episode is fed again from its start at its next
+decision. The budget is in bytes rather than episodes because a sweep steps dozens of episodes
+in lockstep: a cap below that number drops every cache before its next use and each decision
+re-feeds its whole prefix. When the episode outgrows the PRM's context, or with
 ``tag_after="action"``, the whole prefix is re-scored with ``score_episodes`` instead (which cuts
 long prefixes from the left).
 
@@ -50,10 +53,11 @@ class _Episode:
 class PrmScorer:
     """``score(observation) -> P(success)``; errors propagate (the gate falls back on them)."""
 
-    def __init__(self, prm, max_episodes: int = 1_000, incremental: bool = True, max_cached: int = 16):
+    def __init__(self, prm, max_episodes: int = 1_000, incremental: bool = True, cache_bytes: int = 2 << 30):
         self.prm = prm
         self.max_episodes = int(max_episodes)
-        self.max_cached = int(max_cached)
+        self.cache_bytes = int(cache_bytes)
+        self._token_bytes: int | None = None
         self._lock = threading.Lock()
         self._history: OrderedDict[str, _Episode] = OrderedDict()
         tag_after = getattr(getattr(prm, "settings", None), "tag_after", "state")
@@ -106,13 +110,32 @@ class PrmScorer:
         return value
 
     def _evict(self, keep: _Episode) -> None:
-        """Drop the least recently used caches beyond ``max_cached`` (busy episodes are skipped)."""
+        """Drop the least recently used caches while all of them outgrow ``cache_bytes`` (busy
+        episodes are skipped)."""
         with self._lock:
             cached = [e for e in self._history.values() if e.cache is not None and e is not keep]
-            for entry in cached[: max(len(cached) + 1 - self.max_cached, 0)]:
+            excess = (sum(e.fed for e in cached) + keep.fed) * self.token_bytes() - self.cache_bytes
+            for entry in cached:
+                if excess <= 0:
+                    break
                 if entry.lock.acquire(blocking=False):
+                    excess -= entry.fed * self.token_bytes()
                     entry.cache, entry.fed, entry.next_step = None, 0, 0
                     entry.lock.release()
+
+    def token_bytes(self) -> int:
+        """Bytes of key/value cache per token of this PRM's backbone."""
+        if self._token_bytes is None:
+            core = self.prm._core()
+            config = core.config
+            heads = getattr(config, "num_attention_heads", 1)
+            kv_heads = getattr(config, "num_key_value_heads", None) or heads
+            head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+            stack = getattr(core.get_decoder(), "layers", None)  # the kept layers, not the config's count
+            layers = len(stack) if stack is not None else config.num_hidden_layers
+            element = next(core.parameters()).element_size()
+            self._token_bytes = 2 * layers * kv_heads * head_dim * element
+        return self._token_bytes
 
     # -- the two ways to score -------------------------------------------------------------------
     def _full(self, entry: _Episode, t: int) -> float:

@@ -233,6 +233,30 @@ def test_prm_scorer_reproduces_logged_scores(tiny_prm):
     assert sum(said) <= 1 and gate.stats()["fallbacks"] == 0
 
 
+def test_prm_scorer_keeps_lockstep_caches_within_its_memory_budget(tiny_prm):
+    """Many episodes stepped in lockstep keep their caches while they fit the byte budget; a
+    small budget drops the least recently used, and scores never change."""
+    from helper.prm_scorer import PrmScorer
+
+    episodes = [[f"Question {t + 1} of 3 (fact_qa).\nCustomer: is item {e}-{t} red?" for t in range(3)]
+                for e in range(24)]
+    expected = [tiny_prm.score_episodes([(states, ["[PredictAnswer] yes"] * 3)])[0] for states in episodes]
+    big = PrmScorer(tiny_prm)
+    small = PrmScorer(tiny_prm, cache_bytes=250 * big.token_bytes())  # about two whole episodes
+    for scorer_budget, scorer in (("big", big), ("small", small)):
+        for t in range(3):
+            for e, states in enumerate(episodes):
+                observation = Observation(f"ep{e}", "test", "t", t, states[t], 3, {})
+                assert scorer.score(observation) == pytest.approx(float(expected[e][t]), abs=1e-5)
+                scorer.record_action(observation, "[PredictAnswer] yes")
+        held = [entry for entry in scorer._history.values() if entry.cache is not None]
+        if scorer_budget == "big":
+            assert len(held) == 24  # nothing dropped: every decision fed only its new tokens
+        else:
+            assert 1 <= len(held) < 24
+            assert sum(entry.fed for entry in held) * scorer.token_bytes() <= scorer.cache_bytes
+
+
 def test_prm_scorer_warns_for_post_action_tags(tiny_prm):
     from helper.prm_scorer import PrmScorer
 
