@@ -20,9 +20,11 @@ ids, so a prefix's ids are a prefix of the ids). Caches share a memory budget, `
 least recently used are dropped, and a dropped episode is fed again from its start at its next
 decision. The budget is in bytes rather than episodes because a sweep steps dozens of episodes
 in lockstep: a cap below that number drops every cache before its next use and each decision
-re-feeds its whole prefix. When the episode outgrows the PRM's context, or with
-``tag_after="action"``, the whole prefix is re-scored with ``score_episodes`` instead (which cuts
-long prefixes from the left).
+re-feeds its whole prefix. When an episode outgrows the PRM's context, its cache starts over on
+the latest steps that fill half the context (the history is cut from the left, as ``prm score``
+cuts long episodes, though at other step boundaries than its windows, so those scores can differ
+slightly from the logged ones) and later decisions are incremental again. With
+``tag_after="action"`` the whole prefix is re-scored with ``score_episodes`` at every decision.
 
 Per-episode histories live under a lock; forward passes run outside it (one episode's calls are
 serialised by that episode's own lock).
@@ -144,29 +146,38 @@ class PrmScorer:
         actions = [entry.actions.get(s, "") for s in steps[:-1]] + [""]
         return float(self.prm.score_episodes([(states, actions)])[0][-1])
 
+    def _step_ids(self, entry: _Episode, s: int, with_action: bool) -> list[int]:
+        """Token ids of step ``s`` as rendered: (the previous action,) the state, the tag."""
+        from prm.render import step_pieces
+
+        renderer = self.prm.renderer
+        texts = [step_pieces(s, entry.states.get(s, ""), "", "state")[0]]
+        if with_action and s > 0:
+            texts.insert(0, step_pieces(s - 1, "", entry.actions.get(s - 1, ""), "state")[1])
+        pieces = renderer.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return [i for piece in pieces for i in piece] + list(renderer.tag_ids)
+
     def _incremental(self, entry: _Episode, t: int) -> float | None:
         import torch
-
-        from prm.render import step_pieces
 
         if t < entry.next_step:  # this step was fed with other text: start the episode over
             entry.cache, entry.fed, entry.next_step = None, 0, 0
         # New tokens, in rendering order: previous action, this state, the tag (per new step).
-        texts, tags = [], []
-        for s in range(entry.next_step, t + 1):
-            if s > 0:
-                texts.append(step_pieces(s - 1, "", entry.actions.get(s - 1, ""), "state")[1])
-                tags.append(False)
-            texts.append(step_pieces(s, entry.states.get(s, ""), "", "state")[0])
-            tags.append(True)
-        renderer = self.prm.renderer
-        ids: list[int] = []
-        for piece, tag in zip(renderer.tokenizer(texts, add_special_tokens=False)["input_ids"], tags, strict=True):
-            ids.extend(piece)
-            if tag:
-                ids.extend(renderer.tag_ids)
+        ids = [i for s in range(entry.next_step, t + 1) for i in self._step_ids(entry, s, with_action=s > 0)]
         if entry.fed + len(ids) > self.prm.context:
-            return None  # longer than the context: the full path cuts it from the left
+            # Past the context: start a fresh cache on the latest steps that fill at most half of
+            # it (history cut from the left, as `prm score` cuts long episodes), so the next
+            # decisions are incremental again instead of re-scoring a full window each.
+            per_step = [self._step_ids(entry, s, with_action=True) for s in range(t + 1)]
+            first, total = t, len(per_step[t])
+            while first > 0 and total + len(per_step[first - 1]) <= self.prm.context // 2:
+                first -= 1
+                total += len(per_step[first])
+            ids = self._step_ids(entry, first, with_action=False) + [i for s in range(first + 1, t + 1)
+                                                                     for i in per_step[s]]
+            if len(ids) > self.prm.context:
+                return None  # one state longer than the context: the full path cuts it
+            entry.cache, entry.fed = None, 0
         core = self.prm._core()
         device = core.device
         with torch.inference_mode():

@@ -257,6 +257,39 @@ def test_prm_scorer_keeps_lockstep_caches_within_its_memory_budget(tiny_prm):
             assert sum(entry.fed for entry in held) * scorer.token_bytes() <= scorer.cache_bytes
 
 
+def test_prm_scorer_restarts_its_cache_past_the_context(tiny_prm):
+    """A long episode: scores match the logged ones while the prefix fits; past the context the
+    cache starts over on recent steps (never more than the context), with no full re-scoring."""
+    from helper.prm_scorer import PrmScorer
+
+    states = [f"Move {t}. You are in room {t % 3} and see item {t}." for t in range(12)]
+    logged = tiny_prm.score_episodes([(states, ["go east"] * 12)])[0]
+    scorer = PrmScorer(tiny_prm)
+    per_step = len(scorer._step_ids(_entry_with(states), 1, with_action=True))
+    tiny_prm.settings.max_length = 5 * per_step  # five steps fit
+    try:
+        scorer._full = None  # a call would fail: the restart must keep every decision incremental
+        for t, state in enumerate(states):
+            observation = Observation("long", "test", "t", t, state, 12, {})
+            value = scorer.score(observation)
+            scorer.record_action(observation, "go east")
+            entry = scorer._history["long"]
+            assert 0.0 < value < 1.0 and entry.fed <= tiny_prm.context
+            if t < 4:
+                assert value == pytest.approx(float(logged[t]), abs=1e-5)
+    finally:
+        tiny_prm.settings.max_length = None
+
+
+def _entry_with(states):
+    from helper.prm_scorer import _Episode
+
+    entry = _Episode(0)
+    entry.states = dict(enumerate(states))
+    entry.actions = {t: "go east" for t in range(len(states))}
+    return entry
+
+
 def test_prm_scorer_warns_for_post_action_tags(tiny_prm):
     from helper.prm_scorer import PrmScorer
 
