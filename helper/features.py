@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from helper.schema import read_kind_json
+
 BASE_FEATURES = ("prm_score", "step", "horizon", "progress", "steps_left", "budget_left", "budget_per_step")
 SCORE_FEATURE = "prm_score"
 MODELS = ("gbm", "logreg")
@@ -181,12 +183,7 @@ class FeatureClassifier:
         import sklearn
 
         directory = Path(directory)
-        meta_path = directory / "classifier.json"
-        if not meta_path.exists():
-            raise FileNotFoundError(f"{meta_path}: not found; is {directory} a features-backend classifier folder?")
-        meta = json.loads(meta_path.read_text())
-        if meta.get("kind") != _KIND:
-            raise ValueError(f"{meta_path}: kind={meta.get('kind')!r}, expected {_KIND!r}")
+        meta = read_kind_json(directory / "classifier.json", _KIND, "a features-backend classifier folder")
         if meta.get("sklearn") != sklearn.__version__:
             warnings.warn(f"{directory} was saved with scikit-learn {meta.get('sklearn')}, this is "
                           f"{sklearn.__version__}; predictions may differ. Re-run helpgate distill to refresh.")

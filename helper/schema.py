@@ -119,6 +119,19 @@ def write_json_atomic(obj, path: str | os.PathLike) -> Path:
     return path
 
 
+def read_kind_json(path: str | os.PathLike, kind: str, what: str) -> dict:
+    """A saved component's JSON description, refused with the path when missing or of another kind.
+
+    ``what`` names the expected folder for the error ("a text-backend classifier folder")."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: not found; is {path.parent} {what}?")
+    meta = json.loads(path.read_text())
+    if meta.get("kind") != kind:
+        raise ValueError(f"{path}: kind={meta.get('kind')!r}, expected {kind!r}")
+    return meta
+
+
 def shard_paths(directory: str | os.PathLike) -> list[Path]:
     directory = Path(directory)
     if not directory.is_dir():

@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from helper.schema import read_kind_json
+
 _KIND = "helpgate.helper.TextClassifier"
 
 
@@ -148,12 +150,7 @@ class TextClassifier:
         from agile.models import pick_device
 
         directory = Path(directory)
-        meta_path = directory / "classifier.json"
-        if not meta_path.exists():
-            raise FileNotFoundError(f"{meta_path}: not found; is {directory} a text-backend classifier folder?")
-        meta = json.loads(meta_path.read_text())
-        if meta.get("kind") != _KIND:
-            raise ValueError(f"{meta_path}: kind={meta.get('kind')!r}, expected {_KIND!r}")
+        meta = read_kind_json(directory / "classifier.json", _KIND, "a text-backend classifier folder")
         self = cls(meta["model"], meta["max_length"], meta["epochs"], meta["batch_size"], meta["lr"], meta["seed"],
                    device)
         network = AutoModelForSequenceClassification.from_pretrained(directory / "model")
