@@ -121,19 +121,28 @@ def naive_pipeline(pdf: pd.DataFrame, bins: int, budgets: list[int]) -> tuple[li
     gmean = pdf.groupby("a")["reward"].mean()
 
     P, R = np.zeros((T, S, 2, S + 1)), np.zeros((T, S, 2))
+    # Ending backs off to the step's end rate times the (state, action)'s relative risk, moving to
+    # the (state, action) moves pooled over steps.
+    step_rows = [N[t].sum() for t in range(T)]
+    step_ends = [N[t, :, :, S].sum() for t in range(T)]
+    overall_end = sum(step_ends) / sum(step_rows)
+    hazard = [(step_ends[t] + SMOOTHING * overall_end) / (step_rows[t] + SMOOTHING) for t in range(T)]
     for s in range(S):
         for a in range(2):
             npool = sum(N[t, s, a, s2] for t in range(T) for s2 in range(S + 1))
             rpool_sum = sum(rsum[t, s, a] for t in range(T))
             rpool = (rpool_sum + SMOOTHING * gmean[a]) / (npool + SMOOTHING) if npool + SMOOTHING > 0 else gmean[a]
-            ppool = [
-                (sum(N[t, s, a, s2] for t in range(T)) + SMOOTHING) / (npool + SMOOTHING * (S + 1))
-                for s2 in range(S + 1)
-            ]
+            mpool = sum(N[t, s, a, s2] for t in range(T) for s2 in range(S))
+            ppool = [(sum(N[t, s, a, s2] for t in range(T)) + SMOOTHING) / (mpool + SMOOTHING * S) for s2 in range(S)]
+            expected_ends = sum(N[t, s, a].sum() * hazard[t] for t in range(T))
+            risk = (sum(N[t, s, a, S] for t in range(T)) + SMOOTHING) / (expected_ends + SMOOTHING)
             for t in range(T):
                 n = sum(N[t, s, a, s2] for s2 in range(S + 1))
-                for s2 in range(S + 1):
-                    P[t, s, a, s2] = (N[t, s, a, s2] + BACKOFF * ppool[s2]) / (n + BACKOFF)
+                m = n - N[t, s, a, S]
+                end = (N[t, s, a, S] + BACKOFF * min(1.0, hazard[t] * risk)) / (n + BACKOFF)
+                for s2 in range(S):
+                    P[t, s, a, s2] = (1 - end) * (N[t, s, a, s2] + BACKOFF * ppool[s2]) / (m + BACKOFF)
+                P[t, s, a, S] = end
                 R[t, s, a] = (rsum[t, s, a] + BACKOFF * rpool) / (n + BACKOFF)
     P[T - 1] = 0.0
     P[T - 1, :, :, S] = 1.0

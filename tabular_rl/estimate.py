@@ -1,15 +1,30 @@
 """Count-based model estimation: P(s' | step, s, a), mean reward, start distribution.
 
-Estimates are per (step, state, action) and shrink towards an estimate pooled over steps where
-per-step counts are thin (hierarchical Dirichlet smoothing):
+A transition is split into "does the episode end here?" and "where does it go if not?", because
+the two pool differently over steps. Ending is a property of the step as much as of the state (a
+fixed horizon ends every episode at its last step and none before), so it backs off to the step's
+own end rate scaled by how much more often the (state, action) ends than its steps predict (a
+proportional-hazards prior: observed over expected ends); where the episode goes next backs off
+to the same (state, action) pooled over steps:
 
-    pooled(s' | s, a)  = (N(s, a, s') + smoothing) / (N(s, a) + smoothing * (S + 1))
-    P_t(s' | s, a)     = (N_t(s, a, s') + backoff * pooled(s' | s, a)) / (N_t(s, a) + backoff)
+    hazard_t              = (E_t + smoothing * E / N) / (N_t + smoothing)           (per step)
+    risk(s, a)            = (E(s, a) + smoothing) / (sum_t N_t(s, a) hazard_t + smoothing)
+    q_t(s, a)             = (E_t(s, a) + backoff * min(1, hazard_t risk(s, a))) / (N_t(s, a) + backoff)
+    pooled(s' | s, a)     = (M(s, a, s') + smoothing) / (M(s, a) + smoothing * S)
+    C_t(s' | s, a)        = (M_t(s, a, s') + backoff * pooled(s' | s, a)) / (M_t(s, a) + backoff)
+    P_t(s' | s, a)        = (1 - q_t(s, a)) * C_t(s' | s, a),   P_t(end | s, a) = q_t(s, a)
 
-``S + 1`` counts the terminal outcome as a next state. With ``N_t`` large the per-step frequency
-wins; with ``N_t == 0`` the pooled estimate is used as is. Mean rewards follow the same rule,
-the pooled mean shrinking towards the action's global mean reward with weight ``smoothing``.
-The start distribution is the empirical distribution of states at step 0.
+with ``E`` counting rows that end the episode and ``M`` rows that continue (subscript t: at that
+step; no subscript: over all steps). Pooling the end outcome over steps instead would leak the
+last step's certain end into every earlier step and make the solver spend its budget early.
+Mean rewards shrink the per-step mean towards the (state, action) mean over steps, which shrinks
+towards the action's global mean with weight ``smoothing``.
+
+``backoff="auto"`` picks the weight from the data (empirical Bayes, one-way random-effects
+moments): the within-cell variance over the variance of the per-step means around the pooled
+mean, separately for rewards and for next states. Steps that behave alike give a large weight
+(pool), steps that differ give a small one. The start distribution is the empirical distribution
+of states at step 0.
 
 Every count is one ``np.bincount`` over flat indices: no Python loop over rows.
 """
@@ -55,6 +70,9 @@ class TabularModel:
     """The fitted discretizer the states come from (needed by ``label``)."""
     smoothing: float = 0.0
     backoff: float = 0.0
+    """Weight of the step-pooled estimate in the per-step rewards (the chosen one under "auto")."""
+    transition_backoff: float = 0.0
+    """Weight of the step-pooled estimate in the per-step transitions."""
     n_truncated: int = 0
     """Rows that were not done but had no next row, treated as terminal."""
 
@@ -123,6 +141,46 @@ def _check_actions(action: np.ndarray, column: str) -> None:
         )
 
 
+MAX_POOLING_WEIGHT = 1e6
+"""``auto`` weight when the per-step means vary no more than sampling noise: pool completely."""
+
+
+def pooling_weight(sums: np.ndarray, squares: np.ndarray, counts: np.ndarray) -> float:
+    """Empirical-Bayes weight of the step-pooled mean in a per-step mean, shared by all cells.
+
+    ``sums`` (T, S, 2, D) are per-cell sums of D-dimensional outcomes, ``squares`` (T, S, 2) the
+    per-cell sums of their squared norms, ``counts`` (T, S, 2) the rows. With groups g = (s, a)
+    and their per-step cells, the one-way random-effects moments are
+
+        MSW = sum of within-cell squared deviations / (N - cells)
+        MSB = sum_cells n (mean_cell - mean_group)^2 / (cells - groups)
+        n0  = sum_g (N_g - sum_t n_t^2 / N_g) / (cells - groups)
+        tau^2 = max(0, (MSB - MSW) / n0),   weight = MSW / tau^2
+
+    so a cell's estimate is (n * its mean + weight * pooled mean) / (n + weight), the posterior
+    mean under a normal prior on how per-step means scatter around the pooled one.
+    """
+    counts = counts.astype(float)
+    seen = counts > 0
+    group_n = counts.sum(0)
+    groups = (group_n > 0).sum()
+    cells = seen.sum()
+    safe = np.where(seen, counts, 1.0)[..., None]
+    cell_mean = sums / safe
+    group_mean = sums.sum(0) / np.where(group_n > 0, group_n, 1.0)[..., None]
+    within = float((squares - (sums**2).sum(-1) / safe[..., 0])[seen].sum())
+    between = float((counts * ((cell_mean - group_mean) ** 2).sum(-1))[seen].sum())
+    df_within, df_between = counts.sum() - cells, cells - groups
+    if df_within <= 0 or df_between <= 0:
+        return MAX_POOLING_WEIGHT if df_between <= 0 else 0.0
+    ms_within, ms_between = within / df_within, between / df_between
+    n0 = float((group_n - (counts**2).sum(0) / np.where(group_n > 0, group_n, 1.0))[group_n > 0].sum()) / df_between
+    tau2 = (ms_between - ms_within) / n0
+    if tau2 <= ms_within / MAX_POOLING_WEIGHT:
+        return MAX_POOLING_WEIGHT
+    return ms_within / tau2
+
+
 def _shrink(sum_t, n_t, prior, weight):
     """(sum_t + weight * prior) / (n_t + weight), falling back to the prior where both are 0."""
     den = n_t + weight
@@ -135,13 +193,15 @@ def estimate_from_transitions(
     tr: Transitions,
     *,
     smoothing: float = 1.0,
-    backoff: float = 5.0,
+    backoff: float | str = 5.0,
     discretizer: Discretizer | None = None,
     action_column: str = "intervened",
 ) -> TabularModel:
     """Counts and smoothed estimates from flat transition arrays (see module docstring)."""
-    if smoothing < 0 or backoff < 0:
-        raise ValueError(f"smoothing={smoothing}, backoff={backoff}: both must be >= 0")
+    if backoff != "auto" and not (isinstance(backoff, (int, float)) and backoff >= 0):
+        raise ValueError(f"backoff={backoff!r}: use a weight >= 0 or 'auto' (chosen from the data)")
+    if smoothing < 0:
+        raise ValueError(f"smoothing={smoothing}: must be >= 0")
     if not np.isin(tr.action, (0, 1)).all():
         raise ValueError(f"column {action_column!r} must be boolean (0 = base, 1 = intervene)")
     _check_actions(tr.action, action_column)
@@ -150,20 +210,35 @@ def estimate_from_transitions(
     next_counts = np.bincount(sa * (S + 1) + tr.next_state, minlength=T * S * 2 * (S + 1)).reshape(T, S, 2, S + 1)
     counts = next_counts.sum(-1)
 
-    pooled_next = next_counts.sum(0)
-    pooled_n = counts.sum(0)
-    p_pooled = _shrink(pooled_next, pooled_n[..., None], 1.0 / (S + 1), smoothing * (S + 1))
-    transitions = _shrink(next_counts, counts[..., None], p_pooled, backoff)
-    # The horizon ends every episode at the last step; data cannot say otherwise (no step T rows),
-    # but smoothing would leak mass to non-terminal states there.
+    ends, moves = next_counts[..., S], next_counts[..., :S]
+    step_ends, step_rows = ends.sum((1, 2)), counts.sum((1, 2))
+    hazard = _shrink(step_ends, step_rows, step_ends.sum() / step_rows.sum(), smoothing)
+    # Proportional hazards: a (state, action) ends more or less often than its steps' rates predict.
+    expected_ends = (counts * hazard[:, None, None]).sum(0)
+    risk = _shrink(ends.sum(0), expected_ends, 1.0, smoothing)
+    end_prior = np.minimum(1.0, hazard[:, None, None] * risk)
+    move_counts = moves.sum(-1)
+    pooled_moves = _shrink(moves.sum(0), move_counts.sum(0)[..., None], 1.0 / S, smoothing * S)
+
+    reward_sums = np.bincount(sa, weights=tr.reward, minlength=T * S * 2).reshape(T, S, 2)
+    reward_squares = np.bincount(sa, weights=tr.reward**2, minlength=T * S * 2).reshape(T, S, 2)
+    if backoff == "auto":
+        move_weight = pooling_weight(moves, move_counts, move_counts)
+        reward_weight = pooling_weight(reward_sums[..., None], reward_squares, counts)
+    else:
+        move_weight = reward_weight = float(backoff)
+
+    end_p = _shrink(ends, counts, end_prior, move_weight)
+    move_p = _shrink(moves, move_counts[..., None], pooled_moves, move_weight)
+    transitions = np.concatenate([(1.0 - end_p)[..., None] * move_p, end_p[..., None]], axis=-1)
+    # The horizon ends every episode at the last step; data cannot say otherwise (no step T rows).
     transitions[-1] = 0.0
     transitions[-1, ..., S] = 1.0
 
-    def mean_table(values: np.ndarray) -> np.ndarray:
-        sums = np.bincount(sa, weights=values, minlength=T * S * 2).reshape(T, S, 2)
-        global_mean = np.bincount(tr.action, weights=values, minlength=2) / np.bincount(tr.action, minlength=2)
-        pooled = _shrink(sums.sum(0), pooled_n, global_mean, smoothing)
-        return _shrink(sums, counts, pooled, backoff)
+    def mean_table(sums: np.ndarray, weight: float) -> np.ndarray:
+        global_mean = sums.sum((0, 1)) / np.bincount(tr.action, minlength=2)
+        pooled = _shrink(sums.sum(0), counts.sum(0), global_mean, smoothing)
+        return _shrink(sums, counts, pooled, weight)
 
     first = tr.step == 0
     if not first.any():
@@ -171,14 +246,17 @@ def estimate_from_transitions(
     start = np.bincount(tr.state[first], minlength=S) / first.sum()
     return TabularModel(
         transitions=transitions,
-        rewards=mean_table(tr.reward),
+        rewards=mean_table(reward_sums, reward_weight),
         start=start,
-        success=None if tr.success is None else mean_table(tr.success),
+        success=None
+        if tr.success is None
+        else mean_table(np.bincount(sa, weights=tr.success, minlength=T * S * 2).reshape(T, S, 2), reward_weight),
         counts=counts,
         next_counts=next_counts,
         discretizer=discretizer,
         smoothing=float(smoothing),
-        backoff=float(backoff),
+        backoff=float(reward_weight),
+        transition_backoff=float(move_weight),
         n_truncated=tr.n_truncated,
     )
 
@@ -189,7 +267,7 @@ def estimate(
     *,
     columns: Columns = DEFAULT_COLUMNS,
     smoothing: float = 1.0,
-    backoff: float = 5.0,
+    backoff: float | str = 5.0,
 ) -> TabularModel:
     """Estimate the MDP from a scored dataset (one row per decision point) and a fitted discretizer.
 

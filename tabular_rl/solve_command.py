@@ -47,8 +47,9 @@ class SolveConfig:
     """Step buckets crossed with the score bins; 0 uses score bins only."""
     smoothing: float = 1.0
     """Dirichlet pseudo-count per next state (and reward prior weight) of the step-pooled estimate."""
-    backoff: float = 5.0
-    """Pseudo-count weight of the step-pooled estimate in each per-step estimate (thin data backs off)."""
+    backoff: str = "auto"
+    """Weight of the step-pooled estimate in each per-step estimate (thin data backs off): a number,
+    or auto (empirical Bayes: large where steps behave alike, small where they differ)."""
     out: str = "runs/default/solve"
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json."""
 
@@ -89,14 +90,28 @@ def _validate(config: SolveConfig) -> list[int]:
     return budgets
 
 
+def parse_backoff(value: str | float) -> str | float:
+    """``auto`` or a weight >= 0 (the CLI passes text)."""
+    if value == "auto":
+        return value
+    try:
+        weight = float(value)
+    except (TypeError, ValueError):
+        weight = -1.0
+    if not weight >= 0:
+        raise ValueError(f"backoff={value!r}: give a weight >= 0 (e.g. --backoff 5) or --backoff auto")
+    return weight
+
+
 def run(config: SolveConfig) -> dict:
     """Discretize, estimate, solve for every budget, label; write ``config.out``; return the summary."""
     budgets = _validate(config)
+    backoff = parse_backoff(config.backoff)
     shards = find_shards(config.data)
     df = read_shards(shards)
     cols = Columns()
     disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(df[cols.score], df[cols.step])
-    model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=config.backoff)
+    model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=backoff)
     solutions = [solve(model, c, config.method) for c in budgets]
 
     out = Path(config.out)
@@ -117,6 +132,8 @@ def run(config: SolveConfig) -> dict:
             "episodes": df[cols.episode].n_unique(),
             "horizon": model.horizon,
             "n_states": model.n_states,
+            "reward_backoff": model.backoff,
+            "transition_backoff": model.transition_backoff,
             "truncated_episodes": model.n_truncated,
             f"cells_with_fewer_than_{THIN}_rows": n_thin,
             "cells": counts.height,
@@ -128,7 +145,8 @@ def run(config: SolveConfig) -> dict:
 
     print(
         f"{df.height} rows, {model.horizon} steps, {model.n_states} states; {n_thin}/{counts.height} "
-        f"(step, state, action) cells have fewer than {THIN} rows (see {out / 'counts.csv'})"
+        f"(step, state, action) cells have fewer than {THIN} rows (see {out / 'counts.csv'}); back-off weight "
+        f"{model.backoff:.3g} for rewards, {model.transition_backoff:.3g} for transitions"
     )
     for sol in solutions:
         print(

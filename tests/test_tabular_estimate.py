@@ -93,11 +93,18 @@ def test_backoff_to_the_step_pooled_estimate():
     disc = Discretizer(2, "uniform").fit(df["prm_score"])
     m = estimate(df, disc, smoothing=1.0, backoff=2.0)
     S = 3  # two bins + unknown
-    # Base in bin 0: step 0 saw 2 x (-> bin 1); step 1 saw 1 x (-> end). Pooled: 3 rows.
-    pooled = (np.array([0, 2, 0, 1]) + 1.0) / (3 + 1.0 * (S + 1))
-    np.testing.assert_allclose(m.transitions[0, 0, 0], (np.array([0, 2, 0, 0]) + 2.0 * pooled) / (2 + 2.0))
-    # Intervene in bin 1 at step 0 never happened: the per-step estimate is the pooled one.
-    np.testing.assert_allclose(m.transitions[0, 1, 1], (np.array([0, 0, 0, 1]) + 1.0) / (1 + 4.0))
+    # Ending backs off to the step's end rate: step 0 ends 0 of 3 rows, step 1 all 3; overall 1/2.
+    hazard0, hazard1 = (0 + 1.0 * 0.5) / (3 + 1.0), (3 + 1.0 * 0.5) / (3 + 1.0)
+    # Base in bin 0 at step 0: 2 rows, neither ends; both move to bin 1, the only moves of (bin 0, base).
+    # It ends once (step 1) where its steps' rates expect 2 * hazard0 + hazard1.
+    risk = (1 + 1.0) / (2 * hazard0 + hazard1 + 1.0)
+    end = (0 + 2.0 * hazard0 * risk) / (2 + 2.0)
+    pooled = (np.array([0, 2, 0]) + 1.0) / (2 + 1.0 * S)
+    moves = (np.array([0, 2, 0]) + 2.0 * pooled) / (2 + 2.0)
+    np.testing.assert_allclose(m.transitions[0, 0, 0], [*((1 - end) * moves), end])
+    # Intervene in bin 1 at step 0 never happened and never moved: the prior end rate, uniform moves.
+    prior = hazard0 * (1 + 1.0) / (hazard1 + 1.0)
+    np.testing.assert_allclose(m.transitions[0, 1, 1], [*np.full(S, (1 - prior) / S), prior])
     # Mean reward: base in bin 0 at step 0 is (1 + 3) / 2, shrunk towards the pooled mean.
     global_base = (1 + 0 + 3 + 0) / 4  # base rows: a0, a1, b0, c1
     pooled_r = (4.0 + 1.0 * global_base) / (3 + 1.0)
@@ -180,3 +187,85 @@ def test_step_buckets_split_states_by_step():
         assert visits[t, bucket != t // 3].sum() == 0 and visits[t, bucket == t // 3].sum() > 0
     # Back-off pools over steps, so a bucket-0 state's pooled estimate only sees steps 0-2.
     assert m.next_counts[3:, bucket == 0].sum() == 0
+
+
+def test_a_fixed_horizon_never_ends_early():
+    # Every episode lasts exactly 4 steps. Thin cells back off, but the last step's certain end
+    # must not leak into earlier steps (it would make the solver spend its budget early).
+    model = random_model(2)
+    model.transitions[:-1, ..., -1] = 0.0
+    model.transitions[-1] = np.eye(model.n_states + 1)[-1]
+    model.transitions /= model.transitions.sum(-1, keepdims=True)
+    fixed = simulate(model, 40, budget=2, behaviour=0.5, seed=2)
+    assert fixed.group_by("episode_id").len()["len"].min() == model.horizon
+    disc = Discretizer(3, "uniform").fit(fixed["prm_score"])
+    for backoff in (5.0, "auto"):
+        m = estimate(fixed, disc, smoothing=1.0, backoff=backoff)
+        rows_per_step = fixed.filter(pl.col("step") == 0).height
+        # Only the smoothing prior (1 pseudo-row at the overall end rate 1/4) can put mass there,
+        # scaled by a relative risk near 1.
+        assert m.transitions[:-1, ..., -1].max() <= 1.5 * 0.25 / (rows_per_step + 1)
+        np.testing.assert_array_equal(m.transitions[-1, ..., -1], 1.0)
+
+
+def test_auto_backoff_pools_alike_steps_and_separates_different_ones():
+    T, S = 6, 3
+    rng = np.random.default_rng(0)
+    base = rng.random((1, S, 2))
+    alike = TabularModel(
+        transitions=np.broadcast_to(rng.dirichlet(np.full(S + 1, 4.0), size=(1, S, 2)), (T, S, 2, S + 1)).copy(),
+        rewards=np.broadcast_to(base, (T, S, 2)).copy(),
+        start=np.full(S, 1.0 / S),
+    )
+    different = TabularModel(
+        transitions=alike.transitions,
+        rewards=np.where(np.arange(T)[:, None, None] % 2 == 0, 0.0, 1.0) * np.ones((T, S, 2)),
+        start=alike.start,
+    )
+    disc = Discretizer(S, "uniform")
+    pooled = estimate(simulate(alike, 4000, budget=2, behaviour=0.5, seed=1, reward_noise=0.3),
+                      disc.fit(np.linspace(0, 1, 10)), backoff="auto")
+    split = estimate(simulate(different, 4000, budget=2, behaviour=0.5, seed=1, reward_noise=0.3),
+                     disc, backoff="auto")
+    assert pooled.backoff > 1000 and split.backoff < 1.0
+    # Per-step means 0 and 1 with noise 0.3: the weight is about noise variance / spread variance.
+    assert split.backoff == pytest.approx(0.3**2 / 0.25, rel=0.5)
+    with pytest.raises(ValueError, match="backoff='often'"):
+        estimate(simulate(alike, 10, budget=1, behaviour=0.5, seed=1), disc, backoff="often")
+
+
+def test_auto_backoff_weight_matches_the_textbook_moments():
+    # One group, two cells (steps) of sizes 2 and 3, scalar outcomes: one-way ANOVA by hand.
+    from tabular_rl.estimate import pooling_weight
+
+    a, b = np.array([1.0, 3.0]), np.array([6.0, 8.0, 10.0])
+    sums = np.zeros((2, 1, 1, 1))
+    sums[0, 0, 0, 0], sums[1, 0, 0, 0] = a.sum(), b.sum()
+    squares = np.array([(a**2).sum(), (b**2).sum()]).reshape(2, 1, 1)
+    counts = np.array([2.0, 3.0]).reshape(2, 1, 1)
+    grand = np.concatenate([a, b]).mean()
+    msw = (((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) / (5 - 2)
+    msb = (2 * (a.mean() - grand) ** 2 + 3 * (b.mean() - grand) ** 2) / (2 - 1)
+    n0 = (5 - (4 + 9) / 5) / (2 - 1)
+    assert pooling_weight(sums, squares, counts) == pytest.approx(msw / ((msb - msw) / n0))
+
+
+def test_states_that_end_episodes_early_keep_their_end_rate():
+    # Bin 1 ends the episode at any step (a win); bin 0 never does before the horizon. Per-step
+    # cells are thin, but the proportional-hazards prior keeps the contrast.
+    rng = np.random.default_rng(3)
+    episodes = {}
+    for e in range(60):
+        steps = []
+        for t in range(5):
+            score = float(rng.choice([0.2, 0.8]))
+            done = score > 0.5 or t == 4
+            steps.append((score, bool(rng.random() < 0.3), 0.0, done))
+            if done:
+                break
+        episodes[f"e{e}"] = steps
+    df = rows(episodes)
+    disc = Discretizer(2, "uniform").fit(df["prm_score"])
+    m = estimate(df, disc, backoff=20.0)  # heavy back-off: the prior decides
+    assert m.transitions[:-1, 1, :, -1].min() > 0.8
+    assert m.transitions[:-1, 0, :, -1].max() < 0.1

@@ -46,6 +46,10 @@ def test_run_writes_every_output(shards, tmp_path, capsys):
     on_disk = json.loads((out / "solution.json").read_text())
     assert on_disk == json.loads(json.dumps(summary))
     assert on_disk["data"]["rows"] == df.height and on_disk["data"]["shards"] == 3
+    # The default back-off is chosen from the data and recorded.
+    assert on_disk["data"]["reward_backoff"] > 0 and on_disk["data"]["transition_backoff"] > 0
+    fixed = run(SolveConfig(data=str(data), budget=[1], bins=4, backoff="5", out=str(tmp_path / "fixed")))
+    assert fixed["data"]["reward_backoff"] == fixed["data"]["transition_backoff"] == 5.0
     assert [s["budget"] for s in on_disk["solutions"]] == [1, 2]
     for s in on_disk["solutions"]:
         assert s["expected_interventions"] <= s["budget"]
@@ -78,6 +82,9 @@ def test_refusals_name_the_file_or_field(shards, tmp_path):
     data, df = shards
     with pytest.raises(ValueError, match="method='best'"):
         run(SolveConfig(data=str(data), method="best", out=str(tmp_path / "x")))
+    for bad in ("often", "-1"):
+        with pytest.raises(ValueError, match=f"backoff='{bad}'.*--backoff auto"):
+            run(SolveConfig(data=str(data), backoff=bad, out=str(tmp_path / "x")))
     with pytest.raises(FileNotFoundError, match="no \\*.parquet shards"):
         run(SolveConfig(data=str(tmp_path / "empty"), out=str(tmp_path / "x")))
     df.drop("prm_score").write_parquet(data / "shard-009.parquet")
