@@ -6,9 +6,11 @@ not done but has no ``step + 1`` row (a truncated episode) is treated as termina
 in ``Transitions.n_truncated``. A done row that nevertheless has a ``step + 1`` row is an error.
 
 The MDP reward is the logged ``reward`` column, so the total reward of an episode is its return.
-For ProductQA the per-step reward is the per-question reward and the episode's ``success`` is
-their mean. The ``success`` column, when present, is credited once at the episode's last row so
-that the solvers can report expected success separately from the optimised return.
+The ``success`` column, when present, lets the solvers report expected success separately from
+the optimised return. Where every episode's success is the mean of its rewards (ProductQA: the
+share of questions answered right), each row is credited its reward over the episode's length, so
+expected success follows the policy's own choices at every step. Otherwise (TextWorld: won or
+not) success is credited once, at the episode's last row.
 
 Linking rows to their successors is O(n) when the rows of each episode are contiguous with
 increasing steps (how shards are written); otherwise the rows are sorted by (episode, step) first.
@@ -142,8 +144,14 @@ def extract_transitions(df: pl.DataFrame, discretizer: Discretizer, columns: Col
     last = ~has_next
     success = None
     if c.success is not None and c.success in df.columns:
-        s = col(c.success, pl.Float64)
-        success = np.where(last, np.nan_to_num(s), 0.0)
+        s = np.nan_to_num(col(c.success, pl.Float64))
+        episode = np.concatenate([[0], np.cumsum(last[:-1])])
+        length = np.bincount(episode)
+        mean_reward = np.bincount(episode, weights=reward) / length
+        if np.allclose(s, mean_reward[episode], rtol=0.0, atol=1e-9):
+            success = reward / length[episode]
+        else:
+            success = np.where(last, s, 0.0)
     return Transitions(
         step=step,
         state=state,

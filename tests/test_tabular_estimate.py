@@ -269,3 +269,19 @@ def test_states_that_end_episodes_early_keep_their_end_rate():
     m = estimate(df, disc, backoff=20.0)  # heavy back-off: the prior decides
     assert m.transitions[:-1, 1, :, -1].min() > 0.8
     assert m.transitions[:-1, 0, :, -1].max() < 0.1
+
+
+def test_success_that_is_the_mean_reward_follows_the_policy():
+    # ProductQA-like: fixed horizon, success = share of steps rewarded. Expected success must be the
+    # policy's expected return over the horizon at every budget (crediting the logged episodes'
+    # success at their last state instead ignores the policy's earlier choices).
+    model = random_model(4)
+    model.transitions[:-1, ..., -1] = 0.0
+    model.transitions[-1] = np.eye(model.n_states + 1)[-1]
+    model.transitions /= model.transitions.sum(-1, keepdims=True)
+    df = simulate(model, 400, budget=2, behaviour=0.4, seed=4)
+    df = df.with_columns(pl.col("reward").mean().over("episode_id").alias("success"))
+    m = estimate(df, Discretizer(3, "uniform").fit(df["prm_score"]))
+    for budget in (0, 1, 2):
+        sol = solve_exact(m, budget)
+        assert sol.expected_success == pytest.approx(sol.expected_return / model.horizon, rel=1e-9)
