@@ -6,16 +6,23 @@ Prints, per method: success at each budget with its 95% bootstrap interval and t
 per episode used, APGR and training strong/human calls (``sweep.csv`` and ``summary.json`` as
 ``helpgate sweep`` wrote them); then whether the helper reaches ``always``-level success: the
 first budget whose interval holds ``always``'s success, and its interventions against
-``always``'s.
+``always``'s; then, from ``episodes.csv``, the helper's success minus each baseline's on the same
+episodes with a paired bootstrap interval (tighter than comparing the two intervals).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helper.metrics import paired_difference
+
+NOT_COMPARED = ("helper", "never", "always", "counterfactual", "oracle")
 
 
 def tables(sweep_dir: Path) -> str:
@@ -59,6 +66,28 @@ def tables(sweep_dir: Path) -> str:
         lines.append(f"The helper does not reach always-level success up to C={int(best.budget)}: "
                      f"{best.success:.3f} [{best.ci_low:.2f}, {best.ci_high:.2f}] with {best.interventions:.2f} "
                      f"interventions per episode ({best.interventions / always.interventions:.2f} of always's).")
+    episodes_file = sweep_dir / "episodes.csv"
+    if episodes_file.exists():
+        lines += ["", paired_table(pd.read_csv(episodes_file), budgets)]
+    return "\n".join(lines)
+
+
+def paired_table(episodes: pd.DataFrame, budgets: list[int]) -> str:
+    """Helper minus each baseline, per budget, on the same held-out episodes."""
+    lines = ["| helper minus | " + " | ".join(f"C={c}" for c in budgets) + " |", "|---|" + "---|" * len(budgets)]
+    by = {key: g.set_index("episode_id")["success"] for key, g in episodes.groupby(["method", "budget"])}
+    for method in sorted({m for m, _ in by} - set(NOT_COMPARED)):
+        cells = []
+        for c in budgets:
+            if ("helper", c) not in by or (method, c) not in by:
+                cells.append("–")
+                continue
+            helper, other = by[("helper", c)].align(by[(method, c)], join="inner")
+            mean, low, high = paired_difference(helper.to_numpy(), other.to_numpy())
+            cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Success difference on the same episodes, 95% paired bootstrap interval.")
     return "\n".join(lines)
 
 

@@ -31,7 +31,8 @@ on the segments (not on the grid); None when the curve never reaches it.
 
 ``CPT(100%)`` is the share at which a method first matches always-intervene's success.
 ``oracle_ratio`` = success / oracle success at the same budget; ``bootstrap_ci`` a percentile
-bootstrap interval of the mean success over episodes; ``total_score`` the AGILE score
+bootstrap interval of the mean success over episodes; ``paired_difference`` the same for the
+difference of two methods on the same episodes; ``total_score`` the AGILE score
 ``accuracy - c * advice_rate`` (re-exported from ``agile.agile_metrics``, its one home).
 """
 
@@ -92,6 +93,19 @@ def bootstrap_ci(
     tail = (1 - level) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return float(low), float(high)
+
+
+def paired_difference(
+    first: Sequence[float], second: Sequence[float], level: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean of ``first - second`` over the same episodes and its bootstrap interval (resampling
+    episodes, so what the two methods share, the episode's difficulty, cancels out)."""
+    a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"paired outcomes need the same episodes: got {a.size} and {b.size} values")
+    diff = a - b
+    low, high = bootstrap_ci(diff, level, resamples, seed)
+    return (float(diff.mean()) if diff.size else math.nan), low, high
 
 
 # -- curves ----------------------------------------------------------------------------------

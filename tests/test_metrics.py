@@ -66,6 +66,18 @@ def test_oracle_ratio_and_bootstrap():
     assert bootstrap_ci([0.0, 1.0, 1.0], seed=1) == bootstrap_ci([0.0, 1.0, 1.0], seed=1)
 
 
+def test_paired_difference_cancels_what_the_episodes_share():
+    rng = np.random.default_rng(0)
+    difficulty = rng.random(200)
+    a, b = difficulty + 0.05, difficulty  # same episodes, a constant 0.05 better
+    assert metrics.paired_difference(a, b) == pytest.approx((0.05, 0.05, 0.05))
+    # Unpaired intervals of a and b overlap widely; the paired one excludes 0.
+    mean, low, high = metrics.paired_difference(a + rng.normal(0, 0.01, 200), b)
+    assert 0 < low < mean < high < 0.1 and bootstrap_ci(a)[0] < bootstrap_ci(b)[1]
+    with pytest.raises(ValueError, match="same episodes: got 3 and 2"):
+        metrics.paired_difference([1, 0, 1], [1, 0])
+
+
 def test_total_score_is_agile_formula():
     assert metrics.total_score(0.8, 0.25, 0.3) == pytest.approx(0.725)
 

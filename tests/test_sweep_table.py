@@ -1,0 +1,46 @@
+"""benchmarks/sweep_table.py: the RESULTS tables from a sweep folder, with paired differences."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from helper.metrics import summarize
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sweep_table.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("sweep_table", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tables_and_paired_differences(tmp_path):
+    # Four episodes; the helper gains episode 2 over prm_threshold at C=1 and loses none.
+    outcome = {
+        ("never", 0): [0, 0, 0, 1], ("always", 4): [1, 1, 1, 1],
+        ("helper", 0): [0, 0, 0, 1], ("helper", 1): [1, 0, 1, 1],
+        ("prm_threshold", 0): [0, 0, 0, 1], ("prm_threshold", 1): [1, 0, 0, 1],
+    }
+    used = {("always", 4): 4.0, ("helper", 1): 1.0, ("prm_threshold", 1): 0.75}
+    episodes = pd.DataFrame(
+        [(m, c, f"e{i}", s, used.get((m, c), 0.0)) for (m, c), values in outcome.items() for i, s in enumerate(values)],
+        columns=["method", "budget", "episode_id", "success", "interventions"],
+    )
+    sweep = episodes.groupby(["method", "budget"], as_index=False).agg(
+        success=("success", "mean"), interventions=("interventions", "mean"), episodes=("success", "size"))
+    sweep["ci_low"], sweep["ci_high"] = sweep.success, sweep.success
+    sweep.to_csv(tmp_path / "sweep.csv", index=False)
+    episodes.to_csv(tmp_path / "episodes.csv", index=False)
+    (tmp_path / "summary.json").write_text(json.dumps(summarize(sweep)))
+
+    text = load_script().tables(tmp_path)
+    assert "| **helper** | 0.750 [0.75, 0.75] (1.00) |" in text
+    assert "| prm_threshold | 0.500 [0.50, 0.50] (0.75) |" in text
+    # Paired: differences 0, 0, +1, 0 -> mean +0.25; resampling 4 episodes can give 0 or 0.75.
+    row = next(line for line in text.splitlines() if line.startswith("| prm_threshold | +"))
+    assert row.startswith("| prm_threshold | +0.250 [+0.000, +0.750]")
+    assert "always-level" in text
