@@ -27,6 +27,15 @@ def random_model(seed, T=4, S=3, concentration=2.0):
     )
 
 
+def fixed_horizon_model(seed):
+    """``random_model`` whose episodes all last exactly its horizon."""
+    model = random_model(seed)
+    model.transitions[:-1, ..., -1] = 0.0
+    model.transitions[-1] = np.eye(model.n_states + 1)[-1]
+    model.transitions /= model.transitions.sum(-1, keepdims=True)
+    return model
+
+
 def rows(episodes):
     """Tiny hand-written dataset: episodes = {id: [(score, intervened, reward, done), ...]}."""
     out = []
@@ -192,10 +201,7 @@ def test_step_buckets_split_states_by_step():
 def test_a_fixed_horizon_never_ends_early():
     # Every episode lasts exactly 4 steps. Thin cells back off, but the last step's certain end
     # must not leak into earlier steps (it would make the solver spend its budget early).
-    model = random_model(2)
-    model.transitions[:-1, ..., -1] = 0.0
-    model.transitions[-1] = np.eye(model.n_states + 1)[-1]
-    model.transitions /= model.transitions.sum(-1, keepdims=True)
+    model = fixed_horizon_model(2)
     fixed = simulate(model, 40, budget=2, behaviour=0.5, seed=2)
     assert fixed.group_by("episode_id").len()["len"].min() == model.horizon
     disc = Discretizer(3, "uniform").fit(fixed["prm_score"])
@@ -275,10 +281,7 @@ def test_success_that_is_the_mean_reward_follows_the_policy():
     # ProductQA-like: fixed horizon, success = share of steps rewarded. Expected success must be the
     # policy's expected return over the horizon at every budget (crediting the logged episodes'
     # success at their last state instead ignores the policy's earlier choices).
-    model = random_model(4)
-    model.transitions[:-1, ..., -1] = 0.0
-    model.transitions[-1] = np.eye(model.n_states + 1)[-1]
-    model.transitions /= model.transitions.sum(-1, keepdims=True)
+    model = fixed_horizon_model(4)
     df = simulate(model, 400, budget=2, behaviour=0.4, seed=4)
     df = df.with_columns(pl.col("reward").mean().over("episode_id").alias("success"))
     m = estimate(df, Discretizer(3, "uniform").fit(df["prm_score"]))
