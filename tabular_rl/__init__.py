@@ -8,7 +8,7 @@ optimal intervention policy and a label for every logged row::
 
     df = pl.read_parquet("runs/default/trajectories/*.parquet")
     disc = Discretizer(bins=10, binning="quantile").fit(df["prm_score"], df["step"])
-    model = estimate(df, disc, smoothing=1.0, backoff=5.0)
+    model = estimate(df, disc)                        # back-off weight chosen from the data
     sol = solve(model, budget=3, method="exact")     # or "lagrangian", "lp"
     labelled = label(df, sol)                         # adds optimal_intervene
 """

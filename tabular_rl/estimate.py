@@ -193,7 +193,7 @@ def estimate_from_transitions(
     tr: Transitions,
     *,
     smoothing: float = 1.0,
-    backoff: float | str = 5.0,
+    backoff: float | str = "auto",
     discretizer: Discretizer | None = None,
     action_column: str = "intervened",
 ) -> TabularModel:
@@ -267,7 +267,7 @@ def estimate(
     *,
     columns: Columns = DEFAULT_COLUMNS,
     smoothing: float = 1.0,
-    backoff: float | str = 5.0,
+    backoff: float | str = "auto",
 ) -> TabularModel:
     """Estimate the MDP from a scored dataset (one row per decision point) and a fitted discretizer.
 
