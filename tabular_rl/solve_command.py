@@ -98,8 +98,8 @@ def parse_backoff(value: str | float) -> str | float:
         weight = float(value)
     except (TypeError, ValueError):
         weight = -1.0
-    if not weight >= 0:
-        raise ValueError(f"backoff={value!r}: give a weight >= 0 (e.g. --backoff 5) or --backoff auto")
+    if not 0 <= weight < float("inf"):
+        raise ValueError(f"backoff={value!r}: give a finite weight >= 0 (e.g. --backoff 5) or --backoff auto")
     return weight
 
 

@@ -82,7 +82,7 @@ def test_refusals_name_the_file_or_field(shards, tmp_path):
     data, df = shards
     with pytest.raises(ValueError, match="method='best'"):
         run(SolveConfig(data=str(data), method="best", out=str(tmp_path / "x")))
-    for bad in ("often", "-1"):
+    for bad in ("often", "-1", "inf"):
         with pytest.raises(ValueError, match=f"backoff='{bad}'.*--backoff auto"):
             run(SolveConfig(data=str(data), backoff=bad, out=str(tmp_path / "x")))
     with pytest.raises(FileNotFoundError, match="no \\*.parquet shards"):
