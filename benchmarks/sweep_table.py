@@ -22,7 +22,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helper.metrics import paired_difference
 
-NOT_COMPARED = ("helper", "never", "always", "counterfactual", "oracle")
+REFERENCES = ("never", "always", "counterfactual")  # reference rows, not methods to rank
+NOT_COMPARED = (*REFERENCES, "helper", "oracle")
 
 
 def tables(sweep_dir: Path) -> str:
@@ -33,7 +34,7 @@ def tables(sweep_dir: Path) -> str:
              "|---|" + "---|" * (len(budgets) + 2)]
     order = sorted(summary, key=lambda m: -(summary[m].get("apgr") or -1))
     for method in order:
-        if method in ("never", "always", "counterfactual"):
+        if method in REFERENCES:
             continue
         rows = sweep[sweep.method == method].set_index("budget")
         cells = []

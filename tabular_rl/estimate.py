@@ -221,8 +221,8 @@ def estimate_from_transitions(
     pooled_moves = _shrink(moves.sum(0), move_counts.sum(0)[..., None], 1.0 / S, smoothing * S)
 
     reward_sums = np.bincount(sa, weights=tr.reward, minlength=T * S * 2).reshape(T, S, 2)
-    reward_squares = np.bincount(sa, weights=tr.reward**2, minlength=T * S * 2).reshape(T, S, 2)
     if backoff == "auto":
+        reward_squares = np.bincount(sa, weights=tr.reward**2, minlength=T * S * 2).reshape(T, S, 2)
         move_weight = pooling_weight(moves, move_counts, move_counts)
         reward_weight = pooling_weight(reward_sums[..., None], reward_squares, counts)
     else:
