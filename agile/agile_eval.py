@@ -112,6 +112,11 @@ def evaluate(model, tokenizer, groups: list[ProductGroup], questions_per_group: 
                           exec_cfg, gate=gate, episode_id=f"eval-{g.name}") for g in groups]
     policy = LLMPolicy(model, tokenizer, max_new_tokens, greedy=True, batch_size=batch_size)
     run_executors(executors, policy)
+    # The same episode ids are played again by the next ablation: a gate that counts its budget
+    # per episode must start them afresh (see agile.protocol.Gate).
+    if gate is not None and hasattr(gate, "end_episode"):
+        for executor in executors:
+            gate.end_episode(executor.episode_id)
     per_group = {e.group.name: summarize([r.correct for r in e.records],
                                          [r.advised for r in e.records], exec_cfg.advice_cost)
                  for e in executors}

@@ -83,6 +83,12 @@ class Gate(Protocol):
 
     ``budget_left`` is what the loop still allows in this episode; a gate must never answer
     True when it is 0 (the loop enforces it too).
+
+    Optional hooks, called when the gate has them (duck typing, so they are not members here):
+    ``record_action(observation, action_text)`` after each decision, and
+    ``end_episode(episode_id)`` when an episode finishes; a gate that counts its own budget per
+    episode restarts an episode's count only there, so a loop that replays an episode id must
+    end it first.
     """
 
     def should_intervene(self, observation: Observation, budget_left: int) -> bool: ...

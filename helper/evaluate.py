@@ -49,8 +49,14 @@ def evaluate_gate(env: Environment, gate_for_budget: Callable[[int], object], bu
     for budget in budgets:
         started = time.perf_counter()
         episodes = env.episodes()
-        records = run_episodes(episodes, env.base, env.strong, gate=gate_for_budget(int(budget)), budget=int(budget),
+        gate = gate_for_budget(int(budget))
+        records = run_episodes(episodes, env.base, env.strong, gate=gate, budget=int(budget),
                                counterfactual=counterfactual)
+        # The next budget replays these episode ids: a gate keeping per-episode counts forgets them
+        # explicitly (run_episodes ends finished episodes; this also covers any it left unfinished).
+        if hasattr(gate, "end_episode"):
+            for episode in episodes:
+                gate.end_episode(episode.episode_id)
         success = [float(episode.success()) for episode in episodes]
         used = [sum(r.intervened for r in episode_records) for episode_records in records]
         low, high = bootstrap_ci(success, resamples=ci_resamples, seed=int(budget))

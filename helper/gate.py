@@ -11,7 +11,9 @@
 It is an ``agile.protocol.Gate``: ``run_episodes(episodes, agent, gate=gate, budget=2)`` works
 unchanged (the loop passes its own ``budget_left``; the gate also keeps its own count per
 ``observation.episode_id``, see ``helper.budget``). It never answers True once the episode's
-budget is spent, and it is safe to call from many threads.
+budget is spent, whatever the order of the calls, and it is safe to call from many threads. A
+count restarts only for a new ``episode_id`` or after ``gate.end_episode(episode_id)`` /
+``gate.reset()`` (``run_episodes`` ends each episode when it finishes).
 
 Backends (chosen by ``helpgate distill --backend``; ``table`` can be forced at load time):
 
@@ -82,7 +84,8 @@ class HelperGate(BudgetedGate):
     def intervene_probability(self, observation: Observation, budget_left: int) -> float:
         """The backend's P(intervene) at this decision with ``budget_left`` (no budget bookkeeping)."""
         # The classifier never saw more budget than it was trained with; more left acts like max.
-        left = min(int(budget_left), self.max_budget) if self.max_budget else int(budget_left)
+        # (``is not None``: a helper trained for max_budget=0 clips to 0, it does not skip the clip.)
+        left = min(int(budget_left), self.max_budget) if self.max_budget is not None else int(budget_left)
         self._count("decisions")
         if self.backend == "text":
             from helper.text_classifier import format_input

@@ -1,0 +1,173 @@
+"""The budget guarantee: per episode_id a gate never grants more than its budget, whatever the
+order of the calls, replays or threads; a count restarts only with end_episode / reset."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agile.protocol import Observation
+from helper.budget import BudgetedGate, TooManyEpisodes
+from helper.features import FeatureClassifier
+from helper.gate import HelperGate
+
+EPISODES = ["a", "b", "c", "d"]
+
+
+def obs(episode="e0", step=0, horizon=8) -> Observation:
+    return Observation(episode, "test", "t", step, f"state {step}", horizon, {})
+
+
+class TableGate(BudgetedGate):
+    """Wants a fixed answer per (episode, step): the same under any thread interleaving."""
+
+    def __init__(self, wanted: dict, budget: int | None):
+        super().__init__(budget)
+        self.wanted = wanted
+
+    def wants(self, observation, budget_left):
+        return self.wanted.get((observation.episode_id, observation.step), True)
+
+
+def test_the_reported_replay_is_held_to_the_budget():
+    # Issue: budget=2, one episode_id at steps 0,1,2,3,0,1,2 granted 4 interventions.
+    gate = TableGate({}, budget=2)
+    said = [gate.should_intervene(obs("one", t)) for t in (0, 1, 2, 3, 0, 1, 2)]
+    assert said == [True, True, False, False, False, False, False]
+    assert gate.used("one") == 2
+    gate.end_episode("one")  # the only ways to restart: end_episode ...
+    assert gate.used("one") == 0 and gate.should_intervene(obs("one", 0))
+    gate.reset()  # ... and reset
+    assert gate.used("one") == 0 and gate.live_episodes() == 0
+
+
+def test_budget_zero_means_never():
+    assert not TableGate({}, budget=0).should_intervene(obs(), 5)
+    assert not TableGate({}, budget=0).should_intervene(obs())
+    # A helper trained for max_budget=0 clips what the classifier sees to 0 (no truthiness skip).
+    seen = []
+
+    class Recorder:
+        feature_names = ["budget_left"]
+
+        def predict_proba(self, row):
+            seen.append(float(row[0, 0]))
+            return [1.0]
+
+    gate = HelperGate("features", Recorder(), max_budget=0)
+    assert gate.budget == 0 and not gate.should_intervene(obs(), 3)
+    gate.scorer = type("S", (), {"score": lambda self, o: 0.5})()
+    assert gate.intervene_probability(obs(), 3) == 1.0 and seen == [0.0]
+
+
+def test_no_silent_eviction():
+    gate = TableGate({}, budget=1)
+    gate.max_episodes = 3
+    for e in "xyz":
+        assert gate.should_intervene(obs(e, 0))
+    with pytest.raises(TooManyEpisodes, match="end_episode"):
+        gate.should_intervene(obs("w", 0))
+    # The live episodes kept their counts: none of them was dropped to make room.
+    assert [gate.should_intervene(obs(e, 1)) for e in "xyz"] == [False, False, False]
+    gate.end_episode("x")
+    assert gate.should_intervene(obs("w", 0))
+    # An episode that was never granted anything holds no count.
+    never = TableGate({("q", 0): False}, budget=1)
+    assert not never.should_intervene(obs("q", 0)) and never.live_episodes() == 0
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("call"), st.sampled_from(EPISODES), st.integers(0, 6),
+                  st.one_of(st.none(), st.integers(0, 4))),
+        st.tuples(st.just("end"), st.sampled_from(EPISODES)),
+        st.tuples(st.just("reset")),
+    ),
+    max_size=80,
+)
+wanted = st.dictionaries(st.tuples(st.sampled_from(EPISODES), st.integers(0, 6)), st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=ops, wanted=wanted, budget=st.integers(0, 3))
+def test_sequential_interleavings_match_brute_force(ops, wanted, budget):
+    """Steps in any order and replays: each answer equals the brute-force rule."""
+    gate = TableGate(wanted, budget)
+    granted: dict[str, int] = {}
+    for op in ops:
+        if op[0] == "end":
+            gate.end_episode(op[1])
+            granted.pop(op[1], None)
+        elif op[0] == "reset":
+            gate.reset()
+            granted.clear()
+        else:
+            _, episode, step, budget_left = op
+            left = budget - granted.get(episode, 0)
+            if budget_left is not None:
+                left = min(left, budget_left)
+            expected = left > 0 and wanted.get((episode, step), True)
+            assert gate.should_intervene(obs(episode, step), budget_left) == expected
+            granted[episode] = granted.get(episode, 0) + int(expected)
+            assert granted[episode] <= budget
+        assert all(gate.used(e) == granted.get(e, 0) for e in EPISODES)
+
+
+threaded_calls = st.lists(st.lists(st.tuples(st.sampled_from(EPISODES), st.integers(0, 6)), min_size=1, max_size=12),
+                          min_size=16, max_size=16)
+
+
+@settings(max_examples=25, deadline=None)
+@given(calls=threaded_calls, wanted=wanted, budget=st.integers(0, 3))
+def test_sixteen_threads_never_exceed_the_budget(calls, wanted, budget):
+    """16 threads answer the same episodes at once, steps out of order and replayed."""
+    gate = TableGate(wanted, budget)
+    start = threading.Barrier(16)
+
+    def play(thread_calls):
+        start.wait()
+        return [(e, gate.should_intervene(obs(e, t))) for e, t in thread_calls]
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        answers = [a for result in pool.map(play, calls) for a in result]
+    for episode in EPISODES:
+        grants = sum(said for e, said in answers if e == episode)
+        assert grants == gate.used(episode) <= budget
+        # And not fewer: every wanted call is granted until the budget is spent.
+        wanted_calls = sum(1 for thread in calls for e, t in thread if e == episode and wanted.get((e, t), True))
+        assert grants == min(budget, wanted_calls)
+
+
+def test_threads_on_one_episode_with_a_slow_decision():
+    """The decision runs outside the lock: many threads past the first check still grant budget."""
+    slow = threading.Event()
+
+    class Slow(BudgetedGate):
+        def wants(self, observation, budget_left):
+            slow.wait(0.001)
+            return True
+
+    gate = Slow(budget=3)
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        said = list(pool.map(lambda t: gate.should_intervene(obs("same", t % 5)), range(400)))
+    assert sum(said) == 3 == gate.used("same")
+
+
+def test_evaluate_replays_episodes_with_a_fresh_count(tmp_path):
+    """run_episodes ends each finished episode, so the same ids replayed get their full budget."""
+    from agile.catalog_generator import default_catalog_dir
+    from agile.productqa_env import make_episodes
+    from agile.rollout import run_episodes
+    from agile.simulator_agent import SimulatorAgent
+
+    gate = TableGate({}, budget=2)
+    root = default_catalog_dir(0)
+    for _ in range(2):  # the same held-out episodes, twice
+        records = run_episodes(make_episodes(root, "test", n=3, seed=3, questions_per_episode=4),
+                               SimulatorAgent(seed=0), gate=gate, budget=2)
+        assert [sum(r.intervened for r in episode) for episode in records] == [2, 2, 2]
+    assert gate.live_episodes() == 0
