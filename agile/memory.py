@@ -192,7 +192,7 @@ class Memory:
                                         "entries.json and embeddings.npy (Memory.save writes both).")
         memory = cls(embedder)
         memory.entries = [MemoryEntry(**row) for row in json.loads((folder / "entries.json").read_text())]
-        memory.vectors = np.load(folder / "embeddings.npy").astype(np.float32)
+        memory.vectors = np.load(folder / "embeddings.npy", allow_pickle=False).astype(np.float32)
         if memory.vectors.shape != (len(memory.entries), EMBED_DIM):
             raise ValueError(f"{folder / 'embeddings.npy'}: shape {memory.vectors.shape} does not "
                              f"match {len(memory.entries)} entries x {EMBED_DIM}; the two files "

@@ -14,13 +14,18 @@ The same feature vector is built from a logged row (training) and from a live ``
 ``save``/``load``) around a gradient-boosting (``gbm``) or logistic-regression (``logreg``,
 on standardised inputs) model, class-weighted so that the rarer label counts as much as the
 common one. Missing values are imputed with the training median plus a was-missing indicator.
+
+A saved classifier is ``classifier.json`` plus ``model.skops`` (``skops.io``: it rebuilds only
+scikit-learn / numpy objects, never runs code from the file). Loading lists the file's types that
+skops does not trust by default and accepts them only when they are in ``TRUSTED_TYPES`` (the
+few this classifier is made of); a file naming any other type is refused. Old ``model.pkl``
+folders are refused: loading a pickle would run whatever code the file holds.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import pickle
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,12 +33,19 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from helper.schema import read_kind_json
+from helper.schema import read_kind_json, write_json_atomic
 
 BASE_FEATURES = ("prm_score", "step", "horizon", "progress", "steps_left", "budget_left", "budget_per_step")
 SCORE_FEATURE = "prm_score"
 MODELS = ("gbm", "logreg")
 _KIND = "helpgate.helper.FeatureClassifier"
+MODEL_FILE = "model.skops"
+TRUSTED_TYPES = frozenset({"numpy.dtype", "sklearn.tree._tree.Tree"})
+"""Types outside skops' default trust that the gbm / logreg pipelines are made of."""
+
+
+class UnsafeModelFile(ValueError):
+    """A saved model that cannot be loaded without running or trusting unexpected code."""
 
 
 def feature_keys(frame: pl.DataFrame) -> list[str]:
@@ -168,14 +180,18 @@ class FeatureClassifier:
 
     def save(self, directory: str | Path) -> Path:
         import sklearn
+        import skops.io
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        with open(directory / "model.pkl", "wb") as handle:
-            pickle.dump({"estimator": self.estimator_, "constant": self.constant_}, handle)
+        if self.estimator_ is not None:
+            skops.io.dump(self.estimator_, directory / MODEL_FILE)
+        else:
+            (directory / MODEL_FILE).unlink(missing_ok=True)
         meta = {"kind": _KIND, "model": self.model, "feature_names": self.feature_names,
-                "random_state": self.random_state, "max_iter": self.max_iter, "sklearn": sklearn.__version__}
-        (directory / "classifier.json").write_text(json.dumps(meta, indent=2))
+                "random_state": self.random_state, "max_iter": self.max_iter, "constant": self.constant_,
+                "sklearn": sklearn.__version__}
+        write_json_atomic(meta, directory / "classifier.json")
         return directory
 
     @classmethod
@@ -183,14 +199,18 @@ class FeatureClassifier:
         import sklearn
 
         directory = Path(directory)
+        if (directory / "model.pkl").exists() and not (directory / MODEL_FILE).exists():
+            raise UnsafeModelFile(f"{directory / 'model.pkl'}: pickled classifiers are no longer loaded (a pickle "
+                                  "runs code from the file); re-run `helpgate distill` to write model.skops.")
         meta = read_kind_json(directory / "classifier.json", _KIND, "a features-backend classifier folder")
         if meta.get("sklearn") != sklearn.__version__:
             warnings.warn(f"{directory} was saved with scikit-learn {meta.get('sklearn')}, this is "
                           f"{sklearn.__version__}; predictions may differ. Re-run helpgate distill to refresh.")
         self = cls(meta["model"], meta["feature_names"], meta["random_state"], meta["max_iter"])
-        with open(directory / "model.pkl", "rb") as handle:
-            state = pickle.load(handle)
-        self.estimator_, self.constant_ = state["estimator"], state["constant"]
+        if meta.get("constant") is not None:
+            self.constant_ = float(meta["constant"])
+        else:
+            self.estimator_ = load_skops(directory / MODEL_FILE)
         return self
 
     def __repr__(self) -> str:
@@ -204,3 +224,20 @@ def observation_matrix(observations: Sequence, budgets: Sequence[int], scores: S
     if not observations:
         return np.zeros((0, len(names)))
     return np.vstack([observation_features(o, b, s, names) for o, b, s in zip(observations, budgets, scores)])
+
+
+def load_skops(path: Path):
+    """An estimator from a ``skops`` file, trusting only ``TRUSTED_TYPES`` beyond skops' defaults."""
+    import skops.io
+
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: not found; re-run `helpgate distill` to write the classifier.")
+    try:
+        untrusted = skops.io.get_untrusted_types(file=path)
+    except Exception as error:  # noqa: BLE001 - any unreadable file gets the same one-line refusal
+        raise UnsafeModelFile(f"{path}: not a readable skops file ({error}); re-run `helpgate distill`.") from error
+    unexpected = sorted(set(untrusted) - TRUSTED_TYPES)
+    if unexpected:
+        raise UnsafeModelFile(f"{path}: holds types a helper classifier never has ({', '.join(unexpected)}); "
+                              "refusing to load it. Re-run `helpgate distill` to write a fresh one.")
+    return skops.io.load(path, trusted=list(untrusted))

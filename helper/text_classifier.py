@@ -11,6 +11,9 @@ from the left: the budget is never cut off. Training is plain class-weighted cro
 AdamW; ``model`` is any name ``agile.models`` accepts (``tiny`` for tests: a random-initialised
 Llama of a few million parameters with the real SmolLM2 tokenizer; ``smollm2`` for the
 embedded model, whose classification head starts random).
+
+Saved as ``classifier.json``, the tokenizer's JSON files and the weights as ``model.safetensors``
+(tensors only); loading reads safetensors and nothing else, so a folder never runs code.
 """
 
 from __future__ import annotations
@@ -136,7 +139,7 @@ class TextClassifier:
             raise RuntimeError("TextClassifier is not fitted: nothing to save")
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        self.network_.save_pretrained(directory / "model")
+        self.network_.save_pretrained(directory / "model")  # safetensors
         self.tokenizer_.save_pretrained(directory / "model")
         meta = {"kind": _KIND, "model": str(self.model), "max_length": self.max_length, "epochs": self.epochs,
                 "batch_size": self.batch_size, "lr": self.lr, "seed": self.seed}
@@ -153,7 +156,10 @@ class TextClassifier:
         meta = read_kind_json(directory / "classifier.json", _KIND, "a text-backend classifier folder")
         self = cls(meta["model"], meta["max_length"], meta["epochs"], meta["batch_size"], meta["lr"], meta["seed"],
                    device)
-        network = AutoModelForSequenceClassification.from_pretrained(directory / "model")
+        if not any((directory / "model").glob("*.safetensors")):
+            raise ValueError(f"{directory / 'model'}: no *.safetensors weights (other weight formats can run code "
+                             "when loaded and are refused); re-run `helpgate distill --backend text`.")
+        network = AutoModelForSequenceClassification.from_pretrained(directory / "model", use_safetensors=True)
         tokenizer = AutoTokenizer.from_pretrained(directory / "model")
         self._attach(network.eval(), tokenizer, pick_device(device))
         return self

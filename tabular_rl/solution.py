@@ -93,7 +93,7 @@ class Solution:
 
     @classmethod
     def load(cls, path: str | Path, discretizer: Discretizer | None = None) -> Solution:
-        with np.load(path) as z:
+        with np.load(path, allow_pickle=False) as z:  # arrays and a JSON string only: never unpickle
             meta = json.loads(str(z["summary"]))
             pair = (z["policy_more"], z["policy_fewer"]) if "policy_more" in z else None
             return cls(
