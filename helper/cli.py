@@ -27,7 +27,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
     ("collect",): ("helper.collect", "CollectConfig", "run", "Collect offline trajectories."),
     ("prm", "train"): ("prm.train", "TrainConfig", "run_train", "Train the process reward model."),
     ("prm", "score"): ("prm.score", "ScoreConfig", "run_score", "Score trajectories with a PRM."),
-    ("solve",): ("tabular_rl.solve_command", "SolveConfig", "run", "Solve the budgeted MDP."),
+    ("solve",): ("helper.solve_command", "SolveConfig", "run", "Solve the budgeted MDP."),
     ("distill",): ("helper.distill", "DistillConfig", "run", "Distill the helper classifier."),
     ("evaluate",): ("helper.evaluate", "EvaluateConfig", "run", "Evaluate one helper online."),
     ("sweep",): ("helper.sweep", "SweepConfig", "run", "Budget sweep against every baseline."),

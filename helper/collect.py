@@ -156,7 +156,7 @@ def run(config: CollectConfig) -> dict:
             bar.update(len(chunk))
         frame = records_frame(records, config.counterfactual)
         write_shard(frame, out / shard_name(k))
-        manifest.mark_done(shard_name(k), first, len(indices), frame.height)
+        manifest.mark_done(shard_name(k), first=first, count=len(indices), rows=frame.height)
     bar.close()
     manifest.complete = True
     manifest.save()

@@ -36,6 +36,7 @@ import polars as pl
 from agile.seeding import stable_uniform
 from helper.features import SCORE_FEATURE, FeatureClassifier, default_feature_names, frame_features
 from helper.gate import HelperGate
+from helper.schema import read_shard
 
 LABEL = "optimal_intervene"
 NO_PRM = ("", "none", "None")
@@ -175,7 +176,7 @@ def run(cfg: DistillConfig) -> dict:
     if not 0 <= cfg.test_fraction < 1:
         raise ValueError(f"test_fraction={cfg.test_fraction}: must lie in [0, 1)")
     discretizer, solution = load_solution(source, cfg.budget)
-    logged = pl.read_parquet(labels_path)
+    logged = read_shard(labels_path, require=("episode_id", "step", "budget_left"))
     data = expand_labels(logged.drop([c for c in logged.columns if c.startswith(LABEL)]), solution)
     if cfg.max_rows and data.height > cfg.max_rows:
         data = data.sample(cfg.max_rows, seed=cfg.seed)

@@ -234,7 +234,7 @@ def load_skops(path: Path):
         raise FileNotFoundError(f"{path}: not found; re-run `helpgate distill` to write the classifier.")
     try:
         untrusted = skops.io.get_untrusted_types(file=path)
-    except Exception as error:  # noqa: BLE001 - any unreadable file gets the same one-line refusal
+    except Exception as error:
         raise UnsafeModelFile(f"{path}: not a readable skops file ({error}); re-run `helpgate distill`.") from error
     unexpected = sorted(set(untrusted) - TRUSTED_TYPES)
     if unexpected:

@@ -93,10 +93,9 @@ def _stage(out: Path, name: str, redo: bool, work) -> None:
 
 
 def run(cfg: PipelineConfig) -> dict:
-    from helper import collect, distill, sweep
+    from helper import collect, distill, solve_command, sweep
     from prm import score as prm_score
     from prm import train as prm_train
-    from tabular_rl import solve_command
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,7 @@ from helper.environment import EnvConfig, Environment
 from helper.evaluate import evaluate_gate
 from helper.metrics import SWEEP_COLUMNS, summarize
 from helper.plots import save_sweep_plot
-from helper.schema import write_json_atomic
+from helper.schema import read_shard, read_trajectories, write_json_atomic
 
 METHODS = ("helper", "never", "always", "random", "prm_threshold", "first_k", "router", "online_rl", "oracle",
            "exact_optimal")
@@ -87,11 +87,10 @@ class SweepConfig(EnvConfig):
 
 def _training_rows(cfg: SweepConfig, helper_config: dict) -> pl.DataFrame | None:
     if cfg.train_data:
-        path = Path(cfg.train_data)
-        return pl.read_parquet(path if path.is_file() else path / "*.parquet")
+        return read_trajectories(cfg.train_data, require=("episode_id", "step"))
     source = helper_config.get("labels_from")
     if source and (Path(source) / "labels.parquet").exists():
-        return pl.read_parquet(Path(source) / "labels.parquet")
+        return read_shard(Path(source) / "labels.parquet", require=("episode_id", "step"))
     return None
 
 

@@ -23,7 +23,6 @@ training data right after ``prm train`` costs no backbone pass.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -34,16 +33,8 @@ import numpy as np
 import polars as pl
 import torch
 
-from prm.shards import (
-    FEATURES_FILE,
-    SCORE_COLUMNS,
-    Validator,
-    episodes_of,
-    read_shard,
-    shard_files,
-    write_json_atomic,
-    write_parquet_atomic,
-)
+from agile.dataset import Manifest, write_shard
+from prm.shards import FEATURES_FILE, SCORE_COLUMNS, Validator, episodes_of, read_shard, shard_files
 
 MANIFEST = "prm_score.manifest.json"
 
@@ -138,7 +129,7 @@ def score_shard(
     frame = read_shard(source, SCORE_COLUMNS, validate)
     prm.last_run = {}
     scored = score_frame(prm, frame, batch_tokens, progress, saved_features)
-    write_parquet_atomic(scored, target)
+    write_shard(scored, target, require=(*SCORE_COLUMNS, "prm_score"))
     stat = Path(target).stat()
     return {
         "rows": scored.height,
@@ -149,48 +140,31 @@ def score_shard(
     }
 
 
-def _load_manifest(path: Path, fingerprint: str) -> dict:
-    if path.exists():
-        try:
-            manifest = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            manifest = {}
-        if manifest.get("model") == fingerprint:
-            return manifest
-    return {"model": fingerprint, "shards": {}}
+def plan(cfg: ScoreConfig) -> tuple[Path, list[tuple[Path, Path]], list[Path], Manifest]:
+    """(output folder, shards to score as (source, target), shards skipped, progress manifest).
 
-
-def _finished(manifest: dict, target: Path) -> bool:
-    entry = manifest["shards"].get(target.name)
-    if not entry or not target.exists():
-        return False
-    stat = target.stat()
-    # A shard rewritten after it was scored (re-collected) no longer matches and is scored again.
-    return entry.get("size") == stat.st_size and entry.get("mtime_ns") == stat.st_mtime_ns
-
-
-def plan(cfg: ScoreConfig) -> tuple[Path, list[tuple[Path, Path]], list[Path], dict]:
-    """(output folder, shards to score as (source, target), shards skipped, manifest)."""
-    sources = shard_files(cfg.data)
-    out = Path(cfg.out) if cfg.out else Path(cfg.data)
-    out.mkdir(parents=True, exist_ok=True)
-    manifest = _load_manifest(out / MANIFEST, model_fingerprint(cfg.model))
+    The manifest (``agile.dataset.Manifest``) is keyed by the model's fingerprint: scoring with
+    another model starts over; a shard rewritten since it was scored (re-collected) is scored again."""
+    data = Path(cfg.data)
+    out = Path(cfg.out) if cfg.out else data
+    sources = [s for s in shard_files(data) if out == data or not s.is_relative_to(out)]
+    manifest = Manifest.open(out, {"model": model_fingerprint(cfg.model)}, name=MANIFEST, on_change="restart",
+                             own_folder=False, stamp=True)
     if not cfg.resume:
-        manifest["shards"] = {}
+        manifest.forget()
     jobs, skipped = [], []
     for source in sources:
-        target = out / source.name
-        if _finished(manifest, target):
+        target = out / (source.relative_to(data) if data.is_dir() else source.name)
+        if manifest.is_done(target.relative_to(out).as_posix()):
             skipped.append(target)
         else:
             jobs.append((source, target))
     return out, jobs, skipped, manifest
 
 
-def record(manifest: dict, out: Path, target: Path, stats: dict) -> None:
+def record(manifest: Manifest, out: Path, target: Path, stats: dict) -> None:
     """Mark one shard finished (called by the single driver process only, so no write races)."""
-    manifest["shards"][target.name] = {k: stats[k] for k in ("rows", "size", "mtime_ns")}
-    write_json_atomic(manifest, out / MANIFEST)
+    manifest.mark_done(target.relative_to(out).as_posix(), rows=stats["rows"])
 
 
 def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:

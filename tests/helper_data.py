@@ -46,7 +46,7 @@ def trajectories(directory: Path, n: int = 120, seed: int = 11) -> Path:
 
 
 def solved(directory: Path, data: Path, budgets=(1, 2)) -> Path:
-    from tabular_rl.solve_command import SolveConfig, run
+    from helper.solve_command import SolveConfig, run
 
     run(SolveConfig(data=str(data), budget=list(budgets), bins=3, out=str(directory)))
     return directory

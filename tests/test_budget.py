@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from agile.protocol import Observation
 from helper.budget import BudgetedGate, TooManyEpisodes
-from helper.features import FeatureClassifier
 from helper.gate import HelperGate
 
 EPISODES = ["a", "b", "c", "d"]
@@ -52,7 +51,7 @@ def test_budget_zero_means_never():
     seen = []
 
     class Recorder:
-        feature_names = ["budget_left"]
+        feature_names = ("budget_left",)
 
         def predict_proba(self, row):
             seen.append(float(row[0, 0]))

@@ -105,3 +105,18 @@ def test_text_classifier_loads_safetensors_only(tmp_path):
     shutil.copy(tmp_path / "t" / "classifier.json", tmp_path / "t" / "model" / "pytorch_model.bin")
     with pytest.raises(ValueError, match="no \\*.safetensors weights"):
         TextClassifier.load(tmp_path / "t")
+
+
+def test_no_package_loads_a_pickle():
+    """No module imports pickle/joblib/dill, and every np.load says allow_pickle=False."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for package in ("agile", "helper", "prm", "tabular_rl"):
+        for path in (root / package).rglob("*.py"):
+            text = path.read_text()
+            assert not re.search(r"^\s*(import|from)\s+(pickle|cPickle|joblib|dill|cloudpickle)\b", text, re.M), path
+            assert "torch.load(" not in text, path
+            for call in re.findall(r"np\.load\([^)]*\)", text):
+                assert "allow_pickle=False" in call, f"{path}: {call}"

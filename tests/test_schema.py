@@ -3,7 +3,17 @@
 import polars as pl
 import pytest
 
-from helper.schema import SCHEMA, SchemaError, read_trajectories, validate, write_shard
+from helper.manifest import ConfigMismatch, Manifest
+from helper.schema import (
+    SCHEMA,
+    EmptyDataset,
+    SchemaError,
+    read_shard,
+    read_trajectories,
+    shard_paths,
+    validate,
+    write_shard,
+)
 
 
 def _rows(n_episodes=2, steps=3):
@@ -47,6 +57,84 @@ def test_narrow_ints_and_float_prm_score_accepted():
     assert checked.schema["step"] == pl.Int64 and checked.schema["prm_score"] == pl.Float64
 
 
-def test_empty_folder_is_explained(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no \\*.parquet"):
+def test_empty_dataset_says_it_is_empty(tmp_path):
+    with pytest.raises(EmptyDataset, match="the dataset is empty \\(no \\*.parquet shards\\); collect"):
         read_trajectories(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no such trajectory folder"):
+        read_trajectories(tmp_path / "missing")
+    write_shard(_rows().head(0), tmp_path / "shard-00000.parquet")
+    with pytest.raises(EmptyDataset, match="no rows in 1 shard\\); collect trajectories first"):
+        read_trajectories(tmp_path)
+
+
+def test_text_is_never_cast_to_a_number(tmp_path):
+    """A step stored as strings is refused (naming file and column), even when every value parses."""
+    _rows().with_columns(pl.col("step").cast(pl.String)).write_parquet(tmp_path / "text.parquet")
+    with pytest.raises(SchemaError, match=r"text\.parquet: column 'step' has type String, expected an integer"):
+        read_trajectories(tmp_path)
+    with pytest.raises(SchemaError, match=r"'reward' has type String, expected a number"):
+        validate(_rows().with_columns(pl.col("reward").cast(pl.String)), "x.parquet")
+    with pytest.raises(SchemaError, match=r"'step' has type Float64"):  # no narrowing either
+        validate(_rows().with_columns(pl.col("step").cast(pl.Float64)), "x.parquet")
+    with pytest.raises(SchemaError, match=r"x\.parquet: column 'episode_id' has 1 null"):
+        validate(_rows().with_columns(pl.when(pl.col("step") == 0).then(None).otherwise(pl.col("episode_id"))
+                                      .alias("episode_id")).head(1), "x.parquet")
+
+
+def test_truncated_or_corrupt_file_is_named(tmp_path):
+    write_shard(_rows(), tmp_path / "good.parquet")
+    whole = (tmp_path / "good.parquet").read_bytes()
+    (tmp_path / "cut.parquet").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(SchemaError, match=r"cut\.parquet: not a readable Parquet file, truncated or corrupt"):
+        read_trajectories(tmp_path)
+    (tmp_path / "cut.parquet").write_bytes(b"PAR1 garbage")
+    with pytest.raises(SchemaError, match=r"cut\.parquet: not a readable Parquet file") as error:
+        read_shard(tmp_path / "cut.parquet")
+    assert "\n" not in str(error.value)
+
+
+def test_partitioned_folder_skips_hidden_and_temp_files(tmp_path):
+    frame = _rows(n_episodes=3)
+    write_shard(frame.filter(pl.col("episode_id") != "ep2"), tmp_path / "shard-0.parquet")
+    write_shard(frame.filter(pl.col("episode_id") == "ep2"), tmp_path / "env=a" / "shard-1.parquet")
+    (tmp_path / ".shard-2.parquet.123.tmp").write_text("half-written")
+    (tmp_path / "_scratch").mkdir()
+    (tmp_path / "_scratch" / "x.parquet").write_text("not ours")
+    assert [p.name for p in shard_paths(tmp_path)] == ["shard-1.parquet", "shard-0.parquet"]
+    assert read_trajectories(tmp_path).equals(frame)
+    # A stage that needs only some columns says which; types are still checked on the others.
+    assert read_trajectories(tmp_path, require=["episode_id", "step"]).height == frame.height
+
+
+def test_manifest_resumes_refuses_and_restarts(tmp_path):
+    out = tmp_path / "t"
+    manifest = Manifest.open(out, {"seed": 1})
+    write_shard(_rows(), out / "s0.parquet")
+    manifest.mark_done("s0.parquet", rows=6)
+    again = Manifest.open(out, {"seed": 1})
+    assert again.is_done("s0.parquet") and not again.is_done("s1.parquet")
+    with pytest.raises(ConfigMismatch, match="seed=1.*seed=2"):
+        Manifest.open(out, {"seed": 2})
+    with pytest.raises(FileExistsError, match="no other.json"):
+        Manifest.open(out, {"seed": 1}, name="other.json")
+    # The scoring flavour: a shard rewritten after it was recorded is unfinished; another config restarts.
+    scored = Manifest.open(out, {"model": "a"}, name="p.json", on_change="restart", own_folder=False, stamp=True)
+    scored.mark_done("s0.parquet", rows=6)
+    assert Manifest.open(out, {"model": "a"}, name="p.json", on_change="restart", own_folder=False,
+                         stamp=True).is_done("s0.parquet")
+    assert not Manifest.open(out, {"model": "b"}, name="p.json", on_change="restart", own_folder=False,
+                             stamp=True).is_done("s0.parquet")
+    scored = Manifest.open(out, {"model": "a"}, name="p.json", on_change="restart", own_folder=False, stamp=True)
+    scored.mark_done("s0.parquet", rows=6)
+    write_shard(_rows(steps=4), out / "s0.parquet")
+    assert not scored.is_done("s0.parquet")
+
+
+def test_prm_reads_through_the_same_rules(tmp_path):
+    from prm.shards import TRAIN_COLUMNS, read_frame
+
+    _rows().with_columns(pl.col("step").cast(pl.String)).write_parquet(tmp_path / "text.parquet")
+    with pytest.raises(SchemaError, match=r"text\.parquet: column 'step' has type String"):
+        read_frame(tmp_path, TRAIN_COLUMNS)
+    write_shard(_rows(), tmp_path / "text.parquet")
+    assert read_frame(tmp_path, TRAIN_COLUMNS).height == 6

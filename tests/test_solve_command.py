@@ -10,9 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-import tabular_rl.solve_command as cmd
+import helper.solve_command as cmd
+from agile.dataset import EmptyDataset, SchemaError
+from helper.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, TabularModel, simulate
-from tabular_rl.solve_command import SolveConfig, run
 
 
 @pytest.fixture
@@ -85,10 +86,27 @@ def test_refusals_name_the_file_or_field(shards, tmp_path):
     for bad in ("often", "-1", "inf"):
         with pytest.raises(ValueError, match=f"backoff='{bad}'.*--backoff auto"):
             run(SolveConfig(data=str(data), backoff=bad, out=str(tmp_path / "x")))
-    with pytest.raises(FileNotFoundError, match="no \\*.parquet shards"):
+    with pytest.raises(FileNotFoundError, match="no such trajectory folder"):
+        run(SolveConfig(data=str(tmp_path / "missing"), out=str(tmp_path / "x")))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(EmptyDataset, match="empty: the dataset is empty.*collect trajectories first"):
+        run(SolveConfig(data=str(tmp_path / "empty"), out=str(tmp_path / "x")))
+    df.head(0).write_parquet(tmp_path / "empty" / "shard-000.parquet")  # shards with no rows
+    with pytest.raises(EmptyDataset, match="no rows in 1 shard"):
         run(SolveConfig(data=str(tmp_path / "empty"), out=str(tmp_path / "x")))
     df.drop("prm_score").write_parquet(data / "shard-009.parquet")
-    with pytest.raises(ValueError, match=r"shard-009.parquet: missing column\(s\) \['prm_score'\]"):
+    with pytest.raises(SchemaError, match=r"shard-009.parquet: missing column 'prm_score'; score the shards first"):
+        run(SolveConfig(data=str(data), out=str(tmp_path / "x")))
+
+
+def test_solve_refuses_text_steps_and_corrupt_files(shards, tmp_path):
+    data, df = shards
+    df.with_columns(pl.col("step").cast(pl.String)).write_parquet(data / "shard-001.parquet")
+    with pytest.raises(SchemaError, match=r"shard-001.parquet: column 'step' has type String, expected an integer"):
+        run(SolveConfig(data=str(data), out=str(tmp_path / "x")))
+    full = (data / "shard-000.parquet").read_bytes()
+    (data / "shard-001.parquet").write_bytes(full[: len(full) // 2])  # truncated
+    with pytest.raises(SchemaError, match=r"shard-001.parquet: not a readable Parquet file, truncated or corrupt"):
         run(SolveConfig(data=str(data), out=str(tmp_path / "x")))
 
 

@@ -2,9 +2,11 @@
 
     helpgate solve --data runs/default/trajectories --budget 1 2 3 --method exact --out runs/default/solve
 
-Reads every ``*.parquet`` shard under ``data`` (recursively; names starting with ``.`` or ``_``
-are skipped, and non-Parquet files such as the manifest never match), fits the discretizer,
-estimates the model once and solves it for every budget. Writes to ``out``:
+Reads the shards of ``data`` through the one data module (``agile.dataset.read_trajectories``:
+every ``*.parquet`` below the folder, names starting with ``.`` or ``_`` skipped; the columns
+solving needs must be there with their types, a wrong type or an unreadable file is refused
+naming it, an empty dataset is refused as empty), fits the discretizer, estimates the model once
+and solves it for every budget with ``tabular_rl``. Writes to ``out``:
 
 * ``discretizer.json``  the fitted discretizer (``Discretizer.load``);
 * ``policy_c{C}.npz``   policy and value tables per budget (``Solution.load``);
@@ -15,17 +17,15 @@ estimates the model once and solves it for every budget. Writes to ``out``:
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import polars as pl
-
-from .discretize import BINNINGS, Discretizer
-from .estimate import estimate
-from .label import label
-from .solve import SOLVERS, solve
-from .transitions import Columns
+from agile.dataset import read_trajectories, shard_paths, write_json_atomic, write_shard
+from tabular_rl.discretize import BINNINGS, Discretizer
+from tabular_rl.estimate import estimate
+from tabular_rl.label import label
+from tabular_rl.solve import SOLVERS, solve
+from tabular_rl.transitions import Columns
 
 REQUIRED = ("episode_id", "step", "intervened", "budget_left", "reward", "done", "prm_score")
 THIN = 10  # a (step, state, action) cell with fewer rows than this is reported as thin
@@ -52,31 +52,6 @@ class SolveConfig:
     or auto (empirical Bayes: large where steps behave alike, small where they differ)."""
     out: str = "runs/default/solve"
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json."""
-
-
-def find_shards(data: str | Path) -> list[Path]:
-    root = Path(data)
-    if root.is_file():
-        return [root]
-    shards = sorted(p for p in root.rglob("*.parquet") if not p.name.startswith((".", "_")))
-    if not shards:
-        raise FileNotFoundError(
-            f"data={str(data)!r}: no *.parquet shards found; collect trajectories "
-            "(collect-offline-trajectories) and score them (helpgate prm score) first"
-        )
-    return shards
-
-
-def read_shards(shards: list[Path]) -> pl.DataFrame:
-    frames = []
-    for path in shards:
-        schema = pl.read_parquet_schema(path)
-        missing = [c for c in REQUIRED if c not in schema]
-        if missing:
-            hint = " (score it first: helpgate prm score)" if "prm_score" in missing else ""
-            raise ValueError(f"{path}: missing column(s) {missing}{hint}")
-        frames.append(pl.read_parquet(path))
-    return pl.concat(frames, how="diagonal_relaxed")
 
 
 def _validate(config: SolveConfig) -> list[int]:
@@ -107,8 +82,8 @@ def run(config: SolveConfig) -> dict:
     """Discretize, estimate, solve for every budget, label; write ``config.out``; return the summary."""
     budgets = _validate(config)
     backoff = parse_backoff(config.backoff)
-    shards = find_shards(config.data)
-    df = read_shards(shards)
+    shards = shard_paths(config.data)
+    df = read_trajectories(config.data, require=REQUIRED)
     cols = Columns()
     disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(df[cols.score], df[cols.step])
     model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=backoff)
@@ -121,7 +96,7 @@ def run(config: SolveConfig) -> dict:
     counts.write_csv(out / "counts.csv")
     for sol in solutions:
         sol.save(out / f"policy_c{sol.budget}.npz")
-    label(df, solutions, columns=cols).write_parquet(out / "labels.parquet")
+    write_shard(label(df, solutions, columns=cols), out / "labels.parquet", require=REQUIRED)
 
     n_thin = int((counts["n"] < THIN).sum())
     summary = {
@@ -141,7 +116,7 @@ def run(config: SolveConfig) -> dict:
         "labels": {"file": "labels.parquet", "columns": [f"optimal_intervene_c{c}" for c in budgets]},
         "solutions": [sol.summary() | {"policy_file": f"policy_c{sol.budget}.npz"} for sol in solutions],
     }
-    (out / "solution.json").write_text(json.dumps(summary, indent=2))
+    write_json_atomic(summary, out / "solution.json")
 
     print(
         f"{df.height} rows, {model.horizon} steps, {model.n_states} states; {n_thin}/{counts.height} "

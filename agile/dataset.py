@@ -1,0 +1,310 @@
+"""The offline dataset: one row per decision point, stored as Parquet shards. The one module that
+reads, validates, writes (atomically) and resumes shards.
+
+Every stage goes through it: collection writes shards with ``write_shard`` and resumes with a
+``Manifest``; ``prm train`` / ``prm score`` read with ``read_trajectories`` / ``read_shard`` and
+``prm score`` resumes with a ``Manifest`` too; ``helpgate solve`` and ``distill`` read the same
+way. (``helper.schema`` and ``helper.manifest`` re-export it under their old names.)
+
+It lives in ``agile`` because both ``prm`` and ``helper`` must use it and ``prm`` may import only
+``agile``; and the rows are what ``agile.rollout`` produces (``StepRecord`` has these columns).
+
+Rules:
+
+- ``validate(frame, source, require)``: every column in ``require`` (default: ``SCHEMA``) must be
+  there, without nulls; every known column present (``ALL_COLUMNS``) must have its type. Integer
+  columns accept any integer width, number columns any integer or float (widened, never
+  narrowed); nothing is ever converted from text: a ``step`` stored as strings is refused, with
+  the file and the column named.
+- A folder's shards are its ``*.parquet`` files, in sub-folders too (a partitioned dataset);
+  names starting with ``.`` or ``_`` are skipped (``.`` is how an unfinished atomic write starts).
+- A file that is not readable Parquet (truncated, corrupt) is refused naming the file; a folder
+  whose shards hold no rows is refused as empty (``EmptyDataset``).
+- Writes go to a temp file in the same folder, fsynced, then renamed over the target: a reader
+  sees the old file or the new one, never half of one.
+- ``Manifest``: ``<folder>/<name>.json`` lists the shards that are finished, with the config that
+  made them; it is rewritten atomically after each shard, so a killed run resumes without
+  losing or duplicating a shard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+
+SCHEMA: dict[str, pl.DataType] = {
+    "episode_id": pl.String,
+    "step": pl.Int64,
+    "env": pl.String,
+    "task_id": pl.String,
+    "state_text": pl.String,
+    "action_text": pl.String,
+    "actor": pl.String,
+    "intervened": pl.Boolean,
+    "budget_left": pl.Int64,
+    "reward": pl.Float64,
+    "done": pl.Boolean,
+    "success": pl.Float64,
+    "explore_p": pl.Float64,
+    "seed": pl.Int64,
+}
+"""Columns every collected shard has, with their types."""
+
+OPTIONAL: dict[str, pl.DataType] = {
+    "prm_score": pl.Float64,
+    "horizon": pl.Int64,
+    "features": pl.String,
+    "cf_base_success": pl.Float64,
+    "cf_intervene_success": pl.Float64,
+}
+"""Columns added by later stages or by counterfactual collection; typed when present.
+
+``features`` holds the observation's numeric side information as a JSON object;
+``cf_*_success`` hold the counterfactual outcomes (base acts / intervention here, then the
+same continuation policy) recorded by ``collect-offline-trajectories --counterfactual``.
+"""
+
+ALL_COLUMNS = {**SCHEMA, **OPTIONAL}
+
+_MADE_BY = {"prm_score": "score the shards first: helpgate prm score"}
+_EXPECTED = {pl.Int64: "an integer (Int64)", pl.Float64: "a number (Float64)", pl.Boolean: "Boolean",
+             pl.String: "String"}
+
+
+class SchemaError(ValueError):
+    """A trajectory file that does not match the schema; the message names file and column."""
+
+
+class EmptyDataset(SchemaError):
+    """A trajectory folder (or file) with no rows."""
+
+
+class ConfigMismatch(ValueError):
+    """The folder was written with another config; the message names the field."""
+
+
+# -- validation -----------------------------------------------------------------------------------
+def validate(frame: pl.DataFrame, source: str | os.PathLike = "<frame>",
+             require: Iterable[str] | None = None) -> pl.DataFrame:
+    """``frame`` with canonical dtypes, or ``SchemaError`` naming ``source`` and the column.
+
+    ``require``: the columns that must be present and non-null (default: every ``SCHEMA`` column);
+    a stage that reads only a few passes those."""
+    require = list(SCHEMA if require is None else require)
+    missing = [name for name in require if name not in frame.columns]
+    if missing:
+        hint = next((_MADE_BY[m] for m in missing if m in _MADE_BY),
+                    "re-create it with collect-offline-trajectories")
+        more = f" (and {missing[1:]})" if len(missing) > 1 else ""
+        raise SchemaError(f"{source}: missing column {missing[0]!r}{more}; {hint}.")
+    casts = []
+    for name, dtype in ALL_COLUMNS.items():
+        if name not in frame.columns or frame.schema[name] == dtype:
+            continue
+        actual = frame.schema[name]
+        widen = (actual == pl.Null or (dtype == pl.Int64 and actual.is_integer())
+                 or (dtype == pl.Float64 and (actual.is_integer() or actual.is_float())))
+        if not widen:
+            raise SchemaError(f"{source}: column {name!r} has type {actual}, expected {_EXPECTED[dtype]}; "
+                              "values are never converted from another type, re-create the shard.")
+        casts.append(pl.col(name).cast(dtype))
+    frame = frame.with_columns(casts) if casts else frame
+    for name in require:
+        nulls = frame[name].null_count()
+        if nulls:
+            raise SchemaError(f"{source}: column {name!r} has {nulls} null values; fill or drop those rows.")
+    return frame
+
+
+def check_episodes(frame: pl.DataFrame, source: str | os.PathLike) -> None:
+    """Every episode must hold steps 0..n-1 exactly once (for readers that need whole episodes)."""
+    bad = (
+        frame.group_by("episode_id")
+        .agg(pl.col("step").sort().alias("steps"), pl.len().alias("n"))
+        .filter(pl.col("steps") != pl.int_ranges(0, pl.col("n")))
+    )
+    if bad.height:
+        row = bad.row(0, named=True)
+        steps = row["steps"][:12]
+        raise SchemaError(
+            f"{source}: episode {row['episode_id']!r} has steps {steps}{'...' if row['n'] > 12 else ''}, "
+            f"expected 0..{row['n'] - 1} each once ({bad.height} such episodes). Keep each episode "
+            "whole within one shard and drop duplicated rows."
+        )
+
+
+def empty_frame() -> pl.DataFrame:
+    return pl.DataFrame(schema=SCHEMA)
+
+
+# -- reading ---------------------------------------------------------------------------------------
+def shard_paths(data: str | os.PathLike) -> list[Path]:
+    """The shards of ``data``: the file itself, or every ``*.parquet`` below the folder, sorted."""
+    data = Path(data)
+    if data.is_file():
+        return [data]
+    if not data.is_dir():
+        raise FileNotFoundError(f"{data}: no such trajectory folder. Create it with collect-offline-trajectories.")
+    paths = sorted(p for p in data.rglob("*.parquet")
+                   if not any(part.startswith((".", "_")) for part in p.relative_to(data).parts))
+    if not paths:
+        raise EmptyDataset(f"{data}: the dataset is empty (no *.parquet shards); collect trajectories first "
+                           "(helpgate collect).")
+    return paths
+
+
+def read_shard(path: str | os.PathLike, require: Iterable[str] | None = None,
+               whole_episodes: bool = False) -> pl.DataFrame:
+    """One shard, validated (see ``validate``); an unreadable file is refused naming it."""
+    try:
+        frame = pl.read_parquet(path)
+    except Exception as error:  # polars raises several error types for a broken file
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise SchemaError(f"{path}: not a readable Parquet file, truncated or corrupt ({first}); "
+                          "re-create or delete it.") from error
+    frame = validate(frame, path, require)
+    if whole_episodes:
+        check_episodes(frame, path)
+    return frame
+
+
+def read_trajectories(data: str | os.PathLike, require: Iterable[str] | None = None,
+                      whole_episodes: bool = False) -> pl.DataFrame:
+    """Every shard of ``data`` validated, concatenated (the columns all shards have), sorted by
+    (episode_id, step); an empty dataset is refused."""
+    require = None if require is None else list(require)
+    frames = [read_shard(path, require, whole_episodes) for path in shard_paths(data)]
+    columns = [c for c in frames[0].columns if all(c in f.columns for f in frames)]
+    frame = pl.concat([f.select(columns) for f in frames], how="vertical_relaxed")
+    if frame.height == 0:
+        raise EmptyDataset(f"{data}: the dataset is empty (no rows in {len(frames)} shard"
+                           f"{'s' if len(frames) > 1 else ''}); collect trajectories first (helpgate collect).")
+    if whole_episodes and len(frames) > 1:
+        check_episodes(frame, data)
+    return frame.sort(["episode_id", "step"])
+
+
+# -- writing ---------------------------------------------------------------------------------------
+def write_atomic(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """Call ``write(temp_path)``, fsync, then rename over ``path`` (same folder: atomic)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        write(temp)
+        with open(temp, "rb") as written:
+            os.fsync(written.fileno())
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
+    return path
+
+
+def write_shard(frame: pl.DataFrame, path: str | os.PathLike, require: Iterable[str] | None = None) -> Path:
+    """Validate (see ``validate``) and write one Parquet shard atomically."""
+    frame = validate(frame, path, require)
+    return write_atomic(path, frame.write_parquet)
+
+
+def write_json_atomic(obj, path: str | os.PathLike) -> Path:
+    def write(temp: str) -> None:
+        Path(temp).write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+    return write_atomic(path, write)
+
+
+# -- resuming --------------------------------------------------------------------------------------
+MANIFEST = "manifest.json"
+VERSION = 1
+
+
+@dataclass
+class Manifest:
+    """The finished shards of an output folder and the config that made them (see module doc)."""
+
+    path: Path
+    config: dict[str, Any]
+    shards: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Finished shards: path relative to the folder -> what the writer recorded."""
+    complete: bool = False
+    stamp: bool = False
+    """Record each shard's size and mtime; a shard changed since (rewritten) counts as unfinished."""
+
+    @classmethod
+    def open(cls, out: str | os.PathLike, config: dict[str, Any], ignore: tuple[str, ...] = (),
+             name: str = MANIFEST, on_change: Literal["refuse", "restart"] = "refuse",
+             own_folder: bool = True, stamp: bool = False) -> Manifest:
+        """Load ``out/name`` and check it was written with ``config`` (fields in ``ignore`` may
+        differ), or start a new one. Another config is refused (``ConfigMismatch``) or, with
+        ``on_change="restart"``, starts over. ``own_folder``: the folder must be new or empty
+        when there is no manifest yet (it will hold only what this run writes)."""
+        out = Path(out)
+        path = out / name
+        if path.exists():
+            try:
+                data = json.loads(path.read_text())
+            except json.JSONDecodeError as error:
+                if on_change == "restart":
+                    data = {}
+                else:
+                    raise ValueError(
+                        f"{path}: not valid JSON ({error}); delete the folder or choose another --out."
+                    ) from error
+            stored = data.get("config", {})
+            differing = [key for key in sorted(set(stored) | set(config))
+                         if key not in ignore and stored.get(key) != config.get(key)]
+            if not differing:
+                return cls(path, stored, data.get("shards", {}), bool(data.get("complete", False)), stamp)
+            if on_change == "refuse":
+                was = ", ".join(f"{key}={stored.get(key)!r}" for key in differing)
+                now = ", ".join(f"{key}={config.get(key)!r}" for key in differing)
+                raise ConfigMismatch(
+                    f"{out} was written with {was}, but this run has {now}. Rerun with the same "
+                    f"arguments to resume, or choose another --out."
+                )
+        elif own_folder and out.exists() and any(p for p in out.iterdir() if not p.name.startswith(".")):
+            raise FileExistsError(
+                f"{out} already holds files but no {name}: it was not written by this command. "
+                "Choose an empty or new --out folder."
+            )
+        manifest = cls(path, dict(config), stamp=stamp)
+        manifest.save()
+        return manifest
+
+    def save(self) -> None:
+        write_json_atomic(
+            {"version": VERSION, "config": self.config, "shards": self.shards, "complete": self.complete},
+            self.path,
+        )
+
+    def mark_done(self, name: str, **info) -> None:
+        """Record shard ``name`` (relative to the folder) as finished, with ``info``."""
+        if self.stamp:
+            stat = (self.path.parent / name).stat()
+            info |= {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        self.shards[name] = info
+        self.save()
+
+    def is_done(self, name: str) -> bool:
+        entry = self.shards.get(name)
+        target = self.path.parent / name
+        if entry is None or not target.exists():
+            return False
+        if not self.stamp:
+            return True
+        stat = target.stat()
+        return entry.get("size") == stat.st_size and entry.get("mtime_ns") == stat.st_mtime_ns
+
+    def forget(self) -> None:
+        """Start over: no shard counts as finished."""
+        self.shards, self.complete = {}, False
+        self.save()
