@@ -147,7 +147,9 @@ def plan(cfg: ScoreConfig) -> tuple[Path, list[tuple[Path, Path]], list[Path], M
     another model starts over; a shard rewritten since it was scored (re-collected) is scored again."""
     data = Path(cfg.data)
     out = Path(cfg.out) if cfg.out else data
-    sources = [s for s in shard_files(data) if out == data or not s.is_relative_to(out)]
+    sources = shard_files(data)
+    if out != data and out.resolve().is_relative_to(data.resolve()):  # --out inside --data: not a source
+        sources = [s for s in sources if not s.resolve().is_relative_to(out.resolve())]
     manifest = Manifest.open(out, {"model": model_fingerprint(cfg.model)}, name=MANIFEST, on_change="restart",
                              own_folder=False, stamp=True)
     if not cfg.resume:

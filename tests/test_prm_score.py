@@ -98,3 +98,19 @@ def test_bad_shard_names_file_and_column(tmp_path, model_dir):
     split.write_parquet(data / "broken.parquet")
     with pytest.raises(ShardError, match=r"broken\.parquet: episode .* has steps \[0, 2\]"):
         run_score(ScoreConfig(data=str(data), model=str(model_dir), progress=False))
+
+
+def test_partitioned_input_and_output_inside_it(tmp_path, model_dir):
+    """Shards in sub-folders keep their layout; an --out inside --data is never read as input."""
+    data = tmp_path / "data"
+    _write_shards(data / "env=a", n=1)
+    _write_shards(data, n=1)
+    out = data / "scored"
+    cfg = ScoreConfig(data=str(data), model=str(model_dir), out=str(out), progress=False)
+    assert run_score(cfg)["scored"] == 2
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet")) == [
+        "env=a/part-000.parquet", "part-000.parquet"]
+    again = run_score(cfg)
+    assert again["scored"] == 0 and again["skipped"] == 2
+    assert sorted(json.loads((out / MANIFEST).read_text())["shards"]) == ["env=a/part-000.parquet",
+                                                                           "part-000.parquet"]

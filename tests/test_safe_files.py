@@ -116,7 +116,7 @@ def test_no_package_loads_a_pickle():
     for package in ("agile", "helper", "prm", "tabular_rl"):
         for path in (root / package).rglob("*.py"):
             text = path.read_text()
-            assert not re.search(r"^\s*(import|from)\s+(pickle|cPickle|joblib|dill|cloudpickle)\b", text, re.M), path
+            assert not re.search(r"^\s*(import|from)\s+(pickle|cPickle|joblib|dill|cloudpickle)\b", text, re.MULTILINE), path
             assert "torch.load(" not in text, path
             for call in re.findall(r"np\.load\([^)]*\)", text):
                 assert "allow_pickle=False" in call, f"{path}: {call}"
