@@ -25,7 +25,7 @@ from typing import Literal
 import polars as pl
 
 from helper.environment import AgentEnvParams, EnvSetup, env_spec
-from helper.manifest import ConfigMismatch, Manifest
+from helper.manifest import Manifest
 from helper.schema import ALL_COLUMNS, OPTIONAL, SCHEMA, read_trajectories, write_shard
 
 
@@ -195,17 +195,16 @@ def print_summary(summary: dict, seconds: float | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from helper.config_cli import parse_config
+    from helper.config_cli import parse_config, run_reporting_errors, split_debug
 
-    config = parse_config(CollectConfig, argv, prog="collect-offline-trajectories")
+    prog = "collect-offline-trajectories"
+    argv, debug = split_debug(list(sys.argv[1:] if argv is None else argv))
+    config = parse_config(CollectConfig, argv, prog=prog)
     started = time.perf_counter()
-    try:
-        summary = run(config)
-    except (ConfigMismatch, FileExistsError, FileNotFoundError, ValueError) as error:
-        print(f"collect-offline-trajectories: {error}", file=sys.stderr)
-        return 2
-    print_summary(summary, time.perf_counter() - started)
-    return 0
+    code, summary = run_reporting_errors(prog, run, config, debug)
+    if code == 0:
+        print_summary(summary, time.perf_counter() - started)
+    return code
 
 
 if __name__ == "__main__":
