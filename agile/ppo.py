@@ -3,7 +3,7 @@
 Run (one process, or several with ``accelerate launch``)::
 
     helpgate agile ppo --model runs/agile_sft/model --iterations 4 --out-dir runs/agile_ppo
-    CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.agile_command ppo model=tiny iterations=1
+    CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.agile_command ppo --model tiny --iterations 1
 
 The LLM is the policy of a token-level MDP: every token it writes is an action, the executor's
 tokens (question, memory, tool output, advice) are transitions of the environment. One iteration:

@@ -3,7 +3,7 @@
 Run (one process, or several with ``accelerate launch``)::
 
     helpgate agile sft --model smollm2 --questions-per-group 40 --out-dir runs/agile_sft
-    CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.agile_command sft model=smollm2
+    CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.agile_command sft --model smollm2
 
 The data is ``agile.sft_data``'s gold sessions in the agent's own format. The loss is the mean
 negative log-likelihood of the tokens the LLM writes (function names, SQL, answers, reflections);
