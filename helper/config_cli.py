@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 USER_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,  # bad values and malformed data: the modules' own errors subclass it (SchemaError, ...)
-    FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError,
+    OSError,  # a missing, unreadable or unwritable path, a model that cannot be loaded, a full disk
     ImportError,  # an optional extra that is not installed (ray, textworld)
 )
 """Exceptions that mean the input is wrong, not the code: reported as one line."""
