@@ -137,7 +137,7 @@ def message(stderr: str) -> str:
              if line.strip() and not re.search(r"\d+%\|", line)]
     if any(line.startswith("Traceback") for line in lines):
         return "TRACEBACK: " + lines[-1].strip()
-    errors = [line for line in lines if ": error:" in line]
+    errors = re.findall(r"((?:helpgate|collect-offline-trajectories)[\w ]*: error: .*)", "\n".join(lines))
     if errors:
         return errors[-1].strip()
     warnings = [line for line in lines if re.search(r"\w+Warning: ", line)]
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         for number, (what, command) in enumerate(cases, start=1):
             code, text, seconds = run_case(command)
             one_line += code == 2 and not text.startswith("TRACEBACK")
-            shown = " ".join(a if not a.startswith(str(root)) else "…/" + Path(a).name for a in command[:4])
+            shown = " ".join(command).replace(str(good["catalog"]), "CATALOG").replace(str(root), "…")
             text = text.replace(str(root), "…").replace("|", "\\|")
             print(f"| {number} | {what} | `helpgate {shown}` | {code} | {text} |", flush=True)
         print(f"\n{one_line} of {len(cases)} bad inputs end in exit code 2 with one line.")

@@ -172,7 +172,6 @@ def run(config: CollectConfig) -> dict:
     n_shards = -(-config.episodes // config.shard_size)
     todo = [k for k in range(n_shards) if not manifest.is_done(shard_name(k))]
     done_episodes = config.episodes - sum(shard_episodes(config, k)[1] for k in todo)
-    bar = tqdm(total=config.episodes, initial=done_episodes, unit="ep", desc="collect", file=sys.stderr)
 
     def save(k: int, frame: pl.DataFrame) -> None:
         # Only this process writes shards and the manifest, so a worker's shard is on disk
@@ -180,17 +179,17 @@ def run(config: CollectConfig) -> dict:
         write_shard(frame, out / shard_name(k))
         manifest.mark_done(shard_name(k), *shard_episodes(config, k), frame.height)
 
-    if todo and config.ray:
-        from helper.ray_collect import collect_with_ray
+    with tqdm(total=config.episodes, initial=done_episodes, unit="ep", desc="collect", file=sys.stderr) as bar:
+        if todo and config.ray:
+            from helper.ray_collect import collect_with_ray
 
-        for k, frame in collect_with_ray(config, todo):
-            save(k, frame)
-            bar.update(shard_episodes(config, k)[1])
-    elif todo:
-        base, strong = setup.base_agent(), setup.strong_actor()  # models load only when work is left
-        for k in todo:
-            save(k, collect_shard(setup, config, k, base, strong, progress=bar.update))
-    bar.close()
+            for k, frame in collect_with_ray(config, todo):
+                save(k, frame)
+                bar.update(shard_episodes(config, k)[1])
+        elif todo:
+            base, strong = setup.base_agent(), setup.strong_actor()  # models load only when work is left
+            for k in todo:
+                save(k, collect_shard(setup, config, k, base, strong, progress=bar.update))
     manifest.complete = True
     manifest.save()
     return summarize(out)
