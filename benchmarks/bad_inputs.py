@@ -168,14 +168,14 @@ def main(argv: list[str] | None = None) -> int:
         cases = bad_inputs(root, good)
         print("| # | bad input | command | exit | message |")
         print("|---|---|---|---|---|")
-        one_line = 0
+        refused = 0
         for number, (what, command) in enumerate(cases, start=1):
             code, text, seconds = run_case(command)
-            one_line += code == 2 and not text.startswith("TRACEBACK")
+            refused += code == 2 and not text.startswith("TRACEBACK")
             shown = " ".join(command).replace(str(good["catalog"]), "CATALOG").replace(str(root), "…")
             text = text.replace(str(root), "…").replace("|", "\\|")
             print(f"| {number} | {what} | `helpgate {shown}` | {code} | {text} |", flush=True)
-        print(f"\n{one_line} of {len(cases)} bad inputs end in exit code 2 with one line.")
+        print(f"\n{refused} of {len(cases)} bad inputs end in exit code 2 with a message and no traceback.")
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
