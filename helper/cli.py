@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(_usage())
         return 0 if "-h" in argv or "--help" in argv else 2
-    module_name, config_name, run_name, summary = COMMANDS[path]
+    module_name, config_name, run_name, _ = COMMANDS[path]
     prog = "helpgate " + " ".join(path)
     try:
         module = importlib.import_module(module_name)
