@@ -146,7 +146,10 @@ def load_causal_lm(
 
     target = pick_device(device)
     dtype = dtype or default_dtype(target)
-    tokenizer = load_tokenizer(name)
+    try:
+        tokenizer = load_tokenizer(name)
+    except OSError as error:
+        raise _not_loadable(name, error) from error
     if str(name) == TINY_LLM:
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(tiny_config(len(tokenizer)))
@@ -159,14 +162,19 @@ def load_causal_lm(
         try:
             model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
         except OSError as error:
-            raise OSError(
-                f"Could not load model {name!r}: {error}. Pass the embedded 'smollm2', 'tiny', "
-                "a local folder, or a Hugging Face id that is available on this machine."
-            ) from error
+            raise _not_loadable(name, error) from error
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.to(target).eval()
     return model, tokenizer
+
+
+def _not_loadable(name, error: OSError) -> OSError:
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return OSError(
+        f"Could not load model {str(name)!r} ({first}). Pass the embedded 'smollm2', 'tiny', "
+        "a local folder, or a Hugging Face id that is available on this machine."
+    )
 
 
 def embedder_dir() -> Path:

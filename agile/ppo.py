@@ -3,7 +3,7 @@
 Run (one process, or several with ``accelerate launch``)::
 
     helpgate agile ppo --model runs/agile_sft/model --iterations 4 --out-dir runs/agile_ppo
-    CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.agile_command ppo model=tiny iterations=1
+    CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.agile_command ppo --model tiny --iterations 1
 
 The LLM is the policy of a token-level MDP: every token it writes is an action, the executor's
 tokens (question, memory, tool output, advice) are transitions of the environment. One iteration:
@@ -44,6 +44,7 @@ import torch
 from agile.advantages import gae_segments, grpo, loop, whiten
 from agile.agile_agent import ActionLM, LLMPolicy, pad_batch, run_executors
 from agile.agile_metrics import summarize
+from agile.data_parallel import fewest
 from agile.executor import Executor, ExecutorConfig, SessionRecord
 
 # ---------------------------------------------------------------------------------------------
@@ -327,16 +328,21 @@ def _pad(tensors: list[torch.Tensor], width: int) -> torch.Tensor:
 
 def update(policy, optimizer, prepared: Prepared, cfg: PPOConfig, pad_id: int, accelerator,
            rng: random.Random) -> dict[str, float]:
-    """``update_epochs`` passes of minibatch PPO steps; returns mean losses and statistics."""
+    """``update_epochs`` passes of minibatch PPO steps; returns mean losses and statistics.
+
+    Processes may hold different numbers of sessions (episodes of different lengths); every
+    process uses the fewest any of them holds (a fresh random subset each epoch), so all take
+    the same optimizer steps and the same forward passes, and none waits forever for another."""
     start = time.perf_counter()
     policy.train()
     params = [p for p in policy.parameters() if p.requires_grad]
     stats = {"pg_loss": [], "vf_loss": [], "kl_loss": [], "clip_fraction": [], "approx_kl": []}
-    n = len(prepared.samples)
-    tokens = 0
+    n = fewest(len(prepared.samples), accelerator)
+    tokens = steps = 0
     for _ in range(cfg.update_epochs):
-        order = list(range(n))
+        order = list(range(len(prepared.samples)))
         rng.shuffle(order)
+        order = order[:n]
         for begin in range(0, n, cfg.minibatch_size):
             rows = order[begin:begin + cfg.minibatch_size]
             n_action = sum(sum(prepared.samples[i].action_mask[1:]) for i in rows)
@@ -375,12 +381,13 @@ def update(policy, optimizer, prepared: Prepared, cfg: PPOConfig, pad_id: int, a
             accelerator.clip_grad_norm_(params, cfg.max_grad_norm)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+            steps += 1
     policy.eval()
     seconds = time.perf_counter() - start
     out = {k: (sum(v) / len(v) if v else 0.0) for k, v in stats.items()}
     out["first_clip_fraction"] = stats["clip_fraction"][0] if stats["clip_fraction"] else 0.0
     out["first_approx_kl"] = stats["approx_kl"][0] if stats["approx_kl"] else 0.0
-    out.update(update_seconds=seconds, update_tokens=tokens,
+    out.update(update_seconds=seconds, update_tokens=tokens, optimizer_steps=steps, update_sessions=n,
                update_tokens_per_s=tokens / seconds if seconds else 0.0)
     return out
 

@@ -3,7 +3,7 @@
 Run (one process, or several with ``accelerate launch``)::
 
     helpgate agile sft --model smollm2 --questions-per-group 40 --out-dir runs/agile_sft
-    CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.agile_command sft model=smollm2
+    CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.agile_command sft --model smollm2
 
 The data is ``agile.sft_data``'s gold sessions in the agent's own format. The loss is the mean
 negative log-likelihood of the tokens the LLM writes (function names, SQL, answers, reflections);
@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from agile.agile_agent import ActionLM, pad_batch
+from agile.data_parallel import equal_share, fewest
 
 
 @dataclass
@@ -103,7 +104,10 @@ def add_lora(lm, r: int, alpha: int, dropout: float):
 
 def train_sft(model: ActionLM, samples: list[tuple[list[int], list[int]]], cfg: SFTConfig,
               pad_id: int, accelerator=None, log=print) -> list[float]:
-    """Fine-tune ``model`` on ``samples`` (this process's share); returns the loss of each step."""
+    """Fine-tune ``model`` on ``samples`` (this process's share); returns the loss of each step.
+
+    Every process takes the same number of steps (the fewest any of them would take), so the
+    gradient all-reduce never waits for a process that has stopped."""
     from accelerate import Accelerator
 
     accelerator = accelerator or Accelerator(cpu=cfg.device == "cpu")
@@ -116,6 +120,7 @@ def train_sft(model: ActionLM, samples: list[tuple[list[int], list[int]]], cfg: 
     total = math.ceil(cfg.epochs * steps_per_epoch)
     if cfg.max_steps >= 0:
         total = min(total, cfg.max_steps)
+    total = fewest(total, accelerator)
     order: list[int] = []
     losses = []
     start = time.perf_counter()
@@ -203,14 +208,18 @@ def run_sft(cfg: SFTConfig) -> dict:
         samples = [(r.input_ids, r.action_mask) for r in records]
         if accelerator.is_main_process:
             save_records(records, out / "sft_data.jsonl")
-    # Each process trains on its own share; the averaged gradients make one data-parallel step.
-    shard = samples[accelerator.process_index::accelerator.num_processes]
+    # Each process trains on its own share, all shares the same size (the uneven tail is dropped);
+    # the averaged gradients make one data-parallel step.
+    shard, dropped = equal_share(samples, accelerator)
+    if dropped and accelerator.is_main_process:
+        print(f"sft: {len(samples)} samples over {accelerator.num_processes} processes: "
+              f"the last {dropped} are left out so that every process takes the same steps.")
     model = ActionLM(add_lora(lm, cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout))
     start = time.perf_counter()
     losses = train_sft(model, shard, cfg, tokenizer.pad_token_id, accelerator)
     seconds = time.perf_counter() - start
     model = accelerator.unwrap_model(model)
-    summary = {"samples": len(samples), "steps": len(losses), "first_loss": losses[0] if losses else None,
+    summary = {"samples": len(samples), "dropped_samples": dropped, "steps": len(losses), "first_loss": losses[0] if losses else None,
                "last_loss": losses[-1] if losses else None, "seconds": seconds,
                "processes": accelerator.num_processes, "config": asdict(cfg)}
     if accelerator.is_main_process:

@@ -105,7 +105,11 @@ def load_samples(path: str | Path) -> list[tuple[list[int], list[int]]]:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
-            row = json.loads(line)
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{lineno}: not a JSON line ({error.msg}); rebuild the file with "
+                                 "save_records.") from error
             if len(row.get("input_ids", [])) != len(row.get("action_mask", [])):
                 raise ValueError(f"{path}:{lineno}: input_ids and action_mask differ in length; "
                                  "rebuild the file with save_records.")

@@ -9,17 +9,19 @@
     helpgate sweep --helper runs/demo/helper --out runs/demo/sweep
     helpgate agile sft|ppo|eval ...
 
-Each subcommand's options are generated from its config dataclass (``helper.config_cli``);
-modules are imported only when their command runs, so ``helpgate --help`` stays fast.
+Each subcommand's options are generated from its config dataclass by ``tyro`` (the field
+docstrings are the help; ``helper.config_cli``). Only the chosen command's module is imported, so
+``helpgate --help`` stays fast. A user error prints one line and exits 2; ``--debug`` (anywhere on
+the line) shows the traceback. A new command is one line in ``COMMANDS``.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
+import itertools
 import sys
 
-from helper.config_cli import add_dataclass_options, config_from_args
+from helper.config_cli import parse_config, run_reporting_errors, split_debug
 
 # (command path) -> (module, config class, run function, one-line help)
 COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
@@ -38,45 +40,46 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
 }
 
 
-def _build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict]:
-    parser = argparse.ArgumentParser(prog="helpgate", description=__doc__.split("\n\n")[0])
-    groups: dict[tuple[str, ...], argparse._SubParsersAction] = {
-        (): parser.add_subparsers(dest="command", metavar="COMMAND")
-    }
-    chosen = tuple(a for a in argv if not a.startswith("-"))
-    targets: dict = {}
-    for path, (module, config_name, run_name, summary) in COMMANDS.items():
-        for depth in range(1, len(path)):
-            prefix = path[:depth]
-            if prefix not in groups:
-                sub = groups[prefix[:-1]].add_parser(prefix[-1], help=f"{prefix[-1]} commands")
-                groups[prefix] = sub.add_subparsers(dest="command_" + "_".join(prefix))
-        sub = groups[path[:-1]].add_parser(path[-1], help=summary, description=summary)
-        sub.set_defaults(_command=path)
-        targets[path] = (module, config_name, run_name)
-        # Only the command being run imports its module to add its options.
-        if chosen[: len(path)] == path:
-            try:
-                config_cls = getattr(importlib.import_module(module), config_name)
-            except (ImportError, AttributeError) as error:
-                parser.error(f"'helpgate {' '.join(path)}' is unavailable here: {error}")
-            add_dataclass_options(sub, config_cls)
-    return parser, targets
+def _usage() -> str:
+    width = max(len(" ".join(path)) for path in COMMANDS) + 2
+    lines = ["usage: helpgate [--debug] COMMAND [OPTIONS]   (helpgate COMMAND --help lists its options)",
+             "", __doc__.split("\n\n")[0].replace("``", ""), "", "commands:"]
+    lines += [f"  {' '.join(path):<{width}}{summary}" for path, (*_, summary) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def _command_path(argv: list[str]) -> tuple[tuple[str, ...] | None, list[str]]:
+    """The longest command of ``COMMANDS`` that ``argv`` starts with, and the arguments after it."""
+    for path in sorted(COMMANDS, key=len, reverse=True):
+        if tuple(argv[:len(path)]) == path:
+            return path, argv[len(path):]
+    return None, argv
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    parser, targets = _build_parser(argv)
-    namespace = parser.parse_args(argv)
-    path = getattr(namespace, "_command", None)
+    argv, debug = split_debug(list(sys.argv[1:] if argv is None else argv))
+    path, rest = _command_path(argv)
     if path is None:
-        parser.print_help()
+        words = tuple(itertools.takewhile(lambda a: not a.startswith("-"), argv))
+        if words and not any(p[:len(words)] == words for p in COMMANDS):
+            names = ", ".join(" ".join(p) for p in COMMANDS)
+            print(f"helpgate: error: unknown command {' '.join(words)!r}; the commands are: {names}.",
+                  file=sys.stderr)
+            return 2
+        print(_usage())
+        return 0 if "-h" in argv or "--help" in argv else 2
+    module_name, config_name, run_name, _ = COMMANDS[path]
+    prog = "helpgate " + " ".join(path)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        if debug:
+            raise
+        print(f"{prog}: error: unavailable here: {error}", file=sys.stderr)
         return 2
-    module_name, config_name, run_name = targets[path]
-    module = importlib.import_module(module_name)
-    config = config_from_args(getattr(module, config_name), namespace)
-    getattr(module, run_name)(config)
-    return 0
+    config = parse_config(getattr(module, config_name), rest, prog=prog)
+    code, _ = run_reporting_errors(prog, getattr(module, run_name), config, debug)
+    return code
 
 
 if __name__ == "__main__":

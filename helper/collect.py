@@ -3,6 +3,7 @@
     collect-offline-trajectories --out trajectories --episodes 200 --explore-p 0 0.1 0.3 0.5
     python -m helper.collect --agent llm --model smollm2 --episodes 16 --out traj-llm
     collect-offline-trajectories --env textworld --tw-games 8 --episodes 64 --out traj-tw
+    collect-offline-trajectories --out traj --episodes 400 --shard-size 25 --ray   # over a Ray cluster
 
 Episodes and agents come from ``helper.environment.EnvSetup``, the builder online evaluation
 uses too. Episode ``i`` is fully determined by ``(seed, i)`` (its group or game, its questions,
@@ -11,6 +12,8 @@ are written in whole shards of ``shard_size`` consecutive indices. ``manifest.js
 shards that are complete. Kill the run at any moment and rerun it with the same arguments: the
 listed shards are skipped, the others are (re)written, and the folder ends up identical to an
 uninterrupted run.
+With ``--ray`` the shards are spread over Ray workers (``helper.ray_collect``); the folder is the
+same as without it, since every episode is fixed by ``(seed, index)``.
 A rerun with other arguments is refused with the name of the field that differs.
 """
 
@@ -25,7 +28,7 @@ from typing import Literal
 import polars as pl
 
 from helper.environment import AgentEnvParams, EnvSetup, env_spec
-from helper.manifest import ConfigMismatch, Manifest
+from helper.manifest import Manifest
 from helper.schema import ALL_COLUMNS, OPTIONAL, SCHEMA, read_trajectories, write_shard
 
 
@@ -67,9 +70,15 @@ class CollectConfig(AgentEnvParams):
     """Episodes run in lockstep (batched agent calls)."""
     device: str | None = None
     """Torch device for LLMs (default: GPU when there is one)."""
+    ray: bool = False
+    """Spread shards over Ray workers (one per GPU for an LLM agent, else one per CPU); same data as without."""
+    ray_address: str | None = None
+    """Ray cluster to join (default: the running one, or a new local one)."""
+    ray_workers: int | None = None
+    """Number of Ray workers (default: one per GPU for an LLM agent, else one per CPU of the cluster)."""
 
 
-IGNORED_ON_RESUME = ("out", "device")
+IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers")
 """Fields that may change between a run and its resumption (they do not change the data)."""
 ENV_ONLY = {
     "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost"),
@@ -119,13 +128,41 @@ def records_frame(records, counterfactual: bool) -> pl.DataFrame:
     return pl.DataFrame({name: [row[name] for row in rows] for name in columns}, schema=columns)
 
 
+def collect_shard(setup: EnvSetup, config: CollectConfig, k: int, base, strong, progress=None) -> pl.DataFrame:
+    """The rows of shard ``k`` (episodes ``k * shard_size`` onwards), played in batches."""
+    from agile.rollout import run_episodes
+
+    first = k * config.shard_size
+    indices = list(range(first, min(first + config.shard_size, config.episodes)))
+    records = []
+    for start in range(0, len(indices), config.batch_size):
+        chunk = indices[start:start + config.batch_size]
+        episodes = setup.episodes(chunk, config.seed)
+        ps = [config.explore_p[i % len(config.explore_p)] for i in chunk]
+        records += run_episodes(
+            episodes, base, strong=strong, budget=config.budget, explore_p=ps,
+            rng_seed=config.seed, counterfactual=config.counterfactual,
+        )
+        if progress is not None:
+            progress(len(chunk))
+    return records_frame(records, config.counterfactual)
+
+
+def shard_episodes(config: CollectConfig, k: int) -> tuple[int, int]:
+    """``(first episode index, episodes)`` of shard ``k``."""
+    first = k * config.shard_size
+    return first, min(config.shard_size, config.episodes - first)
+
+
 def run(config: CollectConfig) -> dict:
     """Collect (or finish collecting) ``config.out``; return the summary of the whole folder."""
     from tqdm import tqdm
 
-    from agile.rollout import run_episodes
-
     check(config)
+    if config.ray:
+        from helper.ray_collect import require_ray
+
+        require_ray()
     setup = env_setup(config)
     setup.source()  # a bad data root or group is refused before any file is written
     out = Path(config.out)
@@ -134,30 +171,26 @@ def run(config: CollectConfig) -> dict:
         stale.unlink(missing_ok=True)
     n_shards = -(-config.episodes // config.shard_size)
     todo = [k for k in range(n_shards) if not manifest.is_done(shard_name(k))]
-    done_episodes = config.episodes - sum(
-        min(config.shard_size, config.episodes - k * config.shard_size) for k in todo
-    )
-    base = strong = None
-    bar = tqdm(total=config.episodes, initial=done_episodes, unit="ep", desc="collect", file=sys.stderr)
-    for k in todo:
-        if base is None:  # load models only when there is work left
-            base, strong = setup.base_agent(), setup.strong_actor()
-        first = k * config.shard_size
-        indices = list(range(first, min(first + config.shard_size, config.episodes)))
-        records = []
-        for start in range(0, len(indices), config.batch_size):
-            chunk = indices[start:start + config.batch_size]
-            episodes = setup.episodes(chunk, config.seed)
-            ps = [config.explore_p[i % len(config.explore_p)] for i in chunk]
-            records += run_episodes(
-                episodes, base, strong=strong, budget=config.budget, explore_p=ps,
-                rng_seed=config.seed, counterfactual=config.counterfactual,
-            )
-            bar.update(len(chunk))
-        frame = records_frame(records, config.counterfactual)
+    done_episodes = config.episodes - sum(shard_episodes(config, k)[1] for k in todo)
+
+    def save(k: int, frame: pl.DataFrame) -> None:
+        # Only this process writes shards and the manifest, so a worker's shard is on disk
+        # before the manifest lists it, whichever worker made it.
         write_shard(frame, out / shard_name(k))
-        manifest.mark_done(shard_name(k), first=first, count=len(indices), rows=frame.height)
-    bar.close()
+        first, count = shard_episodes(config, k)
+        manifest.mark_done(shard_name(k), first=first, count=count, rows=frame.height)
+
+    with tqdm(total=config.episodes, initial=done_episodes, unit="ep", desc="collect", file=sys.stderr) as bar:
+        if todo and config.ray:
+            from helper.ray_collect import collect_with_ray
+
+            for k, frame in collect_with_ray(config, todo):
+                save(k, frame)
+                bar.update(shard_episodes(config, k)[1])
+        elif todo:
+            base, strong = setup.base_agent(), setup.strong_actor()  # models load only when work is left
+            for k in todo:
+                save(k, collect_shard(setup, config, k, base, strong, progress=bar.update))
     manifest.complete = True
     manifest.save()
     return summarize(out)
@@ -195,17 +228,16 @@ def print_summary(summary: dict, seconds: float | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from helper.config_cli import parse_config
+    from helper.config_cli import parse_config, run_reporting_errors, split_debug
 
-    config = parse_config(CollectConfig, argv, prog="collect-offline-trajectories")
+    prog = "collect-offline-trajectories"
+    argv, debug = split_debug(list(sys.argv[1:] if argv is None else argv))
+    config = parse_config(CollectConfig, argv, prog=prog)
     started = time.perf_counter()
-    try:
-        summary = run(config)
-    except (ConfigMismatch, FileExistsError, FileNotFoundError, ValueError) as error:
-        print(f"collect-offline-trajectories: {error}", file=sys.stderr)
-        return 2
-    print_summary(summary, time.perf_counter() - started)
-    return 0
+    code, summary = run_reporting_errors(prog, run, config, debug)
+    if code == 0:
+        print_summary(summary, time.perf_counter() - started)
+    return code
 
 
 if __name__ == "__main__":

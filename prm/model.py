@@ -363,6 +363,13 @@ class ProcessRewardModel(nn.Module):
         settings = PRMSettings(**raw)
         source = directory / BACKBONE_DIR if settings.backbone_saved else settings.backbone
         model, tokenizer = load_causal_lm(source, device=device, dtype=dtype)
+        width = model.config.get_text_config().hidden_size
+        if width != settings.hidden_size:
+            raise ValueError(
+                f"{directory}: its head reads hidden states of width {settings.hidden_size}, but the backbone "
+                f"{settings.backbone!r} has width {width}: the folder belongs to another backbone. Score with "
+                "the PRM folder trained on this backbone, or train one (helpgate prm train)."
+            )
         _keep_layers(model, settings.layers)
         for p in model.parameters():
             p.requires_grad_(False)

@@ -3,6 +3,9 @@
 One worker per GPU when the cluster has GPUs, else one single-threaded CPU worker per CPU. A
 worker scores a shard and writes it atomically; the driver alone updates the progress manifest
 as results arrive, so a killed run resumes exactly like the in-process one.
+
+The per-shard function comes from the caller (``prm.score.score_shard``), so this module imports
+nothing of ``prm.score`` and the two do not import each other.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ class ShardScorer:
     """A Ray actor body: holds one loaded PRM and scores whole shards with it."""
 
     def __init__(
-        self, model: str, device: str, dtype: str | None, max_length: int | None, batch_tokens: int, validate=None
+        self, score_shard, model: str, device: str, dtype: str | None, max_length: int | None, batch_tokens: int,
+        validate=None,
     ):
         import torch
 
@@ -27,17 +31,17 @@ class ShardScorer:
         self.prm = ProcessRewardModel.load(model, device=device, dtype=parse_dtype(dtype), merge_lora=True)
         if max_length:
             self.prm.settings.max_length = max_length
+        self.score_shard = score_shard
         self.batch_tokens = batch_tokens
         self.validate = validate
 
     def score(self, source: str, target: str) -> tuple[str, dict]:
-        from prm.score import score_shard
-
-        return target, score_shard(self.prm, source, target, self.batch_tokens, self.validate, progress=False)
+        return target, self.score_shard(self.prm, source, target, self.batch_tokens, self.validate, progress=False)
 
 
-def score_with_ray(cfg, jobs: list[tuple[Path, Path]], validate=None) -> Iterator[tuple[Path, dict]]:
-    """Yield ``(target, stats)`` for each scored shard as workers finish them."""
+def score_with_ray(cfg, jobs: list[tuple[Path, Path]], score_shard, validate=None) -> Iterator[tuple[Path, dict]]:
+    """Yield ``(target, stats)`` for each shard scored by ``score_shard(prm, source, target, batch_tokens,
+    validate, progress=False)`` as workers finish them."""
     try:
         import ray
         from ray.util import ActorPool
@@ -57,7 +61,7 @@ def score_with_ray(cfg, jobs: list[tuple[Path, Path]], validate=None) -> Iterato
         worker = ray.remote(num_gpus=1 if use_gpu else 0, num_cpus=1)(ShardScorer)
         device = "cuda" if use_gpu else "cpu"
         actors = [
-            worker.remote(cfg.model, device, cfg.dtype, cfg.max_length, cfg.batch_tokens, validate)
+            worker.remote(score_shard, cfg.model, device, cfg.dtype, cfg.max_length, cfg.batch_tokens, validate)
             for _ in range(n_workers)
         ]
         pool = ActorPool(actors)

@@ -181,7 +181,7 @@ def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:
     if jobs and cfg.ray:
         from prm.ray_score import score_with_ray
 
-        for target, stats in score_with_ray(cfg, jobs, validate):
+        for target, stats in score_with_ray(cfg, jobs, score_shard, validate):
             record(manifest, out, target, stats)
             totals["rows"] += stats["rows"]
             totals["tokens"] += stats["tokens"]

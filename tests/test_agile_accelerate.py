@@ -87,3 +87,77 @@ def test_two_cpu_processes_keep_identical_weights(tmp_path):
         # The steps did something: some LoRA B matrix (zero at init) moved.
         assert any(v != 0.0 for n, v in a[key].items() if "lora_B" in n), key
     assert a["ppo_run_sessions"] == b["ppo_run_sessions"] == 2
+
+
+UNEVEN = textwrap.dedent('''
+    import faulthandler, json, random, sys
+    # A process that waits for its peer past this ends itself, printing where it waited (torchrun
+    # starts workers in sessions of their own, out of reach of the test's timeout).
+    faulthandler.dump_traceback_later(int(sys.argv[3]), exit=True)
+    import torch
+    torch.set_num_threads(1)
+    from accelerate import Accelerator
+    from agile.agile_command import PPOConfig, SFTConfig, run_sft
+    from agile.models import load_causal_lm
+    from agile.ppo import Sample, build_policy, prepare, update
+
+    out, data = sys.argv[1], sys.argv[2]
+
+    def digest(model):
+        return {n: float(p.detach().double().sum()) for n, p in model.named_parameters()
+                if "lora" in n or "value" in n}
+
+    # 1. SFT on 5 samples over 2 processes, one sample per step: shares of 3 and 2 would make
+    #    3 and 2 steps.
+    sft = run_sft(SFTConfig(model="tiny", data_file=data, batch_size=1, micro_batch_size=1, lr=1e-2,
+                            lora_r=4, device="cpu", out_dir=out + "/sft", save=False))
+    # 2. A PPO update where process 0 holds 3 sessions and process 1 holds 2.
+    accelerator = Accelerator(cpu=True)
+    rank = accelerator.process_index
+    lm, tok = load_causal_lm("tiny", device="cpu", seed=0)
+    cfg = PPOConfig(estimator="gae", lora_r=4, lr=1e-2, minibatch_size=1, micro_batch_size=1,
+                    update_epochs=1)
+    model, ref = build_policy(lm, cfg)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr)
+    policy, optimizer = accelerator.prepare(model, optimizer)
+    samples = [Sample(list(range(200, 220)) + [300 + i, 301], [0] * 20 + [1, 1], reward=float(rank + i), task=i)
+               for i in range(3 - rank)]
+    prepared = prepare(model, ref, samples, cfg, tok.pad_token_id, "cpu")
+    stats = update(policy, optimizer, prepared, cfg, tok.pad_token_id, accelerator, random.Random(rank))
+    json.dump({"rank": rank, "sft_steps": sft["steps"], "sft_dropped": sft["dropped_samples"],
+               "sft": digest(sft["model"]), "ppo_steps": stats["optimizer_steps"], "ppo": digest(model)},
+              open(f"{out}/rank{rank}.json", "w"))
+''')
+
+
+HANG_TIMEOUT_S = 240
+"""Far above the run's time on a busy 2-core machine (about a minute)."""
+
+
+def test_uneven_data_over_two_processes_finishes(tmp_path):
+    """Uneven shares: every process takes the same number of optimizer steps (the uneven tail is
+    dropped), so the run finishes; a hang fails the test through the timeout instead of hanging CI."""
+    data = tmp_path / "sft_data.jsonl"
+    with data.open("w") as f:
+        for i in range(5):
+            ids = list(range(200, 212 + i)) + [400 + i, 401, 402]
+            f.write(json.dumps({"input_ids": ids, "action_mask": [0] * (len(ids) - 3) + [1, 1, 1]}) + "\n")
+    script = tmp_path / "uneven.py"
+    script.write_text(UNEVEN)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+               "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+               "--dynamo_backend", "no", "--main_process_port", "29534", str(script), str(tmp_path), str(data)]
+    try:
+        done = subprocess.run([*command, str(HANG_TIMEOUT_S)], env=env, capture_output=True, text=True,
+                              timeout=HANG_TIMEOUT_S + 60, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the 2-process run with uneven data hung (launcher killed after {HANG_TIMEOUT_S + 60} s)")
+    assert done.returncode == 0, "hung or failed:\n" + done.stdout[-3000:] + done.stderr[-3000:]
+    a, b = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert a["sft_steps"] == b["sft_steps"] == 2 and a["sft_dropped"] == 1
+    assert a["ppo_steps"] == b["ppo_steps"] == 2
+    for key in ("sft", "ppo"):
+        assert a[key] and all(a[key][n] == b[key][n] for n in a[key]), key
+        assert any(v != 0.0 for n, v in a[key].items() if "lora_B" in n), key

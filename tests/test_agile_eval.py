@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agile.agile_command import EvalConfig, PPOConfig, SFTConfig, parse_overrides
+from agile.agile_command import EvalConfig, PPOConfig, SFTConfig, parse_command
 from agile.agile_eval import NoveltyGate, RandomGate, markdown_table, run_eval
 from agile.models import load_causal_lm
 from agile.productqa import default_productqa_root
@@ -56,14 +56,18 @@ def test_run_eval_reports_policy_and_gate_side_by_side(tmp_path):
     assert "| tiny | full | gate:NoveltyGate | average | 8 |" in markdown_table(rows)
 
 
-def test_command_overrides_are_typed():
-    cfg = parse_overrides(PPOConfig, ["model=tiny", "iterations=2", "kl_coef=0.1",
-                                      "whiten_advantages=false", "groups=blades,mice"])
+def test_command_options_are_typed(capsys):
+    command, cfg = parse_command(["ppo", "--model", "tiny", "--iterations", "2", "--kl-coef", "0.1",
+                                  "--no-whiten-advantages", "--groups", "blades", "mice"])
+    assert command == "ppo"
     assert (cfg.model, cfg.iterations, cfg.kl_coef, cfg.whiten_advantages, cfg.groups) == \
         ("tiny", 2, 0.1, False, ["blades", "mice"])
-    assert parse_overrides(EvalConfig, ['ablations=["full","no_tools"]']).ablations == ["full", "no_tools"]
-    with pytest.raises(SystemExit, match="field=value"):
-        parse_overrides(SFTConfig, ["nonsense=1"])
+    assert parse_command(["eval", "--ablations", "full", "no_tools"])[1].ablations == ["full", "no_tools"]
+    for bad in (["sft", "--nonsense", "1"], ["ppo", "--whiten-advantages", "tru"], ["ppo", "--iterations", "2.5"]):
+        with pytest.raises(SystemExit) as stop:
+            parse_command(bad)
+        assert stop.value.code == 2
+        assert "Traceback" not in capsys.readouterr().err
 
 
 def test_unknown_ablation_is_refused(tmp_path):

