@@ -4,7 +4,9 @@
 
 Reads every ``*.parquet`` shard under ``data`` (recursively; names starting with ``.`` or ``_``
 are skipped, and non-Parquet files such as the manifest never match), fits the discretizer,
-estimates the model once and solves it for every budget. Writes to ``out``:
+estimates the model once and solves it for every budget. The policy maximises the episode's
+success by default (``--objective success``; ``--shaping w`` adds w times the logged reward) or the
+summed logged reward (``--objective reward``). Writes to ``out``:
 
 * ``discretizer.json``  the fitted discretizer (``Discretizer.load``);
 * ``policy_c{C}.npz``   policy and value tables per budget (``Solution.load``);
@@ -25,7 +27,7 @@ from .discretize import BINNINGS, Discretizer
 from .estimate import estimate
 from .label import label
 from .solve import SOLVERS, solve
-from .transitions import Columns
+from .transitions import OBJECTIVES, Columns
 
 REQUIRED = ("episode_id", "step", "intervened", "budget_left", "reward", "done", "prm_score")
 THIN = 10  # a (step, state, action) cell with fewer rows than this is reported as thin
@@ -50,6 +52,11 @@ class SolveConfig:
     backoff: str = "auto"
     """Weight of the step-pooled estimate in each per-step estimate (thin data backs off): a number,
     or auto (empirical Bayes: large where steps behave alike, small where they differ)."""
+    objective: str = "success"
+    """What the policy maximises: success (the episode's scored outcome, e.g. winning) or reward
+    (the summed logged reward, e.g. TextWorld's progress). Identical where success is the mean reward."""
+    shaping: float = 0.0
+    """With objective success: weight of the logged reward added as a shaping term (0: none)."""
     out: str = "runs/default/solve"
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json."""
 
@@ -82,6 +89,8 @@ def read_shards(shards: list[Path]) -> pl.DataFrame:
 def _validate(config: SolveConfig) -> list[int]:
     if config.method not in SOLVERS:
         raise ValueError(f"method={config.method!r}: choose one of {', '.join(SOLVERS)}")
+    if config.objective not in OBJECTIVES:
+        raise ValueError(f"objective={config.objective!r}: choose one of {', '.join(OBJECTIVES)}")
     if config.binning not in BINNINGS:
         raise ValueError(f"binning={config.binning!r}: choose one of {', '.join(BINNINGS)}")
     budgets = sorted({int(b) for b in config.budget})
@@ -111,7 +120,8 @@ def run(config: SolveConfig) -> dict:
     df = read_shards(shards)
     cols = Columns()
     disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(df[cols.score], df[cols.step])
-    model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=backoff)
+    model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=backoff,
+                     objective=config.objective, shaping=config.shaping)
     solutions = [solve(model, c, config.method) for c in budgets]
 
     out = Path(config.out)
