@@ -17,8 +17,9 @@ same, except for the oracle where it is not an upper bound: ``oracle_1step``).
 - ``helper``: the distilled helper (``HelperGate``).
 - ``random``: intervene with a per-decision probability set so that its mean interventions per
   episode match the helper's at the same C on the same episodes: first the helper's interventions
-  over the helper's own decisions per episode, then rescaled by what random actually used (the
-  cap at C and episode lengths move it), up to ``random_rounds`` runs, keeping the closest.
+  over the helper's own decisions per episode, then corrected by what random actually used (the
+  cap at C and episode lengths move it: a safeguarded search on the rate), up to
+  ``random_rounds`` runs, keeping the closest.
 - ``first_k``: the first C decisions.
 - ``prm_threshold``: intervene when the PRM score is at or below a threshold calibrated on the
   training rows' ``prm_score`` column (as ``prm score`` wrote it: out of fold) so that about C
@@ -205,8 +206,8 @@ class Random(Method):
                 rate = min(1.0, goal / max(decisions.get(budget, ctx.env.horizon), 1.0))
             else:  # no helper in this sweep: C decisions out of the horizon
                 goal, rate = None, min(1.0, budget / ctx.env.horizon)
-            best, best_used = None, math.inf
-            for _ in range(max(1, int(ctx.cfg.random_rounds))):
+            best, best_used, low, high = None, math.inf, 0.0, 1.0
+            for round_ in range(max(1, int(ctx.cfg.random_rounds))):
                 result = ctx.evaluate(self.row, lambda c, p=rate: B.RandomGate(p, c, seed=ctx.cfg.seed), [budget],
                                       keep=False)
                 used = result[0][0]["interventions"]
@@ -214,10 +215,14 @@ class Random(Method):
                     best, best_used = result, used
                 if goal is None or abs(used - goal) <= self.tolerance:
                     break
-                # Undo proportionally what the cap at C and the episodes' lengths did to the rate.
-                new = min(1.0, rate * goal / used) if used > 0 else min(1.0, max(2 * rate, 1e-3))
-                if new == rate:  # already at 1: the helper's interventions are out of random's reach
-                    break
+                # Interventions grow with the rate (the draws are fixed per decision): keep a bracket;
+                # one proportional step first (it undoes most of what the cap at C and the episode
+                # lengths did), then bisection, which also converges where the cap saturates.
+                low, high = (rate, high) if used < goal else (low, rate)
+                step = rate * goal / used if used > 0 else 2 * rate + 1e-3
+                new = step if round_ == 0 and low < step < high else (low + high) / 2
+                if rate == 1.0 and used < goal or abs(new - rate) < 1e-6:
+                    break  # out of random's reach (the helper spends more than the cap lets random)
                 rate = new
             ctx.rows.extend(best[0])
             ctx.per_episode.extend(best[1])

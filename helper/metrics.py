@@ -32,8 +32,9 @@ the same curve reaches PGR >= level, found exactly on the segments; None when it
 ``CPT(100%)`` is the share at which a method first matches always-intervene's success.
 ``oracle_ratio`` = success / oracle success at the same budget, only against a method named
 ``oracle``, which is an upper bound (``oracle_1step``, a hindsight heuristic where decisions
-interact, gets no ratio); ``bootstrap_ci`` a percentile bootstrap interval of the mean success over episodes; ``paired_difference`` the same for the
-difference of two methods on the same episodes; ``total_score`` the AGILE score
+interact, gets no ratio); ``bootstrap_ci`` a percentile bootstrap interval of the mean success
+over episodes (``scipy.stats.bootstrap``); ``paired_difference`` the same for the difference of
+two methods on the same episodes; ``total_score`` the AGILE score
 ``accuracy - c * advice_rate`` (re-exported from ``agile.agile_metrics``, its one home).
 """
 
@@ -215,8 +216,8 @@ def summarize(frame: pd.DataFrame, training_calls: dict[str, dict] | None = None
     ``{"helper": {"strong": 0, "human": 1200}}``; None when not given), its success and
     interventions per budget, and per budget its success divided by the ``oracle``'s
     (``oracle_ratio``) and by ``exact_optimal``'s (``exact_optimal_ratio``) when the sweep has
-    those methods (both are upper bounds; ``oracle_1step`` is not and gets no ratio). ``frame`` has the ``sweep.csv`` columns. NaN results are written as None so
-    the summary is valid JSON.
+    those methods (both are upper bounds; ``oracle_1step`` is not and gets no ratio). ``frame`` has
+    the ``sweep.csv`` columns. NaN results are written as None so the summary is valid JSON.
     """
     missing = [c for c in SWEEP_COLUMNS if c not in frame.columns]
     if missing:

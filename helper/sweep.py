@@ -70,8 +70,9 @@ class SweepConfig(EnvConfig):
     """Bootstrap resamples of each 95 percent confidence interval."""
     title: str | None = None
     """Title of sweep.png."""
-    random_rounds: int = 3
-    """random: runs per budget to match the helper's mean interventions (each rescales the rate)."""
+    random_rounds: int = 8
+    """random: at most this many runs per budget to match the helper's mean interventions (it stops
+    once within 0.02 of them; each run corrects the rate)."""
 
 
 def run(cfg: SweepConfig, scorer=None) -> dict:
