@@ -263,24 +263,26 @@ class Router(Method):
             return "needs training rows (--train-data, or a helper distilled from a solve folder)"
         keys = [k for k in feature_keys(rows) if not k.startswith(ANNOTATION_PREFIXES)]
         self.names = ["step", "horizon", "progress", "steps_left"] + [f"f_{k}" for k in keys]
-        base = rows.filter(pl.col("actor") == "base")
-        X = frame_features(base, self.names)
-        fail = (base["reward"].to_numpy() < 0.5).astype(int)
-        if len(set(fail)) < 2:
+        # It learns the base agent's failures from the rows where the base agent acted, and is
+        # calibrated on every decision (the gate is asked at every one).
+        X = frame_features(rows, self.names)
+        base = (rows["actor"] == "base").to_numpy()
+        fail = (rows["reward"].to_numpy() < 0.5).astype(int)
+        if len(set(fail[base])) < 2:
             return "the base agent's training rows all succeed or all fail: nothing to route on"
         seed = ctx.cfg.seed
-        self.model = FeatureClassifier("gbm", self.names, random_state=seed).fit(X, fail)
+        self.model = FeatureClassifier("gbm", self.names, random_state=seed).fit(X[base], fail[base])
         # Calibrate on out-of-fold predictions (folds of whole episodes): in-sample predictions of a
         # boosted model are over-confident, and the threshold would not fire as often as planned.
-        groups = base["episode_id"].to_numpy()
+        groups = rows["episode_id"].to_numpy()
         oof = np.full(len(fail), np.nan)
         folds = min(self.folds, len(np.unique(groups)))
         for train, test in GroupKFold(n_splits=folds).split(X, fail, groups):
+            train = train[base[train]]
             if len(set(fail[train])) < 2:
                 continue
             model = FeatureClassifier("gbm", self.names, random_state=seed).fit(X[train], fail[train])
             oof[test] = 1.0 - model.predict_proba(X[test])
-        # The calibration counts decisions per episode of all rows; the base rows are a sample of them.
         decisions = float(rows.group_by("episode_id").len()["len"].mean())
         self.thresholds = {c: B.calibrate_threshold(oof, decisions, c) for c in ctx.budgets}
         return None

@@ -41,9 +41,9 @@ class PipelineConfig:
     questions_per_episode: int = 4
     """Decision points per episode (questions in a session)."""
     max_budget: int | None = None
-    """Largest intervention budget C of collection, solve and sweep (default: the horizon, i.e.
-    questions per episode for ProductQA; for TextWorld collection and solve go up to the longest
-    episode a game allows and the sweep up to always-intervene's mean interventions)."""
+    """Largest intervention budget C of collection, solve and sweep (default: always-intervene's
+    interventions: questions per episode for ProductQA; for TextWorld collection and solve go up to
+    the longest quest and the sweep up to always-intervene's mean interventions)."""
     prm_model: str = "smollm2"
     """Backbone of the process reward model (the embedded SmolLM2, 'tiny', a HF id or a folder)."""
     prm_target: Literal["soft", "hard", "process"] | None = None
@@ -95,12 +95,13 @@ def _stage(out: Path, name: str, redo: bool, work) -> None:
 
 
 def _horizon(cfg: PipelineConfig) -> int:
-    """The most decisions an episode of the training split can have."""
-    from helper.environment import EnvSetup, EnvSpec
+    """The most interventions always-intervene uses in an episode: every question of a ProductQA
+    session; in TextWorld the expert wins in the quest's length of moves, so the longest quest."""
+    from helper.environment import AgentEnvParams
 
     if cfg.env == "productqa":
         return cfg.questions_per_episode
-    return EnvSetup(EnvSpec(env=cfg.env, data=cfg.data)).horizon
+    return max(AgentEnvParams().tw_quest_lengths)
 
 
 def run(cfg: PipelineConfig) -> dict:

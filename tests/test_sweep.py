@@ -138,3 +138,16 @@ def test_textworld_sweep_has_a_one_step_oracle_and_measured_budgets(tmp_path):
     always = max(methods["always"]["interventions"].values())
     # Budgets up to always's mean interventions (rounded up), not the longest allowed episode.
     assert summary["budgets"] == list(range(int(np.ceil(always - 1e-9)) + 1))
+
+
+def test_router_reads_no_annotation_and_calibrates_out_of_fold(tmp_path):
+    from helper.methods import Router, SweepContext
+
+    data = trajectories(tmp_path / "rows", n=60)
+    ctx = SweepContext(cfg=SweepConfig(max_budget=2, train_data=str(data)), env=None, out=tmp_path)
+    router = Router()
+    assert router.prepare(ctx) is None
+    # The simulator's rows carry the question type (a dataset annotation): never a router feature.
+    assert not [name for name in router.names if name.startswith("f_type_")]
+    assert "f_memory_hits" in router.names
+    assert router.thresholds[0] == -np.inf and np.isfinite(router.thresholds[1]) and np.isfinite(router.thresholds[2])
