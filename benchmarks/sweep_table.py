@@ -3,11 +3,14 @@
     python benchmarks/sweep_table.py runs/demo/sweep
 
 Prints, per method: success at each budget with its 95% bootstrap interval and the interventions
-per episode used, APGR and training strong/human calls (``sweep.csv`` and ``summary.json`` as
+per episode used, APGR with the share of it completed rather than measured, and training
+strong/human calls (``sweep.csv`` and ``summary.json`` as
 ``helpgate sweep`` wrote them); then whether the helper reaches ``always``-level success: the
 first budget whose interval holds ``always``'s success, and its interventions against
 ``always``'s; then, from ``episodes.csv``, the helper's success minus each baseline's on the same
-episodes with a paired bootstrap interval (tighter than comparing the two intervals).
+episodes with a paired bootstrap interval (tighter than comparing the two intervals). The
+``oracle`` row is an upper bound and is not compared; ``oracle_1step`` (where decisions interact)
+is no bound and is compared like any baseline.
 """
 
 from __future__ import annotations
@@ -23,14 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helper.metrics import paired_difference
 
 REFERENCES = ("never", "always", "counterfactual")  # reference rows, not methods to rank
-NOT_COMPARED = (*REFERENCES, "helper", "oracle")
+NOT_COMPARED = (*REFERENCES, "helper", "oracle")  # the oracle is an upper bound, not a rival
 
 
 def tables(sweep_dir: Path) -> str:
     sweep = pd.read_csv(sweep_dir / "sweep.csv")
     summary = json.loads((sweep_dir / "summary.json").read_text())["methods"]
     budgets = sorted(b for b in sweep.loc[sweep.method == "helper", "budget"].unique() if b > 0)
-    lines = ["| method | " + " | ".join(f"C={c}" for c in budgets) + " | APGR | training strong / human calls |",
+    lines = ["| method | " + " | ".join(f"C={c}" for c in budgets) + " | APGR (extrapolated) | training strong / human calls |",
              "|---|" + "---|" * (len(budgets) + 2)]
     order = sorted(summary, key=lambda m: -(summary[m].get("apgr") or -1))
     for method in order:
@@ -46,7 +49,9 @@ def tables(sweep_dir: Path) -> str:
             cells.append(f"{r.success:.3f} [{r.ci_low:.2f}, {r.ci_high:.2f}] ({r.interventions:.2f})")
         calls = summary[method].get("training_calls") or {}
         name = f"**{method}**" if method == "helper" else method
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {summary[method]['apgr']:.3f} | "
+        extrapolated = summary[method].get("apgr_extrapolated_share")
+        apgr = f"{summary[method]['apgr']:.3f}" + ("" if extrapolated is None else f" ({extrapolated:.2f})")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {apgr} | "
                      f"{calls.get('strong', 0)} / {calls.get('human', 0)} |")
     never = sweep[sweep.method == "never"].iloc[0]
     always = sweep[sweep.method == "always"].iloc[0]
@@ -54,7 +59,8 @@ def tables(sweep_dir: Path) -> str:
     lines.append(f"never = {never.success:.3f}; always = {always.success:.3f} "
                  f"[{always.ci_low:.2f}, {always.ci_high:.2f}] with {always.interventions:.2f} interventions "
                  f"per episode; {int(always.episodes)} held-out episodes per cell. Cells: success "
-                 "[95% bootstrap interval] (interventions per episode).")
+                 "[95% bootstrap interval] (interventions per episode). APGR (share of [0, 1] completed "
+                 "to always's point rather than measured).")
     helper = sweep[(sweep.method == "helper")].sort_values("budget")
     reached = helper[helper.ci_high >= always.success]
     if len(reached):

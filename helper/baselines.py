@@ -1,20 +1,23 @@
 """Baseline gates the helper is compared with. Every one is a ``BudgetedGate``, so it plugs into
-``agile.rollout.run_episodes(gate=...)`` like the helper and never exceeds its budget.
+``agile.rollout.run_episodes(gate=...)`` like the helper and never exceeds its budget. How the
+sweep builds each one (rates, thresholds, training) is its registry, ``helper.methods``.
 
 - ``NeverGate`` / ``AlwaysGate``: the two references of PGR. ``AlwaysGate`` asks at every
   decision; the sweep runs it with a budget covering the whole episode.
 - ``FirstKGate``: intervene at the first ``k`` decisions of the episode (always, capped at k).
-- ``RandomGate``: intervene with probability ``p`` at each decision (the sweep sets ``p`` to the
-  helper's interventions per decision at the same budget). The draw is a pure function of
+- ``RandomGate``: intervene with probability ``p`` at each decision (the sweep sets ``p`` so that
+  its mean interventions match the helper's at the same budget). The draw is a pure function of
   ``(seed, episode_id, step)``: reproducible under threads.
 - ``ScoreThresholdGate``: intervene when a per-decision score is at or below a threshold. With
   the PRM score (P(success) from here) it is the ``prm_threshold`` baseline; with a router's
   predicted base-agent success it is the ``router`` baseline. ``calibrate_threshold`` sets the
   threshold on training data so that about ``budget`` decisions per episode fall at or below it.
-- ``OracleGate``: hindsight upper bound. From counterfactual records (the outcome when the base
+- ``OracleGate``: hindsight choice. From counterfactual records (the outcome when the base
   agent acts at a decision point vs. when the expert does, everything else as in the recorded
   run), it intervenes, per episode, at the ``budget`` decision points with the largest positive
-  gain ``cf_intervene_success - cf_base_success``.
+  gain ``cf_intervene_success - cf_base_success``. That is the exact hindsight optimum, an upper
+  bound, only where gains add up (independent, replayable decisions); elsewhere it is a one-step
+  heuristic (``helper.methods.oracle_is_exact``).
 - ``TableGate``: follows a solved policy table ``Solution.intervene_prob(step, state, budget_left)``
   with a user-supplied state function; ``exact_optimal`` builds it on the simulator's true model.
 """

@@ -11,28 +11,30 @@ Definitions, for one method evaluated at budgets ``C = 0 .. Cmax`` on the same h
   between never and always that a method recovers. It is not clipped (a method can be worse
   than never, PGR < 0, or better than always, PGR > 1) and is NaN when the gap is 0.
 
-The PGR curve of a method (``pgr_curve``), used by both APGR and CPT:
+The PGR curve of a method (``pgr_curve``), used by both APGR and CPT, as RouteLLM defines them
+(PGR against the share of calls to the strong model, over the whole share range [0, 1]):
 
 1. the method's points ``(x, PGR)``, one per budget; points with the same share are merged into
    one whose PGR is their mean (the order of the rows never matters);
 2. the point ``(0, 0)`` is added unless the method has a measured point at share 0 (no
    intervention means never's success, by definition);
-3. piecewise-linear interpolation between consecutive points, and a flat extension from the
-   last point to ``x = 1`` at the last point's PGR.
+3. where the last measured share is below 1, the curve is completed with always-intervene's own
+   point ``(1, 1)``; the width of that completion, ``1 - last measured share``, is the method's
+   ``apgr_extrapolated_share`` (0 when its sweep reached always's interventions). The straight
+   completion is what mixing the method's last point with always-intervene would reach, so it
+   neither rewards under-spending (as a flat tail would) nor punishes it;
+4. piecewise-linear interpolation between consecutive points.
 
-``APGR`` is the mean of that curve over ``x in [0, 1]``: the curve is evaluated on the uniform
-grid ``x = 0, 1/(n-1), ..., 1`` (``n = 101`` by default) and averaged with the trapezoid rule.
-This equals the exact integral whenever every share lies on the grid (shares that are multiples
-of 0.01 by default); otherwise it differs by at most ``|slope change| / (8 (n - 1)^2)`` summed
-over the knots that fall between grid points.
-
-``CPT(level)`` is the smallest share at which the same curve reaches PGR >= level, found exactly
-on the segments (not on the grid); None when the curve never reaches it.
+``APGR`` is the area under that curve over ``x in [0, 1]`` (exact: the trapezoid rule on the
+knots is the integral of a piecewise-linear curve). ``CPT(level)`` is the smallest share at which
+the same curve reaches PGR >= level, found exactly on the segments; None when it never does.
 
 ``CPT(100%)`` is the share at which a method first matches always-intervene's success.
-``oracle_ratio`` = success / oracle success at the same budget; ``bootstrap_ci`` a percentile
-bootstrap interval of the mean success over episodes; ``paired_difference`` the same for the
-difference of two methods on the same episodes; ``total_score`` the AGILE score
+``oracle_ratio`` = success / oracle success at the same budget, only against a method named
+``oracle``, which is an upper bound (``oracle_1step``, a hindsight heuristic where decisions
+interact, gets no ratio); ``bootstrap_ci`` a percentile bootstrap interval of the mean success
+over episodes (``scipy.stats.bootstrap``); ``paired_difference`` the same for the difference of
+two methods on the same episodes; ``total_score`` the AGILE score
 ``accuracy - c * advice_rate`` (re-exported from ``agile.agile_metrics``, its one home).
 """
 
@@ -43,14 +45,17 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 # AGILE's score has its one home in agile; every report gets it from here too.
 from agile.agile_metrics import DEFAULT_ADVICE_COST, accuracy, advice_rate, total_score  # noqa: F401
 
 NEVER, ALWAYS, ORACLE, HELPER, EXACT_OPTIMAL = "never", "always", "oracle", "helper", "exact_optimal"
+ORACLE_1STEP = "oracle_1step"
+"""The hindsight gate where decisions interact: one-step gains of a single counterfactual run, not
+an upper bound, so no ratio is taken against it."""
 SWEEP_COLUMNS = ("method", "budget", "success", "interventions", "episodes", "ci_low", "ci_high")
 """Columns of ``sweep.csv``, in order."""
-APGR_GRID_POINTS = 101
 
 
 # -- single numbers --------------------------------------------------------------------------
@@ -88,11 +93,12 @@ def bootstrap_ci(
         return math.nan, math.nan
     if not 0 < level < 1:
         raise ValueError(f"level={level}: a confidence level must lie strictly between 0 and 1")
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, values.size, size=(resamples, values.size))].mean(axis=1)
-    tail = (1 - level) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return float(low), float(high)
+    if values.size == 1 or np.all(values == values[0]):
+        # scipy needs two distinct observations; every resample of these has the same mean.
+        return float(values.mean()), float(values.mean())
+    result = stats.bootstrap((values,), np.mean, confidence_level=level, n_resamples=resamples,
+                             method="percentile", rng=np.random.default_rng(seed))
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def paired_difference(
@@ -109,8 +115,8 @@ def paired_difference(
 
 
 # -- curves ----------------------------------------------------------------------------------
-def pgr_curve(shares: Iterable[float], pgrs: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
-    """The knots of a method's PGR curve (rule in the module docstring), sorted by share."""
+def _measured(shares: Iterable[float], pgrs: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
+    """The measured points, shares clipped to [0, 1], ties merged (mean PGR), sorted by share."""
     x = np.clip(np.asarray(list(shares), dtype=np.float64), 0.0, 1.0)
     y = np.asarray(list(pgrs), dtype=np.float64)
     if x.shape != y.shape:
@@ -119,21 +125,31 @@ def pgr_curve(shares: Iterable[float], pgrs: Iterable[float]) -> tuple[np.ndarra
     x, y = x[keep], y[keep]
     knots_x, inverse = np.unique(x, return_inverse=True)
     knots_y = np.bincount(inverse, weights=y, minlength=knots_x.size) / np.bincount(inverse, minlength=knots_x.size)
-    if knots_x.size == 0 or knots_x[0] > 0:
-        knots_x = np.concatenate([[0.0], knots_x])
-        knots_y = np.concatenate([[0.0], knots_y])
     return knots_x, knots_y
 
 
-def apgr(shares: Iterable[float], pgrs: Iterable[float], grid_points: int = APGR_GRID_POINTS) -> float:
-    """Mean PGR over shares in [0, 1] (trapezoid rule on a uniform grid; see module docstring)."""
-    if grid_points < 2:
-        raise ValueError(f"grid_points={grid_points}: need at least 2 grid points")
+def pgr_curve(shares: Iterable[float], pgrs: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
+    """The knots of a method's PGR curve (rule in the module docstring), sorted by share, from 0 to 1."""
+    knots_x, knots_y = _measured(shares, pgrs)
+    if knots_x.size == 0 or knots_x[0] > 0:
+        knots_x = np.concatenate([[0.0], knots_x])
+        knots_y = np.concatenate([[0.0], knots_y])
+    if knots_x[-1] < 1:
+        knots_x = np.concatenate([knots_x, [1.0]])
+        knots_y = np.concatenate([knots_y, [1.0]])  # always-intervene: share 1, PGR 1
+    return knots_x, knots_y
+
+
+def extrapolated_share(shares: Iterable[float], pgrs: Iterable[float]) -> float:
+    """Width of the share range [0, 1] the PGR curve takes from the completion to (1, 1)."""
+    knots_x, _ = _measured(shares, pgrs)
+    return 1.0 if knots_x.size == 0 else float(1.0 - knots_x[-1])
+
+
+def apgr(shares: Iterable[float], pgrs: Iterable[float]) -> float:
+    """Area under the PGR curve over shares in [0, 1] (exact; see the module docstring)."""
     knots_x, knots_y = pgr_curve(shares, pgrs)
-    grid = np.linspace(0.0, 1.0, grid_points)
-    # np.interp holds the last knot's value to the right: the flat extension to x = 1.
-    values = np.interp(grid, knots_x, knots_y)
-    return float((values[:-1] + values[1:]).sum() / 2 / (grid_points - 1))
+    return float(((knots_y[:-1] + knots_y[1:]) / 2 * np.diff(knots_x)).sum())
 
 
 def cpt(shares: Iterable[float], pgrs: Iterable[float], level: float) -> float | None:
@@ -194,13 +210,14 @@ def _ratios(rows: pd.DataFrame, reference: pd.Series | None) -> dict[int, float 
 def summarize(frame: pd.DataFrame, training_calls: dict[str, dict] | None = None) -> dict:
     """Per-method summary of a sweep.
 
-    For every method: ``apgr``, ``cpt50``, ``cpt80``, ``cpt100`` (the share at which it first
+    For every method: ``apgr``, ``apgr_extrapolated_share`` (the part of [0, 1] its curve takes
+    from the completion to always-intervene rather than from measured points), ``cpt50``, ``cpt80``, ``cpt100`` (the share at which it first
     matches always-intervene's success), ``training_calls`` (from ``training_calls``, e.g.
     ``{"helper": {"strong": 0, "human": 1200}}``; None when not given), its success and
     interventions per budget, and per budget its success divided by the ``oracle``'s
     (``oracle_ratio``) and by ``exact_optimal``'s (``exact_optimal_ratio``) when the sweep has
-    those methods. ``frame`` has the ``sweep.csv`` columns. NaN results are written as None so
-    the summary is valid JSON.
+    those methods (both are upper bounds; ``oracle_1step`` is not and gets no ratio). ``frame`` has
+    the ``sweep.csv`` columns. NaN results are written as None so the summary is valid JSON.
     """
     missing = [c for c in SWEEP_COLUMNS if c not in frame.columns]
     if missing:
@@ -217,6 +234,7 @@ def summarize(frame: pd.DataFrame, training_calls: dict[str, dict] | None = None
         rows = rows.sort_values("budget")
         entry = {
             "apgr": _none_if_nan(apgr(rows["share"], rows["pgr"])),
+            "apgr_extrapolated_share": extrapolated_share(rows["share"], rows["pgr"]),
             "cpt50": cpt(rows["share"], rows["pgr"], 0.5),
             "cpt80": cpt(rows["share"], rows["pgr"], 0.8),
             "cpt100": cpt(rows["share"], rows["pgr"], 1.0),
@@ -232,13 +250,15 @@ def summarize(frame: pd.DataFrame, training_calls: dict[str, dict] | None = None
 
 
 def summary_table(summary: dict) -> pd.DataFrame:
-    """One row per method: APGR, CPT(50%), CPT(80%), training calls (for notebooks and logs)."""
+    """One row per method: APGR (and how much of it is extrapolated), CPT(50%), CPT(80%), training
+    calls (for notebooks and logs)."""
     rows = []
     for method, entry in summary["methods"].items():
         calls = entry.get("training_calls") or {}
         rows.append({
             "method": method,
             "APGR": entry["apgr"],
+            "APGR extrapolated share": entry.get("apgr_extrapolated_share"),
             "CPT(50%)": entry["cpt50"],
             "CPT(80%)": entry["cpt80"],
             "CPT(100%)": entry.get("cpt100"),

@@ -40,8 +40,10 @@ class PipelineConfig:
     """Held-out episodes per method and budget in the sweep (default: 16, or 8 with --quick)."""
     questions_per_episode: int = 4
     """Decision points per episode (questions in a session)."""
-    max_budget: int = 2
-    """Largest intervention budget C of the sweep; collection logs up to this many per episode."""
+    max_budget: int | None = None
+    """Largest intervention budget C of collection, solve and sweep (default: always-intervene's
+    interventions: questions per episode for ProductQA; for TextWorld collection and solve go up to
+    the longest quest and the sweep up to always-intervene's mean interventions)."""
     prm_model: str = "smollm2"
     """Backbone of the process reward model (the embedded SmolLM2, 'tiny', a HF id or a folder)."""
     prm_target: Literal["soft", "hard", "process"] | None = None
@@ -92,6 +94,16 @@ def _stage(out: Path, name: str, redo: bool, work) -> None:
     print(f"[pipeline] {name}: {seconds:.1f} s", flush=True)
 
 
+def _horizon(cfg: PipelineConfig) -> int:
+    """The most interventions always-intervene uses in an episode: every question of a ProductQA
+    session; in TextWorld the expert wins in the quest's length of moves, so the longest quest."""
+    from helper.environment import AgentEnvParams
+
+    if cfg.env == "productqa":
+        return cfg.questions_per_episode
+    return max(AgentEnvParams().tw_quest_lengths)
+
+
 def run(cfg: PipelineConfig) -> dict:
     from helper import collect, distill, solve_command, sweep
     from prm import score as prm_score
@@ -104,11 +116,12 @@ def run(cfg: PipelineConfig) -> dict:
     llm = cfg.agent != "simulator"
     rl_batch = (4 if cfg.quick else 8) if llm else 32
     trajectories = str(out / "trajectories")
+    top = cfg.max_budget if cfg.max_budget is not None else _horizon(cfg)
 
     _stage(out, "collect", cfg.redo, lambda: collect.run(collect.CollectConfig(
         env=cfg.env, data=cfg.data, split="train", agent="llm" if llm else "simulator", model=cfg.agent,
         explore_p=[0.0, 0.2, 0.4, 0.6], episodes=n_train, questions_per_episode=cfg.questions_per_episode,
-        budget=cfg.max_budget, seed=cfg.seed, out=trajectories, shard_size=16, device=cfg.device,
+        budget=top, seed=cfg.seed, out=trajectories, shard_size=16, device=cfg.device,
         memory_boost=0.0,
     )))
     _stage(out, "prm", cfg.redo, lambda: prm_train.run_train(prm_train.TrainConfig(
@@ -123,7 +136,7 @@ def run(cfg: PipelineConfig) -> dict:
     _stage(out, "score", cfg.redo, lambda: prm_score.run_score(prm_score.ScoreConfig(
         data=trajectories, model=str(out / "prm"), device=cfg.device,
     )))
-    budgets = list(range(1, cfg.max_budget + 1))
+    budgets = list(range(1, top + 1))
     _stage(out, "solve", cfg.redo, lambda: solve_command.run(solve_command.SolveConfig(
         data=trajectories, budget=budgets, bins=cfg.bins, out=str(out / "solve"),
     )))

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 _STYLE = {
     "helper": {"color": "tab:red", "marker": "o", "linewidth": 2.2, "zorder": 5},
     "oracle": {"color": "black", "marker": "*", "linestyle": "--"},
+    "oracle_1step": {"color": "tab:olive", "marker": "*", "linestyle": "-."},
     "exact_optimal": {"color": "tab:purple", "marker": "D", "linestyle": ":"},
     "online_rl": {"color": "tab:orange", "marker": "^"},
     "router": {"color": "tab:green", "marker": "v"},

@@ -6,7 +6,9 @@ Reads the shards of ``data`` through the one data module (``agile.dataset.read_t
 every ``*.parquet`` below the folder, names starting with ``.`` or ``_`` skipped; the columns
 solving needs must be there with their types, a wrong type or an unreadable file is refused
 naming it, an empty dataset is refused as empty), fits the discretizer, estimates the model once
-and solves it for every budget with ``tabular_rl``. Writes to ``out``:
+and solves it for every budget with ``tabular_rl``. The policy maximises the episode's success by
+default (``--objective success``; ``--shaping w`` adds w times the logged reward) or the summed
+logged reward (``--objective reward``). Writes to ``out``:
 
 * ``discretizer.json``  the fitted discretizer (``Discretizer.load``);
 * ``policy_c{C}.npz``   policy and value tables per budget (``Solution.load``);
@@ -25,7 +27,7 @@ from tabular_rl.discretize import BINNINGS, Discretizer
 from tabular_rl.estimate import estimate
 from tabular_rl.label import label
 from tabular_rl.solve import SOLVERS, solve
-from tabular_rl.transitions import Columns
+from tabular_rl.transitions import OBJECTIVES, Columns
 
 REQUIRED = ("episode_id", "step", "intervened", "budget_left", "reward", "done", "prm_score")
 THIN = 10  # a (step, state, action) cell with fewer rows than this is reported as thin
@@ -50,6 +52,11 @@ class SolveConfig:
     backoff: str = "auto"
     """Weight of the step-pooled estimate in each per-step estimate (thin data backs off): a number,
     or auto (empirical Bayes: large where steps behave alike, small where they differ)."""
+    objective: str = "success"
+    """What the policy maximises: success (the episode's scored outcome, e.g. winning) or reward
+    (the summed logged reward, e.g. TextWorld's progress). Identical where success is the mean reward."""
+    shaping: float = 0.0
+    """With objective success: weight of the logged reward added as a shaping term (0: none)."""
     out: str = "runs/default/solve"
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json."""
 
@@ -57,6 +64,8 @@ class SolveConfig:
 def _validate(config: SolveConfig) -> list[int]:
     if config.method not in SOLVERS:
         raise ValueError(f"method={config.method!r}: choose one of {', '.join(SOLVERS)}")
+    if config.objective not in OBJECTIVES:
+        raise ValueError(f"objective={config.objective!r}: choose one of {', '.join(OBJECTIVES)}")
     if config.binning not in BINNINGS:
         raise ValueError(f"binning={config.binning!r}: choose one of {', '.join(BINNINGS)}")
     budgets = sorted({int(b) for b in config.budget})
@@ -86,7 +95,8 @@ def run(config: SolveConfig) -> dict:
     df = read_trajectories(config.data, require=REQUIRED)
     cols = Columns()
     disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(df[cols.score], df[cols.step])
-    model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=backoff)
+    model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=backoff,
+                     objective=config.objective, shaping=config.shaping)
     solutions = [solve(model, c, config.method) for c in budgets]
 
     out = Path(config.out)

@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 
 from .discretize import Discretizer
-from .transitions import ACTION_NAMES, DEFAULT_COLUMNS, Columns, Transitions, extract_transitions
+from .transitions import ACTION_NAMES, DEFAULT_COLUMNS, Columns, Transitions, extract_transitions, with_objective
 
 COLLECT_HINT = "collect-offline-trajectories --explore-p 0.1 0.3 0.5"
 
@@ -268,15 +268,19 @@ def estimate(
     columns: Columns = DEFAULT_COLUMNS,
     smoothing: float = 1.0,
     backoff: float | str = "auto",
+    objective: str = "reward",
+    shaping: float = 0.0,
 ) -> TabularModel:
     """Estimate the MDP from a scored dataset (one row per decision point) and a fitted discretizer.
 
-    The reward is the logged ``columns.reward``; ``columns.success`` (optional) is tracked so the
-    solvers can report expected success. Raises ``MissingActionError`` if either action never occurs.
+    The reward is the logged ``columns.reward`` (``objective="reward"``) or the episode's success
+    credit plus ``shaping`` times it (``objective="success"``, ``tabular_rl.transitions``);
+    ``columns.success`` (optional) is tracked so the solvers can report expected success. Raises
+    ``MissingActionError`` if either action never occurs.
     """
     if not discretizer.is_fitted:
         raise ValueError("discretizer is not fitted: call discretizer.fit(df['prm_score'], df['step']) first")
-    tr = extract_transitions(df, discretizer, columns)
+    tr = with_objective(extract_transitions(df, discretizer, columns), objective, shaping)
     return estimate_from_transitions(
         tr, smoothing=smoothing, backoff=backoff, discretizer=discretizer, action_column=columns.action
     )

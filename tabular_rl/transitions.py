@@ -5,12 +5,17 @@ with ``step + 1`` in the same episode; a row with ``done`` true has none (termin
 not done but has no ``step + 1`` row (a truncated episode) is treated as terminal too and counted
 in ``Transitions.n_truncated``. A done row that nevertheless has a ``step + 1`` row is an error.
 
-The MDP reward is the logged ``reward`` column, so the total reward of an episode is its return.
-The ``success`` column, when present, lets the solvers report expected success separately from
-the optimised return. Where every episode's success is the mean of its rewards (ProductQA: the
-share of questions answered right), each row is credited its reward over the episode's length, so
-expected success follows the policy's own choices at every step. Otherwise (TextWorld: won or
-not) success is credited once, at the episode's last row.
+The ``success`` column, when present, is credited to rows so that an episode's credits add up to
+its success. Where every episode's success is the mean of its rewards (ProductQA: the share of
+questions answered right), each row is credited its reward over the episode's length, so expected
+success follows the policy's own choices at every step. Otherwise (TextWorld: won or not) success
+is credited once, at the episode's last row.
+
+The MDP reward is chosen by ``objective`` (``with_objective``): ``"reward"``, the logged
+``reward`` column (an episode's return is its total reward: TextWorld's progress), or
+``"success"``, the success credit plus ``shaping`` times the logged reward, so that the solver
+maximises what is scored (the probability of winning) and progress only breaks ties or guides it
+as much as asked. Where success is the mean reward both give the same policy.
 
 Linking rows to their successors is O(n) when the rows of each episode are contiguous with
 increasing steps (how shards are written); otherwise the rows are sorted by (episode, step) first.
@@ -18,7 +23,7 @@ increasing steps (how shards are written); otherwise the rows are sorted by (epi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -26,6 +31,7 @@ import polars as pl
 from .discretize import Discretizer
 
 BASE, INTERVENE = 0, 1
+OBJECTIVES = ("success", "reward")
 ACTION_NAMES = ("base", "intervene")
 
 
@@ -162,3 +168,19 @@ def extract_transitions(df: pl.DataFrame, discretizer: Discretizer, columns: Col
         n_states=n_states,
         n_truncated=int((last & ~done).sum()),
     )
+
+
+def with_objective(tr: Transitions, objective: str = "reward", shaping: float = 0.0) -> Transitions:
+    """``tr`` with the reward the solver maximises (module docstring): ``reward`` or ``success``."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective={objective!r}: choose one of {', '.join(OBJECTIVES)}")
+    if not (np.isfinite(shaping) and shaping >= 0):
+        raise ValueError(f"shaping={shaping!r}: the weight of the logged reward must be a finite number >= 0")
+    if objective == "reward":
+        return tr
+    if tr.success is None:
+        raise ValueError(
+            "objective='success' needs the dataset's success column (the episode's outcome on every row); "
+            "add it, or solve for the logged reward with objective='reward' (--objective reward)"
+        )
+    return replace(tr, reward=tr.success + shaping * tr.reward)

@@ -8,7 +8,17 @@ import pandas as pd
 import pytest
 
 from helper import metrics
-from helper.metrics import apgr, bootstrap_ci, cpt, intervention_share, oracle_ratio, pgr, pgr_curve, summarize
+from helper.metrics import (
+    apgr,
+    bootstrap_ci,
+    cpt,
+    extrapolated_share,
+    intervention_share,
+    oracle_ratio,
+    pgr,
+    pgr_curve,
+    summarize,
+)
 
 
 def test_pgr_and_share():
@@ -21,28 +31,34 @@ def test_pgr_and_share():
         intervention_share(1, 0)
 
 
-def test_curve_adds_origin_and_averages_ties():
+def test_curve_adds_origin_averages_ties_and_completes_to_always():
     x, y = pgr_curve([0.5, 0.25, 0.5], [0.6, 0.5, 0.8])
-    assert x.tolist() == [0.0, 0.25, 0.5]
-    assert y.tolist() == pytest.approx([0.0, 0.5, 0.7])
-    # A measured point at share 0 is kept as measured (no (0, 0) added).
-    x, y = pgr_curve([0.0, 1.0], [-0.1, 1.0])
-    assert x.tolist() == [0.0, 1.0] and y.tolist() == pytest.approx([-0.1, 1.0])
+    assert x.tolist() == [0.0, 0.25, 0.5, 1.0]
+    assert y.tolist() == pytest.approx([0.0, 0.5, 0.7, 1.0])  # (1, 1): always-intervene's point
+    # A measured point at share 0 is kept as measured (no (0, 0) added); a curve that reaches
+    # share 1 is not completed.
+    x, y = pgr_curve([0.0, 1.0], [-0.1, 0.9])
+    assert x.tolist() == [0.0, 1.0] and y.tolist() == pytest.approx([-0.1, 0.9])
 
 
 def test_apgr_hand_computed():
-    # Curve (0,0) -> (0.25,0.5) -> (0.5,0.75), flat 0.75 to 1:
-    # 0.25*0.25 + 0.25*(0.5+0.75)/2 + 0.5*0.75 = 0.0625 + 0.15625 + 0.375 = 0.59375
-    assert apgr([0.25, 0.5, 0.5], [0.5, 0.75, 0.75]) == pytest.approx(0.59375, abs=1e-12)
+    # Curve (0,0) -> (0.25,0.5) -> (0.5,0.75), completed by a line to (1,1):
+    # 0.25*0.25 + 0.25*(0.5+0.75)/2 + 0.5*(0.75+1)/2 = 0.0625 + 0.15625 + 0.4375 = 0.65625
+    assert apgr([0.25, 0.5, 0.5], [0.5, 0.75, 0.75]) == pytest.approx(0.65625, abs=1e-12)
+    assert extrapolated_share([0.25, 0.5, 0.5], [0.5, 0.75, 0.75]) == pytest.approx(0.5)
+    # Measured over the whole range: (0,0) (0.5,0.8) (1,1): 0.5*0.4 + 0.5*0.9 = 0.65, nothing extrapolated.
+    assert apgr([0.0, 0.5, 1.0], [0.0, 0.8, 1.0]) == pytest.approx(0.65, abs=1e-12)
+    assert extrapolated_share([0.0, 0.5, 1.0], [0.0, 0.8, 1.0]) == 0.0
     # The diagonal (always-intervene's own curve): area 1/2.
     assert apgr([1.0], [1.0]) == pytest.approx(0.5, abs=1e-12)
-    # Only share 0: a flat line at its value.
-    assert apgr([0.0], [0.0]) == 0.0
-    # A kink between grid points: exact integral 0.5*0.005*1 + 0.995*1 = 0.9975; the grid's
-    # trapezoid rule misses by at most |slope change| / (8 (n-1)^2) = 200/80000 = 0.0025,
-    # reached here (the kink sits mid-cell): 0.995.
-    assert apgr([0.005], [1.0]) == pytest.approx(0.995, abs=1e-12)
-    assert apgr([0.005], [1.0], grid_points=201) == pytest.approx(0.9975, abs=1e-12)
+    # Only share 0 (never): the completion is the diagonal, all of it extrapolated.
+    assert apgr([0.0], [0.0]) == pytest.approx(0.5) and extrapolated_share([0.0], [0.0]) == 1.0
+    # An under-spender better than always at its last point: (0,0) (0.5,1.2) (1,1):
+    # 0.5*0.6 + 0.5*1.1 = 0.85 (a flat tail at 1.2 would have credited 0.3 + 0.6 = 0.9).
+    assert apgr([0.5], [1.2]) == pytest.approx(0.85, abs=1e-12)
+    # Exact between any shares (no grid): (0,0) (0.005,1) (1,1): 0.0025 + 0.995 = 0.9975.
+    assert apgr([0.005], [1.0]) == pytest.approx(0.9975, abs=1e-12)
+    assert extrapolated_share([], []) == 1.0
 
 
 def test_cpt_exact_on_segments():
@@ -50,7 +66,8 @@ def test_cpt_exact_on_segments():
     assert cpt(shares, pgrs, 0.5) == pytest.approx(0.25)
     assert cpt(shares, pgrs, 0.6) == pytest.approx(0.35)  # 0.25 + 0.1 / 1.0
     assert cpt(shares, pgrs, 0.25) == pytest.approx(0.125)
-    assert cpt(shares, pgrs, 0.8) is None
+    assert cpt(shares, pgrs, 0.8) == pytest.approx(0.6)  # on the completion: 0.5 + 0.05 / 0.5
+    assert cpt(shares, pgrs, 1.01) is None
     assert cpt([0.0], [1.0], 0.5) == 0.0
 
 
@@ -96,20 +113,30 @@ def test_summary_hand_computed():
     assert summary["references"] == {"success_never": 0.2, "success_always": 0.6, "interventions_always": 4.0}
     helper = summary["methods"]["helper"]
     # helper: shares 0, .25, .5, .5 and PGR 0, .5, .75, .75 -> the curve of test_apgr_hand_computed.
-    assert helper["apgr"] == pytest.approx(0.59375)
-    assert helper["cpt50"] == pytest.approx(0.25) and helper["cpt80"] is None
+    assert helper["apgr"] == pytest.approx(0.65625) and helper["apgr_extrapolated_share"] == pytest.approx(0.5)
+    assert helper["cpt50"] == pytest.approx(0.25) and helper["cpt80"] == pytest.approx(0.6)
     assert helper["oracle_ratio"] == pytest.approx({0: 1.0, 1: 0.8, 2: 0.5 / 0.6, 3: 0.5 / 0.6})
     assert helper["training_calls"] == {"strong": 0, "human": 120}
     oracle = summary["methods"]["oracle"]
-    # oracle: (0,0) (.25,.75) (.5,1) flat: .25*.375 + .25*.875 + .5 = 0.8125;
+    # oracle: (0,0) (.25,.75) (.5,1) then to (1,1): .25*.375 + .25*.875 + .5 = 0.8125;
     # CPT50 = .25 * .5/.75, CPT80 = .25 + .25 * .05/.25 = 0.3.
     assert oracle["apgr"] == pytest.approx(0.8125)
     assert oracle["cpt50"] == pytest.approx(0.25 * 0.5 / 0.75) and oracle["cpt80"] == pytest.approx(0.3)
-    assert summary["methods"]["always"]["apgr"] == pytest.approx(0.5)
-    assert summary["methods"]["never"]["apgr"] == 0.0 and summary["methods"]["never"]["cpt50"] is None
+    always, never = summary["methods"]["always"], summary["methods"]["never"]
+    assert always["apgr"] == pytest.approx(0.5) and always["apgr_extrapolated_share"] == 0.0
+    assert never["apgr"] == pytest.approx(0.5) and never["apgr_extrapolated_share"] == 1.0
     json.dumps(summary)  # valid JSON: no NaN, int keys only
     table = metrics.summary_table(summary)
     assert table["method"].tolist()[0] == "oracle"
+    assert table.set_index("method").loc["helper", "APGR extrapolated share"] == pytest.approx(0.5)
+
+
+def test_one_step_oracle_is_no_reference_for_ratios():
+    frame = _sweep()
+    frame.loc[frame["method"] == "oracle", "method"] = "oracle_1step"
+    summary = summarize(frame)
+    assert "oracle_ratio" not in summary["methods"]["helper"]
+    assert summary["methods"]["oracle_1step"]["apgr"] == pytest.approx(0.8125)
 
 
 def test_summary_names_missing_reference():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from helper_data import HORIZON, PerfectScorer, solved, trajectories
@@ -28,8 +29,9 @@ def helper_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def swept(helper_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep")
+    # No max_budget: the budgets go up to always's interventions, the horizon.
     cfg = SweepConfig(helper=str(helper_dir), out=str(out), episodes=40, questions_per_episode=HORIZON,
-                      max_budget=2, rl_iterations=4, rl_episodes=8, ci_resamples=200)
+                      rl_iterations=4, rl_episodes=8, ci_resamples=200)
     return out, sweep(cfg, scorer=PerfectScorer())
 
 
@@ -51,10 +53,15 @@ def test_sweep_budgets_and_references(swept):
     frame = pd.read_csv(out / "sweep.csv")
     assert frame.loc[frame["method"] == "always", "interventions"].item() == HORIZON
     assert frame.loc[frame["method"] == "never", "interventions"].item() == 0
+    assert summary["budgets"] == list(range(HORIZON + 1))
     for method in ("helper", "first_k", "random", "oracle", "exact_optimal", "online_rl", "router", "prm_threshold"):
         rows = frame[frame["method"] == method].set_index("budget")
-        assert rows.index.tolist() == [0, 1, 2]
+        assert rows.index.tolist() == list(range(HORIZON + 1))
         assert (rows["interventions"] <= rows.index).all()  # the budget is never exceeded
+    # Measured over the whole share range: first_k at C = horizon is always-intervene.
+    entries = summary["methods"]
+    assert entries["first_k"]["apgr_extrapolated_share"] == 0.0 and entries["always"]["apgr_extrapolated_share"] == 0.0
+    assert all(0.0 <= e["apgr_extrapolated_share"] <= 1.0 for e in entries.values())
     calls = {m: e["training_calls"] for m, e in summary["methods"].items()}
     assert calls["helper"]["human"] > 0 and calls["exact_optimal"] == {"strong": 0, "human": 0}
     assert calls["online_rl"]["human"] > 0 and calls["online_rl"]["episodes"] == 4 * 8
@@ -75,6 +82,35 @@ def test_helper_matches_exact_optimum_with_known_dynamics(swept):
     assert all(oracle["success"][b] >= exact["success"][b] for b in (1, 2))
 
 
+def test_oracle_is_an_upper_bound_episode_by_episode(swept):
+    # ProductQA, simulator, no memory boost, human expert: decisions are independent and replayable,
+    # so the row is called "oracle" and no gate with the same budget beats it on any episode.
+    out, summary = swept
+    episodes = pd.read_csv(out / "episodes.csv")
+    oracle = episodes[episodes["method"] == "oracle"].set_index(["budget", "episode_id"])["success"]
+    others = episodes[episodes["method"] != "oracle"]
+    paired = others.join(oracle.rename("oracle"), on=["budget", "episode_id"])
+    assert paired["oracle"].notna().all() and len(paired) == len(others)  # every method, every budget
+    assert (paired["oracle"] >= paired["success"] - 1e-12).all()
+    assert all(summary["methods"]["helper"]["oracle_ratio"][b] <= 1.0 + 1e-12 for b in range(1, HORIZON + 1))
+
+
+def test_random_matches_the_helpers_interventions(swept):
+    _, summary = swept
+    helper, random = summary["methods"]["helper"]["interventions"], summary["methods"]["random"]["interventions"]
+    for budget in range(HORIZON + 1):
+        assert random[budget] == pytest.approx(helper[budget], abs=0.05), budget
+
+
+def test_oracle_name_says_whether_it_is_a_bound():
+    from helper.methods import oracle_is_exact
+
+    assert oracle_is_exact(SweepConfig())  # ProductQA simulator, no memory boost, human
+    assert not oracle_is_exact(SweepConfig(memory_boost=0.1))
+    assert not oracle_is_exact(SweepConfig(agent="smollm2"))
+    assert not oracle_is_exact(SweepConfig(env="textworld"))
+
+
 def test_evaluate_command(helper_dir, tmp_path):
     out = tmp_path / "evaluate"
     assert main(["evaluate", "--helper", str(helper_dir), "--episodes", "6", "--questions-per-episode",
@@ -90,3 +126,28 @@ def test_command_help_renders(command, capsys):
         main([command, "--help"])
     assert exit_info.value.code == 0
     assert "--out" in capsys.readouterr().out
+
+
+def test_textworld_sweep_has_a_one_step_oracle_and_measured_budgets(tmp_path):
+    # Sequential: one decision changes the value of the next, so the hindsight ranking is no bound.
+    summary = sweep(SweepConfig(env="textworld", tw_games=2, tw_quest_lengths=[3], tw_sim_p=0.3, episodes=4,
+                                methods=["oracle"], out=str(tmp_path), ci_resamples=50))
+    methods = summary["methods"]
+    assert "oracle_1step" in methods and "oracle" not in methods
+    assert not any("oracle_ratio" in entry for entry in methods.values())
+    always = max(methods["always"]["interventions"].values())
+    # Budgets up to always's mean interventions (rounded up), not the longest allowed episode.
+    assert summary["budgets"] == list(range(int(np.ceil(always - 1e-9)) + 1))
+
+
+def test_router_reads_no_annotation_and_calibrates_out_of_fold(tmp_path):
+    from helper.methods import Router, SweepContext
+
+    data = trajectories(tmp_path / "rows", n=60)
+    ctx = SweepContext(cfg=SweepConfig(max_budget=2, train_data=str(data)), env=None, out=tmp_path)
+    router = Router()
+    assert router.prepare(ctx) is None
+    # The simulator's rows carry the question type (a dataset annotation): never a router feature.
+    assert not [name for name in router.names if name.startswith("f_type_")]
+    assert "f_memory_hits" in router.names
+    assert router.thresholds[0] == -np.inf and np.isfinite(router.thresholds[1]) and np.isfinite(router.thresholds[2])

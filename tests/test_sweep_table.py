@@ -24,8 +24,11 @@ def test_tables_and_paired_differences(tmp_path):
         ("never", 0): [0, 0, 0, 1], ("always", 4): [1, 1, 1, 1],
         ("helper", 0): [0, 0, 0, 1], ("helper", 1): [1, 0, 1, 1],
         ("prm_threshold", 0): [0, 0, 0, 1], ("prm_threshold", 1): [1, 0, 0, 1],
+        ("oracle_1step", 0): [0, 0, 0, 1], ("oracle_1step", 1): [1, 0, 1, 1],
+        ("oracle", 0): [0, 0, 0, 1], ("oracle", 1): [1, 1, 0, 1],
     }
-    used = {("always", 4): 4.0, ("helper", 1): 1.0, ("prm_threshold", 1): 0.75}
+    used = {("always", 4): 4.0, ("helper", 1): 1.0, ("prm_threshold", 1): 0.75, ("oracle_1step", 1): 1.0,
+            ("oracle", 1): 1.0}
     episodes = pd.DataFrame(
         [(m, c, f"e{i}", s, used.get((m, c), 0.0)) for (m, c), values in outcome.items() for i, s in enumerate(values)],
         columns=["method", "budget", "episode_id", "success", "interventions"],
@@ -44,3 +47,8 @@ def test_tables_and_paired_differences(tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| prm_threshold | +"))
     assert row.startswith("| prm_threshold | +0.250 [+0.000, +0.750]")
     assert "always-level" in text
+    # APGR: (0,0) (0.25, 2/3) then completed to (1,1): 0.25/3 + 0.75*5/6 = 0.708, 0.75 of it completed.
+    assert "| 0.708 (0.75) | 0 / 0 |" in next(line for line in text.splitlines() if line.startswith("| **helper**"))
+    # The one-step oracle is no bound: compared like a baseline; the oracle (a bound) is not.
+    assert any(line.startswith("| oracle_1step | +0.000") for line in text.splitlines())
+    assert not any(line.startswith(("| oracle | +", "| oracle | -")) for line in text.splitlines())
