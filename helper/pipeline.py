@@ -58,6 +58,9 @@ class PipelineConfig:
     with an LLM backbone costs more than the rest of the pipeline on a CPU."""
     backend: Literal["features", "text"] = "features"
     """Helper classifier: gradient boosting on features, or a sequence classifier on the state text."""
+    gold_features: bool = False
+    """ProductQA: give the helper and every baseline the dataset's question type as features (an
+    ablation: a deployed agent never has it)."""
     seed: int = 0
     """Seed of collection (evaluation uses seed + 1000 on the test groups)."""
     redo: bool = False
@@ -110,7 +113,7 @@ def run(cfg: PipelineConfig) -> dict:
         env=cfg.env, data=cfg.data, split="train", agent="llm" if llm else "simulator", model=cfg.agent,
         explore_p=[0.0, 0.2, 0.4, 0.6], episodes=n_train, questions_per_episode=cfg.questions_per_episode,
         budget=cfg.max_budget, seed=cfg.seed, out=trajectories, shard_size=16, device=cfg.device,
-        memory_boost=0.0,
+        memory_boost=0.0, gold_features=cfg.gold_features,
     )))
     _stage(out, "prm", cfg.redo, lambda: prm_train.run_train(prm_train.TrainConfig(
         # The gate scores a decision before the action is taken, so the tag goes after the state.
@@ -136,6 +139,7 @@ def run(cfg: PipelineConfig) -> dict:
         env=cfg.env, helper=str(out / "helper"), out=str(out / "sweep"), max_budget=cfg.max_budget, data=cfg.data,
         split="test", episodes=n_eval, seed=cfg.seed + 1000, questions_per_episode=cfg.questions_per_episode,
         agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
+        gold_features=cfg.gold_features,
         # The online-RL baseline plays whole training episodes. With an LLM agent it plays as many
         # as the offline collection did (equal interaction with the environment; it is the slow part
         # on a CPU), half as many with --quick.
