@@ -51,6 +51,9 @@ class PipelineConfig:
     prm_layers: int | None = None
     """Keep only the first this many backbone layers for the PRM's features (0: all of them).
     Default: 8 for the embedded SmolLM2 (a quarter of its 30 layers, a quarter of the cost), all otherwise."""
+    prm_folds: int = 5
+    """PRM folds: training rows get out-of-fold scores (1: a held-out split, and training rows get
+    the in-sample scores of the head fitted on them; for the ablation only)."""
     bins: int = 6
     """PRM-score bins of the tabular MDP."""
     rl_use_prm: bool = False
@@ -122,7 +125,7 @@ def run(cfg: PipelineConfig) -> dict:
         # A process label is the base agent's own correctness at that step; rows where the human
         # answered say nothing about it.
         base_only=cfg.prm_target_name() == "process",
-        seed=cfg.seed, device=cfg.device, layers=cfg.prm_layer_count(),
+        seed=cfg.seed, device=cfg.device, layers=cfg.prm_layer_count(), folds=cfg.prm_folds,
     )))
     _stage(out, "score", cfg.redo, lambda: prm_score.run_score(prm_score.ScoreConfig(
         data=trajectories, model=str(out / "prm"), device=cfg.device,
