@@ -43,7 +43,16 @@ import torch
 from prm import labels as L
 from prm import quality
 from prm.folds import assign_folds, task_type
-from prm.shards import FEATURES_FILE, OOF_FILE, TRAIN_COLUMNS, Validator, check_columns, check_episodes, episodes_of, read_frame
+from prm.shards import (
+    FEATURES_FILE,
+    OOF_FILE,
+    TRAIN_COLUMNS,
+    Validator,
+    check_columns,
+    check_episodes,
+    episodes_of,
+    read_frame,
+)
 
 
 @dataclass

@@ -15,8 +15,8 @@ from agile.catalog_generator import default_catalog_dir
 from agile.productqa_env import make_episodes
 from agile.rollout import run_episodes
 from agile.simulator_agent import SimulatorAgent
-from prm.folds import task_type
 from helper.schema import write_shard
+from prm.folds import task_type
 
 HORIZON = 6
 

@@ -56,7 +56,7 @@ def test_out_of_fold_scores_differ_from_in_fold(overfit):
     assert report["oof_auroc"] == pytest.approx(report["validation"]["auroc"])
     oof = pl.read_parquet(root / "prm" / OOF_FILE).sort(["episode_id", "step"])
     assert oof.height == FRAME.height
-    ids, episodes = episodes_of(FRAME)
+    _ids, episodes = episodes_of(FRAME)
     in_fold = np.concatenate(ProcessRewardModel.load(root / "prm").score_episodes(episodes))
     # Memorised: the saved (all-data) head puts training rows near their own outcome.
     outcome = FRAME.sort(["episode_id", "step"])["success"].to_numpy()
