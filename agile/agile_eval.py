@@ -89,6 +89,9 @@ class EvalConfig:
     """NoveltyGate: advice when the best memory match has a cosine below this."""
     gate_p: float = 0.25
     """RandomGate: advice probability."""
+    gold_features: bool = False
+    """Give the gate the dataset's question type as type_<name> features (an ablation; for a helper
+    distilled with --gold-features)."""
     max_new_tokens: int = 96
     """Longest turn the agent may write."""
     batch_size: int = 8
@@ -155,7 +158,7 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print) 
     embedder = Embedder()
     gate = gate if gate is not None else make_gate(cfg)
     gate_name = type(gate).__name__ if gate is not None else ""
-    base = ExecutorConfig(advice_cost=cfg.advice_cost)
+    base = ExecutorConfig(advice_cost=cfg.advice_cost, gold_features=cfg.gold_features)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows, logs = [], []

@@ -79,6 +79,9 @@ class ExecutorConfig:
     """Also file the agent's own (unverified) answers in the QA history."""
     show_product: bool = True
     """Show the product's row of the table after the question (AGILE's product metadata)."""
+    gold_features: bool = False
+    """Give the gate the dataset's question type as type_<name> features (an ablation: a deployed
+    agent never has it)."""
 
 
 @dataclass
@@ -292,11 +295,12 @@ class Executor:
         self.observation = Observation(
             episode_id=self.episode_id, env=ENV_NAME, task_id=q.id, step=self.session,
             state_text=self.context_text(), horizon=self.end,
-            # type_<name>: the names the ProductQA environment uses, so a helper trained on its
-            # trajectories reads the question type here too.
-            features={**{f"type_{t}": float(q.type == t) for t in QUESTION_TYPES},
+            # type_<name> (the ProductQA environment's names) only as the gold-features ablation:
+            # a deployed agent does not know the dataset's question type.
+            features={**({f"type_{t}": float(q.type == t) for t in QUESTION_TYPES} if cfg.gold_features else {}),
                       "memory_top_similarity": float(top_similarity),
-                      "memory_similar_count": float(self._n_similar)})
+                      "memory_similar_count": float(self._n_similar)},
+            annotations={"question_type": q.type})
         if self.gate is not None and cfg.use_advice:
             budget_left = self._budget_left()
             # The gate must not spend what is not there; the loop enforces it as well.

@@ -3,7 +3,8 @@
     agent = LLMAgent("smollm2")            # or "tiny", a Hugging Face id, a local folder
     actions = agent.act(observations)      # one action per observation, one model call per round
 
-Each observation is answered in one of four modes, chosen from its features and text:
+Each observation is answered in one of four modes, chosen from its question type (the
+environment's annotation, ``agile.productqa_env.question_type``) and its text:
 
 - ``sql`` (a search question before its search): the model writes the ``WHERE`` part of
   ``[SearchProduct] SELECT product_id FROM `<table>` WHERE ...`` (the prefix is given, so the

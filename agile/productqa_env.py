@@ -20,6 +20,11 @@ lines are comments, e.g. a fallback note written by the agent):
 - anything else: an unanswered question (reward 0), ``info["error"]`` says why.
 
 ``success()`` is the mean per-question reward over the planned number of questions.
+
+What a deployed agent sees and nothing more reaches ``features`` and ``state_text``: the dataset's
+question type is an annotation (``Observation.annotations``, read by ``question_type``), not a
+feature. ``gold_features=True`` adds the ``type_<name>`` indicators to the features, for the
+ablation that measures what the gold label is worth.
 """
 
 from __future__ import annotations
@@ -86,6 +91,9 @@ class ProductQAEpisode:
     """Memory entries retrieved into the state text."""
     max_searches: int = 1
     """``[SearchProduct]`` calls allowed per question."""
+    gold_features: bool = False
+    """Add the dataset's question type as ``type_<name>`` features (an ablation: a deployed agent
+    never has it)."""
     questions: list[Question] = field(default_factory=list)
     """The session's questions; drawn from the seed when not given."""
     # The running state (copied by ``clone``).
@@ -138,7 +146,7 @@ class ProductQAEpisode:
     def observe(self) -> Observation:
         question = self.question
         retrieved = self.memory.retrieve(question.question, question.asin, self.memory_k)
-        features = {f"type_{t}": float(question.type == t) for t in QUESTION_TYPES}
+        features = {f"type_{t}": float(question.type == t) for t in QUESTION_TYPES} if self.gold_features else {}
         features.update(
             progress=self.position / self.horizon,
             memory_hits=float(len(retrieved)),
@@ -153,6 +161,7 @@ class ProductQAEpisode:
             state_text=self._render(question, retrieved),
             horizon=self.horizon,
             features=features,
+            annotations={"question_type": question.type},
         )
 
     def step(self, action: Action) -> StepResult:
@@ -235,7 +244,7 @@ class ProductQAEpisode:
             if key != "title" and value not in (None, "")
         )
         lines = [
-            f"Question {self.position + 1} of {self.horizon} ({question.type}).",
+            f"Question {self.position + 1} of {self.horizon}.",
             f"Customer: {question.question}",
             f"Product {question.asin}: {self.resources.titles.get(question.asin, '')}",
         ]
@@ -267,7 +276,12 @@ def gold_answer_text(question: Question) -> str:
 
 
 def question_type(observation: Observation) -> str | None:
-    """The question type whose ``type_<name>`` feature is set (None for other environments)."""
+    """The dataset's question type of a ProductQA decision point (None for other environments).
+
+    Read from the observation's annotations; an observation built by hand may give it as a set
+    ``type_<name>`` feature instead. For simulators and known-dynamics references only."""
+    if "question_type" in observation.annotations:
+        return observation.annotations["question_type"]
     for key, value in observation.features.items():
         if key.startswith("type_") and value:
             return key[len("type_"):]

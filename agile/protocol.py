@@ -28,7 +28,12 @@ class Observation:
     horizon: int
     """Number of decision points the episode is planned to have (upper bound for text games)."""
     features: dict[str, float] = field(default_factory=dict)
-    """Numeric side information (e.g. question-type indicators) for feature-based helpers."""
+    """Numeric side information a deployed agent has too (progress, memory hits, ...), for
+    feature-based helpers."""
+    annotations: dict[str, str] = field(default_factory=dict)
+    """The dataset's own labels of this decision point (ProductQA: ``question_type``), which a
+    deployed agent never has: for simulated agents and known-dynamics references only, never a
+    helper, PRM or baseline input; not logged."""
 
 
 @dataclass(frozen=True)

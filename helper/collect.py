@@ -81,7 +81,7 @@ class CollectConfig(AgentEnvParams):
 IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers")
 """Fields that may change between a run and its resumption (they do not change the data)."""
 ENV_ONLY = {
-    "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost"),
+    "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features"),
     "textworld": ("tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p"),
 }
 """Fields that only one environment reads; the other leaves them out of the manifest's identity."""

@@ -9,7 +9,7 @@ config (``helper.collect.CollectConfig`` for collection, ``EnvConfig`` and its s
 online evaluation), so collection and evaluation build the same things the same way.
 
 - ProductQA: episodes of ``agile.productqa_env.ProductQASource`` (data root, split, groups,
-  questions per episode); base agent ``SimulatorAgent`` (per-question-type accuracy, memory boost)
+  questions per episode; the question type as a feature only with ``gold_features``); base agent ``SimulatorAgent`` (per-question-type accuracy, memory boost)
   or ``LLMAgent``; strong ``StrongLLMAgent``. Horizon: questions per episode.
 - TextWorld: episodes of ``agile.textworld_env.TextWorldSource`` (games, quest lengths, rooms,
   objects); base agent ``TextWorldSimulatorAgent`` (expert move with probability ``tw_sim_p``)
@@ -61,6 +61,8 @@ class EnvSpec:
     """ProductQA simulator: accuracy per question type (fact_qa, search_qa, reasoning_qa)."""
     memory_boost: float = 0.0
     """ProductQA simulator: accuracy added per retrieved memory entry from an intervention."""
+    gold_features: bool = False
+    """ProductQA: add the dataset's question type to the observation's features (an ablation)."""
     tw_games: int = 48
     """TextWorld: games in the split."""
     tw_quest_lengths: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
@@ -138,7 +140,8 @@ class EnvSetup:
         """Fresh episodes ``indices`` of ``split``; episode ``i`` depends only on ``(seed, i)``."""
         source = self.source(split)
         if self.spec.env == "productqa":
-            return source.episodes(indices, seed, self.spec.questions_per_episode)
+            return source.episodes(indices, seed, self.spec.questions_per_episode,
+                                   gold_features=self.spec.gold_features)
         return source.episodes(indices, seed)
 
     @property
@@ -189,6 +192,9 @@ class AgentEnvParams:
     """ProductQA simulator: probability of a right answer per question type (fact_qa, search_qa, reasoning_qa)."""
     memory_boost: float = 0.0
     """ProductQA simulator: accuracy added per retrieved memory entry that came from an intervention."""
+    gold_features: bool = False
+    """ProductQA: give the helper the dataset's question type as type_<name> features (an ablation:
+    a deployed agent never has it; off, features are only what the agent itself sees)."""
     tw_games: int = 48
     """TextWorld: games in the split (episode i plays game i mod tw_games)."""
     tw_quest_lengths: list[int] = field(default_factory=lambda: [3, 4, 5, 6, 7, 8])

@@ -53,6 +53,9 @@ class PipelineConfig:
     prm_layers: int | None = None
     """Keep only the first this many backbone layers for the PRM's features (0: all of them).
     Default: 8 for the embedded SmolLM2 (a quarter of its 30 layers, a quarter of the cost), all otherwise."""
+    prm_folds: int = 5
+    """PRM folds: training rows get out-of-fold scores (1: a held-out split, and training rows get
+    the in-sample scores of the head fitted on them; for the ablation only)."""
     bins: int = 6
     """PRM-score bins of the tabular MDP."""
     rl_use_prm: bool = False
@@ -60,6 +63,9 @@ class PipelineConfig:
     with an LLM backbone costs more than the rest of the pipeline on a CPU."""
     backend: Literal["features", "text"] = "features"
     """Helper classifier: gradient boosting on features, or a sequence classifier on the state text."""
+    gold_features: bool = False
+    """ProductQA: give the helper and every baseline the dataset's question type as features (an
+    ablation: a deployed agent never has it)."""
     seed: int = 0
     """Seed of collection (evaluation uses seed + 1000 on the test groups)."""
     redo: bool = False
@@ -122,7 +128,7 @@ def run(cfg: PipelineConfig) -> dict:
         env=cfg.env, data=cfg.data, split="train", agent="llm" if llm else "simulator", model=cfg.agent,
         explore_p=[0.0, 0.2, 0.4, 0.6], episodes=n_train, questions_per_episode=cfg.questions_per_episode,
         budget=top, seed=cfg.seed, out=trajectories, shard_size=16, device=cfg.device,
-        memory_boost=0.0,
+        memory_boost=0.0, gold_features=cfg.gold_features,
     )))
     _stage(out, "prm", cfg.redo, lambda: prm_train.run_train(prm_train.TrainConfig(
         # The gate scores a decision before the action is taken, so the tag goes after the state.
@@ -131,7 +137,7 @@ def run(cfg: PipelineConfig) -> dict:
         # A process label is the base agent's own correctness at that step; rows where the human
         # answered say nothing about it.
         base_only=cfg.prm_target_name() == "process",
-        seed=cfg.seed, device=cfg.device, layers=cfg.prm_layer_count(),
+        seed=cfg.seed, device=cfg.device, layers=cfg.prm_layer_count(), folds=cfg.prm_folds,
     )))
     _stage(out, "score", cfg.redo, lambda: prm_score.run_score(prm_score.ScoreConfig(
         data=trajectories, model=str(out / "prm"), device=cfg.device,
@@ -148,6 +154,7 @@ def run(cfg: PipelineConfig) -> dict:
         env=cfg.env, helper=str(out / "helper"), out=str(out / "sweep"), max_budget=cfg.max_budget, data=cfg.data,
         split="test", episodes=n_eval, seed=cfg.seed + 1000, questions_per_episode=cfg.questions_per_episode,
         agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
+        gold_features=cfg.gold_features,
         # The online-RL baseline plays whole training episodes. With an LLM agent it plays as many
         # as the offline collection did (equal interaction with the environment; it is the slow part
         # on a CPU), half as many with --quick.

@@ -2,10 +2,13 @@
 
 - ``ProcessRewardModel`` (``prm.model``): a causal-LM backbone with a step-tag (+/-) or value
   head; ``score_episodes`` scores all steps of an episode in one forward pass; ``save``/``load``.
-- ``TrainConfig`` / ``run_train`` (``prm.train``): Monte-Carlo labels, split by episode, frozen
-  backbone or LoRA, quality report (AUROC, Brier, ECE, reliability plot).
-- ``ScoreConfig`` / ``run_score`` (``prm.score``): add ``prm_score`` to a trajectory folder,
-  streaming and resumable, in-process or over Ray workers.
+- ``TrainConfig`` / ``run_train`` (``prm.train``): Monte-Carlo labels, fold heads and the
+  all-data head (frozen backbone) or LoRA, out-of-fold scores, quality report (AUROC, Brier, ECE,
+  reliability plot).
+- ``assign_folds`` (``prm.folds``): folds of whole episodes, by task group, prefix-sharing
+  episodes together.
+- ``ScoreConfig`` / ``run_score`` (``prm.score``): add ``prm_score`` to a trajectory folder
+  (training episodes: their out-of-fold scores), streaming and resumable, in-process or over Ray.
 """
 
 from prm.model import ProcessRewardModel

@@ -10,19 +10,16 @@ import os
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import rankdata
+from sklearn.metrics import roc_auc_score
 
 
 def auroc(scores: Sequence[float], outcomes: Sequence[float]) -> float:
-    """Area under the ROC curve: P(score of a random success > score of a random failure),
-    ties counted as one half (the Mann-Whitney U statistic). NaN when a class is missing."""
-    scores = np.asarray(scores, dtype=np.float64)
+    """Area under the ROC curve (scikit-learn's ``roc_auc_score``: ties count one half); NaN when a
+    class is missing."""
     positive = np.asarray(outcomes, dtype=np.float64) >= 0.5
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-    if n_pos == 0 or n_neg == 0:
+    if positive.all() or not positive.any():
         return float("nan")
-    ranks = rankdata(scores)  # average ranks make ties count one half
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    return float(roc_auc_score(positive, np.asarray(scores, dtype=np.float64)))
 
 
 def brier(scores: Sequence[float], outcomes: Sequence[float]) -> float:

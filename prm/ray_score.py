@@ -34,9 +34,14 @@ class ShardScorer:
         self.score_shard = score_shard
         self.batch_tokens = batch_tokens
         self.validate = validate
+        # Training episodes get the out-of-fold scores `prm train` saved, as in-process scoring does.
+        from prm.shards import OOF_FILE
+
+        self.out_of_fold = Path(model) / OOF_FILE
 
     def score(self, source: str, target: str) -> tuple[str, dict]:
-        return target, self.score_shard(self.prm, source, target, self.batch_tokens, self.validate, progress=False)
+        return target, self.score_shard(self.prm, source, target, self.batch_tokens, self.validate, progress=False,
+                                           out_of_fold=self.out_of_fold)
 
 
 def score_with_ray(cfg, jobs: list[tuple[Path, Path]], score_shard, validate=None) -> Iterator[tuple[Path, dict]]:

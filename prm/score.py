@@ -15,9 +15,14 @@ A progress manifest, ``prm_score.manifest.json`` in the output folder, records e
 shard with the model it was scored by, so a killed run resumes where it stopped; scoring with a
 different model starts over.
 
-A PRM trained on a frozen backbone keeps the features it computed (``features.npz`` in its
-folder); episodes found there with unchanged text are scored by the head alone, so scoring the
-training data right after ``prm train`` costs no backbone pass.
+Training episodes get their out-of-fold score: ``prm train`` saved, in ``oof_scores.parquet``,
+each training episode's scores from the fold head that did not see it, and an episode found
+there with unchanged text is given those, so solve, distill and every calibrated baseline fit on
+scores of a model that never saw the episode, as the gate's scores are online. Every other
+episode (new data, or a training episode whose text changed) is scored by the saved all-data
+model. A PRM trained on a frozen backbone also keeps the features it computed
+(``features.npz``); episodes found there with unchanged text are scored by the head alone, so
+no backbone pass is spent on them.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import polars as pl
 import torch
 
 from agile.dataset import Manifest, write_shard
-from prm.shards import FEATURES_FILE, SCORE_COLUMNS, Validator, episodes_of, read_shard, shard_files
+from prm.shards import FEATURES_FILE, OOF_FILE, SCORE_COLUMNS, Validator, episodes_of, read_shard, shard_files
 
 MANIFEST = "prm_score.manifest.json"
 
@@ -78,19 +83,23 @@ def model_fingerprint(directory: str | os.PathLike) -> str:
 
 
 def score_frame(prm, frame: pl.DataFrame, batch_tokens: int = 16384, progress: bool = False,
-                saved_features: Path | None = None) -> pl.DataFrame:
+                saved_features: Path | None = None, out_of_fold: Path | None = None) -> pl.DataFrame:
     """``frame`` (rows in any order) with a ``prm_score`` column, row order kept.
 
-    ``saved_features``: the frozen backbone's features that ``prm train`` saved; episodes found
-    there with the same rendered text are scored by the head alone (same numbers, no backbone pass).
+    ``out_of_fold``: the out-of-fold scores that ``prm train`` saved; episodes found there with the
+    same rendered text get those. ``saved_features``: the frozen backbone's features that ``prm
+    train`` saved; other episodes found there are scored by the head alone (no backbone pass).
     """
     frame = frame.drop("prm_score", strict=False).with_row_index("_row")
     ordered = frame.sort(["episode_id", "step"])
     ids, episodes = episodes_of(ordered)
-    cached = _cached_features(prm, ids, episodes, saved_features)
-    todo = [i for i, e in enumerate(ids) if e not in cached]
+    held_out = _out_of_fold(prm, ids, episodes, out_of_fold)
+    cached = _cached_features(prm, [e for e in ids if e not in held_out],
+                              [x for e, x in zip(ids, episodes) if e not in held_out], saved_features)
+    todo = [i for i, e in enumerate(ids) if e not in cached and e not in held_out]
     computed = prm.score_episodes([episodes[i] for i in todo], batch_tokens=batch_tokens, progress=progress)
     scores = dict(zip(todo, computed))
+    scores |= {i: held_out[e] for i, e in enumerate(ids) if e in held_out}
     if cached:
         head = prm.head
         with torch.inference_mode():
@@ -104,14 +113,40 @@ def score_frame(prm, frame: pl.DataFrame, batch_tokens: int = 16384, progress: b
     return ordered.sort("_row").drop("_row")
 
 
+def _content(prm, ids, episodes) -> dict[str, str]:
+    """Each episode's rendered-text hash (the last prefix key), as ``prm train`` recorded it."""
+    from prm.render import prefix_keys
+
+    tag_after = prm.settings.tag_after
+    return {e: prefix_keys(states, actions, tag_after)[-1] for e, (states, actions) in zip(ids, episodes)}
+
+
+def _out_of_fold(prm, ids, episodes, path: Path | None) -> dict[str, np.ndarray]:
+    """Saved out-of-fold scores of the episodes whose text and step count are unchanged."""
+    if path is None or not path.exists() or not ids:
+        return {}
+    content = _content(prm, ids, episodes)
+    lengths = {e: len(states) for e, (states, _) in zip(ids, episodes)}
+    stored = (
+        pl.read_parquet(path)
+        .filter(pl.col("episode_id").is_in(ids))
+        .sort(["episode_id", "step"])
+        .group_by("episode_id", maintain_order=True)
+        .agg(pl.col("episode_hash").first(), pl.col("prm_score"))
+    )
+    return {
+        e: np.asarray(scores, dtype=np.float64)
+        for e, h, scores in zip(stored["episode_id"], stored["episode_hash"], stored["prm_score"])
+        if content[e] == h and len(scores) == lengths[e]
+    }
+
+
 def _cached_features(prm, ids, episodes, saved_features: Path | None) -> dict[str, np.ndarray]:
     if saved_features is None or not saved_features.exists() or prm.settings.lora:
         return {}
-    from prm.render import prefix_keys
     from prm.train import load_features
 
-    tag_after = prm.settings.tag_after
-    content = {e: prefix_keys(states, actions, tag_after)[-1] for e, (states, actions) in zip(ids, episodes)}
+    content = _content(prm, ids, episodes)
     return {e: x for e, (_, x) in load_features(saved_features, None, content).items()}
 
 
@@ -123,12 +158,13 @@ def score_shard(
     validate: Validator | None = None,
     progress: bool = False,
     saved_features: Path | None = None,
+    out_of_fold: Path | None = None,
 ) -> dict:
     """Read one shard, score it, write it to ``target`` atomically; returns rows/tokens/seconds."""
     start = time.perf_counter()
     frame = read_shard(source, SCORE_COLUMNS, validate)
     prm.last_run = {}
-    scored = score_frame(prm, frame, batch_tokens, progress, saved_features)
+    scored = score_frame(prm, frame, batch_tokens, progress, saved_features, out_of_fold)
     write_shard(scored, target, require=(*SCORE_COLUMNS, "prm_score"))
     stat = Path(target).stat()
     return {
@@ -191,7 +227,8 @@ def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:
             prm.settings.max_length = cfg.max_length
         for source, target in jobs:
             stats = score_shard(prm, source, target, cfg.batch_tokens, validate, cfg.progress,
-                                saved_features=Path(cfg.model) / FEATURES_FILE)
+                                saved_features=Path(cfg.model) / FEATURES_FILE,
+                                out_of_fold=Path(cfg.model) / OOF_FILE)
             record(manifest, out, target, stats)
             totals["rows"] += stats["rows"]
             totals["tokens"] += stats["tokens"]

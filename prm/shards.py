@@ -28,6 +28,9 @@ SCORE_COLUMNS = ("episode_id", "step", "state_text", "action_text")
 FEATURES_FILE = "features.npz"
 """Frozen-backbone features of the training episodes, saved by ``prm train`` in the PRM folder so
 that ``prm score`` does not run the backbone again on the same episodes."""
+OOF_FILE = "oof_scores.parquet"
+"""Out-of-fold scores of the training episodes (``prm train``): ``prm score`` writes these for
+exactly those episodes (same text), so nothing fitted on them saw a score of a head that saw them."""
 TRAIN_COLUMNS = SCORE_COLUMNS + ("success", "reward", "done")
 """Columns ``prm train`` reads."""
 

@@ -7,10 +7,23 @@
 Frozen backbone: one inference pass caches the hidden state at every step tag, then the head is
 fitted on those features by L-BFGS (a convex, L2-regularised logistic regression: fast on CPU,
 no learning rate to tune). LoRA: adapters and head are trained together with AdamW on length-
-bucketed batches. Either way the split is by episode, the validation report (AUROC, Brier, ECE
-of every step's score against episode success) is printed and written to ``metrics.json`` and
-``reliability.png`` (the episode split goes to ``split.json``, the held-out scores to
-``validation_scores.parquet``), and the model is saved to ``--out`` (``ProcessRewardModel.load``).
+bucketed batches.
+
+Out of fold (frozen backbone, the default): the episodes are dealt into ``--folds`` folds (by task
+group, prefix-sharing episodes together: ``prm.folds``); one head per fold is fitted on the other
+folds and scores the fold it did not see, and one head fitted on every episode is THE model saved
+to ``--out`` (the one the gate loads). The out-of-fold scores go to ``oof_scores.parquet``, which
+``prm score`` writes for exactly those training episodes, so everything fitted downstream (solve,
+distill, thresholds, routers) reads scores of a model that never saw the episode, as the gate
+does online. The quality report (AUROC, Brier, ECE of every step's score against the outcome) is
+made on those out-of-fold scores; the all-data head's figure on its own training rows is reported
+as ``in_fold``. With ``--folds 1`` (and always with LoRA: one adapter per fold would multiply its
+cost) a ``--val-fraction`` of the episodes is held out for the report instead, and ``prm score``
+gives the training episodes in-fold scores (metrics.json says so).
+
+Either way the report is printed and written to ``metrics.json`` and ``reliability.png`` (the
+folds or the split go to ``split.json``, the report's scores to ``validation_scores.parquet``),
+and the model is saved to ``--out`` (``ProcessRewardModel.load``).
 """
 
 from __future__ import annotations
@@ -29,7 +42,17 @@ import torch
 
 from prm import labels as L
 from prm import quality
-from prm.shards import FEATURES_FILE, TRAIN_COLUMNS, Validator, check_columns, check_episodes, episodes_of, read_frame
+from prm.folds import assign_folds, task_type
+from prm.shards import (
+    FEATURES_FILE,
+    OOF_FILE,
+    TRAIN_COLUMNS,
+    Validator,
+    check_columns,
+    check_episodes,
+    episodes_of,
+    read_frame,
+)
 
 
 @dataclass
@@ -49,8 +72,11 @@ class TrainConfig:
     or process (step reward)."""
     success_threshold: float = 0.5
     """An episode counts as a success when its success value is at least this."""
+    folds: int | None = None
+    """Cross-validation folds for the out-of-fold scores and report (default 5 on a frozen backbone);
+    1: hold out --val-fraction instead (training rows then get in-fold scores). LoRA supports only 1."""
     val_fraction: float = 0.2
-    """Share of episodes held out for the quality report (the split is by episode, stratified by outcome)."""
+    """With --folds 1: share of episodes held out for the quality report (by episode, stratified by outcome)."""
     seed: int = 0
     """Seed for the split, subsampling and initialisation."""
     max_episodes: int | None = None
@@ -126,13 +152,14 @@ def fit_head(head, x: torch.Tensor, y: torch.Tensor, l2: float, steps: int, loss
     return head
 
 
-def cross_validated_l2(head, x, y, row_episode: np.ndarray, steps: int, seed: int, folds: int = 3):
-    """Pick the L2 penalty with the lowest held-out log loss, folds split by episode."""
+def cross_validated_l2(head, x, y, row_group: np.ndarray, steps: int, seed: int, folds: int = 3):
+    """Pick the L2 penalty with the lowest held-out log loss; ``row_group`` (non-negative ints, one
+    per row: the episode, or a group of episodes that must stay together) is never split."""
     rng = np.random.default_rng(seed)
-    episodes = rng.permutation(int(row_episode.max()) + 1)
-    fold_of = np.empty(len(episodes), dtype=int)
-    fold_of[episodes] = np.arange(len(episodes)) % folds
-    row_fold = torch.from_numpy(fold_of[row_episode])
+    groups = rng.permutation(int(row_group.max()) + 1)
+    fold_of = np.empty(len(groups), dtype=int)
+    fold_of[groups] = np.arange(len(groups)) % folds
+    row_fold = torch.from_numpy(fold_of[row_group])
     table = {}
     for l2 in L2_GRID:
         total = 0.0
@@ -260,7 +287,19 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     outcome = (pl.col("label_process") >= 0.5) if cfg.target == "process" else (pl.col("label_hard") >= 0.5)
     used = (pl.col("actor") == "base") if cfg.base_only else pl.lit(True)
     frame = frame.with_columns(outcome.cast(pl.Float64).alias("outcome"), used.alias("used"))
-    train_ids, val_ids = L.split_episodes(frame, cfg.val_fraction, cfg.seed, cfg.success_threshold)
+    folds = cfg.folds if cfg.folds is not None else (1 if cfg.lora else 5)
+    if folds < 1:
+        raise ValueError(f"folds={folds}: use 1 (a held-out split) or more (out-of-fold scores).")
+    if cfg.lora and folds > 1:
+        raise ValueError(
+            f"folds={folds} with --lora: out-of-fold LoRA would train {folds + 1} adapters; pass --folds 1 "
+            "(training rows then get in-fold scores) or train a frozen-backbone head (no --lora)."
+        )
+    split = assign_folds(frame, folds, cfg.seed) if folds > 1 else None
+    if split:
+        train_ids, val_ids = sorted(split.fold), []
+    else:
+        train_ids, val_ids = L.split_episodes(frame, cfg.val_fraction, cfg.seed, cfg.success_threshold)
     train_frame = frame.filter(pl.col("episode_id").is_in(train_ids))
     val_frame = frame.filter(pl.col("episode_id").is_in(val_ids))
     # episodes_of and these columns share the (episode_id, step) order of the sorted frames.
@@ -271,8 +310,9 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     wins, losses = L.class_counts(frame, cfg.success_threshold)
     print(
         f"prm train: {frame['episode_id'].n_unique()} episodes ({wins} successes, {losses} failures), "
-        f"{frame.height} steps ({int(frame['used'].sum())} used); {len(train_ids)} train / {len(val_ids)} "
-        f"validation episodes; target {label}, head {cfg.head}, "
+        f"{frame.height} steps ({int(frame['used'].sum())} used); "
+        + (f"{split.k} folds by {split.how}" if split else f"{len(train_ids)} train / {len(val_ids)} validation episodes")
+        + f"; target {label}, head {cfg.head}, "
         f"{'LoRA' if cfg.lora else 'frozen backbone'} on {cfg.model}."
     )
 
@@ -296,23 +336,42 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     if not cfg.lora:
         # ---- frozen backbone: cache features once, fit the head by L-BFGS -------------------
         features = episode_features(prm, frame, cfg)
-        train_x = torch.from_numpy(
-            np.concatenate([features[e] for e in train_frame["episode_id"].unique(maintain_order=True)])
-        )
-        val_x = torch.from_numpy(
-            np.concatenate([features[e] for e in val_frame["episode_id"].unique(maintain_order=True)])
-        )
+
+        def stacked(part: pl.DataFrame) -> torch.Tensor:
+            ids = part["episode_id"].unique(maintain_order=True)
+            if not len(ids):
+                return torch.zeros(0, prm.settings.hidden_size)
+            return torch.from_numpy(np.concatenate([features[e] for e in ids]))
+
+        train_x, val_x = stacked(train_frame), stacked(val_frame)
         head = prm.head.cpu()
-        rows_episode = np.repeat(np.arange(len(train_episodes)), [len(states) for states, _ in train_episodes])
-        x, y = train_x[train_used], train_target[train_used]
-        l2, cv_table = (
-            (cfg.l2, None)
-            if cfg.l2 is not None
-            else cross_validated_l2(head, x, y, rows_episode[train_used.numpy()], cfg.head_steps, cfg.seed)
-        )
+        used_rows = train_used.numpy()
+        if split:
+            row_group = np.array([split.group[e] for e in train_frame["episode_id"]])
+        else:
+            row_group = np.repeat(np.arange(len(train_episodes)), [len(states) for states, _ in train_episodes])
+
+        def fitted_head(rows: np.ndarray, losses: list | None = None):
+            """A copy of the initial head fitted on ``rows`` (L2 by cross-validation within them)."""
+            x, y = train_x[rows], train_target[rows]
+            l2, table = (cfg.l2, None) if cfg.l2 is not None else cross_validated_l2(
+                head, x, y, row_group[rows], cfg.head_steps, cfg.seed)
+            return fit_head(copy.deepcopy(head), x, y, l2, cfg.head_steps, losses), l2, table
+
+        if split:
+            # One head per fold, fitted without the fold's episodes, scores that fold only.
+            row_fold = np.array([split.fold[e] for e in train_frame["episode_id"]])
+            oof_scores = np.full(train_frame.height, np.nan)
+            for k in range(split.k):
+                fold_head, _, _ = fitted_head(used_rows & (row_fold != k))
+                held = row_fold == k
+                with torch.no_grad():
+                    oof_scores[held] = torch.sigmoid(fold_head(train_x[held])).numpy()
+        # THE model (the gate's): one head on every training episode.
+        all_data, l2, cv_table = fitted_head(used_rows, losses_seen)
+        head.load_state_dict(all_data.state_dict())
         if cv_table:
             print(f"prm train: l2 {l2:g} chosen by 3-fold CV over training episodes (log loss {cv_table})")
-        fit_head(head, x, y, l2, cfg.head_steps, losses_seen)
         with torch.no_grad():
             train_scores = torch.sigmoid(head(train_x)).numpy()
             val_scores = torch.sigmoid(head(val_x)).numpy()
@@ -368,20 +427,31 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         train_scores = np.concatenate(prm.score_episodes(train_episodes, cfg.batch_tokens, progress=cfg.progress))
         val_scores = np.concatenate(prm.score_episodes(val_episodes, cfg.batch_tokens, progress=cfg.progress))
 
-    # ---- quality report on held-out episodes, then save -------------------------------------
+    # ---- quality report on out-of-fold (or held-out) scores, then save --------------------
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    val_frame = val_frame.with_columns(pl.Series("prm_score", val_scores.astype(np.float64)))
     train_frame = train_frame.with_columns(pl.Series("prm_score", train_scores.astype(np.float64)))
-    judged = val_frame.filter("used")
+    if split:
+        judged_frame = train_frame.with_columns(
+            pl.Series("prm_score", oof_scores), pl.Series("fold", row_fold, dtype=pl.Int64)
+        )
+        judged_rows = f"out of fold: every episode scored by the head of the {split.k - 1} folds without it"
+    else:
+        judged_frame = val_frame.with_columns(pl.Series("prm_score", val_scores.astype(np.float64)))
+        judged_rows = f"held-out episodes ({len(val_ids)}); training rows get in-fold scores"
+    judged = judged_frame.filter("used")
+    in_fold = train_frame.filter("used")
     groups = judged[cfg.group_by].cast(pl.String).to_list() if cfg.group_by else None
     report = {
         "validation": quality.quality_report(
             judged["prm_score"], judged["outcome"], judged["step"].to_numpy(), groups, cfg.bins
         ),
-        "train": quality.summary(
-            train_frame.filter("used")["prm_score"], train_frame.filter("used")["outcome"], cfg.bins
-        ),
+        "validation_rows": judged_rows,
+        "oof_auroc": None,
+        "oof_auroc_per_type": None,
+        "in_fold_auroc": quality.auroc(in_fold["prm_score"], in_fold["outcome"]),
+        "in_fold": quality.summary(in_fold["prm_score"], in_fold["outcome"], cfg.bins),
+        "folds": {"k": split.k, "by": split.how} if split else None,
         "outcome": "step reward >= 0.5" if cfg.target == "process" else f"episode success >= {cfg.success_threshold}",
         "rows": "actor == base" if cfg.base_only else "all",
         "episodes": {"train": len(train_ids), "validation": len(val_ids), "successes": wins, "failures": losses},
@@ -392,6 +462,9 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         "seconds": round(time.perf_counter() - started, 2),
         "config": dataclasses.asdict(cfg),
     }
+    if split:
+        report["oof_auroc"] = report["validation"]["auroc"]
+        report["oof_auroc_per_type"] = _per_type_auroc(judged)
     prm.save(out, save_backbone=True if cfg.save_backbone else None)
     if not cfg.lora:
         # `prm score` reads these instead of running the backbone again on the same episodes.
@@ -399,17 +472,40 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         content_hash = dict(zip(last["episode_id"], last["prefix_key"]))
         save_features(out / FEATURES_FILE, feature_key(prm, cfg.model, cfg.seed),
                       {e: (content_hash[e], features[e]) for e in features})
-    (out / "split.json").write_text(json.dumps({"train": train_ids, "validation": val_ids}) + "\n")
+    if split:
+        # `prm score` writes these for exactly these episodes (matched by their rendered text).
+        judged_frame.select(
+            "episode_id", "step", "fold", "prm_score", pl.col("prefix_key").last().over("episode_id").alias("episode_hash")
+        ).write_parquet(out / OOF_FILE)
+        (out / "split.json").write_text(json.dumps({"folds": split.fold, "by": split.how}) + "\n")
+    else:
+        (out / OOF_FILE).unlink(missing_ok=True)  # a stale file would be read by `prm score`
+        (out / "split.json").write_text(json.dumps({"train": train_ids, "validation": val_ids}) + "\n")
     (out / "metrics.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
     quality.reliability_plot(judged["prm_score"], judged["outcome"], out / "reliability.png", cfg.bins)
-    keep = [c for c in ("episode_id", "step", "task_id", "actor", "reward", "success") if c in val_frame.columns]
-    val_frame.select(*keep, "label_hard", "label_soft", "label_process", "outcome", "used", "prm_score").write_parquet(
+    keep = [c for c in ("episode_id", "step", "task_id", "actor", "reward", "success", "fold") if c in judged_frame.columns]
+    judged_frame.select(*keep, "label_hard", "label_soft", "label_process", "outcome", "used", "prm_score").write_parquet(
         out / "validation_scores.parquet"
     )
     v = report["validation"]
     print(
-        f"prm train: validation AUROC {v['auroc']:.3f}  Brier {v['brier']:.3f}  ECE {v['ece']:.3f} "
-        f"over {v['rows']} steps against {report['outcome']} (train AUROC {report['train']['auroc']:.3f}); "
+        f"prm train: {'out-of-fold' if split else 'validation'} AUROC {v['auroc']:.3f}  Brier {v['brier']:.3f}  "
+        f"ECE {v['ece']:.3f} over {v['rows']} steps against {report['outcome']} "
+        f"(in-fold AUROC {report['in_fold_auroc']:.3f}); "
         f"wrote {out}/metrics.json, {out}/reliability.png and the model to {out}."
     )
     return report
+
+
+def _per_type_auroc(judged: pl.DataFrame, min_rows: int = 10) -> dict[str, float] | None:
+    """AUROC per task kind named by the task ids (ProductQA: question type), for the report only."""
+    if "task_id" not in judged.columns:
+        return None
+    kinds = np.array([task_type(t) or "" for t in judged["task_id"].to_list()])
+    scores, outcomes = judged["prm_score"].to_numpy(), judged["outcome"].to_numpy()
+    found = {
+        str(k): quality.auroc(scores[kinds == k], outcomes[kinds == k])
+        for k in sorted(set(kinds.tolist()) - {""})
+        if int((kinds == k).sum()) >= min_rows
+    }
+    return found or None

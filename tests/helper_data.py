@@ -7,7 +7,6 @@ that the optimal labels are known and the distilled helper can be checked agains
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import polars as pl
@@ -17,6 +16,7 @@ from agile.productqa_env import make_episodes
 from agile.rollout import run_episodes
 from agile.simulator_agent import SimulatorAgent
 from helper.schema import write_shard
+from prm.folds import task_type
 
 HORIZON = 6
 
@@ -40,7 +40,9 @@ def trajectories(directory: Path, n: int = 120, seed: int = 11) -> Path:
         ["cf_base_success", "cf_intervene_success"])
     scorer = PerfectScorer()
     accuracy = scorer.simulator.accuracy
-    perfect = [next(v for k, v in accuracy.items() if json.loads(f).get(f"type_{k}")) for f in frame["features"]]
+    # The question type is not a logged feature (a deployed agent never has it); ProductQA question
+    # ids name it.
+    perfect = [accuracy[task_type(t)] for t in frame["task_id"]]
     write_shard(frame.with_columns(pl.Series("prm_score", perfect)), directory / "shard-000.parquet")
     return directory
 

@@ -217,7 +217,7 @@ def test_llm_runs_episodes_with_search_round_trip(source, tiny):
     eps = [e for e in episodes(source, 12, seed=1, qpe=2)
            if any(q.type == "search_qa" for q in e.questions)][:3]
     records = run_episodes(eps, agent, budget=1, explore_p=0.5, rng_seed=2)
-    searched = [r for rows in records for r in rows if not r.intervened and "type_search_qa\": 1.0" in r.features]
+    searched = [r for rows in records for r in rows if not r.intervened and "/search_qa_" in r.task_id]
     assert searched
     for row in searched:
         lines = row.action_text.split("\n")

@@ -56,6 +56,24 @@ def test_shards_follow_the_schema_and_summary_adds_up(tmp_path, catalog):
     assert {json.loads(f)["progress"] for f in frame["features"]} == {0.0, 0.25, 0.5, 0.75}
 
 
+def test_question_type_is_a_feature_only_with_gold_features(tmp_path, catalog):
+    run(small(catalog, tmp_path / "plain", episodes=3))
+    run(small(catalog, tmp_path / "gold", episodes=3, gold_features=True))
+    plain, gold = read_trajectories(tmp_path / "plain"), read_trajectories(tmp_path / "gold")
+    plain_features = [json.loads(f) for f in plain["features"]]
+    gold_features = [json.loads(f) for f in gold["features"]]
+    assert not any(k.startswith("type_") for f in plain_features for k in f)
+    assert not any("_qa)" in text for text in plain["state_text"])  # nor in the PRM's input text
+    for row, features in zip(gold.iter_rows(named=True), gold_features):
+        qtype = row["task_id"].split("/")[-1].rsplit("_", 1)[0]  # ProductQA ids are <type>_<n>
+        assert features[f"type_{qtype}"] == 1.0
+    # The switch adds the indicators and changes nothing else the agent does.
+    assert [{k: v for k, v in f.items() if not k.startswith("type_")} for f in gold_features] == plain_features
+    assert gold["action_text"].to_list() == plain["action_text"].to_list()
+    with pytest.raises(ConfigMismatch, match="gold_features"):  # one folder, one feature set
+        run(small(catalog, tmp_path / "plain", episodes=3, gold_features=True))
+
+
 def test_counterfactual_columns(tmp_path, catalog):
     run(small(catalog, tmp_path / "cf", episodes=3, counterfactual=True, explore_p=[0.0]))
     frame = read_trajectories(tmp_path / "cf")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agile.catalog_generator import default_catalog_dir
 from agile.productqa import default_productqa_root
-from agile.productqa_env import make_episodes
+from agile.productqa_env import ProductQASource
 from agile.protocol import Gate, Observation
 from agile.rollout import run_episodes
 from agile.simulator_agent import SimulatorAgent
@@ -176,8 +176,9 @@ def test_plugs_into_run_episodes(helper_dir):
     agent = SimulatorAgent(seed=0)
     with pytest.warns(UserWarning):
         gate = HelperGate.load(helper_dir, budget=1)
-    records = run_episodes(make_episodes(root, "test", n=6, seed=3, questions_per_episode=5), agent,
-                           gate=gate, budget=1)
+    # This helper reads the question-type indicator, which episodes give only as the gold-features ablation.
+    episodes = ProductQASource(root, "test").episodes(range(6), 3, 5, gold_features=True)
+    records = run_episodes(episodes, agent, gate=gate, budget=1)
     used = [sum(r.intervened for r in episode) for episode in records]
     assert max(used) <= 1 and sum(used) > 0
     # features row from an observation matches the row builder used in training
@@ -305,8 +306,10 @@ def test_helper_decides_advice_in_agile_eval(helper_dir, tmp_path):
     from helper.agile_advice import AgileEvalConfig, run
 
     groups = ["leggings", "motherboards"]
+    # The helper reads the question-type indicator: the executor gives it only as the gold-features ablation.
     cfg = AgileEvalConfig(model="tiny", groups=groups, questions_per_group=6, gate_budget=0.5,
-                          max_new_tokens=4, out_dir=str(tmp_path), helper=str(helper_dir), device="cpu")
+                          max_new_tokens=4, out_dir=str(tmp_path), helper=str(helper_dir), device="cpu",
+                          gold_features=True)
     with pytest.warns(UserWarning, match="could not load the PRM"):
         rows = run(cfg, log=lambda *_: None)
     by = {(r["mode"], r["group"]): r for r in rows}

@@ -8,6 +8,16 @@ from helper.cli import main
 from helper.pipeline import STAGES
 
 
+def _helper_features(out):
+    import warnings
+
+    from helper import HelperGate
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return HelperGate.load(out / "helper").classifier.feature_names
+
+
 def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["pipeline", "--out", str(out), "--quick", "--agent", "simulator", "--prm-model", "tiny",
@@ -24,8 +34,26 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     summary = json.loads((out / "sweep" / "summary.json").read_text())
     assert "helper" in json.dumps(summary)
     assert (out / "sweep" / "sweep.png").stat().st_size > 0
+    # Evidence that holds: the solver and the helper fitted on out-of-fold scores, and on features
+    # a deployed agent has (no question type) since --gold-features was not given.
+    metrics = json.loads((out / "prm" / "metrics.json").read_text())
+    assert metrics["folds"]["k"] >= 2 and metrics["oof_auroc"] == metrics["validation"]["auroc"]
+    oof = pl.read_parquet(out / "prm" / "oof_scores.parquet")
+    labels = pl.read_parquet(out / "solve" / "labels.parquet").join(oof, on=["episode_id", "step"], suffix="_oof")
+    assert labels.height == oof.height and (labels["prm_score"] == labels["prm_score_oof"]).all()
+    assert not any(k.startswith("type_") for f in labels["features"] for k in json.loads(f))
+    assert not any(n.startswith("f_type_") for n in _helper_features(out))
 
     capsys.readouterr()
     assert main(args) == 0  # every stage is marked finished: nothing is redone
     printed = capsys.readouterr().out
     assert all(f"{stage}: already finished" in printed for stage in STAGES)
+
+
+def test_gold_features_ablation_reaches_the_helper(tmp_path):
+    out = tmp_path / "gold"
+    args = ["pipeline", "--out", str(out), "--quick", "--agent", "simulator", "--prm-model", "tiny",
+            "--episodes", "16", "--eval-episodes", "4", "--questions-per-episode", "3", "--max-budget", "1",
+            "--gold-features"]
+    assert main(args) == 0
+    assert {"f_type_fact_qa", "f_type_search_qa", "f_type_reasoning_qa"} <= set(_helper_features(out))

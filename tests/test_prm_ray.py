@@ -5,8 +5,10 @@ import polars as pl
 import pytest
 import torch
 
+from prm.labels import add_labels
 from prm.model import ProcessRewardModel
 from prm.score import ScoreConfig, run_score
+from prm.shards import OOF_FILE
 from prm.synthetic import synthetic_frame
 
 try:
@@ -32,6 +34,12 @@ def test_ray_scoring_matches_in_process(tmp_path):
     data.mkdir()
     for s in range(3):
         synthetic_frame(episodes=5, seed=s).write_parquet(data / f"part-{s}.parquet")
+    # part-0 holds "training" episodes: their saved out-of-fold scores must be written, by Ray workers too.
+    trained = add_labels(synthetic_frame(episodes=5, seed=0))
+    trained.select(
+        "episode_id", "step", pl.lit(0).alias("fold"), (0.123 + 0.01 * pl.col("step")).alias("prm_score"),
+        pl.col("prefix_key").last().over("episode_id").alias("episode_hash"),
+    ).write_parquet(model / OOF_FILE)
     local = tmp_path / "local"
     run_score(ScoreConfig(data=str(data), model=str(model), out=str(local), progress=False))
 
@@ -48,3 +56,5 @@ def test_ray_scoring_matches_in_process(tmp_path):
         b = pl.read_parquet(tmp_path / "ray" / f"part-{s}.parquet")
         assert a.select("episode_id", "step").equals(b.select("episode_id", "step"))
         np.testing.assert_allclose(a["prm_score"].to_numpy(), b["prm_score"].to_numpy(), atol=1e-5)
+        is_oof = np.isclose(b["prm_score"].to_numpy(), 0.123 + 0.01 * b["step"].to_numpy())
+        assert is_oof.all() if s == 0 else not is_oof.any()

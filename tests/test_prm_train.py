@@ -39,14 +39,42 @@ def test_frozen_value_head_learns_the_cue(trained):
     assert (out / "reliability.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_validation_rows_are_whole_held_out_episodes(trained):
-    out, _ = trained
+def test_report_is_out_of_fold_over_whole_episodes(trained):
+    out, report = trained
     split = json.loads((out / "split.json").read_text())
-    assert not set(split["train"]) & set(split["validation"])
+    assert set(split["folds"]) == set(FRAME["episode_id"])  # every episode in exactly one fold
+    assert sorted(set(split["folds"].values())) == list(range(5))
+    # The synthetic task ids ("task-<e mod 7>") are the groups: a group never spans two folds.
+    first_task = FRAME.group_by("episode_id").agg(pl.col("task_id").first())
+    fold_of_task = {}
+    for episode, task in first_task.iter_rows():
+        assert fold_of_task.setdefault(task, split["folds"][episode]) == split["folds"][episode]
     scored = pl.read_parquet(out / "validation_scores.parquet")
+    assert scored.height == FRAME.height  # every step of every episode, each scored out of fold
+    assert (scored["fold"].to_numpy() == np.array([split["folds"][e] for e in scored["episode_id"]])).all()
+    assert report["oof_auroc"] == pytest.approx(report["validation"]["auroc"])
+    assert report["in_fold_auroc"] == pytest.approx(report["in_fold"]["auroc"])
+    assert report["folds"] == {"k": 5, "by": split["by"]}
+
+
+def test_held_out_split_with_one_fold(tmp_path):
+    frame = synthetic_frame(episodes=40, steps=(2, 3), seed=4)
+    report = run_train(TrainConfig(data="synthetic", out=str(tmp_path), model="tiny", folds=1, l2=0.01,
+                                   progress=False), frame=frame)
+    split = json.loads((tmp_path / "split.json").read_text())
+    assert not set(split["train"]) & set(split["validation"])
+    scored = pl.read_parquet(tmp_path / "validation_scores.parquet")
     assert set(scored["episode_id"]) == set(split["validation"])
-    expected = FRAME.filter(pl.col("episode_id").is_in(split["validation"])).height
+    expected = frame.filter(pl.col("episode_id").is_in(split["validation"])).height
     assert scored.height == expected  # every step of every held-out episode, nothing else
+    assert report["oof_auroc"] is None and report["folds"] is None
+    assert not (tmp_path / "oof_scores.parquet").exists()
+
+
+def test_lora_refuses_folds(tmp_path):
+    with pytest.raises(ValueError, match="--folds 1"):
+        run_train(TrainConfig(data="synthetic", out=str(tmp_path), model="tiny", lora=True, folds=3,
+                              progress=False), frame=synthetic_frame(episodes=8, seed=2))
 
 
 def test_save_load_round_trip_gives_identical_scores(trained):
@@ -56,12 +84,6 @@ def test_save_load_round_trip_gives_identical_scores(trained):
     again = ProcessRewardModel.load(out).score_episodes(episodes)
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
-    validation = pl.read_parquet(out / "validation_scores.parquet")
-    _ids, val_episodes = episodes_of(
-        FRAME.filter(pl.col("episode_id").is_in(validation["episode_id"].unique().to_list()))
-    )
-    rescored = np.concatenate(ProcessRewardModel.load(out).score_episodes(val_episodes))
-    np.testing.assert_allclose(rescored, validation.sort(["episode_id", "step"])["prm_score"].to_numpy(), atol=1e-5)
 
 
 def test_lora_tag_head_loss_decreases_and_round_trips(tmp_path):
@@ -94,26 +116,56 @@ def test_lora_tag_head_loss_decreases_and_round_trips(tmp_path):
     assert np.isfinite(scores).all()
 
 
-def test_score_reuses_saved_features_with_identical_scores(trained, tmp_path):
+def _score_folder(tmp_path, frame, model):
     from prm.score import ScoreConfig, run_score
-    from prm.shards import FEATURES_FILE
 
+    data = tmp_path / "data"
+    data.mkdir()
+    frame.write_parquet(data / "part-000.parquet")
+    summary = run_score(ScoreConfig(data=str(data), model=str(model), progress=False))
+    return summary, pl.read_parquet(data / "part-000.parquet").sort(["episode_id", "step"])
+
+
+def test_score_gives_training_episodes_their_out_of_fold_scores(trained, tmp_path):
     out, _ = trained
-    assert (out / FEATURES_FILE).exists()
     frame = FRAME.filter(pl.col("episode_id").is_in(FRAME["episode_id"].unique(maintain_order=True)[:20].to_list()))
-    # One episode's text changed after training: it must be scored by the backbone, not the cache.
+    # One episode's text changed after training: it is new data, scored by the saved all-data model.
     changed = frame["episode_id"][0]
     frame = frame.with_columns(
         pl.when(pl.col("episode_id") == changed).then(pl.col("state_text") + " edited").otherwise(pl.col("state_text"))
     )
-    data = tmp_path / "data"
-    data.mkdir()
-    frame.write_parquet(data / "part-000.parquet")
-    summary = run_score(ScoreConfig(data=str(data), model=str(out), progress=False))
+    summary, got = _score_folder(tmp_path, frame, out)
     ids, episodes = episodes_of(frame)
     reference = ProcessRewardModel.load(out)
+    expected_changed = reference.score_episodes([episodes[ids.index(changed)]])[0]
+    assert summary["tokens"] == reference.last_run["tokens"] > 0  # the backbone saw only the changed one
+    np.testing.assert_allclose(got.filter(pl.col("episode_id") == changed)["prm_score"], expected_changed, atol=1e-5)
+    oof = pl.read_parquet(out / "oof_scores.parquet").sort(["episode_id", "step"])
+    kept = got.filter(pl.col("episode_id") != changed).join(oof, on=["episode_id", "step"], suffix="_oof")
+    assert kept.height == frame.height - len(expected_changed)
+    np.testing.assert_array_equal(kept["prm_score"], kept["prm_score_oof"])
+    # ...and they are not the all-data model's (in-fold) scores.
+    in_fold = np.concatenate(reference.score_episodes([episodes[i] for i, e in enumerate(ids) if e != changed]))
+    assert np.abs(kept["prm_score"].to_numpy() - in_fold).max() > 1e-3
+
+
+def test_score_reuses_saved_features_with_identical_scores(tmp_path):
+    from prm.shards import FEATURES_FILE
+
+    frame = synthetic_frame(episodes=40, steps=(2, 3), seed=4)
+    model = tmp_path / "prm"
+    run_train(TrainConfig(data="synthetic", out=str(model), model="tiny", folds=1, l2=0.01, progress=False),
+              frame=frame)
+    assert (model / FEATURES_FILE).exists()
+    frame = frame.filter(pl.col("episode_id").is_in(frame["episode_id"].unique(maintain_order=True)[:20].to_list()))
+    changed = frame["episode_id"][0]
+    frame = frame.with_columns(
+        pl.when(pl.col("episode_id") == changed).then(pl.col("state_text") + " edited").otherwise(pl.col("state_text"))
+    )
+    summary, got = _score_folder(tmp_path, frame, model)
+    ids, episodes = episodes_of(frame)
+    reference = ProcessRewardModel.load(model)
     reference.score_episodes([episodes[ids.index(changed)]])
     assert summary["tokens"] == reference.last_run["tokens"] > 0  # the backbone saw only the changed one
-    got = pl.read_parquet(data / "part-000.parquet").sort(["episode_id", "step"])["prm_score"].to_numpy()
-    expected = np.concatenate(reference.score_episodes(episodes))
-    np.testing.assert_allclose(got, expected, atol=1e-5)
+    np.testing.assert_allclose(got["prm_score"].to_numpy(), np.concatenate(reference.score_episodes(episodes)),
+                               atol=1e-5)

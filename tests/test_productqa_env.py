@@ -19,6 +19,7 @@ from agile.productqa_env import (
     ProductQASource,
     make_episodes,
     parse_action,
+    question_type,
 )
 from agile.protocol import BASE, HUMAN, Action
 
@@ -118,13 +119,28 @@ def test_features_and_state_text(train):
     while not episode.done:
         obs = episode.observe()
         question = episode.question
-        assert obs.features[f"type_{question.type}"] == 1.0
-        assert sum(v for k, v in obs.features.items() if k.startswith("type_")) == 1.0
+        # The dataset's question type is an annotation, never a feature or part of the text.
+        assert not any(k.startswith("type_") for k in obs.features)
+        assert question_type(obs) == question.type
+        assert f"({question.type})" not in obs.state_text
         assert obs.features["progress"] == obs.step / obs.horizon
         assert question.question in obs.state_text and question.asin in obs.state_text
         assert ("Table `" in obs.state_text) == (question.type == "search_qa")
         assert obs.features["memory_hits"] <= episode.memory_k
         episode.step(episode.expert_action())
+
+
+def test_gold_features_add_the_type_indicators(train):
+    episode = train.episode(1, seed=2, questions_per_episode=8, gold_features=True)
+    plain = train.episode(1, seed=2, questions_per_episode=8)
+    while not episode.done:
+        obs, reference = episode.observe(), plain.observe()
+        assert obs.features[f"type_{episode.question.type}"] == 1.0
+        assert sum(v for k, v in obs.features.items() if k.startswith("type_")) == 1.0
+        assert {k: v for k, v in obs.features.items() if not k.startswith("type_")} == reference.features
+        assert obs.state_text == reference.state_text
+        episode.step(episode.expert_action())
+        plain.step(plain.expert_action())
 
 
 def test_intervention_goes_to_memory_marked_as_advice():
