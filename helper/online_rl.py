@@ -59,7 +59,7 @@ class OnlineRLConfig:
     n_steps: int = 256
     """Decisions collected per copy between two PPO updates."""
     batch_size: int = 256
-    """PPO minibatch size."""
+    """PPO minibatch size (at most one rollout, n_steps x n_envs)."""
     n_epochs: int = 10
     """PPO passes over each rollout."""
     lr: float = 3e-4
@@ -228,7 +228,8 @@ def train(env, cfg: OnlineRLConfig, scorer=None) -> tuple[RLPolicy, OnlineRLRepo
     genvs = [HelpEnv(env, names, scale, cfg.max_budget, cfg.episode_seed, scorer, rank=i, stride=cfg.n_envs)
              for i in range(cfg.n_envs)]
     vec = DummyVecEnv([lambda g=g: g for g in genvs])
-    model = PPO("MlpPolicy", vec, learning_rate=cfg.lr, n_steps=cfg.n_steps, batch_size=cfg.batch_size,
+    batch_size = min(cfg.batch_size, cfg.n_steps * cfg.n_envs)  # a short run has short rollouts
+    model = PPO("MlpPolicy", vec, learning_rate=cfg.lr, n_steps=cfg.n_steps, batch_size=batch_size,
                 n_epochs=cfg.n_epochs, gamma=1.0, gae_lambda=cfg.gae_lambda, ent_coef=cfg.ent_coef,
                 policy_kwargs={"net_arch": [cfg.hidden, cfg.hidden]}, seed=cfg.seed, device="cpu", verbose=0)
     policy = RLPolicy(model, names, scale)

@@ -16,8 +16,9 @@ Each method is a gate (``helper.baselines``, ``helper.online_rl``, ``HelperGate`
 - ``router``: a classifier trained on the training rows where the base agent acted, predicting
   its failure (reward < 0.5) from the question features (no PRM, no budget), thresholded like
   ``prm_threshold`` on its predicted success.
-- ``online_rl``: REINFORCE MLP trained in the environment on training episodes (its strong/human
-  calls are counted).
+- ``online_rl``: stable-baselines3 PPO trained in the environment on training episodes until its
+  learning curve flattens (its strong/human calls are counted; ``online_rl_curve.csv``/``.png``:
+  validation success at each C against cumulative training calls, the helper's success as lines).
 - ``oracle``: hindsight bound from one counterfactual run of the held-out episodes; per episode,
   the C decision points whose intervention gains most.
 - ``exact_optimal``: ProductQA simulator agent only (no memory boost): backward induction on the
@@ -71,11 +72,15 @@ class SweepConfig(EnvConfig):
     """Override the helper's backend (features, text, table)."""
     prm: str | None = None
     """Score with this PRM folder instead of the one the helper names."""
-    rl_iterations: int = 60
-    """online_rl: policy-gradient steps."""
-    rl_episodes: int = 32
-    """online_rl: training episodes per step."""
-    rl_lr: float = 0.01
+    rl_timesteps: int = 60_000
+    """online_rl: most training decisions (PPO timesteps), if its learning curve has not flattened before."""
+    rl_n_steps: int = 256
+    """online_rl: decisions collected per environment copy (4 copies) between two PPO updates."""
+    rl_eval_every: int = 4096
+    """online_rl: training decisions between two points of its learning curve."""
+    rl_val_episodes: int = 128
+    """online_rl: training-split validation episodes per budget at each learning-curve point."""
+    rl_lr: float = 3e-4
     """online_rl: Adam learning rate."""
     rl_use_prm: bool = True
     """online_rl: give the policy the PRM score too (one PRM pass per training decision)."""
@@ -117,7 +122,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     methods = [m for m in METHODS if m in set(cfg.methods) | {"never", "always"}]
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows, per_episode, calls, skipped = [], [], {}, {}
+    rows, per_episode, calls, skipped, rl_info = [], [], {}, {}, None
 
     def evaluate(method, gate_for_budget, method_budgets=budgets, counterfactual=False):
         result = evaluate_gate(env, gate_for_budget, method_budgets, method, cfg.ci_resamples, counterfactual)
@@ -180,12 +185,20 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
         elif method == "online_rl":
             from helper.online_rl import OnlineRLConfig, OnlineRLGate, train
 
-            rl_cfg = OnlineRLConfig(iterations=cfg.rl_iterations, episodes_per_iteration=cfg.rl_episodes,
-                                    max_budget=max(cfg.max_budget, 1), lr=cfg.rl_lr, seed=cfg.seed)
+            from helper.online_rl import calls_to_reach, save_learning_curve
+
+            rl_cfg = OnlineRLConfig(max_budget=max(cfg.max_budget, 1), total_timesteps=cfg.rl_timesteps,
+                                    n_steps=cfg.rl_n_steps, eval_every=cfg.rl_eval_every,
+                                    val_episodes=cfg.rl_val_episodes, lr=cfg.rl_lr, seed=cfg.seed)
             rl_score = score if cfg.rl_use_prm else None
             policy, report = train(env, rl_cfg, rl_score)
             evaluate(method, lambda c, policy=policy, s=rl_score: OnlineRLGate(policy, c, s))
             calls[method] = report.calls | {"episodes": report.episodes}
+            helper_success = {r["budget"]: r["success"] for r in rows if r["method"] == "helper" and r["budget"] > 0}
+            save_learning_curve(report, out, helper_success or None)
+            rl_info = {"stopped": report.stopped, "timesteps": report.timesteps, "best_timesteps": report.best_timesteps,
+                       "validation_calls": report.validation_calls,
+                       "calls_to_reach_helper": calls_to_reach(report, helper_success) if helper_success else None}
         elif method == "oracle":
             # One counterfactual run (no intervention) gives every decision's gain in hindsight.
             _, _, records = evaluate_gate(env, lambda c: B.NeverGate(c), [0], "counterfactual", cfg.ci_resamples,
@@ -213,6 +226,8 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     pd.DataFrame(per_episode).to_csv(out / "episodes.csv", index=False)
     summary = summarize(frame, calls)
     summary["skipped"] = skipped
+    if rl_info is not None:
+        summary["online_rl"] = rl_info
     summary["config"] = asdict(cfg)
     if helper is not None:
         summary["helper_stats"] = helper.stats()
