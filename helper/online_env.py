@@ -20,17 +20,22 @@ indices ``rank, rank + stride, ...`` of seed ``episode_seed``, so parallel copie
   exactly the episode's success (ProductQA: each answered question adds reward / horizon;
   TextWorld: 1 at the winning move).
 - **Calls.** Every intervention is counted in ``calls`` (``strong`` or ``human``, by the actor that
-  answered). Each decision goes through ``agile.rollout.decide``, the loop's own per-step function
-  (tool rounds included), one episode at a time: an LLM base agent is not batched across episodes
-  here as it is in ``run_episodes``, so an LLM run costs about one agent call per decision.
+  answered).
+
+Each decision goes through ``agile.rollout.decide``, the loop's own per-step function (tool rounds
+included). ``HelpVecEnv`` steps PPO's copies of the env together (``step_many``): one ``decide``
+call per round for all of them, so an LLM base agent answers n_envs episodes in one batch, as in
+``run_episodes`` (a plain ``HelpEnv.step`` is a batch of one).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 
 import gymnasium as gym
 import numpy as np
+from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agile.protocol import STRONG
 from agile.rollout import decide
@@ -75,12 +80,11 @@ class HelpEnv(gym.Env):
         return self._observe(), {"budget": self.budget}
 
     def step(self, action):
-        if self.episode is None or self.episode.done:
-            raise RuntimeError("HelpEnv.step called on a finished episode: call reset() first.")
-        before = float(self.episode.success())
-        self._play(bool(int(action)) and self.budget_left > 0)
-        while not self.episode.done and self.budget_left == 0:
-            self._play(False)
+        return step_many([self], [action])[0]
+
+    # -- internals --------------------------------------------------------------------------------
+    def _finish(self, before: float):
+        """The step's (obs, reward, terminated, truncated, info) once its decisions are played."""
         reward = float(self.episode.success()) - before
         terminated = bool(self.episode.done)
         info = {"budget": self.budget}
@@ -93,12 +97,8 @@ class HelpEnv(gym.Env):
             obs = self._observe()
         return obs, reward, terminated, False, info
 
-    # -- internals --------------------------------------------------------------------------------
-    def _play(self, intervene: bool) -> None:
-        """One decision point with the strong actor (``None``: the human) or the base agent."""
-        observation = self.episode.observe()
-        decision = decide([self.episode], [self.env.strong if intervene else self.env.base])[0]
-        if intervene:
+    def _played(self, observation, decision, intervened: bool) -> None:
+        if intervened:
             self.calls["strong" if decision.actor == STRONG else "human"] += 1
             self.budget_left -= 1
         if self.scorer is not None and hasattr(self.scorer, "record_action"):
@@ -109,6 +109,42 @@ class HelpEnv(gym.Env):
         score = score_or_nan(self.scorer, observation)
         row = observation_features(observation, self.budget_left, score, self.names)[0]
         return scaled(row, self.scale)
+
+
+def step_many(genvs: list[HelpEnv], actions) -> list[tuple]:
+    """``HelpEnv.step`` for several envs at once: every round of decisions is one ``decide`` call,
+    so the base agent (and the strong actor) act for all of them in one batch, as in ``run_episodes``."""
+    for genv in genvs:
+        if genv.episode is None or genv.episode.done:
+            raise RuntimeError("HelpEnv.step called on a finished episode: call reset() first.")
+    before = [float(genv.episode.success()) for genv in genvs]
+    _play(genvs, [bool(int(a)) and genv.budget_left > 0 for genv, a in zip(genvs, actions)])
+    while auto := [genv for genv in genvs if not genv.episode.done and genv.budget_left == 0]:
+        _play(auto, [False] * len(auto))
+    return [genv._finish(b) for genv, b in zip(genvs, before)]
+
+
+def _play(genvs: list[HelpEnv], intervene: list[bool]) -> None:
+    """One decision point in each env's episode, by the strong actor (``None``: the human) or the base agent."""
+    observations = [genv.episode.observe() for genv in genvs]
+    actors = [genv.env.strong if i else genv.env.base for genv, i in zip(genvs, intervene)]
+    decisions = decide([genv.episode for genv in genvs], actors)
+    for genv, observation, decision, i in zip(genvs, observations, decisions, intervene):
+        genv._played(observation, decision, i)
+
+
+class HelpVecEnv(DummyVecEnv):
+    """``DummyVecEnv`` of ``HelpEnv`` copies whose step is one batched ``step_many``."""
+
+    def step_wait(self):
+        for i, (obs, reward, terminated, truncated, info) in enumerate(step_many(self.envs, self.actions)):
+            self.buf_rews[i], self.buf_dones[i], self.buf_infos[i] = reward, terminated or truncated, info
+            info["TimeLimit.truncated"] = truncated and not terminated
+            if self.buf_dones[i]:  # as DummyVecEnv: keep the final observation, start the next episode
+                info["terminal_observation"] = obs
+                obs, self.reset_infos[i] = self.envs[i].reset()
+            self._save_obs(i, obs)
+        return self._obs_from_buf(), np.copy(self.buf_rews), np.copy(self.buf_dones), copy.deepcopy(self.buf_infos)
 
 
 def score_or_nan(scorer, observation) -> float:

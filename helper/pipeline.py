@@ -140,7 +140,7 @@ def run(cfg: PipelineConfig) -> dict:
         # decisions as the offline collection did (equal interaction with the environment; it is the
         # slow part on a CPU), half as many with --quick, with a few PPO updates and three small
         # learning-curve points; with the simulator it trains until its curve flattens.
-        rl_timesteps=rl_steps if llm else (20_000 if cfg.quick else 60_000),
+        rl_timesteps=rl_steps if llm else (12_000 if cfg.quick else 60_000),
         rl_n_steps=max(4, rl_steps // 16) if llm else 256,
         rl_eval_every=max(1, rl_steps // 2) if llm else 4096,
         rl_val_episodes=(4 if cfg.quick else 8) if llm else 128,

@@ -80,7 +80,7 @@ class SweepConfig(EnvConfig):
     """online_rl: training decisions between two points of its learning curve."""
     rl_val_episodes: int = 128
     """online_rl: training-split validation episodes per budget at each learning-curve point."""
-    rl_lr: float = 3e-4
+    rl_lr: float = 1e-3
     """online_rl: Adam learning rate."""
     rl_use_prm: bool = True
     """online_rl: give the policy the PRM score too (one PRM pass per training decision)."""

@@ -80,7 +80,7 @@ class KeyEnvironment:
 
 
 CFG = OnlineRLConfig(max_budget=2, total_timesteps=6_000, n_envs=2, n_steps=128, batch_size=64, eval_every=512,
-                     val_episodes=64, patience=3, seed=0, episode_seed=11, val_seed=22)
+                     val_episodes=64, patience=1536, seed=0, episode_seed=11, val_seed=22)
 
 
 def test_ppo_learns_the_key_decision_and_counts_every_call(tmp_path):
@@ -145,3 +145,35 @@ def test_gate_never_exceeds_its_budget():
         # The loop would allow every decision; the gate's own budget must stop it.
         run_episodes(episodes, env.base, env.strong, gate=OnlineRLGate(policy, budget), budget=HORIZON)
         assert [e.actors.count(HUMAN) for e in episodes] == [budget] * 8
+
+
+def test_batched_vec_env_plays_exactly_as_one_env_at_a_time():
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from helper.online_env import HelpVecEnv
+
+    class CountingAgent(KeyAgent):
+        batches: list[int] = []
+
+        def act(self, observations):
+            self.batches.append(len(observations))
+            return super().act(observations)
+
+    runs = []
+    for vec_class in (DummyVecEnv, HelpVecEnv):
+        env = KeyEnvironment()
+        env.base = CountingAgent()
+        env.base.batches = []
+        names, scale = feature_names(env, use_score=False)
+        vec = vec_class([lambda r=r: HelpEnv(env, names, scale, 3, 9, rank=r, stride=3) for r in range(3)])
+        vec.seed(5)
+        trace = [vec.reset().tolist()]
+        rng = np.random.default_rng(0)
+        for _ in range(40):
+            obs, rewards, dones, infos = vec.step(rng.integers(0, 2, size=3))
+            final = [None if "terminal_observation" not in i else i["terminal_observation"].tolist() for i in infos]
+            trace += [obs.tolist(), rewards.tolist(), dones.tolist(), final]
+        runs.append((trace, env.base.batches, [e.actors for e in env.made]))
+    (one, one_batches, one_actors), (many, many_batches, many_actors) = runs
+    assert one_actors == many_actors and one == many and any(True in step for step in one[3::4])
+    assert max(one_batches) == 1 and max(many_batches) == 3  # the batched env asks the agent for all copies at once
