@@ -45,7 +45,7 @@ from helper.features import observation_features
 class HelpEnv(gym.Env):
     """See the module docstring."""
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": []}  # noqa: RUF012 - gymnasium's class attribute
 
     def __init__(self, env, names: list[str], scale: list[float], max_budget: int, episode_seed: int,
                  scorer=None, split: str = "train", rank: int = 0, stride: int = 1):

@@ -183,9 +183,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
             evaluate(method, lambda c, t=thresholds, f=predicted_success: B.ScoreThresholdGate(f, t[c], c, name="router"))
             calls[method] = offline_calls
         elif method == "online_rl":
-            from helper.online_rl import OnlineRLConfig, OnlineRLGate, train
-
-            from helper.online_rl import calls_to_reach, save_learning_curve
+            from helper.online_rl import OnlineRLConfig, OnlineRLGate, calls_to_reach, save_learning_curve, train
 
             rl_cfg = OnlineRLConfig(max_budget=max(cfg.max_budget, 1), total_timesteps=cfg.rl_timesteps,
                                     n_steps=cfg.rl_n_steps, eval_every=cfg.rl_eval_every,

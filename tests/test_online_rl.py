@@ -18,8 +18,17 @@ import torch
 from agile.protocol import BASE, HUMAN, Action, Observation, StepResult
 from agile.rollout import run_episodes
 from helper.online_env import HelpEnv
-from helper.online_rl import (CURVE_CSV, CURVE_PNG, OnlineRLConfig, OnlineRLGate, calls_to_reach, curve_frame,
-                              feature_names, save_learning_curve, train)
+from helper.online_rl import (
+    CURVE_CSV,
+    CURVE_PNG,
+    OnlineRLConfig,
+    OnlineRLGate,
+    calls_to_reach,
+    curve_frame,
+    feature_names,
+    save_learning_curve,
+    train,
+)
 
 HORIZON = 4
 
@@ -153,8 +162,6 @@ def test_batched_vec_env_plays_exactly_as_one_env_at_a_time():
     from helper.online_env import HelpVecEnv
 
     class CountingAgent(KeyAgent):
-        batches: list[int] = []
-
         def act(self, observations):
             self.batches.append(len(observations))
             return super().act(observations)
@@ -165,7 +172,8 @@ def test_batched_vec_env_plays_exactly_as_one_env_at_a_time():
         env.base = CountingAgent()
         env.base.batches = []
         names, scale = feature_names(env, use_score=False)
-        vec = vec_class([lambda r=r: HelpEnv(env, names, scale, 3, 9, rank=r, stride=3) for r in range(3)])
+        copies = [HelpEnv(env, names, scale, 3, 9, rank=r, stride=3) for r in range(3)]
+        vec = vec_class([lambda g=g: g for g in copies])
         vec.seed(5)
         trace = [vec.reset().tolist()]
         rng = np.random.default_rng(0)
