@@ -2,7 +2,8 @@
 
     policy, report = train(env, OnlineRLConfig(max_budget=3), scorer=None)   # env: helper.environment.Environment
     gate = OnlineRLGate(policy, budget=2, scorer=None)                        # greedy policy, as evaluated
-    save_learning_curve(report, "runs/demo/sweep", helper_success={1: 0.71, 2: 0.78})
+    helper_success, _ = validation_success(env, cfg, helper.with_budget)   # the same validation episodes
+    save_learning_curve(report, "runs/demo/sweep", helper_success)
 
 It sees the same features as the features-backend helper (``helper.online_env.HelpEnv``: PRM score
 when a scorer is given, step, progress, budget left, the observation's numeric features) and learns
@@ -169,13 +170,14 @@ def feature_names(env, use_score: bool) -> tuple[list[str], list[float]]:
     return names, [divisors.get(n, 1.0) for n in names]
 
 
-def validate(env, policy: RLPolicy, cfg: OnlineRLConfig, scorer=None) -> tuple[dict[int, float], dict[str, int]]:
-    """Greedy success at each C in 1..max_budget on the validation episodes, and the calls spent."""
+def validation_success(env, cfg: OnlineRLConfig, gate_for_budget) -> tuple[dict[int, float], dict[str, int]]:
+    """Success of ``gate_for_budget(C)`` at each C in 1..max_budget on the learning curve's validation
+    episodes, and the strong / human calls spent. A reference drawn on the curve (the helper's success)
+    must be measured here, on the same episodes: held-out groups have another success level."""
     success, calls = {}, {"strong": 0, "human": 0}
     for budget in range(1, cfg.max_budget + 1):
         episodes = env.episodes(cfg.val_episodes, seed=cfg.val_seed, split="train")
-        records = run_episodes(episodes, env.base, env.strong, gate=OnlineRLGate(policy, budget, scorer),
-                               budget=budget)
+        records = run_episodes(episodes, env.base, env.strong, gate=gate_for_budget(budget), budget=budget)
         success[budget] = float(np.mean([episode.success() for episode in episodes]))
         for record in (r for rows in records for r in rows if r.intervened):
             calls["strong" if record.actor == STRONG else "human"] += 1
@@ -197,7 +199,7 @@ class _Curve(BaseCallback):
         self.report.calls = {k: sum(g.calls[k] for g in self.genvs) for k in ("strong", "human")}
         self.report.episodes = sum(g.episodes_played for g in self.genvs)
         self.report.timesteps = int(self.num_timesteps)
-        success, calls = validate(self.env, self.rl_policy, self.cfg, self.scorer)
+        success, calls = validation_success(self.env, self.cfg, lambda c: OnlineRLGate(self.rl_policy, c, self.scorer))
         for k in calls:
             self.report.validation_calls[k] += calls[k]
         for budget, value in success.items():
@@ -271,7 +273,8 @@ def calls_to_reach(report: OnlineRLReport, target: dict[int, float]) -> dict[int
 def save_learning_curve(report: OnlineRLReport, path: str | Path,
                         helper_success: dict[int, float] | None = None) -> tuple[Path, Path]:
     """Write ``online_rl_curve.csv`` and ``online_rl_curve.png`` into the folder ``path``: success at
-    each C against cumulative training calls, the helper's success at each C as a dashed line."""
+    each C against cumulative training calls, the helper's success at each C as a dashed line (measure
+    it on the same validation episodes: ``validation_success``)."""
     from helper.plots import save_learning_curve_plot
 
     folder = Path(path)

@@ -183,7 +183,14 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
             evaluate(method, lambda c, t=thresholds, f=predicted_success: B.ScoreThresholdGate(f, t[c], c, name="router"))
             calls[method] = offline_calls
         elif method == "online_rl":
-            from helper.online_rl import OnlineRLConfig, OnlineRLGate, calls_to_reach, save_learning_curve, train
+            from helper.online_rl import (
+                OnlineRLConfig,
+                OnlineRLGate,
+                calls_to_reach,
+                save_learning_curve,
+                train,
+                validation_success,
+            )
 
             rl_cfg = OnlineRLConfig(max_budget=max(cfg.max_budget, 1), total_timesteps=cfg.rl_timesteps,
                                     n_steps=cfg.rl_n_steps, eval_every=cfg.rl_eval_every,
@@ -192,10 +199,11 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
             policy, report = train(env, rl_cfg, rl_score)
             evaluate(method, lambda c, policy=policy, s=rl_score: OnlineRLGate(policy, c, s))
             calls[method] = report.calls | {"episodes": report.episodes}
-            helper_success = {r["budget"]: r["success"] for r in rows if r["method"] == "helper" and r["budget"] > 0}
-            save_learning_curve(report, out, helper_success or None)
+            # The helper's success on the curve's validation episodes (its test rows are other groups).
+            helper_success = validation_success(env, rl_cfg, helper.with_budget)[0] if "helper" in methods else None
+            save_learning_curve(report, out, helper_success)
             rl_info = {"stopped": report.stopped, "timesteps": report.timesteps, "best_timesteps": report.best_timesteps,
-                       "validation_calls": report.validation_calls,
+                       "validation_calls": report.validation_calls, "helper_validation_success": helper_success,
                        "calls_to_reach_helper": calls_to_reach(report, helper_success) if helper_success else None}
         elif method == "oracle":
             # One counterfactual run (no intervention) gives every decision's gain in hindsight.
