@@ -35,7 +35,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 
@@ -109,13 +108,6 @@ class RLPolicy:
         actions, _ = self.model.predict(x, deterministic=deterministic)
         return np.asarray(actions).astype(bool)
 
-    def p_intervene(self, rows: np.ndarray) -> np.ndarray:
-        """P(intervene) of the policy, one per (unscaled) feature row."""
-        x = np.stack([scaled(row, np.asarray(self.scale)) for row in np.atleast_2d(rows)])
-        with torch.no_grad():
-            obs, _ = self.model.policy.obs_to_tensor(x)
-            return self.model.policy.get_distribution(obs).distribution.probs[:, 1].cpu().numpy()
-
 
 class OnlineRLGate(BudgetedGate):
     """The greedy policy as a gate (``deterministic=True``); the scorer supplies the PRM feature."""
@@ -147,7 +139,7 @@ class OnlineRLReport:
     calls: dict[str, int] = field(default_factory=lambda: {"strong": 0, "human": 0})
     """Strong-model and human calls made by the learner while training."""
     episodes: int = 0
-    """Training episodes played."""
+    """Training episodes started (the last one of each env copy may be unfinished when training stops)."""
     timesteps: int = 0
     """Training decisions (PPO timesteps) played."""
     validation_calls: dict[str, int] = field(default_factory=lambda: {"strong": 0, "human": 0})
