@@ -103,7 +103,7 @@ def run(cfg: PipelineConfig) -> dict:
     write_json_atomic(asdict(cfg), out / "pipeline.json")
     n_train, n_eval = cfg.sizes()
     llm = cfg.agent != "simulator"
-    rl_steps = n_train * cfg.questions_per_episode // (2 if cfg.quick else 1)
+    rl_steps = max(1, n_train * (cfg.max_budget + 1) // 2 // (2 if cfg.quick else 1))
     trajectories = str(out / "trajectories")
 
     _stage(out, "collect", cfg.redo, lambda: collect.run(collect.CollectConfig(
@@ -136,14 +136,16 @@ def run(cfg: PipelineConfig) -> dict:
         env=cfg.env, helper=str(out / "helper"), out=str(out / "sweep"), max_budget=cfg.max_budget, data=cfg.data,
         split="test", episodes=n_eval, seed=cfg.seed + 1000, questions_per_episode=cfg.questions_per_episode,
         agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
-        # The online-RL baseline plays training episodes. With an LLM agent it makes as many
-        # decisions as the offline collection did (equal interaction with the environment; it is the
-        # slow part on a CPU), half as many with --quick, with a few PPO updates and three small
-        # learning-curve points; with the simulator it trains until its curve flattens.
-        rl_timesteps=rl_steps if llm else (12_000 if cfg.quick else 60_000),
+        # The online-RL baseline plays training episodes. With an LLM agent it plays at most as many
+        # as the offline collection did (equal interaction with the environment; it is the slow part
+        # on a CPU), half as many with --quick: a timestep is a decision with budget left, so an
+        # episode of budget C has at least C of them, (max_budget + 1) / 2 on average. A few PPO
+        # updates and two small learning-curve points (start, end). With the simulator it trains
+        # until its curve flattens.
+        rl_timesteps=rl_steps if llm else (8192 if cfg.quick else 60_000),
         rl_n_steps=max(4, rl_steps // 16) if llm else 256,
-        rl_eval_every=max(1, rl_steps // 2) if llm else 4096,
-        rl_val_episodes=(4 if cfg.quick else 8) if llm else 128,
+        rl_eval_every=rl_steps if llm else (2048 if cfg.quick else 4096),
+        rl_val_episodes=(2 if cfg.quick else 4) if llm else (64 if cfg.quick else 128),
         rl_use_prm=cfg.rl_use_prm,
     )))
     summary_path = out / "sweep" / "summary.json"
