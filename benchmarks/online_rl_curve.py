@@ -79,7 +79,7 @@ def main() -> None:
         # The optimum's success on the curve's own validation episodes is the reference line.
         reference = validation_success(
             env, cfg, lambda c: B.exact_optimal_gate(model, QUESTION_TYPES, question_type, c))[0]
-        save_learning_curve(report, out, helper_success=reference)
+        save_learning_curve(report, out, reference, label="exact_optimal")
         curve = curve_frame(report).pivot_table(index=["timesteps", "calls"], columns="budget", values="success")
         print(f"\n## seed {seed}: {report.stopped}; {report.timesteps} timesteps, {report.episodes} episodes, "
               f"training calls {report.calls}, validation calls {report.validation_calls}, best at "

@@ -262,11 +262,11 @@ def calls_to_reach(report: OnlineRLReport, target: dict[int, float]) -> dict[int
     return reached
 
 
-def save_learning_curve(report: OnlineRLReport, path: str | Path,
-                        helper_success: dict[int, float] | None = None) -> tuple[Path, Path]:
+def save_learning_curve(report: OnlineRLReport, path: str | Path, helper_success: dict[int, float] | None = None,
+                        label: str = "helper") -> tuple[Path, Path]:
     """Write ``online_rl_curve.csv`` and ``online_rl_curve.png`` into the folder ``path``: success at
     each C against cumulative training calls, the helper's success at each C as a dashed line (measure
-    it on the same validation episodes: ``validation_success``)."""
+    it on the same validation episodes: ``validation_success``; ``label`` names that reference)."""
     from helper.plots import save_learning_curve_plot
 
     folder = Path(path)
@@ -274,5 +274,5 @@ def save_learning_curve(report: OnlineRLReport, path: str | Path,
     frame = curve_frame(report)
     frame.to_csv(folder / CURVE_CSV, index=False)
     reached = calls_to_reach(report, helper_success) if helper_success else None
-    save_learning_curve_plot(frame, folder / CURVE_PNG, helper_success, reached)
+    save_learning_curve_plot(frame, folder / CURVE_PNG, helper_success, reached, label)
     return folder / CURVE_CSV, folder / CURVE_PNG

@@ -55,7 +55,7 @@ def save_sweep_plot(frame: pd.DataFrame, path: str | Path, title: str | None = N
 
 
 def save_learning_curve_plot(frame: pd.DataFrame, path: str | Path, helper_success: dict | None = None,
-                             reached: dict | None = None) -> Path:
+                             reached: dict | None = None, label: str = "helper") -> Path:
     """The online learner's curve (``helper.online_rl.curve_frame``): validation success at each
     budget C against cumulative training calls; the helper's success at C as a dashed line, and in
     the legend the calls at which the curve first reaches it (or "not reached")."""
@@ -71,7 +71,7 @@ def save_learning_curve_plot(frame: pd.DataFrame, path: str | Path, helper_succe
                 hit = reached.get(int(budget))
                 note = f" (reached at {hit} calls)" if hit is not None else " (not reached)"
             axes.axhline(helper_success[budget], color=color, linestyle="--", linewidth=1,
-                         label=f"helper C={budget}{note}")
+                         label=f"{label} C={budget}{note}")
     axes.set_xlabel("cumulative training calls (strong / human)")
     axes.set_ylabel("validation success (greedy policy)")
     axes.grid(alpha=0.3)
