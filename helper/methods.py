@@ -80,6 +80,8 @@ class SweepContext:
     per_episode: list[dict] = field(default_factory=list)
     records: dict[str, dict[int, list]] = field(default_factory=dict)
     """Per row name, per budget: the run's records (one list per episode)."""
+    extra: dict = field(default_factory=dict)
+    """Per-method reports that go into summary.json (e.g. the online learner's stopping point)."""
     _train_rows: pl.DataFrame | None | bool = False
 
     def evaluate(self, row: str, gate_for_budget: Callable[[int], object], budgets, keep: bool = True,
@@ -305,15 +307,29 @@ class OnlineRL(Method):
     name = "online_rl"
 
     def prepare(self, ctx):
-        from helper.online_rl import OnlineRLConfig, train
+        from helper.online_rl import (
+            OnlineRLConfig,
+            calls_to_reach,
+            save_learning_curve,
+            train,
+            validation_success,
+        )
 
         cfg = ctx.cfg
-        rl_cfg = OnlineRLConfig(iterations=cfg.rl_iterations, episodes_per_iteration=cfg.rl_episodes,
-                                max_budget=max(ctx.budgets[-1], 1), lr=cfg.rl_lr, seed=cfg.seed)
+        rl_cfg = OnlineRLConfig(max_budget=max(ctx.budgets[-1], 1), total_timesteps=cfg.rl_timesteps,
+                                n_steps=cfg.rl_n_steps, eval_every=cfg.rl_eval_every,
+                                val_episodes=cfg.rl_val_episodes, lr=cfg.rl_lr, seed=cfg.seed)
         self.score = ctx.scorer if cfg.rl_use_prm else None
-        self.policy, self.report = train(ctx.env, rl_cfg, self.score)
-        if hasattr(self.report, "save_curve"):
-            self.report.save_curve(ctx.out / "online_rl_curve.png")
+        self.policy, report = train(ctx.env, rl_cfg, self.score)
+        self.report = report
+        # The helper's success on the curve's validation episodes (its test rows are other groups).
+        helper_success = (validation_success(ctx.env, rl_cfg, ctx.helper.with_budget)[0]
+                          if ctx.helper is not None and "helper" in cfg.methods else None)
+        save_learning_curve(report, ctx.out, helper_success)
+        ctx.extra["online_rl"] = {
+            "stopped": report.stopped, "timesteps": report.timesteps, "best_timesteps": report.best_timesteps,
+            "validation_calls": report.validation_calls, "helper_validation_success": helper_success,
+            "calls_to_reach_helper": calls_to_reach(report, helper_success) if helper_success else None}
 
     def build(self, ctx, budget):
         from helper.online_rl import OnlineRLGate

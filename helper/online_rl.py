@@ -1,119 +1,155 @@
-"""The online deep-RL baseline: a small torch MLP gate trained by REINFORCE in the environment.
+"""The online deep-RL baseline: stable-baselines3 PPO trained in the environment itself.
 
-It sees the same features as the features-backend helper (PRM score when a scorer is given,
-step, progress, budget left, the observation's numeric features) and learns by playing training
-episodes with the real base agent and strong actor. Every intervention it makes while training
-is a strong-model / human call, and they are all counted (``OnlineRLReport.calls``): that count
-is what the offline helper saves.
+    policy, report = train(env, OnlineRLConfig(max_budget=3), scorer=None)   # env: helper.environment.Environment
+    gate = OnlineRLGate(policy, budget=2, scorer=None)                        # greedy policy, as evaluated
+    helper_success, _ = validation_success(env, cfg, helper.with_budget)   # the same validation episodes
+    save_learning_curve(report, "runs/demo/sweep", helper_success)
+
+It sees the same features as the features-backend helper (``helper.online_env.HelpEnv``: PRM score
+when a scorer is given, step, progress, budget left, the observation's numeric features) and learns
+by playing fresh training-split episodes with the real base agent and strong actor. Every
+intervention it makes while learning is a strong-model / human call, all counted
+(``OnlineRLReport.calls``): that count is what the offline helper saves.
 
 Training, top to bottom (``train``):
 
-1. each iteration draws a budget C uniformly from 1..max_budget and plays
-   ``episodes_per_iteration`` fresh training episodes (train split, their own seeds) through
-   ``agile.rollout.run_episodes`` with the policy as a *sampling* gate;
-2. the return of an episode is its success; the advantage is the return minus the mean return
-   of the iteration (all its episodes share C, so this baseline is fair);
-3. loss = -mean(advantage x sum of log-probabilities of the episode's decisions)
-   - entropy_coef x mean entropy; one Adam step per iteration.
+1. PPO (``MlpPolicy``, undiscounted returns; reward = the episode's success, spread over the steps
+   that earned it) collects ``n_steps`` decisions per copy of the env, then updates;
+2. every ``eval_every`` timesteps (and before the first update) the greedy policy plays a fixed set
+   of ``val_episodes`` training-split validation episodes (their own seed; never the held-out test
+   episodes) at every C in 1..max_budget: one point of the learning curve, with the cumulative
+   training calls so far;
+3. it stops when the mean validation success over C has not improved by more than ``min_delta``
+   for ``patience`` timesteps (the curve has flattened), or at ``total_timesteps``; the policy
+   returned is the one with the best mean validation success.
 
-At evaluation ``OnlineRLGate`` is greedy: intervene when P(intervene) >= 0.5.
+The validation games call the strong actor / human too; they are counted apart
+(``OnlineRLReport.validation_calls``), since a deployment could stop on a fixed budget instead.
 """
 
 from __future__ import annotations
 
-import math
-import threading
+import copy
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
-import torch
-from torch import nn
+import pandas as pd
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
 
 from agile.protocol import STRONG, Observation
 from agile.rollout import run_episodes
 from helper.budget import BudgetedGate
 from helper.features import BASE_FEATURES, SCORE_FEATURE, observation_features
+from helper.online_env import HelpEnv, HelpVecEnv, scaled, score_or_nan
+
+CURVE_CSV, CURVE_PNG = "online_rl_curve.csv", "online_rl_curve.png"
 
 
 @dataclass
 class OnlineRLConfig:
-    iterations: int = 60
-    """Policy-gradient steps; each plays episodes_per_iteration training episodes."""
-    episodes_per_iteration: int = 32
-    """Training episodes per step (one budget C for all of them)."""
     max_budget: int = 3
-    """Budgets C are drawn uniformly from 1..max_budget."""
-    hidden: int = 32
-    """Width of the two hidden layers."""
-    lr: float = 0.01
-    """Adam learning rate."""
-    entropy_coef: float = 0.01
-    """Weight of the entropy bonus (keeps exploring early on)."""
+    """Budgets C are drawn uniformly from 1..max_budget at each training episode's start."""
+    total_timesteps: int = 60_000
+    """Most decisions (PPO timesteps) to train for, if the learning curve has not flattened before."""
+    n_envs: int = 4
+    """Copies of the environment PPO collects from (each plays its own training episodes)."""
+    n_steps: int = 256
+    """Decisions collected per copy between two PPO updates."""
+    batch_size: int = 256
+    """PPO minibatch size (at most one rollout, n_steps x n_envs)."""
+    n_epochs: int = 10
+    """PPO passes over each rollout."""
+    lr: float = 1e-3
+    """Adam learning rate (on the ProductQA simulator 1e-3 reaches the plateau in about half the calls of 3e-4)."""
+    gae_lambda: float = 0.95
+    """GAE lambda (returns are undiscounted: gamma is 1, episodes are short)."""
+    ent_coef: float = 0.01
+    """Entropy bonus (keeps exploring early on)."""
+    hidden: int = 64
+    """Width of the two hidden layers of the policy and value networks."""
+    eval_every: int = 4096
+    """Timesteps between two points of the learning curve."""
+    val_episodes: int = 128
+    """Validation episodes (training split, seed val_seed) played greedily at each C per curve point."""
+    patience: int = 16_384
+    """Stop once this many training timesteps have passed without a gain of more than min_delta (long
+    enough to sit out the early phase where the greedy policy intervenes at every decision, ~6k
+    timesteps on the ProductQA simulator)."""
+    min_delta: float = 0.005
+    """Smallest gain of the mean validation success over C that counts as an improvement."""
     seed: int = 0
-    """Seed of the network, the action draws and the training episodes."""
+    """Seed of the networks, PPO's action draws and the budget draws."""
     episode_seed: int = 500
     """Seed of the training episodes (keep it apart from the evaluation seed)."""
+    val_seed: int = 700
+    """Seed of the validation episodes (training split; apart from episode_seed and the evaluation seed)."""
+
+    def check(self) -> None:
+        """Refuse values that cannot work, naming the field."""
+        for name in ("max_budget", "total_timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_every",
+                     "val_episodes", "patience"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"OnlineRLConfig.{name} must be >= 1, got {getattr(self, name)}.")
 
 
-class PolicyNet(nn.Module):
-    """features -> logit of P(intervene); inputs are scaled by fixed per-feature divisors."""
+@dataclass
+class RLPolicy:
+    """A trained PPO model and the features it reads (names, and the scale each is divided by)."""
 
-    def __init__(self, names: list[str], scale: list[float], hidden: int = 32):
-        super().__init__()
-        self.names = list(names)
-        self.register_buffer("scale", torch.tensor(scale, dtype=torch.float32))
-        self.body = nn.Sequential(nn.Linear(len(names), hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
-                                  nn.Linear(hidden, 1))
+    model: PPO
+    names: list[str]
+    scale: list[float]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # NaN (a missing score or feature) becomes 0 after scaling: the network learns around it.
-        return self.body(torch.nan_to_num(x / self.scale)).squeeze(-1)
+    def intervene(self, rows: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        """Whether to intervene, one bool per (unscaled) feature row."""
+        x = np.stack([scaled(row, np.asarray(self.scale)) for row in np.atleast_2d(rows)])
+        actions, _ = self.model.predict(x, deterministic=deterministic)
+        return np.asarray(actions).astype(bool)
 
 
 class OnlineRLGate(BudgetedGate):
-    """Greedy (evaluation) or sampling (training, records what it did) policy gate."""
+    """The greedy policy as a gate (``deterministic=True``); the scorer supplies the PRM feature."""
 
     name = "online_rl"
 
-    def __init__(self, policy: PolicyNet, budget: int | None = None, scorer=None, sample: bool = False,
-                 seed: int = 0):
+    def __init__(self, policy: RLPolicy, budget: int | None = None, scorer=None):
         super().__init__(budget)
         self.policy = policy
         self.scorer = scorer
-        self.sample = sample
-        self.generator = torch.Generator().manual_seed(seed)
-        self.taken: dict[str, list[tuple[np.ndarray, bool]]] = {}
-        self._taken_lock = threading.Lock()
-
-    def features(self, observation: Observation, budget_left: int) -> np.ndarray:
-        score = math.nan
-        if self.scorer is not None:
-            try:
-                score = float(self.scorer.score(observation))
-            except Exception:  # noqa: BLE001 - a failed score is a missing feature, as for the helper
-                score = math.nan
-        return observation_features(observation, budget_left, score, self.policy.names)[0]
 
     def wants(self, observation: Observation, budget_left: int) -> bool:
-        x = self.features(observation, budget_left)
-        with torch.no_grad():
-            p = torch.sigmoid(self.policy(torch.as_tensor(x, dtype=torch.float32)[None]))[0].item()
-        if not self.sample:
-            return p >= 0.5
-        act = bool(torch.rand((), generator=self.generator).item() < p)
-        with self._taken_lock:
-            self.taken.setdefault(observation.episode_id, []).append((x, act))
-        return act
+        score = score_or_nan(self.scorer, observation)
+        row = observation_features(observation, budget_left, score, self.policy.names)
+        return bool(self.policy.intervene(row)[0])
+
+    def record_action(self, observation: Observation, action_text: str) -> None:
+        if self.scorer is not None and hasattr(self.scorer, "record_action"):
+            self.scorer.record_action(observation, action_text)
+
+    def end_episode(self, episode_id: str) -> None:
+        super().end_episode(episode_id)
+        if self.scorer is not None and hasattr(self.scorer, "end_episode"):
+            self.scorer.end_episode(episode_id)
 
 
 @dataclass
 class OnlineRLReport:
     calls: dict[str, int] = field(default_factory=lambda: {"strong": 0, "human": 0})
-    """Strong-model and human calls made while training."""
+    """Strong-model and human calls made by the learner while training."""
     episodes: int = 0
-    """Training episodes played."""
+    """Training episodes started (the last one of each env copy may be unfinished when training stops)."""
+    timesteps: int = 0
+    """Training decisions (PPO timesteps) played."""
+    validation_calls: dict[str, int] = field(default_factory=lambda: {"strong": 0, "human": 0})
+    """Strong-model and human calls of the learning curve's validation games (not in ``calls``)."""
     curve: list[dict] = field(default_factory=list)
-    """Per iteration: budget, mean success, mean interventions."""
+    """Per curve point and budget: timesteps, episodes, cumulative training calls, validation success."""
+    stopped: str = ""
+    """Why training stopped: the curve flattened, or total_timesteps was reached."""
+    best_timesteps: int = 0
+    """Timesteps of the returned (best validation) policy."""
 
 
 def feature_names(env, use_score: bool) -> tuple[list[str], list[float]]:
@@ -126,47 +162,117 @@ def feature_names(env, use_score: bool) -> tuple[list[str], list[float]]:
     return names, [divisors.get(n, 1.0) for n in names]
 
 
-def train(env, cfg: OnlineRLConfig, scorer=None) -> tuple[PolicyNet, OnlineRLReport]:
-    """Train the policy in ``env`` (an ``helper.environment.Environment``); see the module docstring."""
-    torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
+def validation_success(env, cfg: OnlineRLConfig, gate_for_budget) -> tuple[dict[int, float], dict[str, int]]:
+    """Success of ``gate_for_budget(C)`` at each C in 1..max_budget on the learning curve's validation
+    episodes, and the strong / human calls spent. A reference drawn on the curve (the helper's success)
+    must be measured here, on the same episodes: held-out groups have another success level."""
+    success, calls = {}, {"strong": 0, "human": 0}
+    for budget in range(1, cfg.max_budget + 1):
+        episodes = env.episodes(cfg.val_episodes, seed=cfg.val_seed, split="train")
+        records = run_episodes(episodes, env.base, env.strong, gate=gate_for_budget(budget), budget=budget)
+        success[budget] = float(np.mean([episode.success() for episode in episodes]))
+        for record in (r for rows in records for r in rows if r.intervened):
+            calls["strong" if record.actor == STRONG else "human"] += 1
+    return success, calls
+
+
+class _Curve(BaseCallback):
+    """Learning-curve points and the stopping rule (see the module docstring)."""
+
+    def __init__(self, env, policy: RLPolicy, cfg: OnlineRLConfig, scorer, genvs: list[HelpEnv],
+                 report: OnlineRLReport):
+        super().__init__()
+        self.env, self.rl_policy, self.cfg, self.scorer, self.genvs, self.report = env, policy, cfg, scorer, genvs, report
+        self.best, self.best_state, self.last_eval, self.stop = -np.inf, None, -np.inf, False
+        self.reference, self.reference_timesteps = -np.inf, 0  # the last value that counted as a gain
+
+    def evaluate(self) -> None:
+        self.last_eval = self.num_timesteps
+        self.report.calls = {k: sum(g.calls[k] for g in self.genvs) for k in ("strong", "human")}
+        self.report.episodes = sum(g.episodes_played for g in self.genvs)
+        self.report.timesteps = int(self.num_timesteps)
+        success, calls = validation_success(self.env, self.cfg, lambda c: OnlineRLGate(self.rl_policy, c, self.scorer))
+        for k in calls:
+            self.report.validation_calls[k] += calls[k]
+        for budget, value in success.items():
+            self.report.curve.append({
+                "timesteps": self.report.timesteps, "episodes": self.report.episodes,
+                "calls": sum(self.report.calls.values()), **self.report.calls, "budget": budget, "success": value,
+            })
+        mean = float(np.mean(list(success.values())))
+        if mean > self.best:
+            self.best, self.best_state = mean, copy.deepcopy(self.model.policy.state_dict())
+            self.report.best_timesteps = self.report.timesteps
+        if mean > self.reference + self.cfg.min_delta:
+            self.reference, self.reference_timesteps = mean, self.report.timesteps
+        self.stop = self.report.timesteps - self.reference_timesteps >= self.cfg.patience
+
+    def _on_rollout_start(self) -> None:
+        # Called after each update (and before the first): the policy is fixed while it is evaluated.
+        if self.num_timesteps - self.last_eval >= self.cfg.eval_every or self.num_timesteps == 0:
+            self.evaluate()
+
+    def _on_step(self) -> bool:
+        return not self.stop
+
+
+def train(env, cfg: OnlineRLConfig, scorer=None) -> tuple[RLPolicy, OnlineRLReport]:
+    """Train PPO in ``env`` (an ``helper.environment.Environment``); see the module docstring."""
+    cfg.check()
     names, scale = feature_names(env, scorer is not None)
-    policy = PolicyNet(names, scale, cfg.hidden)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    genvs = [HelpEnv(env, names, scale, cfg.max_budget, cfg.episode_seed, scorer, rank=i, stride=cfg.n_envs)
+             for i in range(cfg.n_envs)]
+    vec = HelpVecEnv([lambda g=g: g for g in genvs])
+    batch_size = min(cfg.batch_size, cfg.n_steps * cfg.n_envs)  # a short run has short rollouts
+    model = PPO("MlpPolicy", vec, learning_rate=cfg.lr, n_steps=cfg.n_steps, batch_size=batch_size,
+                n_epochs=cfg.n_epochs, gamma=1.0, gae_lambda=cfg.gae_lambda, ent_coef=cfg.ent_coef,
+                policy_kwargs={"net_arch": [cfg.hidden, cfg.hidden]}, seed=cfg.seed, device="cpu", verbose=0)
+    policy = RLPolicy(model, names, scale)
     report = OnlineRLReport()
-    for iteration in range(cfg.iterations):
-        budget = int(rng.integers(1, cfg.max_budget + 1))
-        start = iteration * cfg.episodes_per_iteration
-        episodes = env.episodes(cfg.episodes_per_iteration, seed=cfg.episode_seed, start=start, split="train")
-        gate = OnlineRLGate(policy, budget, scorer, sample=True, seed=cfg.seed * 100_003 + iteration)
-        records = run_episodes(episodes, env.base, env.strong, gate=gate, budget=budget)
-        success = np.array([episode.success() for episode in episodes])
-        used = [sum(r.intervened for r in ep) for ep in records]
-        for ep in records:
-            for r in ep:
-                if r.intervened:
-                    report.calls["strong" if r.actor == STRONG else "human"] += 1
-        report.episodes += len(episodes)
-        report.curve.append({"iteration": iteration, "budget": budget, "success": float(success.mean()),
-                             "interventions": float(np.mean(used))})
-        advantage = success - success.mean()
-        losses, entropies = [], []
-        for episode, adv in zip(episodes, advantage):
-            taken = gate.taken.get(episode.episode_id, [])
-            if not taken:
-                continue
-            x = torch.as_tensor(np.stack([t[0] for t in taken]), dtype=torch.float32)
-            a = torch.as_tensor([t[1] for t in taken], dtype=torch.float32)
-            logits = policy(x)
-            log_prob = -nn.functional.binary_cross_entropy_with_logits(logits, a, reduction="sum")
-            p = torch.sigmoid(logits)
-            entropies.append(-(p * torch.log(p + 1e-8) + (1 - p) * torch.log(1 - p + 1e-8)).mean())
-            losses.append(-float(adv) * log_prob)
-        if not losses:
-            continue
-        loss = torch.stack(losses).mean() - cfg.entropy_coef * torch.stack(entropies).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    policy.eval()
+    curve = _Curve(env, policy, cfg, scorer, genvs, report)
+    model.learn(total_timesteps=cfg.total_timesteps, callback=curve)
+    report.calls = {k: sum(g.calls[k] for g in genvs) for k in ("strong", "human")}
+    report.episodes = sum(g.episodes_played for g in genvs)
+    report.timesteps = int(model.num_timesteps)
+    if curve.stop:
+        report.stopped = f"flattened: no gain above {cfg.min_delta} in {cfg.patience} timesteps"
+    else:
+        report.stopped = f"reached total_timesteps={cfg.total_timesteps}"
+        if model.num_timesteps > curve.last_eval:
+            curve.evaluate()  # the last update's point
+    model.policy.load_state_dict(curve.best_state)
+    model.policy.set_training_mode(False)
     return policy, report
+
+
+def curve_frame(report: OnlineRLReport) -> pd.DataFrame:
+    """The learning curve, one row per (curve point, budget)."""
+    columns = ["timesteps", "episodes", "calls", "strong", "human", "budget", "success"]
+    return pd.DataFrame(report.curve, columns=columns)
+
+
+def calls_to_reach(report: OnlineRLReport, target: dict[int, float]) -> dict[int, int | None]:
+    """Per budget C: the cumulative training calls at the first curve point whose validation
+    success reaches ``target[C]`` (e.g. the helper's success), ``None`` when never reached."""
+    frame = curve_frame(report)
+    reached = {}
+    for budget, value in target.items():
+        rows = frame[(frame["budget"] == int(budget)) & (frame["success"] >= float(value))]
+        reached[int(budget)] = None if rows.empty else int(rows["calls"].min())
+    return reached
+
+
+def save_learning_curve(report: OnlineRLReport, path: str | Path, helper_success: dict[int, float] | None = None,
+                        label: str = "helper") -> tuple[Path, Path]:
+    """Write ``online_rl_curve.csv`` and ``online_rl_curve.png`` into the folder ``path``: success at
+    each C against cumulative training calls, the helper's success at each C as a dashed line (measure
+    it on the same validation episodes: ``validation_success``; ``label`` names that reference)."""
+    from helper.plots import save_learning_curve_plot
+
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    frame = curve_frame(report)
+    frame.to_csv(folder / CURVE_CSV, index=False)
+    reached = calls_to_reach(report, helper_success) if helper_success else None
+    save_learning_curve_plot(frame, folder / CURVE_PNG, helper_success, reached, label)
+    return folder / CURVE_CSV, folder / CURVE_PNG

@@ -120,9 +120,9 @@ def run(cfg: PipelineConfig) -> dict:
     write_json_atomic(asdict(cfg), out / "pipeline.json")
     n_train, n_eval = cfg.sizes()
     llm = cfg.agent != "simulator"
-    rl_batch = (4 if cfg.quick else 8) if llm else 32
     trajectories = str(out / "trajectories")
     top = cfg.max_budget if cfg.max_budget is not None else _horizon(cfg)
+    rl_steps = max(1, n_train * (top + 1) // 2 // (2 if cfg.quick else 1))
 
     _stage(out, "collect", cfg.redo, lambda: collect.run(collect.CollectConfig(
         env=cfg.env, data=cfg.data, split="train", agent="llm" if llm else "simulator", model=cfg.agent,
@@ -155,11 +155,16 @@ def run(cfg: PipelineConfig) -> dict:
         split="test", episodes=n_eval, seed=cfg.seed + 1000, questions_per_episode=cfg.questions_per_episode,
         agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
         gold_features=cfg.gold_features,
-        # The online-RL baseline plays whole training episodes. With an LLM agent it plays as many
+        # The online-RL baseline plays training episodes. With an LLM agent it plays at most as many
         # as the offline collection did (equal interaction with the environment; it is the slow part
-        # on a CPU), half as many with --quick.
-        rl_iterations=max(1, n_train // rl_batch // (2 if cfg.quick else 1)) if llm else (15 if cfg.quick else 60),
-        rl_episodes=rl_batch,
+        # on a CPU), half as many with --quick: a timestep is a decision with budget left, so an
+        # episode of budget C has at least C of them, (max_budget + 1) / 2 on average. A few PPO
+        # updates and two small learning-curve points (start, end). With the simulator it trains
+        # until its curve flattens.
+        rl_timesteps=rl_steps if llm else (8192 if cfg.quick else 60_000),
+        rl_n_steps=max(4, rl_steps // 16) if llm else 256,
+        rl_eval_every=rl_steps if llm else (2048 if cfg.quick else 4096),
+        rl_val_episodes=(2 if cfg.quick else 4) if llm else (64 if cfg.quick else 128),
         rl_use_prm=cfg.rl_use_prm,
     )))
     summary_path = out / "sweep" / "summary.json"

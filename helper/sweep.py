@@ -58,11 +58,15 @@ class SweepConfig(EnvConfig):
     """Override the helper's backend (features, text, table)."""
     prm: str | None = None
     """Score with this PRM folder instead of the one the helper names."""
-    rl_iterations: int = 60
-    """online_rl: policy-gradient steps."""
-    rl_episodes: int = 32
-    """online_rl: training episodes per step."""
-    rl_lr: float = 0.01
+    rl_timesteps: int = 60_000
+    """online_rl: most training decisions (PPO timesteps), if its learning curve has not flattened before."""
+    rl_n_steps: int = 256
+    """online_rl: decisions collected per environment copy (4 copies) between two PPO updates."""
+    rl_eval_every: int = 4096
+    """online_rl: training decisions between two points of its learning curve."""
+    rl_val_episodes: int = 128
+    """online_rl: training-split validation episodes per budget at each learning-curve point."""
+    rl_lr: float = 1e-3
     """online_rl: Adam learning rate."""
     rl_use_prm: bool = True
     """online_rl: give the policy the PRM score too (one PRM pass per training decision)."""
@@ -113,6 +117,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     summary = summarize(frame, calls)
     summary["skipped"] = skipped
     summary["budgets"] = ctx.budgets
+    summary.update(ctx.extra)
     summary["config"] = asdict(cfg)
     if helper is not None:
         summary["helper_stats"] = helper.stats()

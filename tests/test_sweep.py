@@ -31,7 +31,8 @@ def swept(helper_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep")
     # No max_budget: the budgets go up to always's interventions, the horizon.
     cfg = SweepConfig(helper=str(helper_dir), out=str(out), episodes=40, questions_per_episode=HORIZON,
-                      rl_iterations=4, rl_episodes=8, ci_resamples=200)
+                      rl_timesteps=512, rl_n_steps=32, rl_eval_every=256, rl_val_episodes=8,
+                      ci_resamples=200)
     return out, sweep(cfg, scorer=PerfectScorer())
 
 
@@ -64,7 +65,12 @@ def test_sweep_budgets_and_references(swept):
     assert all(0.0 <= e["apgr_extrapolated_share"] <= 1.0 for e in entries.values())
     calls = {m: e["training_calls"] for m, e in summary["methods"].items()}
     assert calls["helper"]["human"] > 0 and calls["exact_optimal"] == {"strong": 0, "human": 0}
-    assert calls["online_rl"]["human"] > 0 and calls["online_rl"]["episodes"] == 4 * 8
+    assert calls["online_rl"]["human"] > 0 and calls["online_rl"]["episodes"] >= 512 // HORIZON
+    # Its learning curve (at every C >= 1 against cumulative training calls) is written beside the sweep.
+    curve = pd.read_csv(out / "online_rl_curve.csv")
+    assert sorted(set(curve["budget"])) == list(range(1, HORIZON + 1)) and curve["calls"].is_monotonic_increasing
+    assert curve["calls"].max() <= calls["online_rl"]["human"] and (out / "online_rl_curve.png").exists()
+    assert set(summary["online_rl"]["calls_to_reach_helper"]) == set(range(1, HORIZON + 1))
     assert calls["oracle"]["human"] == 40 * HORIZON
     # Every budget's helper shares the loaded models and the decision counters.
     assert summary["helper_stats"]["decisions"] > 0 and summary["helper_stats"]["fallbacks"] == 0
