@@ -194,7 +194,8 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
             gains = ([r.episode_id for r in flat], [r.step for r in flat],
                      [r.cf_base_success for r in flat], [r.cf_intervene_success for r in flat])
             evaluate(method, lambda c, gains=gains: B.OracleGate.from_counterfactuals(*gains, budget=c))
-            calls[method] = {"strong": 0, "human": 0} | {("human" if cfg.strong == "human" else "strong"): len(flat)}
+            who = "human" if cfg.strong in ("human", "human-cli") else "strong"
+            calls[method] = {"strong": 0, "human": 0} | {who: len(flat)}
         elif method == "exact_optimal":
             if cfg.env != "productqa":
                 skipped[method] = (f"needs ProductQA's simulator (a model over question types); env={cfg.env!r} "
