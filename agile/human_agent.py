@@ -47,8 +47,9 @@ class HumanCLIAgent:
             out.flush()
             line = source.readline()
             if not line:
+                out.write("\n")
                 raise HumanInputClosed(
                     f"human-cli: standard input ended while episode {observation.episode_id!r} decision "
                     f"{observation.step} waited for an action; give one line per intervention.")
             if line.strip():
-                return line.rstrip("\r\n")
+                return line.strip()

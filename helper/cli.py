@@ -27,6 +27,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
     ("collect",): ("helper.collect", "CollectConfig", "run", "Collect offline trajectories."),
     ("prm", "train"): ("prm.train", "TrainConfig", "run_train", "Train the process reward model."),
     ("prm", "score"): ("prm.score", "ScoreConfig", "run_score", "Score trajectories with a PRM."),
+    ("prm", "export"): ("prm.export", "ExportConfig", "run_export", "Export a PRM dataset (TRL stepwise layout)."),
     ("solve",): ("tabular_rl.solve_command", "SolveConfig", "run", "Solve the budgeted MDP."),
     ("distill",): ("helper.distill", "DistillConfig", "run", "Distill the helper classifier."),
     ("evaluate",): ("helper.evaluate", "EvaluateConfig", "run", "Evaluate one helper online."),
