@@ -159,7 +159,7 @@ class Recorder:
             where = f"episode {observation.episode_id!r} step {step}"
             if step != len(state.rows):
                 raise ValueError(f"{where}: expected step {len(state.rows)}; log each step once, in order 0, 1, 2, ...")
-            asked, before = state.decisions.pop(step, (False, state.left))
+            asked, before = state.decisions.get(step, (False, state.left))  # a refused log changes nothing
             if asked and actor == BASE:
                 raise ValueError(f"{where}: should_intervene said yes, but the action is logged as actor 'base'; "
                                  "log the intervention's actor ('strong' or 'human').")
@@ -169,6 +169,7 @@ class Recorder:
                     raise ValueError(f"{where}: actor {actor!r} intervenes, but the budget of {self.budget} "
                                      "interventions is spent.")
                 state.left -= 1
+            state.decisions.pop(step, None)
             state.rows.append({
                 "episode_id": observation.episode_id, "step": step, "env": observation.env,
                 "task_id": observation.task_id, "state_text": observation.state_text, "action_text": str(action_text),
