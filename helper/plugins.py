@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable
 from importlib.metadata import entry_points
 
-from agile.protocol import STRONG, Action
+from agile.protocol import STRONG, Action, Observation
 
 ENV_GROUP = "helpgate.envs"
 AGENT_GROUP = "helpgate.agents"
@@ -104,6 +104,10 @@ def check_episodes(name: str, episodes, count: int) -> list:
             raise PluginError(f"{name}: episodes {seen[episode.episode_id]} and {i} share the episode_id "
                               f"{episode.episode_id!r}; give every episode its own id.")
         seen[episode.episode_id] = i
+    live = next((e for e in episodes if not e.done), None)
+    if live is not None and not isinstance(observation := live.observe(), Observation):
+        raise PluginError(f"{name}: observe() returned {type(observation).__name__}, expected an "
+                          "agile.protocol.Observation.")
     return list(episodes)
 
 

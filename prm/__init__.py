@@ -6,6 +6,8 @@
   backbone or LoRA, quality report (AUROC, Brier, ECE, reliability plot).
 - ``ScoreConfig`` / ``run_score`` (``prm.score``): add ``prm_score`` to a trajectory folder,
   streaming and resumable, in-process or over Ray workers.
+- ``ExportConfig`` / ``run_export`` (``prm.export``): the trajectories as a PRM dataset for other
+  trainers (TRL's stepwise supervision: prompt, completions, labels).
 """
 
 from prm.model import ProcessRewardModel

@@ -14,7 +14,7 @@ from helper.collect import CollectConfig, run
 from helper.schema import read_trajectories
 from prm.render import step_pieces
 
-PLUGIN = dict(env="examples.arith_chain:make_episodes", agent="examples.arith_chain:make_agent")
+PLUGIN = {"env": "examples.arith_chain:make_episodes", "agent": "examples.arith_chain:make_agent"}
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ threads at once, and a run killed with SIGKILL resumes with every episode exactl
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -156,7 +157,7 @@ def test_sigkill_then_resume_gives_every_episode_once_and_prm_trains(tmp_path, o
     assert resumed["episode_id"].n_unique() == 40
     assert resumed.select("episode_id", "step").is_duplicated().sum() == 0
     assert set(SCHEMA) <= set(resumed.columns)
-    assert len(__import__("json").loads((out / MANIFEST).read_text())["shards"]) == 40
+    assert len(json.loads((out / MANIFEST).read_text())["shards"]) == 40
     assert not list(out.glob(".*.tmp"))
 
     whole = tmp_path / "whole"
