@@ -34,6 +34,8 @@ ENV_GROUP = "helpgate.envs"
 AGENT_GROUP = "helpgate.agents"
 REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 """``package.module:factory`` (the factory may be a dotted attribute path: ``module:Class.build``)."""
+MODEL_SCHEMES = ("openai:",)
+"""Prefixes that name a model behind an endpoint (``openai:MODEL``), never a plug-in module."""
 EPISODE_METHODS = ("observe", "step", "expert_action", "success", "clone")
 EPISODE_ATTRIBUTES = ("episode_id", "done")
 
@@ -44,7 +46,9 @@ class PluginError(ValueError):
 
 def is_plugin(name: str | None, group: str) -> bool:
     """Whether ``name`` is a ``module:factory`` reference or an installed entry point of ``group``."""
-    return bool(name) and (bool(REFERENCE.match(name)) or _entry_point(name, group) is not None)
+    if not name or name.startswith(MODEL_SCHEMES):
+        return False
+    return bool(REFERENCE.match(name)) or _entry_point(name, group) is not None
 
 
 def _entry_point(name: str, group: str):

@@ -17,7 +17,7 @@ from examples.arith_chain import make_agent, make_episodes
 from helper.cli import main
 from helper.environment import EnvConfig, Environment, EnvSetup, EnvSpec
 from helper.pipeline import STAGES
-from helper.plugins import PluginError, resolve
+from helper.plugins import PluginError, is_plugin, resolve
 from helper.schema import read_trajectories
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,6 +106,12 @@ def test_entry_points_name_env_and_agent(tmp_path, monkeypatch):
     with pytest.raises(PluginError, match=r"'chian' is neither an installed helpgate.envs entry point "
                                           r"\(installed: \['chain'\]\)"):
         resolve("chian", "helpgate.envs")
+
+
+def test_model_names_are_not_plugins():
+    assert is_plugin(ENV, "helpgate.envs") and is_plugin(AGENT, "helpgate.agents")
+    for name in ("smollm2", "tiny", "HuggingFaceTB/SmolLM2-135M-Instruct", "openai:o3", "/models/my-llm", None):
+        assert not is_plugin(name, "helpgate.agents"), name
 
 
 def test_environment_horizon_is_the_longest_held_out_episode():
