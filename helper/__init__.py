@@ -1,10 +1,11 @@
 """helper: the offline dataset, distillation, the ``HelperGate``, baselines, metrics and the CLI.
 
-``from helper import HelperGate`` is the entry point for agents; the import is lazy so that the
+``from helper import HelperGate`` is the entry point for agents; ``from helper import Recorder``
+records an agent that runs its own loop (``helper.recorder``). The imports are lazy so that the
 CLI and light modules do not pay for torch and scikit-learn.
 """
 
-__all__ = ["HelperGate"]
+__all__ = ["HelperGate", "Recorder"]
 
 
 def __getattr__(name):
@@ -12,4 +13,8 @@ def __getattr__(name):
         from helper.gate import HelperGate
 
         return HelperGate
+    if name == "Recorder":
+        from helper.recorder import Recorder
+
+        return Recorder
     raise AttributeError(f"module 'helper' has no attribute {name!r}")

@@ -30,6 +30,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
     ("prm", "train"): ("prm.train", "TrainConfig", "run_train", "Train the process reward model."),
     ("prm", "score"): ("prm.score", "ScoreConfig", "run_score", "Score trajectories with a PRM."),
     ("solve",): ("helper.solve_command", "SolveConfig", "run", "Solve the budgeted MDP."),
+    ("prm", "export"): ("prm.export", "ExportConfig", "run_export", "Export a PRM dataset (TRL stepwise layout)."),
     ("distill",): ("helper.distill", "DistillConfig", "run", "Distill the helper classifier."),
     ("evaluate",): ("helper.evaluate", "EvaluateConfig", "run", "Evaluate one helper online."),
     ("sweep",): ("helper.sweep", "SweepConfig", "run", "Budget sweep against every baseline."),

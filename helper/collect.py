@@ -4,6 +4,8 @@
     python -m helper.collect --agent llm --model smollm2 --episodes 16 --out traj-llm
     collect-offline-trajectories --env textworld --tw-games 8 --episodes 64 --out traj-tw
     collect-offline-trajectories --out traj --episodes 400 --shard-size 25 --ray   # over a Ray cluster
+    collect-offline-trajectories --env examples.arith_chain:make_episodes \
+        --agent examples.arith_chain:make_agent --episodes 64 --out traj-chain     # a plug-in env
 
 Episodes and agents come from ``helper.environment.EnvSetup``, the builder online evaluation
 uses too. Episode ``i`` is fully determined by ``(seed, i)`` (its group or game, its questions,
@@ -36,20 +38,22 @@ from helper.schema import ALL_COLUMNS, OPTIONAL, SCHEMA, read_trajectories, writ
 class CollectConfig(AgentEnvParams):
     """Collect offline trajectories (random interventions) for training a helper."""
 
-    env: Literal["productqa", "textworld"] = "productqa"
-    """Environment the episodes come from."""
+    env: str = "productqa"
+    """Environment: productqa, textworld, or a plug-in env (module:factory or a helpgate.envs entry point)."""
     data: str | None = None
     """ProductQA root holding train/ and test/ group folders; default: the embedded generated catalog."""
     split: Literal["train", "test"] = "train"
     """Which split of the data to draw episodes from."""
     groups: list[str] | None = None
     """Product groups to use (folder names); default: every group of the split."""
-    agent: Literal["simulator", "llm"] = "simulator"
-    """Base agent: the scripted simulator (known dynamics) or an LLM."""
+    agent: str = "simulator"
+    """Base agent: simulator (known dynamics), llm (the --model LLM), or a plug-in agent (module:factory or a
+    helpgate.agents entry point)."""
     model: str = "smollm2"
     """Model of the LLM base agent: smollm2 (embedded), tiny, a Hugging Face id or a local folder."""
     strong: str = "human"
-    """Who acts on an intervention: human (the gold answer / expert move) or a model name for a stronger LLM."""
+    """Who acts on an intervention: human (the gold answer / expert move), human-cli (a person at the terminal),
+    a model name for a stronger LLM, or a plug-in agent."""
     explore_p: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.3, 0.5])
     """Intervention probabilities (a mixture): episode i uses the (i mod k)-th of the k values."""
     episodes: int = 200
@@ -102,15 +106,15 @@ def check(config: CollectConfig) -> None:
 
 def env_setup(config: CollectConfig) -> EnvSetup:
     """The episodes and actors of ``config`` (checked: bad values raise naming the field)."""
-    agent = "simulator" if config.agent == "simulator" else config.model
+    agent = config.model if config.agent == "llm" else config.agent
     return EnvSetup(env_spec(config, agent=agent, agent_seed=config.seed, strong_seed=config.seed))
 
 
 def identity(config: CollectConfig, setup: EnvSetup) -> dict:
     """What the manifest compares on resume: the config, less the other environment's fields."""
-    other = next(env for env in ENV_ONLY if env != config.env)
-    values = {k: v for k, v in asdict(config).items() if k not in ENV_ONLY[other]}
-    if config.env == "productqa":
+    others = {name for env, names in ENV_ONLY.items() if env != config.env for name in names}
+    values = {k: v for k, v in asdict(config).items() if k not in others}
+    if config.env == "productqa" and setup.root is not None:
         values["data"] = str(setup.root)  # the resolved root: the same data under any spelling
     return values
 

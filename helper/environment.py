@@ -15,7 +15,11 @@ online evaluation), so collection and evaluation build the same things the same 
   objects); base agent ``TextWorldSimulatorAgent`` (expert move with probability ``tw_sim_p``)
   or ``TextWorldLLMAgent``; strong ``TextWorldLLMAgent`` with the actor ``strong``. Horizon: the
   longest episode a game of the split allows.
-- Strong ``human`` is ``None`` everywhere: ``run_episodes`` then plays ``episode.expert_action()``.
+- Strong ``human`` is ``None`` everywhere: ``run_episodes`` then plays ``episode.expert_action()``;
+  ``human-cli`` asks a person at the terminal (``agile.human_agent.HumanCLIAgent``).
+- Plug-ins (``helper.plugins``): ``env`` / ``agent`` / ``strong`` may name a ``module:factory`` or an
+  installed ``helpgate.envs`` / ``helpgate.agents`` entry point. A plug-in env needs a plug-in base
+  agent; its horizon is the longest horizon of its episodes.
 
 ``Environment`` (``EnvConfig``) is what online evaluation runs: the held-out episodes (the
 ``test`` split, with a seed different from the collection seed), rebuilt fresh for each run since
@@ -26,11 +30,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Literal
 
 from agile.productqa import QUESTION_TYPES
+from helper.plugins import (AGENT_GROUP, ENV_GROUP, PluginError, PluginSource, episode_horizon, is_plugin, make_agent,
+                            resolve)
 
 ENVS = ("productqa", "textworld")
+HUMAN_STRONG = ("human", "human-cli")
 
 
 @dataclass(frozen=True)
@@ -38,13 +44,14 @@ class EnvSpec:
     """Every parameter that decides an environment's episodes and actors."""
 
     env: str = "productqa"
-    """productqa or textworld."""
+    """productqa, textworld, or a plug-in env (module:factory or a helpgate.envs entry point)."""
     split: str = "train"
     """Split the episodes come from (train or test)."""
     agent: str = "simulator"
-    """simulator, or the model name of an LLM base agent."""
+    """simulator, the model name of an LLM base agent, or a plug-in agent (module:factory or entry point)."""
     strong: str = "human"
-    """human (the episode's expert action), or the model name of a strong LLM."""
+    """human (the episode's expert action), human-cli (a person at the terminal), the model name of a
+    strong LLM, or a plug-in agent."""
     agent_seed: int = 0
     """Seed of the base agent's draws."""
     strong_seed: int = 0
@@ -76,8 +83,17 @@ class EnvSpec:
 
     def check(self) -> None:
         """Refuse values that cannot work, naming the field."""
+        for name in (self.agent, self.strong):
+            if is_plugin(name, AGENT_GROUP):
+                resolve(name, AGENT_GROUP)  # not importable: refused before any file is written
+        if self.plugin:
+            if self.agent == "simulator":
+                raise PluginError(f"env={self.env!r} is a plug-in environment, which has no built-in simulator: "
+                                  "name its base agent with --agent module:factory (or a helpgate.agents entry point).")
+            return
         if self.env not in ENVS:
-            raise ValueError(f"env={self.env!r}: choose one of {ENVS}.")
+            raise ValueError(f"env={self.env!r}: choose one of {ENVS}, or name a plug-in env as module:factory "
+                             f"or an installed {ENV_GROUP} entry point.")
         if self.env == "productqa":
             if self.questions_per_episode < 1:
                 raise ValueError(f"questions_per_episode must be >= 1, got {self.questions_per_episode}.")
@@ -92,6 +108,11 @@ class EnvSpec:
                                  f"{list(self.tw_quest_lengths)}.")
             if not 0.0 <= self.tw_sim_p <= 1.0:
                 raise ValueError(f"tw_sim_p must lie in [0, 1], got {self.tw_sim_p}.")
+
+    @property
+    def plugin(self) -> bool:
+        """Whether ``env`` names a plug-in environment rather than a built-in one."""
+        return self.env not in ENVS and is_plugin(self.env, ENV_GROUP)
 
 
 def env_spec(config, **overrides) -> EnvSpec:
@@ -125,7 +146,9 @@ class EnvSetup:
         split = split or self.spec.split
         if split not in self._sources:
             s = self.spec
-            if s.env == "productqa":
+            if s.plugin:
+                self._sources[split] = PluginSource(s.env, split)
+            elif s.env == "productqa":
                 from agile.productqa_env import ProductQASource
 
                 self._sources[split] = ProductQASource(self.root, split, list(s.groups) if s.groups else None)
@@ -139,7 +162,7 @@ class EnvSetup:
     def episodes(self, indices, seed: int, split: str | None = None) -> list:
         """Fresh episodes ``indices`` of ``split``; episode ``i`` depends only on ``(seed, i)``."""
         source = self.source(split)
-        if self.spec.env == "productqa":
+        if self.spec.env == "productqa" and not self.spec.plugin:
             return source.episodes(indices, seed, self.spec.questions_per_episode,
                                    gold_features=self.spec.gold_features)
         return source.episodes(indices, seed)
@@ -147,12 +170,22 @@ class EnvSetup:
     @property
     def horizon(self) -> int:
         """The most decisions an episode can have (the budget of "always intervene")."""
-        if self.spec.env == "productqa":
+        if self.spec.plugin:
+            if not self.source().max_horizon:
+                raise ValueError(f"env={self.spec.env!r}: a plug-in env's horizon is known once episodes are built; "
+                                 "call episodes() first.")
+        elif self.spec.env == "productqa":
             return self.spec.questions_per_episode
         return self.source().max_horizon
 
     def base_agent(self):
         s = self.spec
+        if is_plugin(s.agent, AGENT_GROUP):
+            return make_agent(s.agent)
+        if s.plugin:
+            raise PluginError(f"env={s.env!r} is a plug-in environment: agent={s.agent!r} is a built-in agent of "
+                              "productqa/textworld; name a plug-in agent (module:factory or a helpgate.agents "
+                              "entry point).")
         if s.env == "textworld":
             from agile.textworld_agents import TextWorldLLMAgent, TextWorldSimulatorAgent
 
@@ -173,6 +206,18 @@ class EnvSetup:
         s = self.spec
         if s.strong == "human":
             return None
+        if s.strong == "human-cli":
+            from agile.human_agent import HumanCLIAgent
+
+            return HumanCLIAgent()
+        if is_plugin(s.strong, AGENT_GROUP):
+            from agile.protocol import STRONG
+
+            return make_agent(s.strong, actor=STRONG)
+        if s.plugin:
+            raise PluginError(f"env={s.env!r} is a plug-in environment: strong={s.strong!r} is a built-in LLM actor "
+                              "of productqa/textworld; use human (the episode's expert_action), human-cli, or a "
+                              "plug-in agent.")
         if s.env == "textworld":
             from agile.protocol import STRONG
             from agile.textworld_agents import TextWorldLLMAgent
@@ -209,8 +254,8 @@ class AgentEnvParams:
 
 @dataclass
 class EnvConfig(AgentEnvParams):
-    env: Literal["productqa", "textworld"] = "productqa"
-    """Environment the episodes come from."""
+    env: str = "productqa"
+    """Environment the episodes come from: productqa, textworld, or a plug-in (module:factory or entry point)."""
     data: str | None = None
     """ProductQA root with train/ and test/ groups (default: the generated catalog of seed 0)."""
     split: str = "test"
@@ -222,11 +267,13 @@ class EnvConfig(AgentEnvParams):
     questions_per_episode: int = 8
     """ProductQA: decision points per episode."""
     agent: str = "simulator"
-    """Base agent: simulator (known dynamics) or a model name for an LLM agent (smollm2, a HF id, a folder)."""
+    """Base agent: simulator (known dynamics), a model name for an LLM agent (smollm2, a HF id, a folder), or a
+    plug-in agent (module:factory or a helpgate.agents entry point)."""
     agent_seed: int = 0
     """Seed of the base agent's draws."""
     strong: str = "human"
-    """Who acts on an intervention: human (the expert action) or a model name for a strong LLM."""
+    """Who acts on an intervention: human (the expert action), human-cli (a person at the terminal), a model
+    name for a strong LLM, or a plug-in agent."""
     device: str | None = None
     """Torch device for LLM agents and models (default: cuda when available, else cpu)."""
 
@@ -241,10 +288,15 @@ class Environment:
         self.source = self.setup.source()
         self.base = self.setup.base_agent()
         self.strong = self.setup.strong_actor()
+        self._horizon: int | None = None
 
     @property
     def horizon(self) -> int:
-        return self.setup.horizon
+        if self._horizon is None:
+            # A plug-in env declares no horizon of its own: the longest of the evaluation episodes.
+            plugin = self.setup.spec.plugin
+            self._horizon = max(map(episode_horizon, self.episodes())) if plugin else self.setup.horizon
+        return self._horizon
 
     def episodes(self, n: int | None = None, seed: int | None = None, start: int = 0, split: str | None = None):
         """Fresh episodes ``start .. start+n-1`` (defaults: the evaluation set)."""

@@ -357,7 +357,8 @@ class Oracle(Method):
         flat = [r for episode in records[0] for r in episode]
         self.gains = ([r.episode_id for r in flat], [r.step for r in flat],
                       [r.cf_base_success for r in flat], [r.cf_intervene_success for r in flat])
-        self.calls = dict(ZERO_CALLS) | {("human" if ctx.cfg.strong == "human" else "strong"): len(flat)}
+        who = "human" if ctx.cfg.strong in ("human", "human-cli") else "strong"
+        self.calls = dict(ZERO_CALLS) | {who: len(flat)}
 
     def build(self, ctx, budget):
         gate = B.OracleGate.from_counterfactuals(*self.gains, budget=budget)

@@ -28,10 +28,11 @@ class PipelineConfig:
     """Folder that receives every stage's files."""
     quick: bool = False
     """A first look: fewer episodes, smaller budgets (about 3 minutes on a 2-core CPU)."""
-    env: Literal["productqa", "textworld"] = "productqa"
-    """Environment: ProductQA sessions, or generated TextWorld games (needs the textworld extra)."""
+    env: str = "productqa"
+    """Environment: productqa, textworld (needs the textworld extra), or a plug-in env (module:factory or a
+    helpgate.envs entry point)."""
     agent: str = "smollm2"
-    """Base agent: 'smollm2' (embedded LLM), another model name or folder, or 'simulator'."""
+    """Base agent: 'smollm2' (embedded LLM), another model name or folder, 'simulator', or a plug-in agent."""
     data: str | None = None
     """ProductQA root with train/ and test/ groups (default: the embedded generated catalog)."""
     episodes: int | None = None
@@ -112,6 +113,7 @@ def _horizon(cfg: PipelineConfig) -> int:
 
 def run(cfg: PipelineConfig) -> dict:
     from helper import collect, distill, solve_command, sweep
+    from helper.plugins import AGENT_GROUP, is_plugin
     from prm import score as prm_score
     from prm import train as prm_train
 
@@ -125,7 +127,8 @@ def run(cfg: PipelineConfig) -> dict:
     rl_steps = max(1, n_train * (top + 1) // 2 // (2 if cfg.quick else 1))
 
     _stage(out, "collect", cfg.redo, lambda: collect.run(collect.CollectConfig(
-        env=cfg.env, data=cfg.data, split="train", agent="llm" if llm else "simulator", model=cfg.agent,
+        env=cfg.env, data=cfg.data, split="train", model=cfg.agent,
+        agent=cfg.agent if is_plugin(cfg.agent, AGENT_GROUP) else ("llm" if llm else "simulator"),
         explore_p=[0.0, 0.2, 0.4, 0.6], episodes=n_train, questions_per_episode=cfg.questions_per_episode,
         budget=top, seed=cfg.seed, out=trajectories, shard_size=16, device=cfg.device,
         memory_boost=0.0, gold_features=cfg.gold_features,

@@ -9,6 +9,8 @@
   episodes together.
 - ``ScoreConfig`` / ``run_score`` (``prm.score``): add ``prm_score`` to a trajectory folder
   (training episodes: their out-of-fold scores), streaming and resumable, in-process or over Ray.
+- ``ExportConfig`` / ``run_export`` (``prm.export``): the trajectories as a PRM dataset for other
+  trainers (TRL's stepwise supervision: prompt, completions, labels).
 """
 
 from prm.model import ProcessRewardModel

@@ -1,0 +1,5 @@
+"""Small, complete examples of what a user plugs into helpgate.
+
+- ``arith_chain``: a plug-in environment (``make_episodes``) and its base agent (``make_agent``),
+  run by name: ``--env examples.arith_chain:make_episodes --agent examples.arith_chain:make_agent``.
+"""

@@ -1,0 +1,172 @@
+"""Environments and agents of the user's own, named on the command line.
+
+    collect-offline-trajectories --env mypkg.tasks:make_episodes --agent mypkg.agent:make_agent
+    helpgate sweep --env gridquiz --agent gridquiz-base ...        # installed entry points
+
+A name is resolved, in this order, as an entry point of the group ``helpgate.envs`` (resp.
+``helpgate.agents``) of an installed package, then as a ``package.module:factory`` reference.
+The current folder is put on ``sys.path`` first (as ``python -m`` does), so a module beside the
+command's working folder imports without installing it.
+
+- An env factory is called as ``factory(split, count, seed)`` and returns a list of ``count``
+  ``agile.protocol.Episode``. Episode ``i`` must depend only on ``(split, seed, i)``: a resumed
+  collection calls the factory again with a larger ``count`` and keeps the episodes it needs.
+- An agent factory is called with no arguments and returns an ``agile.protocol.Agent``.
+- The horizon (the budget of "always intervene" in a sweep) is the largest, over the episodes, of
+  ``episode.horizon`` when an episode has that attribute, else of ``episode.observe().horizon``.
+
+Every refusal names the reference and what is wrong: not importable, not callable, a wrong return
+type, an episode or agent missing a method.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from collections.abc import Callable
+from importlib.metadata import entry_points
+
+from agile.protocol import STRONG, Action, Observation
+
+ENV_GROUP = "helpgate.envs"
+AGENT_GROUP = "helpgate.agents"
+REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+"""``package.module:factory`` (the factory may be a dotted attribute path: ``module:Class.build``)."""
+MODEL_SCHEMES = ("openai:",)
+"""Prefixes that name a model behind an endpoint (``openai:MODEL``), never a plug-in module."""
+EPISODE_METHODS = ("observe", "step", "expert_action", "success", "clone")
+EPISODE_ATTRIBUTES = ("episode_id", "done")
+
+
+class PluginError(ValueError):
+    """A plug-in name that cannot be used; the message names it and what is wrong."""
+
+
+def is_plugin(name: str | None, group: str) -> bool:
+    """Whether ``name`` is a ``module:factory`` reference or an installed entry point of ``group``."""
+    if not name or name.startswith(MODEL_SCHEMES):
+        return False
+    return bool(REFERENCE.match(name)) or _entry_point(name, group) is not None
+
+
+def _entry_point(name: str, group: str):
+    matches = [ep for ep in entry_points(group=group) if ep.name == name]
+    return matches[0] if matches else None
+
+
+def resolve(name: str, group: str) -> Callable:
+    """The factory ``name`` names (an entry point of ``group`` or ``module:factory``)."""
+    point = _entry_point(name, group)
+    if point is not None:
+        try:
+            factory = point.load()
+        except Exception as error:  # an installed plug-in that fails to import: say which
+            raise PluginError(f"{name}: the {group} entry point {point.value!r} does not load "
+                              f"({type(error).__name__}: {error}).") from error
+    elif REFERENCE.match(name):
+        module_name, _, attribute = name.partition(":")
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise PluginError(f"{name}: module {module_name!r} is not importable ({error}); install its package "
+                              "or run from the folder that holds it (or set PYTHONPATH).") from error
+        factory = module
+        for part in attribute.split("."):
+            if not hasattr(factory, part):
+                raise PluginError(f"{name}: module {module_name!r} has no attribute {attribute!r}.")
+            factory = getattr(factory, part)
+    else:
+        installed = sorted(ep.name for ep in entry_points(group=group))
+        raise PluginError(f"{name!r} is neither an installed {group} entry point (installed: {installed or 'none'}) "
+                          "nor a package.module:factory reference.")
+    if not callable(factory):
+        raise PluginError(f"{name}: {type(factory).__name__} object is not callable; name a factory function.")
+    return factory
+
+
+def check_episodes(name: str, episodes, count: int) -> list:
+    """``episodes`` as a list, or raise naming the factory and the first problem found."""
+    if not isinstance(episodes, (list, tuple)):
+        raise PluginError(f"{name}: returned {type(episodes).__name__}, expected a list of agile.protocol.Episode.")
+    if len(episodes) != count:
+        raise PluginError(f"{name}: returned {len(episodes)} episodes for count={count}; return exactly count.")
+    seen: dict[str, int] = {}
+    for i, episode in enumerate(episodes):
+        for method in EPISODE_METHODS:
+            if not callable(getattr(episode, method, None)):
+                raise PluginError(f"{name}: episode {i} ({type(episode).__name__}) has no method {method}(); an "
+                                  f"episode needs {', '.join(EPISODE_METHODS)} (agile.protocol.Episode).")
+        for attribute in EPISODE_ATTRIBUTES:
+            if not hasattr(episode, attribute):
+                raise PluginError(f"{name}: episode {i} ({type(episode).__name__}) has no attribute {attribute!r} "
+                                  "(agile.protocol.Episode).")
+        if episode.episode_id in seen:
+            raise PluginError(f"{name}: episodes {seen[episode.episode_id]} and {i} share the episode_id "
+                              f"{episode.episode_id!r}; give every episode its own id.")
+        seen[episode.episode_id] = i
+    live = next((e for e in episodes if not e.done), None)
+    if live is not None and not isinstance(observation := live.observe(), Observation):
+        raise PluginError(f"{name}: observe() returned {type(observation).__name__}, expected an "
+                          "agile.protocol.Observation.")
+    return list(episodes)
+
+
+def episode_horizon(episode) -> int:
+    """The decisions an episode may take: ``episode.horizon`` if set, else its observation's horizon."""
+    horizon = getattr(episode, "horizon", None)
+    return int(horizon if horizon is not None else episode.observe().horizon)
+
+
+class PluginSource:
+    """The episodes of an env factory, with the interface of the built-in episode sources."""
+
+    def __init__(self, name: str, split: str):
+        self.name, self.split = name, split
+        self.factory = resolve(name, ENV_GROUP)
+        self.max_horizon = 0
+        """The longest horizon among the episodes built so far."""
+
+    def episodes(self, indices, seed: int) -> list:
+        """Fresh episodes ``indices`` (episode ``i`` of ``factory(split, max(indices) + 1, seed)``)."""
+        indices = list(indices)
+        if not indices:
+            return []
+        count = max(indices) + 1
+        built = check_episodes(self.name, self.factory(self.split, count, seed), count)
+        chosen = [built[i] for i in indices]
+        self.max_horizon = max([self.max_horizon] + [episode_horizon(e) for e in chosen])
+        return chosen
+
+
+def make_agent(name: str, actor: str | None = None):
+    """The agent an agent factory returns (checked); ``actor`` relabels its actions (a strong actor)."""
+    agent = resolve(name, AGENT_GROUP)()
+    if not callable(getattr(agent, "act", None)):
+        raise PluginError(f"{name}: returned {type(agent).__name__}, which has no act(observations) method "
+                          "(agile.protocol.Agent).")
+    if not hasattr(agent, "name"):
+        try:
+            agent.name = name
+        except AttributeError:
+            pass
+    return agent if actor is None else AsActor(agent, actor)
+
+
+class AsActor:
+    """An agent whose actions are recorded under ``actor`` (a plug-in strong actor is ``strong``)."""
+
+    def __init__(self, agent, actor: str = STRONG):
+        self.agent, self.actor = agent, actor
+        self.name = f"{actor}:{getattr(agent, 'name', type(agent).__name__)}"
+        self.needs_episodes = getattr(agent, "needs_episodes", False)
+
+    def act(self, observations, episodes=None):
+        if self.needs_episodes:
+            actions = self.agent.act(observations, episodes=episodes)
+        else:
+            actions = self.agent.act(observations)
+        return [Action(action.text, actor=self.actor) for action in actions]
