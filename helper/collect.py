@@ -3,6 +3,7 @@
     collect-offline-trajectories --out trajectories --episodes 200 --explore-p 0 0.1 0.3 0.5
     python -m helper.collect --agent llm --model smollm2 --episodes 16 --out traj-llm
     collect-offline-trajectories --env textworld --tw-games 8 --episodes 64 --out traj-tw
+    helpgate collect --agent openai:smollm2 --base-url http://127.0.0.1:8000/v1 --out traj-served
 
 Episodes and agents come from ``helper.environment.EnvSetup``, the builder online evaluation
 uses too. Episode ``i`` is fully determined by ``(seed, i)`` (its group or game, its questions,
@@ -41,12 +42,12 @@ class CollectConfig(AgentEnvParams):
     """Which split of the data to draw episodes from."""
     groups: list[str] | None = None
     """Product groups to use (folder names); default: every group of the split."""
-    agent: Literal["simulator", "llm"] = "simulator"
-    """Base agent: the scripted simulator (known dynamics) or an LLM."""
+    agent: str = "simulator"
+    """Base agent: simulator (scripted, known dynamics), llm (the --model LLM) or openai:MODEL (served at --base-url)."""
     model: str = "smollm2"
     """Model of the LLM base agent: smollm2 (embedded), tiny, a Hugging Face id or a local folder."""
     strong: str = "human"
-    """Who acts on an intervention: human (the gold answer / expert move) or a model name for a stronger LLM."""
+    """Who acts on an intervention: human (the gold answer / expert move), a model name for a stronger LLM, or openai:MODEL."""
     explore_p: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.3, 0.5])
     """Intervention probabilities (a mixture): episode i uses the (i mod k)-th of the k values."""
     episodes: int = 200
@@ -69,7 +70,7 @@ class CollectConfig(AgentEnvParams):
     """Torch device for LLMs (default: GPU when there is one)."""
 
 
-IGNORED_ON_RESUME = ("out", "device")
+IGNORED_ON_RESUME = ("out", "device", "base_url")
 """Fields that may change between a run and its resumption (they do not change the data)."""
 ENV_ONLY = {
     "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost"),
@@ -85,6 +86,8 @@ def check(config: CollectConfig) -> None:
     for name, value in positive.items():
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}.")
+    if config.agent not in ("simulator", "llm") and not config.agent.startswith("openai:"):
+        raise ValueError(f"agent={config.agent!r}: choose simulator, llm (with --model) or openai:MODEL.")
     if config.budget < 0:
         raise ValueError(f"budget must be >= 0, got {config.budget}.")
     if not config.explore_p or any(not 0.0 <= p <= 1.0 for p in config.explore_p):
@@ -93,7 +96,7 @@ def check(config: CollectConfig) -> None:
 
 def env_setup(config: CollectConfig) -> EnvSetup:
     """The episodes and actors of ``config`` (checked: bad values raise naming the field)."""
-    agent = "simulator" if config.agent == "simulator" else config.model
+    agent = config.model if config.agent == "llm" else config.agent
     return EnvSetup(env_spec(config, agent=agent, agent_seed=config.seed, strong_seed=config.seed))
 
 

@@ -15,6 +15,8 @@ online evaluation), so collection and evaluation build the same things the same 
   objects); base agent ``TextWorldSimulatorAgent`` (expert move with probability ``tw_sim_p``)
   or ``TextWorldLLMAgent``; strong ``TextWorldLLMAgent`` with the actor ``strong``. Horizon: the
   longest episode a game of the split allows.
+- ``openai:MODEL`` (base or strong, ProductQA): ``agile.openai_agent.OpenAIAgent``, the LLM
+  agent's prompts sent to the chat-completions endpoint ``base_url`` (e.g. ``helpgate serve``).
 - Strong ``human`` is ``None`` everywhere: ``run_episodes`` then plays ``episode.expert_action()``.
 
 ``Environment`` (``EnvConfig``) is what online evaluation runs: the held-out episodes (the
@@ -29,8 +31,11 @@ from pathlib import Path
 from typing import Literal
 
 from agile.productqa import QUESTION_TYPES
+from agile.protocol import BASE, STRONG
 
 ENVS = ("productqa", "textworld")
+OPENAI_PREFIX = "openai:"
+"""An actor named ``openai:MODEL`` is ``agile.openai_agent.OpenAIAgent`` on that served model."""
 
 
 @dataclass(frozen=True)
@@ -42,9 +47,11 @@ class EnvSpec:
     split: str = "train"
     """Split the episodes come from (train or test)."""
     agent: str = "simulator"
-    """simulator, or the model name of an LLM base agent."""
+    """simulator, the model name of an LLM base agent, or openai:MODEL (a chat-completions endpoint)."""
     strong: str = "human"
-    """human (the episode's expert action), or the model name of a strong LLM."""
+    """human (the episode's expert action), the model name of a strong LLM, or openai:MODEL."""
+    base_url: str | None = None
+    """Endpoint of openai:MODEL actors (default: $OPENAI_BASE_URL, else api.openai.com)."""
     agent_seed: int = 0
     """Seed of the base agent's draws."""
     strong_seed: int = 0
@@ -150,6 +157,8 @@ class EnvSetup:
 
     def base_agent(self):
         s = self.spec
+        if s.agent.startswith(OPENAI_PREFIX):
+            return self._openai_agent(s.agent, BASE, s.agent_seed)
         if s.env == "textworld":
             from agile.textworld_agents import TextWorldLLMAgent, TextWorldSimulatorAgent
 
@@ -170,8 +179,9 @@ class EnvSetup:
         s = self.spec
         if s.strong == "human":
             return None
+        if s.strong.startswith(OPENAI_PREFIX):
+            return self._openai_agent(s.strong, STRONG, s.strong_seed)
         if s.env == "textworld":
-            from agile.protocol import STRONG
             from agile.textworld_agents import TextWorldLLMAgent
 
             return TextWorldLLMAgent(s.strong, device=s.device, seed=s.strong_seed, actor=STRONG,
@@ -179,6 +189,19 @@ class EnvSetup:
         from agile.oracle_agent import StrongLLMAgent
 
         return StrongLLMAgent(s.strong, device=s.device, seed=s.strong_seed)
+
+    def _openai_agent(self, name: str, actor: str, seed: int):
+        """``openai:MODEL``: the ProductQA LLM agent's prompts behind a chat-completions endpoint."""
+        model = name[len(OPENAI_PREFIX):]
+        if not model:
+            raise ValueError(f"{name!r}: name the served model, e.g. openai:smollm2.")
+        if self.spec.env != "productqa":
+            raise ValueError(f"{name!r}: openai:MODEL actors play ProductQA only; for env={self.spec.env!r} "
+                             "use a local model name.")
+        from agile.openai_agent import OpenAIAgent
+
+        prefix = "" if actor == BASE else f"{actor}:"
+        return OpenAIAgent(model, base_url=self.spec.base_url, seed=seed, actor=actor, name=f"{prefix}{name}")
 
 
 @dataclass
@@ -199,6 +222,8 @@ class AgentEnvParams:
     """TextWorld: objects per game."""
     tw_sim_p: float = 0.25
     """TextWorld simulator: probability of playing the expert's move on purpose."""
+    base_url: str | None = None
+    """Endpoint of openai:MODEL actors, e.g. http://127.0.0.1:8000/v1 (helpgate serve); key from $OPENAI_API_KEY."""
 
 
 @dataclass
