@@ -1,4 +1,4 @@
-"""A ProductQA agent behind any OpenAI-compatible chat-completions endpoint.
+"""A ProductQA / TextWorld agent behind any OpenAI-compatible chat-completions endpoint.
 
     agent = OpenAIAgent("smollm2", base_url="http://127.0.0.1:8000/v1")   # helpgate serve
     agent = OpenAIAgent("gpt-4o-mini", prefill=False)                      # api.openai.com
@@ -19,6 +19,12 @@ from there), one request per observation, ``concurrency`` requests in flight at 
   line without a function token falls back to ``[PredictAnswer] <line>``; ``yesno`` reads the
   first word of the reply.
 
+TextWorld observations (``env == "textworld"``) get the prompt of
+``agile.textworld_agents.TextWorldLLMAgent`` and the model *writes* the command (one line); the
+environment maps a command that is not admissible to the most similar admissible one, or wastes
+the move (``agile.textworld_env``). The local agent ranks the admissible commands by likelihood
+instead, which chat completions cannot do, so the two play differently on the same model.
+
 Time-outs and retries are the ``openai`` client's (``timeout`` seconds per request,
 ``max_retries`` retries with exponential back-off on connection errors, 408/409/429/5xx). A
 server that stays unreachable raises ``ConnectionError`` naming the base URL. The API key is
@@ -38,7 +44,10 @@ from agile.llm_agent import answer_without_model, choose_mode, finish_action, pr
 from agile.productqa_env import PREDICT
 from agile.protocol import BASE, Action, Observation
 from agile.seeding import derive_seed
+from agile.textworld_agents import prompt_messages as textworld_messages
+from agile.textworld_env import admissible_commands
 
+TEXTWORLD, COMMAND = "textworld", "command"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 YES, NO = ("yes", "Yes"), ("no", "No")
 
@@ -96,7 +105,7 @@ class OpenAIAgent:
         self.requests = 0
 
     def act(self, observations: Sequence[Observation]) -> list[Action]:
-        modes = [choose_mode(o) for o in observations]
+        modes = [COMMAND if o.env == TEXTWORLD else choose_mode(o) for o in observations]
         jobs = [(o, m) for o, m in zip(observations, modes)]
         if len(jobs) == 1 or self.concurrency == 1:
             texts = [self._answer(o, m) for o, m in jobs]
@@ -107,6 +116,13 @@ class OpenAIAgent:
 
     # -- one observation -----------------------------------------------------------------------
     def _answer(self, observation: Observation, mode: str) -> str:
+        if mode == COMMAND:
+            reply = self._create(textworld_messages(observation), "", max_tokens=self.max_tokens)
+            command = (reply.choices[0].message.content or "").strip().split("\n", 1)[0].strip()
+            if command:
+                return command
+            first = admissible_commands(observation.state_text)[:1] or ["look"]
+            return f"{first[0]}\n# fallback: the model's reply was empty; played the first admissible command"
         fixed = answer_without_model(observation, mode)
         if fixed is not None:
             return fixed

@@ -15,8 +15,8 @@ online evaluation), so collection and evaluation build the same things the same 
   objects); base agent ``TextWorldSimulatorAgent`` (expert move with probability ``tw_sim_p``)
   or ``TextWorldLLMAgent``; strong ``TextWorldLLMAgent`` with the actor ``strong``. Horizon: the
   longest episode a game of the split allows.
-- ``openai:MODEL`` (base or strong, ProductQA): ``agile.openai_agent.OpenAIAgent``, the LLM
-  agent's prompts sent to the chat-completions endpoint ``base_url`` (e.g. ``helpgate serve``).
+- ``openai:MODEL`` (base or strong): ``agile.openai_agent.OpenAIAgent``, the LLM agents'
+  prompts sent to the chat-completions endpoint ``base_url`` (e.g. ``helpgate serve``).
 - Strong ``human`` is ``None`` everywhere: ``run_episodes`` then plays ``episode.expert_action()``.
 
 ``Environment`` (``EnvConfig``) is what online evaluation runs: the held-out episodes (the
@@ -83,6 +83,9 @@ class EnvSpec:
         """Refuse values that cannot work, naming the field."""
         if self.env not in ENVS:
             raise ValueError(f"env={self.env!r}: choose one of {ENVS}.")
+        for field_name, name in (("agent", self.agent), ("strong", self.strong)):
+            if name == OPENAI_PREFIX:
+                raise ValueError(f"{field_name}={name!r}: name the served model, e.g. openai:smollm2.")
         if self.env == "productqa":
             if self.questions_per_episode < 1:
                 raise ValueError(f"questions_per_episode must be >= 1, got {self.questions_per_episode}.")
@@ -191,15 +194,10 @@ class EnvSetup:
         return StrongLLMAgent(s.strong, device=s.device, seed=s.strong_seed)
 
     def _openai_agent(self, name: str, actor: str, seed: int):
-        """``openai:MODEL``: the ProductQA LLM agent's prompts behind a chat-completions endpoint."""
-        model = name[len(OPENAI_PREFIX):]
-        if not model:
-            raise ValueError(f"{name!r}: name the served model, e.g. openai:smollm2.")
-        if self.spec.env != "productqa":
-            raise ValueError(f"{name!r}: openai:MODEL actors play ProductQA only; for env={self.spec.env!r} "
-                             "use a local model name.")
+        """``openai:MODEL``: the LLM agents' prompts behind a chat-completions endpoint."""
         from agile.openai_agent import OpenAIAgent
 
+        model = name[len(OPENAI_PREFIX):]
         prefix = "" if actor == BASE else f"{actor}:"
         return OpenAIAgent(model, base_url=self.spec.base_url, seed=seed, actor=actor, name=f"{prefix}{name}")
 

@@ -165,6 +165,22 @@ def test_collect_through_the_server(model_server, tiny, tmp_path):
             assert row["action_text"].startswith(local.act([observation])[0].text)
 
 
+def test_openai_agent_plays_textworld(model_server, tmp_path):
+    from agile.rollout import run_episodes
+    from agile.textworld_env import TextWorldEpisode
+    from agile.textworld_games import ensure_game, game_suite
+
+    game = ensure_game(game_suite(1, "train", (3,))[0], tmp_path)
+    episode = TextWorldEpisode(game, 0, "tw-0")
+    before = httpx.get(f"{model_server}/health").json()["completions"]
+    agent = OpenAIAgent("tiny", base_url=f"{model_server}/v1", max_tokens=12)
+    (records,) = run_episodes([episode], agent, budget=1, explore_p=0.0)
+    assert episode.done and len(records) >= 1
+    # One request per decision; the model writes the command (the environment maps or wastes it).
+    assert httpx.get(f"{model_server}/health").json()["completions"] - before == len(records)
+    assert all(r.actor == "base" and r.action_text.strip() for r in records)
+
+
 def test_unreachable_server_names_the_url():
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     agent = OpenAIAgent("tiny", base_url=url, timeout=2.0, max_retries=1)
