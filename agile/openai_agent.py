@@ -11,9 +11,10 @@ from there), one request per observation, ``concurrency`` requests in flight at 
   the reply starts with the same forced prefix as the local agent (a function token, or the
   start of the SQL query), sent as a last ``assistant`` message with
   ``continue_final_message``. ``yesno`` questions ask for one token with ``top_logprobs`` and
-  compare the mass of "yes" against "no" among them (plus ``yes_bias``). When only one of the two
-  is among the top tokens it wins; when neither is, the generated token decides (yes if it
-  reads "yes", else no). Within that, the answers are the local agent's on the same model.
+  compare the mass of " yes"/" Yes" against " no"/" No" among them (plus ``yes_bias``), as the
+  local agent does over the whole vocabulary: with the four tokens among the top ones the answer
+  is the local agent's on the same model. When only one side is there it wins; when neither is,
+  the generated token decides (yes if it reads "yes", else no).
 - ``prefill=False`` (endpoints that do not continue a message, e.g. api.openai.com): the
   unconstrained prompt of ``LLMAgent(constrained=False)``: the model writes the whole line and a
   line without a function token falls back to ``[PredictAnswer] <line>``; ``yesno`` reads the
@@ -49,7 +50,8 @@ from agile.textworld_env import admissible_commands
 
 TEXTWORLD, COMMAND = "textworld", "command"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
-YES, NO = ("yes", "Yes"), ("no", "No")
+YES, NO = (" yes", " Yes"), (" no", " No")
+"""The tokens whose mass a yes/no answer compares, as the local agent's (after the function token)."""
 
 
 def is_local(base_url: str | None) -> bool:
@@ -102,7 +104,6 @@ class OpenAIAgent:
         self.top_logprobs = int(top_logprobs)
         self.actor = actor
         self.name = name or f"openai:{model}"
-        self.requests = 0
 
     def act(self, observations: Sequence[Observation]) -> list[Action]:
         modes = [COMMAND if o.env == TEXTWORLD else choose_mode(o) for o in observations]
@@ -141,14 +142,15 @@ class OpenAIAgent:
             reply = self._create(messages, prefix, max_tokens=4)
             word = (reply.choices[0].message.content or "").strip().lstrip("[").split(" ")[0].strip(".,!").lower()
             return "yes" if word == "yes" else "no"
+        # No stop sequence: a newline as the likeliest token must still bring its log-probabilities.
         reply = self._create(messages, prefix, max_tokens=1, logprobs=True, top_logprobs=self.top_logprobs,
-                             temperature=0.0)
+                             temperature=0.0, stop=None)
         choice = reply.choices[0]
         tops = choice.logprobs.content[0].top_logprobs if choice.logprobs and choice.logprobs.content else []
-        yes = [t.logprob for t in tops if t.token.strip() in YES]
-        no = [t.logprob for t in tops if t.token.strip() in NO]
+        yes = [t.logprob for t in tops if t.token in YES]
+        no = [t.logprob for t in tops if t.token in NO]
         if not yes and not no:
-            return "yes" if (choice.message.content or "").strip() in YES else "no"
+            return "yes" if (choice.message.content or "").strip().lower() == "yes" else "no"
         margin = _logsumexp(yes) - _logsumexp(no) + self.yes_bias
         if self.temperature > 0:
             u = random.Random(derive_seed(self.seed, observation.episode_id, observation.step, "yesno")).random()
@@ -159,13 +161,14 @@ class OpenAIAgent:
         import openai
 
         kwargs.setdefault("temperature", self.temperature)
+        if kwargs.setdefault("stop", ["\n"]) is None:  # an action is one line, unless told otherwise
+            del kwargs["stop"]
         if kwargs["temperature"] > 0:
             kwargs["seed"] = self.seed
         extra = {"continue_final_message": True, "add_generation_prompt": False} if prefix else None
-        self.requests += 1
         try:
-            return self.client.chat.completions.create(model=self.model, messages=messages, stop=["\n"],
-                                                       extra_body=extra, **kwargs)
+            return self.client.chat.completions.create(model=self.model, messages=messages, extra_body=extra,
+                                                       **kwargs)
         except openai.APIConnectionError as error:  # timeouts included
             raise ConnectionError(
                 f"{self.name}: the server at {self.base_url} did not answer ({error}) after "
