@@ -108,7 +108,7 @@ class OpenAIAgent:
     def act(self, observations: Sequence[Observation]) -> list[Action]:
         modes = [COMMAND if o.env == TEXTWORLD else choose_mode(o) for o in observations]
         jobs = [(o, m) for o, m in zip(observations, modes)]
-        if len(jobs) == 1 or self.concurrency == 1:
+        if len(jobs) <= 1 or self.concurrency == 1:
             texts = [self._answer(o, m) for o, m in jobs]
         else:
             with ThreadPoolExecutor(min(self.concurrency, len(jobs))) as pool:

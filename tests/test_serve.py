@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +63,26 @@ def cli_server(args: list[str], timeout: float = 120.0):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def thread_server(app):
+    """``app`` on uvicorn in a thread of this process; stopped (should_exit, bounded join) on exit."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the in-thread server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 # -- helpgate serve: the chat-completions server ----------------------------------------------
@@ -141,6 +162,10 @@ def test_openai_agent_acts_like_the_local_agent(model_server, tiny):
             assert r.text in ("[PredictAnswer] yes", "[PredictAnswer] no")
         else:  # same prompt, same forced prefix, greedy: the same action
             assert r.text == lo.text
+    # Without prefill (endpoints that cannot continue a message) the model writes the whole line.
+    loose = OpenAIAgent("tiny", base_url=f"{model_server}/v1", prefill=False, max_tokens=8).act(observations[:6])
+    assert all(a.text.startswith(("[PredictAnswer]", "[SearchProduct]", "[SeekAdvice]")) for a in loose)
+    assert OpenAIAgent("tiny", base_url=f"{model_server}/v1").act([]) == []
 
 
 @pytest.mark.slow
@@ -203,6 +228,37 @@ def test_unreachable_server_names_the_url():
     observation = Observation("e", "productqa", "t", 0, "Customer: Is it red?", 1, {"type_fact_qa": 1.0})
     with pytest.raises(ConnectionError, match=r"127\.0\.0\.1:\d+/v1.*after 1 retries"):
         agent.act([observation])
+
+
+def test_retries_with_back_off_then_time_out():
+    """The agent's client retries a failing server (503) and gives up on a slow one after its time-out."""
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    app, calls = FastAPI(), Counter()
+
+    @app.post("/v1/chat/completions")
+    def flaky(body: dict):
+        calls["n"] += 1
+        if any("slow" in m["content"] for m in body["messages"]):
+            time.sleep(1.0)
+        if calls["n"] <= 2:
+            return JSONResponse({"error": {"message": "busy"}}, status_code=503)
+        return {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": " brown"}}]}
+
+    observation = Observation("e", "productqa", "t", 0, "Customer: What color is it?", 1, {"type_fact_qa": 1.0})
+    with thread_server(app) as url:
+        with pytest.raises(RuntimeError, match="HTTP 503 busy"):
+            OpenAIAgent("m", base_url=f"{url}/v1", max_retries=1).act([observation])
+        assert calls["n"] == 2  # the first try and one retry
+        calls.clear()
+        started = time.monotonic()
+        assert OpenAIAgent("m", base_url=f"{url}/v1", max_retries=2).act([observation])[0].text == "[PredictAnswer] brown"
+        assert calls["n"] == 3 and time.monotonic() - started >= 0.5  # two waits of the back-off
+        slow = Observation("e", "productqa", "t", 0, "Customer: What is slow?", 1, {"type_fact_qa": 1.0})
+        with pytest.raises(ConnectionError, match=r"127\.0\.0\.1.*timed out"):
+            OpenAIAgent("m", base_url=f"{url}/v1", timeout=0.3, max_retries=0).act([slow])
 
 
 def test_remote_endpoint_needs_a_key(monkeypatch):
