@@ -47,7 +47,7 @@ class ServeConfig:
     seed: int = 0
     """Seed of the tiny model's random weights."""
     max_tokens: int = 256
-    """Largest max_tokens a request may ask for."""
+    """Largest max_tokens a request may ask for, and the limit of a request that gives none."""
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "warning"
     """uvicorn's log level."""
 
@@ -113,13 +113,17 @@ class ModelServer:
     def complete(self, body: ChatRequest) -> dict:
         import torch
 
-        limit = body.max_completion_tokens or body.max_tokens or 16
+        limit = body.max_completion_tokens or body.max_tokens or self.max_tokens
         if limit > self.max_tokens:
             raise ValueError(f"max_tokens={limit}: this server allows at most {self.max_tokens} (--max-tokens).")
         messages = [{"role": m.role, "content": m.text()} for m in body.messages]
         prompt = self.render(messages, body.continue_final_message, body.add_generation_prompt)
         stops = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
         ids = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        context = getattr(self.model.config, "max_position_embeddings", None)
+        if context and ids.shape[1] + limit > context:
+            raise ValueError(f"the prompt has {ids.shape[1]} tokens and max_tokens={limit}: more than the model's "
+                             f"context of {context} tokens. Shorten the messages or ask for fewer tokens.")
         choices = []
         completion_tokens = 0
         with self._lock, torch.no_grad():
@@ -205,6 +209,7 @@ def _logprob_entry(token: str, logprob: float) -> dict:
 def create_app(server: ModelServer):
     """The FastAPI application of one loaded model."""
     from fastapi import FastAPI
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
 
     app = FastAPI(title="helpgate model server")
@@ -212,6 +217,11 @@ def create_app(server: ModelServer):
     def error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
         # The OpenAI error shape: clients show error.message.
         return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    def invalid(request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in exc.errors())
+        return error(400, f"invalid request: {problems}")
 
     @app.get("/health")
     def health() -> dict:

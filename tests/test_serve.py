@@ -131,6 +131,10 @@ def test_logprobs_and_errors_match_the_model(model_server, tiny):
         client.chat.completions.create(model="tiny", messages=messages[:2], max_tokens=1, stream=True)
     with pytest.raises(openai.BadRequestError, match="at most"):
         client.chat.completions.create(model="tiny", messages=messages[:2], max_tokens=10_000)
+    with pytest.raises(openai.BadRequestError, match="context of 2048 tokens"):
+        client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "word " * 3000}])
+    with pytest.raises(openai.BadRequestError, match=r"messages\.0\.role"):
+        client.chat.completions.create(model="tiny", messages=[{"role": "robot", "content": "hi"}])
 
 
 def mixed_observations(n_episodes: int) -> list[Observation]:
