@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -41,28 +42,31 @@ def free_port() -> int:
 def cli_server(args: list[str], timeout: float = 120.0):
     """``python -m helper.cli ARGS --port P`` in a subprocess; yields its base URL once /health answers."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "helper.cli", *args, "--port", str(port)], cwd=ROOT, env=ENV,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"server exited with {process.returncode}: {process.stdout.read()}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"server {args} did not answer /health within {timeout} s")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
-                    break
-            time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
+    # A file, not a pipe: a server that logs more than a pipe holds would block on a full pipe.
+    with tempfile.TemporaryFile(mode="w+") as log:
+        process = subprocess.Popen([sys.executable, "-m", "helper.cli", *args, "--port", str(port)], cwd=ROOT,
+                                   env=ENV, stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+            deadline = time.monotonic() + timeout
+            while True:
+                if process.poll() is not None:
+                    log.seek(0)
+                    raise RuntimeError(f"server exited with {process.returncode}: {log.read()}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"server {args} did not answer /health within {timeout} s")
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                        break
+                time.sleep(0.2)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
 
 
 @contextlib.contextmanager
