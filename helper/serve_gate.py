@@ -80,8 +80,9 @@ class ActionReport(BaseModel):
 class ServedGate(BudgetedGate):
     """Holds the per-episode budgets in front of any gate; ``decide`` also returns the gate's score.
 
-    The wrapped gate's own count is not used (it is only asked ``intervene_probability`` or
-    ``wants``), so there is exactly one budget per episode: this one.
+    The wrapped gate is asked ``intervene_probability`` (a ``HelperGate``), else ``wants`` (any
+    ``BudgetedGate``: their own count is never spent), else ``should_intervene`` (any
+    ``agile.protocol.Gate``), so there is exactly one budget per episode: this one.
     """
 
     def __init__(self, gate, budget: int | None = None):
@@ -100,7 +101,10 @@ class ServedGate(BudgetedGate):
             p = float(self.gate.intervene_probability(observation, budget_left))
             self._scores.value = p
             return p >= getattr(self.gate, "threshold", 0.5)
-        wanted = bool(self.gate.wants(observation, budget_left))
+        if hasattr(self.gate, "wants"):
+            wanted = bool(self.gate.wants(observation, budget_left))
+        else:  # any agile.protocol.Gate: its own answer, given what this server has left
+            wanted = bool(self.gate.should_intervene(observation, budget_left))
         self._scores.value = float(wanted)
         return wanted
 

@@ -341,6 +341,14 @@ def test_served_gate_holds_the_only_budget():
     with pytest.raises(ValueError, match="--budget"):
         ServedGate(AlwaysWants())
 
+    class EvenSteps:  # a bare agile.protocol.Gate
+        def should_intervene(self, observation, budget_left):
+            return observation.step % 2 == 0
+
+    gate = ServedGate(EvenSteps(), budget=1)
+    decisions = [gate.decide(Observation("f", "env", "t", step, "s", 4))[0] for step in range(4)]
+    assert decisions == [True, False, False, False]
+
 
 def test_serve_gate_command_serves_a_helper_folder(helper_dirs):
     args = ["serve-gate", "--helper", str(helper_dirs[0]), "--budget", "1", "--horizon", "6"]
