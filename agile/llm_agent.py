@@ -105,6 +105,59 @@ def choose_mode(observation: Observation) -> str:
     return "yesno" if is_yes_no_question(question) else "free"
 
 
+def answer_without_model(observation: Observation, mode: str) -> str | None:
+    """The action when no model call is needed, else None."""
+    if mode == "ids" and not search_result_ids(observation.state_text):
+        # The search found nothing (or failed): "none" is the only consistent answer.
+        return f"{PREDICT} {NO_PRODUCT}"
+    return None
+
+
+def prompt_messages(observation: Observation, mode: str, constrained: bool = True) -> list[dict[str, str]]:
+    """The system and user turns of the prompt (the reply then starts with ``reply_prefix``)."""
+    user = f"{observation.state_text}\n\n{INSTRUCTIONS[mode]}"
+    system = SHORT_SYSTEM_PROMPT if constrained else SYSTEM_PROMPT
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def reply_prefix(observation: Observation, mode: str, constrained: bool = True) -> str:
+    """The forced start of the reply ("" when the model writes the function token itself)."""
+    if not constrained and mode != "yesno":
+        return ""
+    if mode == "sql":
+        match = _TABLE.search(observation.state_text)
+        table = match.group(1) if match else "products"
+        return f"{SEARCH} SELECT product_id FROM `{table}` WHERE"
+    return PREDICT
+
+
+def finish_action(observation: Observation, mode: str, output: str, constrained: bool = True) -> str:
+    """Turn the model's continuation into an action text (with a fallback note if needed)."""
+    line = output.strip().split("\n", 1)[0].strip()
+    prefix = reply_prefix(observation, mode, constrained)
+    if not prefix:  # unconstrained: the model had to write the function token itself
+        match = _AGENT_TOKEN.search(line)
+        if match is not None:
+            return line[match.start():]
+        return f"{PREDICT} {line or 'unknown'}\n# fallback: no function token in the model's output {line[:80]!r}"
+    if mode == "sql":
+        # Keep the query up to its first semicolon: small models keep talking after it.
+        sql = line.split(";", 1)[0].strip()
+        return f"{prefix} {sql};" if sql else f"{prefix};"
+    if mode == "ids":
+        found = search_result_ids(observation.state_text)
+        named = parse_product_ids(line, found)
+        if named:
+            return f"{PREDICT} {', '.join(named)}"
+        if re.match(r"^(none|no\b|nothing|sorry)", line, re.IGNORECASE) or not found:
+            return f"{PREDICT} {NO_PRODUCT}"
+        return (f"{PREDICT} {found[0]}\n# fallback: no product id in the model's answer "
+                f"{line[:80]!r}; used the first search result")
+    if not line:
+        return f"{PREDICT} unknown\n# fallback: the model's answer was empty"
+    return f"{PREDICT} {line}"
+
+
 class LLMAgent:
     """A Hugging Face causal LM prompted with the state text; see the module docstring."""
 
@@ -168,23 +221,15 @@ class LLMAgent:
 
     def prompt(self, observation: Observation, mode: str) -> str:
         """The full text fed to the model, ending with the forced start of the reply."""
-        user = f"{observation.state_text}\n\n{INSTRUCTIONS[mode]}"
-        system = SHORT_SYSTEM_PROMPT if self.constrained else SYSTEM_PROMPT
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        messages = prompt_messages(observation, mode, self.constrained)
         if getattr(self.tokenizer, "chat_template", None):
             text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         else:  # a base model without a chat template: plain text turns
-            text = f"{system}\n\n{user}\n\nReply: "
+            text = f"{messages[0]['content']}\n\n{messages[1]['content']}\n\nReply: "
         return text + self.reply_prefix(observation, mode)
 
     def reply_prefix(self, observation: Observation, mode: str) -> str:
-        if not self.constrained and mode != "yesno":
-            return ""
-        if mode == "sql":
-            match = _TABLE.search(observation.state_text)
-            table = match.group(1) if match else "products"
-            return f"{SEARCH} SELECT product_id FROM `{table}` WHERE"
-        return PREDICT
+        return reply_prefix(observation, mode, self.constrained)
 
     # -- acting ------------------------------------------------------------------------------
 
@@ -193,10 +238,7 @@ class LLMAgent:
         modes = [choose_mode(o) for o in observations]
         texts: list[str | None] = [None] * len(observations)
         for i, mode in enumerate(modes):
-            if mode == "ids" and not search_result_ids(observations[i].state_text):
-                # The search found nothing (or failed): "none" is the only consistent answer,
-                # and it needs no model call.
-                texts[i] = f"{PREDICT} {NO_PRODUCT}"
+            texts[i] = answer_without_model(observations[i], mode)
         prompts = {i: self.prompt(observations[i], mode) for i, mode in enumerate(modes) if texts[i] is None}
         use_cache = self.cache_size > 0 and self.temperature == 0
         if use_cache:
@@ -243,29 +285,7 @@ class LLMAgent:
 
     def finish(self, observation: Observation, mode: str, output: str) -> str:
         """Turn the model's continuation into an action text (with a fallback note if needed)."""
-        line = output.strip().split("\n", 1)[0].strip()
-        prefix = self.reply_prefix(observation, mode)
-        if not prefix:  # unconstrained: the model had to write the function token itself
-            match = _AGENT_TOKEN.search(line)
-            if match is not None:
-                return line[match.start():]
-            return f"{PREDICT} {line or 'unknown'}\n# fallback: no function token in the model's output {line[:80]!r}"
-        if mode == "sql":
-            # Keep the query up to its first semicolon: small models keep talking after it.
-            sql = line.split(";", 1)[0].strip()
-            return f"{prefix} {sql};" if sql else f"{prefix};"
-        if mode == "ids":
-            found = search_result_ids(observation.state_text)
-            named = parse_product_ids(line, found)
-            if named:
-                return f"{PREDICT} {', '.join(named)}"
-            if re.match(r"^(none|no\b|nothing|sorry)", line, re.IGNORECASE) or not found:
-                return f"{PREDICT} {NO_PRODUCT}"
-            return (f"{PREDICT} {found[0]}\n# fallback: no product id in the model's answer "
-                    f"{line[:80]!r}; used the first search result")
-        if not line:
-            return f"{PREDICT} unknown\n# fallback: the model's answer was empty"
-        return f"{PREDICT} {line}"
+        return finish_action(observation, mode, output, self.constrained)
 
     def _encode(self, prompts: list[str]):
         batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)

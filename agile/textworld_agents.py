@@ -38,6 +38,12 @@ SYSTEM_PROMPT = (
 )
 
 
+def prompt_messages(observation: Observation) -> list[dict[str, str]]:
+    """The system and user turns that ask for the next command."""
+    user = f"{observation.state_text}\n\nWhich command do you play next?"
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
 def _admissible(observation: Observation) -> list[str]:
     commands = admissible_commands(observation.state_text)
     if not commands:
@@ -132,11 +138,10 @@ class TextWorldLLMAgent:
 
     def prompt(self, observation: Observation) -> str:
         """The text before the reply: the chat turns, or plain text for a base model."""
-        user = f"{observation.state_text}\n\nWhich command do you play next?"
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+        messages = prompt_messages(observation)
         if getattr(self.tokenizer, "chat_template", None):
             return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return f"{SYSTEM_PROMPT}\n\n{user}\n\nCommand: "
+        return f"{SYSTEM_PROMPT}\n\n{messages[1]['content']}\n\nCommand: "
 
     def scores(self, observation: Observation) -> list[float]:
         """Mean log-probability of each admissible command (in listed order) as the reply."""

@@ -1,6 +1,6 @@
 """Decision latency of ``HelperGate.should_intervene`` on CPU, per backend, against the bare classifier.
 
-    python benchmarks/gate.py [--decisions 2000] [--text-model tiny] [--prm tiny]
+    python benchmarks/gate.py [--decisions 2000] [--text-model tiny] [--prm tiny] [--no-http | --http-only]
 
 Builds, in this run, a features classifier (gradient boosting and logistic regression) on
 simulated decision points, a text classifier (``--text-model``; ``tiny`` is a random-initialised
@@ -16,6 +16,12 @@ times one ``should_intervene`` call per decision on fresh episode ids:
 The baseline, measured in the same run, is the bare ``predict_proba`` of the gradient-boosting
 classifier on a prebuilt feature row; every line prints p50 / p99 in milliseconds and the p50
 ratio against it (machines are noisy: compare ratios, not absolute times).
+
+The gate as a service (``--http``, on by default): a helper folder with a gradient-boosting
+classifier on the features alone (no PRM) is saved, served by ``helpgate serve-gate`` in its own
+process on 127.0.0.1, and timed over HTTP (one keep-alive client, one request per decision, the
+same observations) against ``HelperGate.load`` of the same folder called in this process. The
+second table prints both, and the HTTP / in-process ratio of p50 and of p99.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agile.catalog_generator import default_catalog_dir
 from agile.productqa_env import make_episodes
+from agile.protocol import Observation
 from agile.rollout import run_episodes
 from agile.simulator_agent import SimulatorAgent
 from helper.features import FeatureClassifier, default_feature_names, frame_features, observation_features
@@ -79,6 +86,9 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=2000)
     parser.add_argument("--text-model", default="tiny")
     parser.add_argument("--prm", default="tiny", help="PRM backbone for the 'features + PRM' line; 'none' skips it")
+    parser.add_argument("--http", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time the gate over HTTP (helpgate serve-gate) against the in-process call")
+    parser.add_argument("--http-only", action="store_true", help="time only the HTTP / in-process comparison")
     args = parser.parse_args()
 
     from dataclasses import replace
@@ -99,6 +109,12 @@ def main() -> None:
     def obs(i):
         o = observations[i % len(observations)]
         return replace(o, episode_id=f"bench-{i}")  # a fresh episode each call: the budget never runs out
+
+    if args.http or args.http_only:
+        served = http_against_in_process(frame, y, observations, n)
+        if args.http_only:
+            print_http(served)
+            return
 
     row = observation_features(observations[0], 2, 0.4, names)
     results = {"baseline: bare gbm predict_proba": timed(lambda i: classifiers["gbm"].predict_proba(row), n)}
@@ -136,6 +152,79 @@ def main() -> None:
     for name, times in results.items():
         p50, p99 = np.percentile(times, [50, 99])
         print(f"{name:40s} {p50:8.3f} {p99:8.3f} {p50 / base:14.2f}x")
+    if args.http:
+        print()
+        print_http(served)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_against_in_process(frame, y, observations, n: int) -> dict[str, np.ndarray]:
+    """p50/p99 of one decision: ``HelperGate.load(dir)`` here, and ``serve-gate dir`` over HTTP."""
+    import os
+    import subprocess
+    import tempfile
+
+    import httpx
+
+    names = [name for name in default_feature_names(frame) if name != "prm_score"]
+    classifier = FeatureClassifier("gbm", names).fit(frame_features(frame, names), y)
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        # Without a PRM every decision takes the fallback classifier: here the same gbm.
+        HelperGate("features", classifier, classifier, max_budget=3).save(tmp)
+        gate = HelperGate.load(tmp, budget=3)
+
+        def request(i):
+            o = observations[i % len(observations)]
+            return {"episode_id": f"bench-{i}", "step": o.step, "state_text": o.state_text, "features": o.features,
+                    "horizon": o.horizon}
+
+        def obs(i):
+            o = observations[i % len(observations)]
+            return Observation(f"bench-{i}", o.env, o.task_id, o.step, o.state_text, o.horizon, dict(o.features))
+
+        # Fresh episode ids: the budget never runs out, so every call runs the classifier.
+        for i in range(50):  # the same warm-up as the HTTP side gets
+            gate.should_intervene(obs(n + i))
+        in_process = timed(lambda i: gate.should_intervene(obs(i)), n)
+        port = free_port()
+        env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+        server = subprocess.Popen([sys.executable, "-m", "helper.cli", "serve-gate", "--helper", tmp, "--budget", "3",
+                                   "--port", str(port)], cwd=root, env=env, stdout=subprocess.DEVNULL)
+        try:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+                for _ in range(600):  # up to 60 s for the server to load
+                    try:
+                        http.get("/health")
+                        break
+                    except httpx.TransportError:
+                        time.sleep(0.1)
+                for i in range(50):  # warm the connection and the server's code paths
+                    http.post("/v1/gate", json=request(n + i)).raise_for_status()
+                over_http = timed(lambda i: http.post("/v1/gate", json=request(i)).raise_for_status(), n)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    return {"in-process HelperGate.should_intervene": in_process, "HTTP POST /v1/gate (serve-gate)": over_http}
+
+
+def print_http(results: dict[str, np.ndarray]) -> None:
+    local, http = results.values()
+    print("the gate as a service: features (gbm, no PRM), one client, keep-alive, 127.0.0.1")
+    print(f"{'decision call':40s} {'p50 ms':>8s} {'p99 ms':>8s}")
+    for name, times in results.items():
+        p50, p99 = np.percentile(times, [50, 99])
+        print(f"{name:40s} {p50:8.3f} {p99:8.3f}")
+    ratio50 = np.percentile(http, 50) / np.percentile(local, 50)
+    ratio99 = np.percentile(http, 99) / np.percentile(local, 99)
+    print(f"{'HTTP / in-process':40s} {ratio50:7.2f}x {ratio99:7.2f}x")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
     ("distill",): ("helper.distill", "DistillConfig", "run", "Distill the helper classifier."),
     ("evaluate",): ("helper.evaluate", "EvaluateConfig", "run", "Evaluate one helper online."),
     ("sweep",): ("helper.sweep", "SweepConfig", "run", "Budget sweep against every baseline."),
+    ("serve",): ("helper.serve_model", "ServeConfig", "run", "Serve a model behind OpenAI-compatible chat completions."),
+    ("serve-gate",): ("helper.serve_gate", "ServeGateConfig", "run", "Serve a helper gate over HTTP."),
     ("agile", "sft"): ("agile.agile_command", "SFTConfig", "run_sft", "Imitation-train the agent."),
     ("agile", "ppo"): ("agile.agile_command", "PPOConfig", "run_ppo", "Session-level PPO."),
     ("agile", "eval"): ("helper.agile_advice", "AgileEvalConfig", "run",

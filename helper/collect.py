@@ -6,6 +6,7 @@
     collect-offline-trajectories --out traj --episodes 400 --shard-size 25 --ray   # over a Ray cluster
     collect-offline-trajectories --env examples.arith_chain:make_episodes \
         --agent examples.arith_chain:make_agent --episodes 64 --out traj-chain     # a plug-in env
+    helpgate collect --agent openai:smollm2 --base-url http://127.0.0.1:8000/v1 --out traj-served
 
 Episodes and agents come from ``helper.environment.EnvSetup``, the builder online evaluation
 uses too. Episode ``i`` is fully determined by ``(seed, i)`` (its group or game, its questions,
@@ -47,13 +48,13 @@ class CollectConfig(AgentEnvParams):
     groups: list[str] | None = None
     """Product groups to use (folder names); default: every group of the split."""
     agent: str = "simulator"
-    """Base agent: simulator (known dynamics), llm (the --model LLM), or a plug-in agent (module:factory or a
+    """Base agent: simulator (known dynamics), llm (the --model LLM), openai:MODEL (served at --base-url), or a plug-in agent (module:factory or a
     helpgate.agents entry point)."""
     model: str = "smollm2"
     """Model of the LLM base agent: smollm2 (embedded), tiny, a Hugging Face id or a local folder."""
     strong: str = "human"
     """Who acts on an intervention: human (the gold answer / expert move), human-cli (a person at the terminal),
-    a model name for a stronger LLM, or a plug-in agent."""
+    a model name for a stronger LLM, openai:MODEL (served at --base-url), or a plug-in agent."""
     explore_p: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.3, 0.5])
     """Intervention probabilities (a mixture): episode i uses the (i mod k)-th of the k values."""
     episodes: int = 200
@@ -82,7 +83,7 @@ class CollectConfig(AgentEnvParams):
     """Number of Ray workers (default: one per GPU for an LLM agent, else one per CPU of the cluster)."""
 
 
-IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers")
+IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url")
 """Fields that may change between a run and its resumption (they do not change the data)."""
 ENV_ONLY = {
     "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features"),

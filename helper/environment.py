@@ -15,6 +15,8 @@ online evaluation), so collection and evaluation build the same things the same 
   objects); base agent ``TextWorldSimulatorAgent`` (expert move with probability ``tw_sim_p``)
   or ``TextWorldLLMAgent``; strong ``TextWorldLLMAgent`` with the actor ``strong``. Horizon: the
   longest episode a game of the split allows.
+- ``openai:MODEL`` (base or strong): ``agile.openai_agent.OpenAIAgent``, the LLM agents'
+  prompts sent to the chat-completions endpoint ``base_url`` (e.g. ``helpgate serve``).
 - Strong ``human`` is ``None`` everywhere: ``run_episodes`` then plays ``episode.expert_action()``;
   ``human-cli`` asks a person at the terminal (``agile.human_agent.HumanCLIAgent``).
 - Plug-ins (``helper.plugins``): ``env`` / ``agent`` / ``strong`` may name a ``module:factory`` or an
@@ -32,11 +34,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from agile.productqa import QUESTION_TYPES
+from agile.protocol import BASE, STRONG
 from helper.plugins import (AGENT_GROUP, ENV_GROUP, PluginError, PluginSource, episode_horizon, is_plugin, make_agent,
                             resolve)
 
 ENVS = ("productqa", "textworld")
 HUMAN_STRONG = ("human", "human-cli")
+OPENAI_PREFIX = "openai:"
+"""An actor named ``openai:MODEL`` is ``agile.openai_agent.OpenAIAgent`` on that served model."""
 
 
 @dataclass(frozen=True)
@@ -48,10 +53,12 @@ class EnvSpec:
     split: str = "train"
     """Split the episodes come from (train or test)."""
     agent: str = "simulator"
-    """simulator, the model name of an LLM base agent, or a plug-in agent (module:factory or entry point)."""
+    """simulator, the model name of an LLM base agent, openai:MODEL (a chat-completions endpoint), or a plug-in agent (module:factory or entry point)."""
     strong: str = "human"
     """human (the episode's expert action), human-cli (a person at the terminal), the model name of a
-    strong LLM, or a plug-in agent."""
+    strong LLM, openai:MODEL, or a plug-in agent."""
+    base_url: str | None = None
+    """Endpoint of openai:MODEL actors (default: $OPENAI_BASE_URL, else api.openai.com)."""
     agent_seed: int = 0
     """Seed of the base agent's draws."""
     strong_seed: int = 0
@@ -94,6 +101,9 @@ class EnvSpec:
         if self.env not in ENVS:
             raise ValueError(f"env={self.env!r}: choose one of {ENVS}, or name a plug-in env as module:factory "
                              f"or an installed {ENV_GROUP} entry point.")
+        for field_name, name in (("agent", self.agent), ("strong", self.strong)):
+            if name == OPENAI_PREFIX:
+                raise ValueError(f"{field_name}={name!r}: name the served model, e.g. openai:smollm2.")
         if self.env == "productqa":
             if self.questions_per_episode < 1:
                 raise ValueError(f"questions_per_episode must be >= 1, got {self.questions_per_episode}.")
@@ -182,6 +192,8 @@ class EnvSetup:
         s = self.spec
         if is_plugin(s.agent, AGENT_GROUP):
             return make_agent(s.agent)
+        if s.agent.startswith(OPENAI_PREFIX):
+            return self._openai_agent(s.agent, BASE, s.agent_seed)
         if s.plugin:
             raise PluginError(f"env={s.env!r} is a plug-in environment: agent={s.agent!r} is a built-in agent of "
                               "productqa/textworld; name a plug-in agent (module:factory or a helpgate.agents "
@@ -211,15 +223,14 @@ class EnvSetup:
 
             return HumanCLIAgent()
         if is_plugin(s.strong, AGENT_GROUP):
-            from agile.protocol import STRONG
-
             return make_agent(s.strong, actor=STRONG)
+        if s.strong.startswith(OPENAI_PREFIX):
+            return self._openai_agent(s.strong, STRONG, s.strong_seed)
         if s.plugin:
             raise PluginError(f"env={s.env!r} is a plug-in environment: strong={s.strong!r} is a built-in LLM actor "
                               "of productqa/textworld; use human (the episode's expert_action), human-cli, or a "
                               "plug-in agent.")
         if s.env == "textworld":
-            from agile.protocol import STRONG
             from agile.textworld_agents import TextWorldLLMAgent
 
             return TextWorldLLMAgent(s.strong, device=s.device, seed=s.strong_seed, actor=STRONG,
@@ -227,6 +238,14 @@ class EnvSetup:
         from agile.oracle_agent import StrongLLMAgent
 
         return StrongLLMAgent(s.strong, device=s.device, seed=s.strong_seed)
+
+    def _openai_agent(self, name: str, actor: str, seed: int):
+        """``openai:MODEL``: the LLM agents' prompts behind a chat-completions endpoint."""
+        from agile.openai_agent import OpenAIAgent
+
+        model = name[len(OPENAI_PREFIX):]
+        prefix = "" if actor == BASE else f"{actor}:"
+        return OpenAIAgent(model, base_url=self.spec.base_url, seed=seed, actor=actor, name=f"{prefix}{name}")
 
 
 @dataclass
@@ -250,6 +269,8 @@ class AgentEnvParams:
     """TextWorld: objects per game."""
     tw_sim_p: float = 0.25
     """TextWorld simulator: probability of playing the expert's move on purpose."""
+    base_url: str | None = None
+    """Endpoint of openai:MODEL actors, e.g. http://127.0.0.1:8000/v1 (helpgate serve); key from $OPENAI_API_KEY."""
 
 
 @dataclass

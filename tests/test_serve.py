@@ -1,0 +1,375 @@
+"""Real servers on 127.0.0.1: ``helpgate serve`` (chat completions over the tiny model) driven by
+``openai:tiny`` agents through collection, and ``serve-gate`` under concurrent clients."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import polars as pl
+import pytest
+
+from agile.llm_agent import LLMAgent, choose_mode
+from agile.openai_agent import OpenAIAgent
+from agile.protocol import Observation
+from helper.budget import BudgetedGate
+from helper.serve_gate import ServedGate
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+                    "PYTHONPATH": str(ROOT)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def cli_server(args: list[str], timeout: float = 120.0):
+    """``python -m helper.cli ARGS --port P`` in a subprocess; yields its base URL once /health answers."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    # A file, not a pipe: a server that logs more than a pipe holds would block on a full pipe.
+    with tempfile.TemporaryFile(mode="w+") as log:
+        process = subprocess.Popen([sys.executable, "-m", "helper.cli", *args, "--port", str(port)], cwd=ROOT,
+                                   env=ENV, stdout=log, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if process.poll() is not None:
+                    log.seek(0)
+                    raise RuntimeError(f"server exited with {process.returncode}: {log.read()}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"server {args} did not answer /health within {timeout} s")
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                        break
+                time.sleep(0.2)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def thread_server(app):
+    """``app`` on uvicorn in a thread of this process; stopped (should_exit, bounded join) on exit."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the in-thread server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+# -- helpgate serve: the chat-completions server ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model_server():
+    with cli_server(["serve", "--model", "tiny"]) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def tiny(one_torch_thread):
+    from agile.models import load_causal_lm
+
+    return load_causal_lm("tiny", device="cpu", seed=0)  # the weights the server built from the same seed
+
+
+def test_logprobs_and_errors_match_the_model(model_server, tiny):
+    import openai
+    import torch
+
+    model, tokenizer = tiny
+    client = openai.OpenAI(base_url=f"{model_server}/v1", api_key="local", max_retries=0, timeout=30)
+    assert [m.id for m in client.models.list().data] == ["tiny"]
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Is it waterproof?"},
+                {"role": "assistant", "content": "[PredictAnswer]"}]
+    reply = client.chat.completions.create(model="tiny", messages=messages, max_tokens=3, temperature=0,
+                                           logprobs=True, top_logprobs=5,
+                                           extra_body={"continue_final_message": True, "add_generation_prompt": False})
+    # Brute force: the same prompt through the model in this process.
+    prompt = tokenizer.apply_chat_template(messages[:2], tokenize=False, add_generation_prompt=True) + "[PredictAnswer]"
+    ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model(ids).logits[0, -1].float(), dim=-1)
+    top = torch.topk(log_probs, 5)
+    first = reply.choices[0].logprobs.content[0]
+    assert [t.token for t in first.top_logprobs] == [tokenizer.decode([i]) for i in top.indices.tolist()]
+    assert [t.logprob for t in first.top_logprobs] == pytest.approx(top.values.tolist(), abs=1e-4)
+    assert first.token == tokenizer.decode([int(top.indices[0])])  # greedy takes the top token
+    assert reply.choices[0].finish_reason in ("stop", "length") and reply.usage.prompt_tokens == ids.shape[1]
+
+    with pytest.raises(openai.NotFoundError, match="not served here"):
+        client.chat.completions.create(model="gpt-4o", messages=messages[:2], max_tokens=1)
+    with pytest.raises(openai.BadRequestError, match="stream"):
+        client.chat.completions.create(model="tiny", messages=messages[:2], max_tokens=1, stream=True)
+    with pytest.raises(openai.BadRequestError, match="at most"):
+        client.chat.completions.create(model="tiny", messages=messages[:2], max_tokens=10_000)
+    with pytest.raises(openai.BadRequestError, match="context of 2048 tokens"):
+        client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "word " * 3000}])
+    with pytest.raises(openai.BadRequestError, match=r"messages\.0\.role"):
+        client.chat.completions.create(model="tiny", messages=[{"role": "robot", "content": "hi"}])
+
+
+def mixed_observations(n_episodes: int) -> list[Observation]:
+    """Decision points of every mode: yes/no, free text, SQL, and the answer after a search."""
+    from agile.catalog_generator import default_catalog_dir
+    from agile.productqa_env import ProductQASource
+    from agile.protocol import Action
+
+    observations = []
+    for episode in ProductQASource(default_catalog_dir(seed=0), "train").episodes(range(n_episodes), 1, 3):
+        while not episode.done:
+            observations.append(episode.observe())
+            if choose_mode(observations[-1]) == "sql":  # and the answer after a successful search
+                probe = episode.clone()
+                probe.step(Action(f"[SearchProduct] {probe.question.gold_sql}"))
+                observations.append(probe.observe())
+            episode.step(episode.expert_action())
+    assert {"sql", "ids", "yesno"} <= {choose_mode(o) for o in observations}
+    return observations
+
+
+def test_openai_agent_acts_like_the_local_agent(model_server, tiny):
+    observations = mixed_observations(6)
+    remote = OpenAIAgent("tiny", base_url=f"{model_server}/v1", concurrency=4).act(observations)
+    local = LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0).act(observations)
+    for observation, r, lo in zip(observations, remote, local):
+        if choose_mode(observation) == "yesno":
+            # The random tiny model has " yes"/" no" outside its top-20 tokens: the reply decides.
+            assert r.text in ("[PredictAnswer] yes", "[PredictAnswer] no")
+        else:  # same prompt, same forced prefix, greedy: the same action
+            assert r.text == lo.text
+    # Without prefill (endpoints that cannot continue a message) the model writes the whole line.
+    loose = OpenAIAgent("tiny", base_url=f"{model_server}/v1", prefill=False, max_tokens=8).act(observations[:6])
+    assert all(a.text.startswith(("[PredictAnswer]", "[SearchProduct]", "[SeekAdvice]")) for a in loose)
+    assert OpenAIAgent("tiny", base_url=f"{model_server}/v1").act([]) == []
+
+
+@pytest.mark.slow
+def test_openai_agent_on_smollm2_acts_exactly_like_the_local_agent(one_torch_thread):
+    """On the embedded model " yes"/" no" are among the top tokens: every action is the local one."""
+    observations = mixed_observations(4)
+    with cli_server(["serve", "--model", "smollm2"]) as url:
+        remote = OpenAIAgent("smollm2", base_url=f"{url}/v1", concurrency=2).act(observations)
+    local = LLMAgent("smollm2", max_batch=1, cache_size=0).act(observations)
+    assert [a.text for a in remote] == [a.text for a in local]
+
+
+def test_collect_through_the_server(model_server, tiny, tmp_path):
+    from helper.cli import main
+    from helper.schema import read_trajectories
+
+    before = httpx.get(f"{model_server}/health").json()["completions"]
+    out = tmp_path / "traj"
+    assert main(["collect", "--agent", "openai:tiny", "--strong", "openai:tiny", "--base-url", f"{model_server}/v1",
+                 "--episodes", "3", "--questions-per-episode", "3", "--explore-p", "0", "1", "--budget", "1",
+                 "--shard-size", "2", "--out", str(out)]) == 0
+    frame = read_trajectories(out)  # validated against the schema
+    assert frame["episode_id"].n_unique() == 3 and frame.height == 9
+    served = httpx.get(f"{model_server}/health").json()["completions"] - before
+    assert served >= frame.height - frame.filter(pl.col("action_text").str.contains("none")).height
+    # explore_p 1 with budget 1: exactly the first decision of episode 1 goes to the strong actor.
+    strong = frame.filter(pl.col("intervened"))
+    assert strong["episode_id"].unique().to_list() == [frame["episode_id"].unique(maintain_order=True)[1]]
+    assert set(strong["actor"]) == {"strong"} and set(frame.filter(~pl.col("intervened"))["actor"]) == {"base"}
+    assert all(text.startswith(("[PredictAnswer]", "[SearchProduct]")) for text in frame["action_text"])
+    # The logged state reproduces the action: the local agent on the same weights writes the same
+    # (a search question logs the query, its result and the answer after it: the query comes first).
+    local = LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0)
+    for row in frame.filter(~pl.col("intervened")).iter_rows(named=True):
+        observation = Observation(row["episode_id"], row["env"], row["task_id"], row["step"], row["state_text"],
+                                  row["horizon"], json.loads(row["features"]))
+        if choose_mode(observation) != "yesno":
+            assert row["action_text"].startswith(local.act([observation])[0].text)
+
+
+def test_openai_agent_plays_textworld(model_server, tmp_path):
+    from agile.rollout import run_episodes
+    from agile.textworld_env import TextWorldEpisode
+    from agile.textworld_games import ensure_game, game_suite
+
+    game = ensure_game(game_suite(1, "train", (3,))[0], tmp_path)
+    episode = TextWorldEpisode(game, 0, "tw-0")
+    before = httpx.get(f"{model_server}/health").json()["completions"]
+    agent = OpenAIAgent("tiny", base_url=f"{model_server}/v1", max_tokens=12)
+    (records,) = run_episodes([episode], agent, budget=1, explore_p=0.0)
+    assert episode.done and len(records) >= 1
+    # One request per decision; the model writes the command (the environment maps or wastes it).
+    assert httpx.get(f"{model_server}/health").json()["completions"] - before == len(records)
+    assert all(r.actor == "base" and r.action_text.strip() for r in records)
+
+
+def test_unreachable_server_names_the_url():
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    agent = OpenAIAgent("tiny", base_url=url, timeout=2.0, max_retries=1)
+    observation = Observation("e", "productqa", "t", 0, "Customer: Is it red?", 1, {"type_fact_qa": 1.0})
+    with pytest.raises(ConnectionError, match=r"127\.0\.0\.1:\d+/v1.*after 1 retries"):
+        agent.act([observation])
+
+
+def test_retries_with_back_off_then_time_out():
+    """The agent's client retries a failing server (503) and gives up on a slow one after its time-out."""
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    app, calls = FastAPI(), Counter()
+
+    @app.post("/v1/chat/completions")
+    def flaky(body: dict):
+        calls["n"] += 1
+        if any("slow" in m["content"] for m in body["messages"]):
+            time.sleep(1.0)
+        if calls["n"] <= 2:
+            return JSONResponse({"error": {"message": "busy"}}, status_code=503)
+        return {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": " brown"}}]}
+
+    observation = Observation("e", "productqa", "t", 0, "Customer: What color is it?", 1, {"type_fact_qa": 1.0})
+    with thread_server(app) as url:
+        with pytest.raises(RuntimeError, match="HTTP 503 busy"):
+            OpenAIAgent("m", base_url=f"{url}/v1", max_retries=1).act([observation])
+        assert calls["n"] == 2  # the first try and one retry
+        calls.clear()
+        started = time.monotonic()
+        assert OpenAIAgent("m", base_url=f"{url}/v1", max_retries=2).act([observation])[0].text == "[PredictAnswer] brown"
+        assert calls["n"] == 3 and time.monotonic() - started >= 0.5  # two waits of the back-off
+        slow = Observation("e", "productqa", "t", 0, "Customer: What is slow?", 1, {"type_fact_qa": 1.0})
+        with pytest.raises(ConnectionError, match=r"127\.0\.0\.1.*timed out"):
+            OpenAIAgent("m", base_url=f"{url}/v1", timeout=0.3, max_retries=0).act([slow])
+
+
+def test_remote_endpoint_needs_a_key(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        OpenAIAgent("gpt-4o-mini")
+
+
+# -- helpgate serve-gate -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def helper_dirs(tmp_path_factory):
+    """Two helper folders: one that reads the question type, one whose threshold 0 wants every decision."""
+    import numpy as np
+
+    from helper.features import FeatureClassifier, frame_features
+    from helper.gate import HelperGate
+
+    rng = np.random.default_rng(0)
+    hard = rng.random(300) < 0.4
+    frame = pl.DataFrame({"step": np.arange(300) % 6, "horizon": [6] * 300, "budget_left": rng.integers(1, 3, 300),
+                          "features": [f'{{"type_reasoning_qa": {float(h)}}}' for h in hard]})
+    names = ["step", "progress", "budget_left", "budget_per_step", "f_type_reasoning_qa"]
+    fallback = FeatureClassifier("logreg", names).fit(frame_features(frame, names), hard.astype(int))
+    # No PRM: every decision takes the fallback classifier, which reads the question type.
+    reads, always = tmp_path_factory.mktemp("helper"), tmp_path_factory.mktemp("always")
+    HelperGate("features", fallback, fallback, max_budget=2).save(reads)
+    HelperGate("features", fallback, fallback, max_budget=2, threshold=0.0).save(always)
+    return reads, always
+
+
+def test_serve_gate_never_grants_more_than_the_budget_under_16_clients(helper_dirs):
+    budget, clients, per_client, episodes = 3, 16, 1000, 40
+    with cli_server(["serve-gate", "--helper", str(helper_dirs[1]), "--budget", str(budget)]) as url:
+        def client(c: int) -> Counter:
+            granted = Counter()
+            with httpx.Client(base_url=url, timeout=30) as http:  # one keep-alive connection per client
+                for j in range(per_client):
+                    episode = f"ep-{(c + j) % episodes}"
+                    # One step per episode: the count must hold against concurrency alone.
+                    answer = http.post("/v1/gate", json={"episode_id": episode, "step": 0, "state_text": "s"})
+                    assert answer.status_code == 200, answer.text
+                    body = answer.json()
+                    assert 0 <= body["budget_left"] <= budget
+                    granted[episode] += body["intervene"]
+            return granted
+
+        with ThreadPoolExecutor(clients) as pool:
+            totals = sum(pool.map(client, range(clients)), Counter())
+        # The gate wants every decision: each episode gets exactly its budget, never more.
+        assert sum(totals.values()) == budget * episodes and set(totals.values()) == {budget}
+        assert httpx.post(f"{url}/v1/episodes/ep-0/end").json() == {"episode_id": "ep-0", "used": budget}
+        # A freed id starts a new episode with the whole budget.
+        again = httpx.post(f"{url}/v1/gate", json={"episode_id": "ep-0", "step": 0, "state_text": "s"}).json()
+        assert again["intervene"] and again["budget_left"] == budget - 1
+
+
+class AlwaysWants(BudgetedGate):
+    def wants(self, observation, budget_left):
+        return True
+
+
+def test_served_gate_holds_the_only_budget():
+    """The wrapped gate's own count is never spent: the server's budget is the one that counts."""
+    inner = AlwaysWants(budget=1)
+    gate = ServedGate(inner, budget=2)
+    observation = Observation("e", "env", "t", 0, "s", 4)
+    assert [gate.decide(observation) for _ in range(3)] == [(True, 1, 1.0), (True, 0, 1.0), (False, 0, None)]
+    assert inner.used("e") == 0
+    with pytest.raises(ValueError, match="--budget"):
+        ServedGate(AlwaysWants())
+
+    class EvenSteps:  # a bare agile.protocol.Gate
+        def should_intervene(self, observation, budget_left):
+            return observation.step % 2 == 0
+
+    gate = ServedGate(EvenSteps(), budget=1)
+    decisions = [gate.decide(Observation("f", "env", "t", step, "s", 4))[0] for step in range(4)]
+    assert decisions == [True, False, False, False]
+
+
+def test_serve_gate_command_serves_a_helper_folder(helper_dirs):
+    args = ["serve-gate", "--helper", str(helper_dirs[0]), "--budget", "1", "--horizon", "6"]
+    with cli_server(args) as url, httpx.Client(base_url=url, timeout=30) as http:
+        assert http.get("/health").json()["budget"] == 1
+        hard = {"episode_id": "e1", "step": 0, "state_text": "Customer: Does it fit?",
+                "features": {"type_reasoning_qa": 1.0}, "proposal": "[PredictAnswer] yes"}
+        first = http.post("/v1/gate", json=hard).json()
+        assert first["intervene"] and first["budget_left"] == 0 and first["score"] >= 0.5
+        # Budget spent: no decision is made, and no score.
+        assert http.post("/v1/gate", json=hard | {"step": 1}).json() == {"intervene": False, "budget_left": 0,
+                                                                        "score": None}
+        easy = http.post("/v1/gate", json=hard | {"episode_id": "e2", "features": {"type_reasoning_qa": 0.0}})
+        assert easy.json()["intervene"] is False and easy.json()["score"] < 0.5
+        assert http.post("/v1/episodes/e1/actions", json={"step": 0, "action_text": "x"}).status_code == 200
+        assert http.post("/v1/episodes/e1/end").json() == {"episode_id": "e1", "used": 1}
+        missing = http.post("/v1/episodes/e1/end")
+        assert missing.status_code == 404 and "not open" in missing.json()["detail"]
+        bad = http.post("/v1/gate", json={"episode_id": "e3", "step": -1, "state_text": "s"})
+        assert bad.status_code == 422 and "step" in bad.text
+        late = http.post("/v1/gate", json={"episode_id": "e3", "step": 6, "state_text": "s"})
+        assert late.status_code == 422 and "horizon" in late.text
+        assert math.isclose(http.post("/v1/gate", json=hard | {"episode_id": "e1"}).json()["score"],
+                            first["score"])
