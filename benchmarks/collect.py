@@ -9,6 +9,16 @@ round for every live episode) and episode by episode; the ratio is lockstep / on
 machine is shared, so the runs go lockstep, one at a time, lockstep again and the lockstep time
 is the mean of the two (a load that drifts during the run cancels out). For SmolLM2 the two
 modes must also give the same actions (greedy decoding), which is checked.
+
+    python benchmarks/collect.py --sim-episodes 0 --compare-cache
+    python benchmarks/collect.py --sim-episodes 0 --compare-cache --data ../shared/productqa --llm-episodes 8
+
+``--compare-cache`` measures the LLM agent's prompt key/value cache instead (``agile.prompt_cache``):
+the same episodes in lockstep with the cache off (batched ``generate``, the agent before the
+cache), on, and off again (the off time is the mean of the two runs), each run starting cold. It
+prints decisions/s of each, the ratio on / off, how many prompt tokens the cache reused, and checks
+that both give identical actions. The agent's answer cache is off in every LLM run (it would
+answer repeated runs without the model).
 """
 
 from __future__ import annotations
@@ -28,12 +38,13 @@ from agile.simulator_agent import SimulatorAgent
 def timed(source, agent, n, questions, seed, lockstep: bool, **kwargs):
     """Decision points per second, and the records, of ``n`` episodes."""
     episodes = source.episodes(range(n), seed, questions)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if lockstep:
         records = run_episodes(episodes, agent, **kwargs)
     else:
         records = [run_episodes([e], agent, **kwargs)[0] for e in episodes]
     seconds = time.perf_counter() - start
+    timed.cpu_seconds = time.process_time() - cpu  # CPU time of this process: less sensitive to other jobs
     decisions = sum(len(rows) for rows in records)
     return decisions / seconds, seconds, records
 
@@ -50,6 +61,37 @@ def compare(label, source, agent, n, questions, **kwargs):
     return first[2], single[2]
 
 
+def compare_prefix_cache(label, source, agent, n, questions, **kwargs):
+    """Prompt cache off, on, off: print the rates, the ratio, the reuse; check identical actions."""
+    from agile.prompt_cache import PromptKVCache
+
+    budget = agent.prefix_cache.max_tokens if agent.prefix_cache is not None else 16_384
+    runs, cpu = {}, {}
+    for name in ("off", "on", "off2"):
+        agent.prefix_cache = PromptKVCache(agent.model, budget) if name == "on" else None
+        runs[name] = timed(source, agent, n, questions, 0, True, **kwargs)
+        cpu[name] = timed.cpu_seconds
+        if name == "on":
+            cache = agent.prefix_cache
+    decisions = sum(len(rows) for rows in runs["on"][2])
+    sec_off, sec_on = (runs["off"][1] + runs["off2"][1]) / 2, runs["on"][1]
+    print(f"{label}: prompt cache off {decisions / sec_off:.3f} decisions/s ({runs['off'][1]:.1f} s, "
+          f"{runs['off2'][1]:.1f} s), on {decisions / sec_on:.3f} decisions/s ({sec_on:.1f} s), "
+          f"ratio {sec_off / sec_on:.2f}x")
+    cpu_off = (cpu["off"] + cpu["off2"]) / 2
+    print(f"  CPU time of this process: off {cpu['off']:.1f} s, {cpu['off2']:.1f} s, on {cpu['on']:.1f} s, "
+          f"ratio {cpu_off / cpu['on']:.2f}x")
+    print(f"  prompt cache: {cache.hits}/{cache.prompts} prompts reused a prefix, "
+          f"{cache.reused_tokens:,}/{cache.prompt_tokens:,} prompt tokens reused "
+          f"({cache.reused_tokens / max(1, cache.prompt_tokens):.0%})")
+    pairs = [(a.action_text, b.action_text) for first, second in ((runs["off"][2], runs["on"][2]),
+                                                                   (runs["off2"][2], runs["on"][2]))
+             for rows_a, rows_b in zip(first, second) for a, b in zip(rows_a, rows_b)]
+    same = sum(a == b for a, b in pairs)
+    print(f"  identical actions cache off vs on: {same}/{len(pairs)} (both off runs against the on run)")
+    return runs["on"][2]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=None, help="ProductQA root (default: the generated catalog)")
@@ -58,6 +100,8 @@ def main(argv=None) -> None:
     parser.add_argument("--questions", type=int, default=4, help="questions per LLM episode")
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--compare-cache", action="store_true",
+                        help="LLM: prompt key/value cache off / on / off instead of lockstep / one at a time")
     args = parser.parse_args(argv)
     if args.data is None:
         from agile.catalog_generator import default_catalog_dir
@@ -68,10 +112,11 @@ def main(argv=None) -> None:
 
     simulator = SimulatorAgent(memory_boost=0.1)
     kwargs = {"budget": 2, "explore_p": 0.3, "rng_seed": 0}
-    compare(f"simulator, {args.sim_episodes} episodes x 8 questions", source, simulator, args.sim_episodes, 8,
-            **kwargs)
-    cf = timed(source, simulator, args.sim_episodes // 4, 8, 0, True, counterfactual=True, **kwargs)
-    print(f"simulator with counterfactuals: {cf[0]:,.1f} decisions/s ({cf[1]:.1f} s)")
+    if args.sim_episodes > 0:
+        compare(f"simulator, {args.sim_episodes} episodes x 8 questions", source, simulator, args.sim_episodes, 8,
+                **kwargs)
+        cf = timed(source, simulator, args.sim_episodes // 4, 8, 0, True, counterfactual=True, **kwargs)
+        print(f"simulator with counterfactuals: {cf[0]:,.1f} decisions/s ({cf[1]:.1f} s)")
 
     if args.llm_episodes > 0:
         import torch
@@ -82,14 +127,17 @@ def main(argv=None) -> None:
             torch.set_num_threads(args.threads)
         print(f"torch threads: {torch.get_num_threads()}")
         start = time.perf_counter()
-        agent = LLMAgent(args.model, max_batch=args.llm_episodes)
+        agent = LLMAgent(args.model, max_batch=args.llm_episodes, cache_size=0)
         print(f"{args.model} loaded in {time.perf_counter() - start:.1f} s on {agent.model.device}")
-        batched, single = compare(f"{args.model}, {args.llm_episodes} episodes x {args.questions} questions",
-                                  source, agent, args.llm_episodes, args.questions)
-        same = sum(a.action_text == b.action_text
-                   for rows_a, rows_b in zip(batched, single) for a, b in zip(rows_a, rows_b))
-        total = sum(len(rows) for rows in batched)
-        print(f"identical actions lockstep vs one at a time: {same}/{total}")
+        label = f"{args.model}, {args.llm_episodes} episodes x {args.questions} questions"
+        if args.compare_cache:
+            batched = compare_prefix_cache(label, source, agent, args.llm_episodes, args.questions, **kwargs)
+        else:
+            batched, single = compare(label, source, agent, args.llm_episodes, args.questions)
+            same = sum(a.action_text == b.action_text
+                       for rows_a, rows_b in zip(batched, single) for a, b in zip(rows_a, rows_b))
+            total = sum(len(rows) for rows in batched)
+            print(f"identical actions lockstep vs one at a time: {same}/{total}")
         for qtype in ("fact_qa", "search_qa", "reasoning_qa"):
             rewards = [r.reward for rows in batched for r in rows if f'"type_{qtype}": 1.0' in r.features]
             if rewards:
