@@ -89,7 +89,26 @@ def compare_prefix_cache(label, source, agent, n, questions, **kwargs):
              for rows_a, rows_b in zip(first, second) for a, b in zip(rows_a, rows_b)]
     same = sum(a == b for a, b in pairs)
     print(f"  identical actions cache off vs on: {same}/{len(pairs)} (both off runs against the on run)")
-    return runs["on"][2]
+    return runs["on"][2], decisions / sec_off
+
+
+def bfloat16_run(label, source, agent, n, questions, reference, rate_off, **kwargs):
+    """The cache on with bfloat16 weights: rate against the float32 cache-off rate, and how many
+    actions differ from float32 (bfloat16 rounds every matmul: not the same model)."""
+    import torch
+
+    from agile.llm_agent import LLMAgent
+    from agile.models import load_causal_lm
+
+    lm = load_causal_lm(agent.name.split(":", 1)[1], device="cpu", dtype=torch.bfloat16)
+    half = LLMAgent(agent.name, lm=lm, max_batch=agent.max_batch, cache_size=0)
+    rate, seconds, records = timed(source, half, n, questions, 0, True, **kwargs)
+    same = sum(a.action_text == b.action_text for rows_a, rows_b in zip(reference, records)
+               for a, b in zip(rows_a, rows_b))
+    total = sum(len(rows) for rows in records)
+    print(f"{label}, bfloat16 + prompt cache: {rate:.3f} decisions/s ({seconds:.1f} s, CPU {timed.cpu_seconds:.1f} s), "
+          f"{rate / rate_off:.2f}x the float32 cache-off rate; actions equal to float32: {same}/{total}")
+    return records
 
 
 def main(argv=None) -> None:
@@ -102,6 +121,8 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--compare-cache", action="store_true",
                         help="LLM: prompt key/value cache off / on / off instead of lockstep / one at a time")
+    parser.add_argument("--bf16", action="store_true",
+                        help="with --compare-cache: also run bfloat16 weights with the cache (not the same outputs)")
     args = parser.parse_args(argv)
     if args.data is None:
         from agile.catalog_generator import default_catalog_dir
@@ -131,7 +152,15 @@ def main(argv=None) -> None:
         print(f"{args.model} loaded in {time.perf_counter() - start:.1f} s on {agent.model.device}")
         label = f"{args.model}, {args.llm_episodes} episodes x {args.questions} questions"
         if args.compare_cache:
-            batched = compare_prefix_cache(label, source, agent, args.llm_episodes, args.questions, **kwargs)
+            batched, rate_off = compare_prefix_cache(label, source, agent, args.llm_episodes, args.questions,
+                                                     **kwargs)
+            if args.bf16:
+                half = bfloat16_run(label, source, agent, args.llm_episodes, args.questions, batched, rate_off,
+                                    **kwargs)
+                for qtype in ("fact_qa", "search_qa", "reasoning_qa"):
+                    rewards = [r.reward for rows in half for r in rows if f'"type_{qtype}": 1.0' in r.features]
+                    if rewards:
+                        print(f"  bfloat16 {qtype}: accuracy {sum(rewards) / len(rewards):.2f} over {len(rewards)}")
         else:
             batched, single = compare(label, source, agent, args.llm_episodes, args.questions)
             same = sum(a.action_text == b.action_text
