@@ -130,6 +130,7 @@ class LLMAgent:
         lm=None,
         cache_size: int = 50_000,
         prefix_cache_tokens: int | None = None,
+        dtype: torch.dtype | str | None = None,
     ):
         """``lm``: an already loaded ``(model, tokenizer)`` pair to share (e.g. between tests).
 
@@ -142,8 +143,15 @@ class LLMAgent:
         ``prefix_cache_tokens``: tokens of recent prompts whose keys and values are kept for
         reuse by greedy calls (``agile.prompt_cache``); ``None``: 16,384 on a CPU (about 750 MB
         for SmolLM2-135M), 0 (off: batched ``generate``) on a GPU, where batching pays instead.
+        ``dtype``: the weights' type (default: ``agile.models.default_dtype``). ``"bfloat16"`` on
+        a CPU with native bfloat16 (AVX512-BF16, AMX) runs SmolLM2 about 3x faster than float32,
+        but it is not the same model: some greedy answers change (see benchmarks/RESULTS.md).
         """
-        self.model, self.tokenizer = lm if lm is not None else load_causal_lm(model, device=device, seed=seed)
+        if isinstance(dtype, str):
+            dtype = getattr(torch, dtype)
+        self.model, self.tokenizer = (
+            lm if lm is not None else load_causal_lm(model, device=device, seed=seed, dtype=dtype)
+        )
         if self.tokenizer.padding_side != "left":
             raise ValueError("LLMAgent needs a tokenizer with padding_side='left' (use agile.models.load_tokenizer).")
         self.max_new_tokens = max_new_tokens

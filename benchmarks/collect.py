@@ -10,15 +10,18 @@ machine is shared, so the runs go lockstep, one at a time, lockstep again and th
 is the mean of the two (a load that drifts during the run cancels out). For SmolLM2 the two
 modes must also give the same actions (greedy decoding), which is checked.
 
-    python benchmarks/collect.py --sim-episodes 0 --compare-cache
-    python benchmarks/collect.py --sim-episodes 0 --compare-cache --data ../shared/productqa --llm-episodes 8
+    python benchmarks/collect.py --sim-episodes 0 --compare-cache --bf16
+    python benchmarks/collect.py --sim-episodes 0 --compare-cache --bf16 --data ../shared/productqa --llm-episodes 8
 
-``--compare-cache`` measures the LLM agent's prompt key/value cache instead (``agile.prompt_cache``):
-the same episodes in lockstep with the cache off (batched ``generate``, the agent before the
-cache), on, and off again (the off time is the mean of the two runs), each run starting cold. It
-prints decisions/s of each, the ratio on / off, how many prompt tokens the cache reused, and checks
-that both give identical actions. The agent's answer cache is off in every LLM run (it would
-answer repeated runs without the model).
+``--compare-cache`` measures the LLM agent's prompt key/value cache instead (``agile.prompt_cache``)
+on collection episodes (budget 2, intervention probability 0.3): the same episodes in lockstep
+with the cache off (batched ``generate``: the agent before the cache), on, and off again (the off
+time is the mean of the two runs), each run starting cold. It prints decisions/s of each, the
+ratio, the CPU time of the process (steadier than the wall clock on a shared machine), how many
+prompt tokens the cache reused, and checks that both give identical actions. ``--bf16`` adds,
+between the cache-on and the second cache-off run, bfloat16 weights with the cache: its rate, how
+many actions equal float32's, and its accuracy. The agent's answer cache is off in every LLM run
+(it would answer repeated runs without the model).
 """
 
 from __future__ import annotations
@@ -61,54 +64,48 @@ def compare(label, source, agent, n, questions, **kwargs):
     return first[2], single[2]
 
 
-def compare_prefix_cache(label, source, agent, n, questions, **kwargs):
-    """Prompt cache off, on, off: print the rates, the ratio, the reuse; check identical actions."""
+def compare_prefix_cache(label, source, agent, n, questions, half=None, **kwargs):
+    """Prompt cache off, on, (bfloat16 with the cache,) off: print the rates, the ratios, the
+    reuse; check identical actions. Returns the records of the cache-on run."""
     from agile.prompt_cache import PromptKVCache
 
     budget = agent.prefix_cache.max_tokens if agent.prefix_cache is not None else 16_384
     runs, cpu = {}, {}
-    for name in ("off", "on", "off2"):
+    for name in ("off", "on", "bf16", "off2"):
+        if name == "bf16" and half is None:
+            continue
         agent.prefix_cache = PromptKVCache(agent.model, budget) if name == "on" else None
-        runs[name] = timed(source, agent, n, questions, 0, True, **kwargs)
+        runs[name] = timed(source, half if name == "bf16" else agent, n, questions, 0, True, **kwargs)
         cpu[name] = timed.cpu_seconds
         if name == "on":
             cache = agent.prefix_cache
     decisions = sum(len(rows) for rows in runs["on"][2])
     sec_off, sec_on = (runs["off"][1] + runs["off2"][1]) / 2, runs["on"][1]
+    cpu_off = (cpu["off"] + cpu["off2"]) / 2
     print(f"{label}: prompt cache off {decisions / sec_off:.3f} decisions/s ({runs['off'][1]:.1f} s, "
           f"{runs['off2'][1]:.1f} s), on {decisions / sec_on:.3f} decisions/s ({sec_on:.1f} s), "
           f"ratio {sec_off / sec_on:.2f}x")
-    cpu_off = (cpu["off"] + cpu["off2"]) / 2
     print(f"  CPU time of this process: off {cpu['off']:.1f} s, {cpu['off2']:.1f} s, on {cpu['on']:.1f} s, "
           f"ratio {cpu_off / cpu['on']:.2f}x")
     print(f"  prompt cache: {cache.hits}/{cache.prompts} prompts reused a prefix, "
           f"{cache.reused_tokens:,}/{cache.prompt_tokens:,} prompt tokens reused "
           f"({cache.reused_tokens / max(1, cache.prompt_tokens):.0%})")
-    pairs = [(a.action_text, b.action_text) for first, second in ((runs["off"][2], runs["on"][2]),
-                                                                   (runs["off2"][2], runs["on"][2]))
-             for rows_a, rows_b in zip(first, second) for a, b in zip(rows_a, rows_b)]
-    same = sum(a == b for a, b in pairs)
-    print(f"  identical actions cache off vs on: {same}/{len(pairs)} (both off runs against the on run)")
-    return runs["on"][2], decisions / sec_off
-
-
-def bfloat16_run(label, source, agent, n, questions, reference, rate_off, **kwargs):
-    """The cache on with bfloat16 weights: rate against the float32 cache-off rate, and how many
-    actions differ from float32 (bfloat16 rounds every matmul: not the same model)."""
-    import torch
-
-    from agile.llm_agent import LLMAgent
-    from agile.models import load_causal_lm
-
-    lm = load_causal_lm(agent.name.split(":", 1)[1], device="cpu", dtype=torch.bfloat16)
-    half = LLMAgent(agent.name, lm=lm, max_batch=agent.max_batch, cache_size=0)
-    rate, seconds, records = timed(source, half, n, questions, 0, True, **kwargs)
-    same = sum(a.action_text == b.action_text for rows_a, rows_b in zip(reference, records)
-               for a, b in zip(rows_a, rows_b))
-    total = sum(len(rows) for rows in records)
-    print(f"{label}, bfloat16 + prompt cache: {rate:.3f} decisions/s ({seconds:.1f} s, CPU {timed.cpu_seconds:.1f} s), "
-          f"{rate / rate_off:.2f}x the float32 cache-off rate; actions equal to float32: {same}/{total}")
-    return records
+    pairs = [(a.action_text, b.action_text) for first in (runs["off"][2], runs["off2"][2])
+             for rows_a, rows_b in zip(first, runs["on"][2]) for a, b in zip(rows_a, rows_b)]
+    print(f"  identical actions cache off vs on: {sum(a == b for a, b in pairs)}/{len(pairs)} "
+          "(both off runs against the on run)")
+    if half is not None:
+        sec_half, records = runs["bf16"][1], runs["bf16"][2]
+        same = sum(a.action_text == b.action_text for rows_a, rows_b in zip(runs["on"][2], records)
+                   for a, b in zip(rows_a, rows_b))
+        print(f"  bfloat16 weights + prompt cache: {decisions / sec_half:.3f} decisions/s ({sec_half:.1f} s), "
+              f"ratio {sec_off / sec_half:.2f}x against float32 cache off (CPU time {cpu_off / cpu['bf16']:.2f}x); "
+              f"actions equal to float32: {same}/{decisions} (not the same model: rounding changes answers)")
+        for qtype in ("fact_qa", "search_qa", "reasoning_qa"):
+            rewards = [r.reward for rows in records for r in rows if f'"type_{qtype}": 1.0' in r.features]
+            if rewards:
+                print(f"  bfloat16 {qtype}: accuracy {sum(rewards) / len(rewards):.2f} over {len(rewards)} questions")
+    return runs["on"][2]
 
 
 def main(argv=None) -> None:
@@ -122,7 +119,7 @@ def main(argv=None) -> None:
     parser.add_argument("--compare-cache", action="store_true",
                         help="LLM: prompt key/value cache off / on / off instead of lockstep / one at a time")
     parser.add_argument("--bf16", action="store_true",
-                        help="with --compare-cache: also run bfloat16 weights with the cache (not the same outputs)")
+                        help="with --compare-cache: also bfloat16 weights with the cache (not the same outputs)")
     args = parser.parse_args(argv)
     if args.data is None:
         from agile.catalog_generator import default_catalog_dir
@@ -152,15 +149,9 @@ def main(argv=None) -> None:
         print(f"{args.model} loaded in {time.perf_counter() - start:.1f} s on {agent.model.device}")
         label = f"{args.model}, {args.llm_episodes} episodes x {args.questions} questions"
         if args.compare_cache:
-            batched, rate_off = compare_prefix_cache(label, source, agent, args.llm_episodes, args.questions,
-                                                     **kwargs)
-            if args.bf16:
-                half = bfloat16_run(label, source, agent, args.llm_episodes, args.questions, batched, rate_off,
-                                    **kwargs)
-                for qtype in ("fact_qa", "search_qa", "reasoning_qa"):
-                    rewards = [r.reward for rows in half for r in rows if f'"type_{qtype}": 1.0' in r.features]
-                    if rewards:
-                        print(f"  bfloat16 {qtype}: accuracy {sum(rewards) / len(rewards):.2f} over {len(rewards)}")
+            half = LLMAgent(args.model, max_batch=args.llm_episodes, cache_size=0, dtype="bfloat16") \
+                if args.bf16 else None
+            batched = compare_prefix_cache(label, source, agent, args.llm_episodes, args.questions, half, **kwargs)
         else:
             batched, single = compare(label, source, agent, args.llm_episodes, args.questions)
             same = sum(a.action_text == b.action_text
