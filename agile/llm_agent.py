@@ -52,7 +52,6 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from agile.answer_eval import parse_product_ids
 from agile.models import load_causal_lm
-from agile.prompt_cache import PromptKVCache, greedy_continue
 from agile.productqa_env import (
     NO_PRODUCT,
     PREDICT,
@@ -62,6 +61,7 @@ from agile.productqa_env import (
     question_type,
     search_result_ids,
 )
+from agile.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
 from agile.protocol import BASE, Action, Observation
 from agile.seeding import derive_seed
 
@@ -83,6 +83,9 @@ INSTRUCTIONS = {
     ),
     "ids": "Answer with the product id from the search result, or none if no product matches.",
 }
+PREFIX_CACHE_BYTES = 768 * 2**20
+"""Default memory for cached prompt keys and values on a CPU (a lockstep round of 16 search
+prompts of SmolLM2 must fit: the answers after the search reuse them in the next round)."""
 _YES_NO_START = re.compile(
     r"^(do|does|did|is|are|was|were|am|can|could|will|would|should|shall|has|have|had|may|might|must)\b",
     re.IGNORECASE,
@@ -141,8 +144,9 @@ class LLMAgent:
         are remembered by prompt (evaluation replays the same questions under many gates and
         budgets, and a greedy answer is a function of its prompt); 0 turns the cache off.
         ``prefix_cache_tokens``: tokens of recent prompts whose keys and values are kept for
-        reuse by greedy calls (``agile.prompt_cache``); ``None``: 16,384 on a CPU (about 750 MB
-        for SmolLM2-135M), 0 (off: batched ``generate``) on a GPU, where batching pays instead.
+        reuse by greedy calls (``agile.prompt_cache``); ``None``: what fits in
+        ``PREFIX_CACHE_BYTES`` on a CPU (17,476 tokens of SmolLM2-135M in float32), 0 (off:
+        batched ``generate``) on a GPU, where batching pays instead.
         ``dtype``: the weights' type (default: ``agile.models.default_dtype``). ``"bfloat16"`` on
         a CPU with native bfloat16 (AVX512-BF16, AMX) runs SmolLM2 about 3x faster than float32,
         but it is not the same model: some greedy answers change (see benchmarks/RESULTS.md).
@@ -171,7 +175,8 @@ class LLMAgent:
         self._cache: OrderedDict[str, str] = OrderedDict()
         self.cache_hits = 0
         if prefix_cache_tokens is None:
-            prefix_cache_tokens = 16_384 if self.model.device.type == "cpu" else 0
+            on_cpu = self.model.device.type == "cpu"
+            prefix_cache_tokens = PREFIX_CACHE_BYTES // kv_bytes_per_token(self.model) if on_cpu else 0
         self.prefix_cache = PromptKVCache(self.model, prefix_cache_tokens) if prefix_cache_tokens > 0 else None
         self._semicolons: set[int] | None = None
 

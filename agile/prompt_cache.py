@@ -11,7 +11,7 @@ system prompt. ``prefill`` looks up the cached prompt with the longest common *t
 (so the model sees exactly the tokens it would see without the cache), reuses its keys and values
 for that prefix and runs only the rest. The result equals a full forward pass up to float
 rounding. Entries are kept in least-recently-used order, bounded by their total tokens
-(SmolLM2-135M: 46 KB per token in float32).
+(``kv_bytes_per_token``: 46 KB for SmolLM2-135M in float32).
 
 ``greedy_continue`` decodes many prefilled rows together: their caches are left-padded into one
 batch (decode steps are bound by reading the weights, so a batch costs little more than one row),
@@ -28,6 +28,16 @@ from transformers import DynamicCache
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]
 """Per layer ``(keys, values)``, each ``[1, kv_heads, tokens, head_dim]``."""
+
+
+def kv_bytes_per_token(model) -> int:
+    """Bytes of keys and values one token takes in ``model``'s cache (all layers)."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    element = torch.finfo(model.dtype).bits // 8
+    return 2 * config.num_hidden_layers * kv_heads * head_dim * element
 
 
 class PromptKVCache:

@@ -8,7 +8,7 @@ import torch
 from agile.catalog_generator import default_catalog_dir
 from agile.llm_agent import LLMAgent
 from agile.productqa_env import ProductQASource
-from agile.prompt_cache import PromptKVCache, greedy_continue
+from agile.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
 from agile.rollout import run_episodes
 
 
@@ -50,6 +50,8 @@ def test_prefill_reuses_the_longest_prefix_and_matches_a_full_pass(tiny):
     assert cache.reused_tokens == 110 + 64
     torch.testing.assert_close(again, _full_logits(model, head + a), atol=1e-5, rtol=1e-4)
     assert cache.prompts == 4 and cache.prompt_tokens == 65 + 70 + 95 + 65
+    held = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
+    assert held == kv_bytes_per_token(model) * kv[0][0].shape[-2]
 
 
 def test_cache_is_bounded_and_evicts_the_least_recently_used(tiny):
