@@ -20,8 +20,9 @@ time is the mean of the two runs), each run starting cold. It prints decisions/s
 ratio, the CPU time of the process (steadier than the wall clock on a shared machine), how many
 prompt tokens the cache reused, and checks that both give identical actions. ``--bf16`` adds,
 between the cache-on and the second cache-off run, bfloat16 weights with the cache: its rate, how
-many actions equal float32's, and its accuracy. The agent's answer cache is off in every LLM run
-(it would answer repeated runs without the model).
+many actions equal float32's, and its accuracy. ``--breakdown`` adds one more cache-on run
+(per dtype) that times prompt prefill and decoding. The agent's answer cache is off in every LLM
+run (it would answer repeated runs without the model).
 """
 
 from __future__ import annotations
@@ -108,6 +109,45 @@ def compare_prefix_cache(label, source, agent, n, questions, half=None, **kwargs
     return runs["on"][2]
 
 
+def breakdown(label, source, agent, n, questions, **kwargs) -> None:
+    """One more cache-on run with CPU timers around the prompt prefills and the batched decoding."""
+    from agile import llm_agent
+    from agile.prompt_cache import PromptKVCache
+
+    agent.prefix_cache = cache = PromptKVCache(agent.model, agent.prefix_cache.max_tokens
+                                               if agent.prefix_cache is not None else 16_384)
+    spent = {"prefill": 0.0, "decode": 0.0, "calls": 0, "steps": 0, "rows": 0, "capped": 0}
+    prefill, decode = cache.prefill, llm_agent.greedy_continue
+
+    def timed_prefill(ids):
+        start = time.process_time()
+        result = prefill(ids)
+        spent["prefill"] += time.process_time() - start
+        return result
+
+    def timed_decode(model, rows, stops, eos, max_new_tokens):
+        start = time.process_time()
+        outputs = decode(model, rows, stops, eos, max_new_tokens)
+        spent["decode"] += time.process_time() - start
+        spent["calls"] += 1
+        spent["steps"] += max(len(o) for o in outputs)
+        spent["rows"] += len(outputs)
+        spent["capped"] += sum(len(o) == max_new_tokens for o in outputs)
+        return outputs
+
+    cache.prefill, llm_agent.greedy_continue = timed_prefill, timed_decode
+    try:
+        timed(source, agent, n, questions, 0, True, **kwargs)
+    finally:
+        llm_agent.greedy_continue = decode
+    computed = cache.prompt_tokens - cache.reused_tokens
+    print(f"{label}: CPU {timed.cpu_seconds:.1f} s: prefill {spent['prefill']:.1f} s ({cache.prompts} prompts, "
+          f"{computed:,} of {cache.prompt_tokens:,} tokens computed, "
+          f"{computed / max(spent['prefill'], 1e-9):.0f} tokens/s), decoding {spent['decode']:.1f} s "
+          f"({spent['calls']} batched calls, {spent['steps']} steps, {spent['rows']} rows, "
+          f"{spent['capped']} ran to the {agent.max_new_tokens}-token cap)")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=None, help="ProductQA root (default: the generated catalog)")
@@ -118,6 +158,8 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--compare-cache", action="store_true",
                         help="LLM: prompt key/value cache off / on / off instead of lockstep / one at a time")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="with --compare-cache: one more cache-on run timing prefill and decoding")
     parser.add_argument("--bf16", action="store_true",
                         help="with --compare-cache: also bfloat16 weights with the cache (not the same outputs)")
     args = parser.parse_args(argv)
@@ -152,6 +194,11 @@ def main(argv=None) -> None:
             half = LLMAgent(args.model, max_batch=args.llm_episodes, cache_size=0, dtype="bfloat16") \
                 if args.bf16 else None
             batched = compare_prefix_cache(label, source, agent, args.llm_episodes, args.questions, half, **kwargs)
+            if args.breakdown:
+                for name, which in (("float32", agent), ("bfloat16", half)):
+                    if which is not None:
+                        breakdown(f"  where the time goes, {name} + cache", source, which, args.llm_episodes,
+                                  args.questions, **kwargs)
         else:
             batched, single = compare(label, source, agent, args.llm_episodes, args.questions)
             same = sum(a.action_text == b.action_text
