@@ -42,6 +42,8 @@ from agile.simulator_agent import SimulatorAgent
 def timed(source, agent, n, questions, seed, lockstep: bool, **kwargs):
     """Decision points per second, and the records, of ``n`` episodes."""
     episodes = source.episodes(range(n), seed, questions)
+    if getattr(agent, "prefix_cache", None) is not None:
+        agent.prefix_cache.clear()  # every run starts cold: a warm cache would replay earlier runs
     start, cpu = time.perf_counter(), time.process_time()
     if lockstep:
         records = run_episodes(episodes, agent, **kwargs)
