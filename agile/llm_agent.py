@@ -22,10 +22,16 @@ environment's annotation, ``agile.productqa_env.question_type``) and its text:
   majority gold answer of fact questions: accuracy there is set by the lean, not by the question.
 - ``free`` (other fact questions): ``[PredictAnswer]`` followed by the model's first line.
 
-Observations that need text are generated together in one ``generate`` call (left padding,
-greedy unless ``temperature > 0``); ``yesno`` observations share one forward pass. On a CPU the
-batch is split by prompt length so that padding stays under ``cpu_padding`` (there a padded
-token costs as much as a real one and batching brings no speed-up per token). With
+Greedy decoding on a CPU (the default there) goes through ``agile.prompt_cache``: each prompt is
+prefilled alone, reusing the keys and values of the longest token prefix it shares with a recent
+prompt (the answer to a search question repeats the whole prompt that wrote its query; every
+prompt shares the chat header), then the rows that need text are decoded together, each leaving
+the batch at its first newline (a query also at its first ``;``: the rest is cut anyway). Same
+actions as without the cache, up to float rounding (``prefix_cache_tokens=0`` turns it off).
+Otherwise observations that need text are generated together in one ``generate`` call (left
+padding, greedy unless ``temperature > 0``); ``yesno`` observations share one forward pass. On a
+CPU the batch is split by prompt length so that padding stays under ``cpu_padding`` (there a
+padded token costs as much as a real one and batching brings no speed-up per token). With
 ``constrained=False`` no function token is given: the model writes the whole line, and a line
 without a function token falls back to ``[PredictAnswer] <the line>`` with a ``# fallback``
 note (``[SeekAdvice]`` is kept as is). The action's first line is what the environment reads;
@@ -56,6 +62,7 @@ from agile.productqa_env import (
     question_type,
     search_result_ids,
 )
+from agile.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
 from agile.protocol import BASE, Action, Observation
 from agile.seeding import derive_seed
 
@@ -77,6 +84,9 @@ INSTRUCTIONS = {
     ),
     "ids": "Answer with the product id from the search result, or none if no product matches.",
 }
+PREFIX_CACHE_BYTES = 768 * 2**20
+"""Default memory for cached prompt keys and values on a CPU (a lockstep round of 16 search
+prompts of SmolLM2 must fit: the answers after the search reuse them in the next round)."""
 _YES_NO_START = re.compile(
     r"^(do|does|did|is|are|was|were|am|can|could|will|would|should|shall|has|have|had|may|might|must)\b",
     re.IGNORECASE,
@@ -176,6 +186,8 @@ class LLMAgent:
         name: str | None = None,
         lm=None,
         cache_size: int = 50_000,
+        prefix_cache_tokens: int | None = None,
+        dtype: torch.dtype | str | None = None,
     ):
         """``lm``: an already loaded ``(model, tokenizer)`` pair to share (e.g. between tests).
 
@@ -185,8 +197,19 @@ class LLMAgent:
         share; on a GPU batches are filled up to ``max_batch``. ``cache_size``: greedy answers
         are remembered by prompt (evaluation replays the same questions under many gates and
         budgets, and a greedy answer is a function of its prompt); 0 turns the cache off.
+        ``prefix_cache_tokens``: tokens of recent prompts whose keys and values are kept for
+        reuse by greedy calls (``agile.prompt_cache``); ``None``: what fits in
+        ``PREFIX_CACHE_BYTES`` on a CPU (17,476 tokens of SmolLM2-135M in float32), 0 (off:
+        batched ``generate``) on a GPU, where batching pays instead.
+        ``dtype``: the weights' type (default: ``agile.models.default_dtype``). ``"bfloat16"`` on
+        a CPU with native bfloat16 (AVX512-BF16, AMX) runs SmolLM2 about 3x faster than float32,
+        but it is not the same model: some greedy answers change (see benchmarks/RESULTS.md).
         """
-        self.model, self.tokenizer = lm if lm is not None else load_causal_lm(model, device=device, seed=seed)
+        if isinstance(dtype, str):
+            dtype = getattr(torch, dtype)
+        self.model, self.tokenizer = (
+            lm if lm is not None else load_causal_lm(model, device=device, seed=seed, dtype=dtype)
+        )
         if self.tokenizer.padding_side != "left":
             raise ValueError("LLMAgent needs a tokenizer with padding_side='left' (use agile.models.load_tokenizer).")
         self.max_new_tokens = max_new_tokens
@@ -205,6 +228,11 @@ class LLMAgent:
         self.cache_size = int(cache_size)
         self._cache: OrderedDict[str, str] = OrderedDict()
         self.cache_hits = 0
+        if prefix_cache_tokens is None:
+            on_cpu = self.model.device.type == "cpu"
+            prefix_cache_tokens = PREFIX_CACHE_BYTES // kv_bytes_per_token(self.model) if on_cpu else 0
+        self.prefix_cache = PromptKVCache(self.model, prefix_cache_tokens) if prefix_cache_tokens > 0 else None
+        self._semicolons: set[int] | None = None
 
     def _newline_ids(self) -> torch.Tensor:
         """Ids of the tokens that contain a newline (an action is one line), computed once."""
@@ -254,6 +282,9 @@ class LLMAgent:
         yes_no = [i for i in by_length if modes[i] == "yesno"]
         generate = [i for i in by_length if modes[i] != "yesno"]
         self.calls += 1
+        if self.prefix_cache is not None and self.temperature == 0:
+            self._act_with_prefix_cache(observations, modes, prompts, yes_no, generate, texts)
+            yes_no, generate = [], []
         for chunk in self._batches(yes_no, prompts):
             for i, answer in zip(chunk, self._yes_no([prompts[i] for i in chunk])):
                 texts[i] = f"{PREDICT} {answer}"
@@ -266,6 +297,37 @@ class LLMAgent:
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return [Action(text, actor=self.actor) for text in texts]
+
+    def _act_with_prefix_cache(self, observations, modes, prompts, yes_no, generate, texts) -> None:
+        """Greedy answers through the prompt key/value cache (see the module docstring)."""
+        if not yes_no and not generate:
+            return
+        cache = self.prefix_cache
+        encoded = self.tokenizer([prompts[i] for i in yes_no + generate], add_special_tokens=False)["input_ids"]
+        ids = dict(zip(yes_no + generate, encoded))
+        if yes_no:
+            logits = torch.stack([cache.prefill(ids[i])[0] for i in yes_no])
+            for i, answer in zip(yes_no, self._yes_no_answers(logits)):
+                texts[i] = f"{PREDICT} {answer}"
+        newlines = set(self._newline_ids().tolist())
+        eos = self.model.generation_config.eos_token_id
+        eos = set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
+        for start in range(0, len(generate), self.max_batch):
+            chunk = generate[start:start + self.max_batch]
+            rows = [cache.prefill(ids[i]) for i in chunk]
+            stops = [newlines | self._semicolon_ids() if modes[i] == "sql" else newlines for i in chunk]
+            continuations = greedy_continue(self.model, rows, stops, eos, self.max_new_tokens)
+            del rows
+            outputs = self.tokenizer.batch_decode(continuations, skip_special_tokens=True)
+            for i, output in zip(chunk, outputs):
+                texts[i] = self.finish(observations[i], modes[i], output)
+
+    def _semicolon_ids(self) -> set[int]:
+        """Ids of the tokens that contain ``;`` (a query is cut at its first one by ``finish``)."""
+        if self._semicolons is None:
+            pieces = self.tokenizer.batch_decode([[i] for i in range(len(self.tokenizer))])
+            self._semicolons = {i for i, piece in enumerate(pieces) if ";" in piece}
+        return self._semicolons
 
     def _batches(self, indices: list[int], prompts: dict[int, str]):
         """Split ``indices`` (sorted by prompt length) into the batches of one model call each."""
@@ -300,7 +362,10 @@ class LLMAgent:
             output = self.model(**batch, position_ids=positions, logits_to_keep=1)
         except TypeError:  # a model class without logits_to_keep
             output = self.model(**batch, position_ids=positions)
-        logits = output.logits[:, -1, :].float()
+        return self._yes_no_answers(output.logits[:, -1, :].float())
+
+    def _yes_no_answers(self, logits: torch.Tensor) -> list[str]:
+        """``yes``/``no`` per row of last-position logits (see ``yes_bias`` and sampling)."""
         log_probs = torch.log_softmax(logits, dim=-1)
         margin = (
             torch.logsumexp(log_probs[:, self._yes], dim=-1)
@@ -309,7 +374,7 @@ class LLMAgent:
         )
         if self.temperature > 0:
             generator = torch.Generator().manual_seed(derive_seed(self.seed, self.calls, "yesno"))
-            draws = torch.rand(len(prompts), generator=generator)
+            draws = torch.rand(len(logits), generator=generator)
             says_yes = draws < torch.sigmoid(margin.cpu() / self.temperature)
         else:
             says_yes = margin.cpu() > 0

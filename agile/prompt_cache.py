@@ -1,0 +1,201 @@
+"""Key/value caches of recent prompts, reused by later prompts that start the same way.
+
+    cache = PromptKVCache(model, max_tokens=16_384)
+    logits, kv = cache.prefill(token_ids)          # runs only the tokens after the longest cached prefix
+    continuations = greedy_continue(model, [(logits, kv), ...], stops, eos_ids, max_new_tokens=48)
+
+On a CPU, prompt tokens are most of an LLM agent's time (each one costs a full forward pass of
+the model). Many prompts share a long start: the answer to a search question repeats the whole
+prompt that wrote its query, plus the search result; every prompt shares the chat header and the
+system prompt. ``prefill`` looks up the cached prompt with the longest common *token* prefix
+(so the model sees exactly the tokens it would see without the cache), reuses its keys and values
+for that prefix and runs only the rest. The result equals a full forward pass up to float
+rounding. Entries are kept in least-recently-used order, bounded by their total tokens
+(``kv_bytes_per_token``: 46 KB for SmolLM2-135M in float32).
+
+``greedy_continue`` decodes many prefilled rows together: their caches are left-padded into one
+batch (decode steps are bound by reading the weights, so a batch costs little more than one row),
+a row leaves the batch as soon as it emits a stop or end token, and nothing after that is computed.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import torch
+from transformers import DynamicCache
+
+KV = list[tuple[torch.Tensor, torch.Tensor]]
+"""Per layer ``(keys, values)``, each ``[1, kv_heads, tokens, head_dim]``."""
+
+
+def kv_bytes_per_token(model) -> int:
+    """Bytes of keys and values one token takes in ``model``'s cache (all layers)."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    element = torch.finfo(model.dtype).bits // 8
+    return 2 * config.num_hidden_layers * kv_heads * head_dim * element
+
+
+class PromptKVCache:
+    """An LRU of prompt key/value caches keyed by token ids; see the module docstring."""
+
+    def __init__(self, model, max_tokens: int = 16_384):
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}.")
+        self.model = model
+        self.max_tokens = int(max_tokens)
+        self._entries: OrderedDict[int, tuple[torch.Tensor, KV]] = OrderedDict()
+        self._next_key = 0
+        self.tokens = 0
+        """Tokens held by the cached entries (never above ``max_tokens``)."""
+        self.prompts = 0
+        """Prompts prefilled."""
+        self.hits = 0
+        """Prompts that reused a cached prefix."""
+        self.prompt_tokens = 0
+        self.reused_tokens = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _longest(self, ids: torch.Tensor) -> tuple[int, int | None]:
+        """Length of the longest common token prefix with a cached prompt, and that entry's key."""
+        best, best_key = 0, None
+        for key, (stored, _) in self._entries.items():
+            n = min(len(stored), len(ids))
+            if n <= best:
+                continue
+            equal = stored[:n] == ids[:n]
+            common = n if bool(equal.all()) else int(equal.to(torch.int8).argmin())
+            if common > best:
+                best, best_key = common, key
+        return best, best_key
+
+    @torch.no_grad()
+    def prefill(self, ids: Sequence[int]) -> tuple[torch.Tensor, KV]:
+        """Logits after the last token of ``ids`` (float32) and the prompt's keys and values;
+        the prompt is cached for later prompts."""
+        if not ids:
+            raise ValueError("prefill needs at least one token.")
+        device = self.model.device
+        tokens = torch.tensor(list(ids), dtype=torch.long)
+        common, key = self._longest(tokens)
+        reuse = min(common, len(tokens) - 1)  # at least one token runs: its logits are the output
+        cache = DynamicCache(config=self.model.config)
+        if reuse > 0:
+            self._entries.move_to_end(key)
+            for layer, (k, v) in enumerate(self._entries[key][1]):
+                # Slices are views; the cache's update concatenates into new tensors, so the
+                # stored entry is never written to.
+                cache.update(k[:, :, :reuse], v[:, :, :reuse], layer)
+            self.hits += 1
+            self.reused_tokens += reuse
+        self.prompts += 1
+        self.prompt_tokens += len(tokens)
+        output = self.model(input_ids=tokens[reuse:].unsqueeze(0).to(device), past_key_values=cache,
+                            use_cache=True, logits_to_keep=1)
+        kv = [(layer.keys, layer.values) for layer in output.past_key_values.layers]
+        # A prompt that extends a cached one serves every lookup that one served: replace it.
+        extends = key is not None and common == len(self._entries[key][0])
+        self._store(tokens, kv, superseded=key if extends else None)
+        return output.logits[0, -1].float(), kv
+
+    def _store(self, tokens: torch.Tensor, kv: KV, superseded: int | None) -> None:
+        if superseded is not None:
+            stored, _ = self._entries.pop(superseded)
+            self.tokens -= len(stored)
+        if len(tokens) > self.max_tokens:
+            return
+        self._entries[self._next_key] = (tokens, kv)
+        self._next_key += 1
+        self.tokens += len(tokens)
+        while self.tokens > self.max_tokens:
+            stored, _ = self._entries.popitem(last=False)[1]
+            self.tokens -= len(stored)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.tokens = 0
+
+
+@torch.no_grad()
+def greedy_continue(
+    model,
+    rows: Sequence[tuple[torch.Tensor, KV]],
+    stops: Sequence[set[int]],
+    eos_ids: set[int],
+    max_new_tokens: int,
+) -> list[list[int]]:
+    """Greedy continuations of prefilled rows ``(last logits, kv)``, as ``generate`` would give.
+
+    A row ends after a token of its ``stops`` (kept in the output) or of ``eos_ids`` (dropped), or
+    after ``max_new_tokens`` tokens.
+    """
+    device = model.device
+    outputs: list[list[int]] = [[] for _ in rows]
+    if not rows or max_new_tokens < 1:
+        return outputs
+    lengths = [kv[0][0].shape[-2] for _, kv in rows]
+    longest = max(lengths)
+    # One left-padded batch cache; padded slots are masked out.
+    layers = []
+    for layer in range(len(rows[0][1])):
+        parts_k, parts_v = [], []
+        for (_, kv), length in zip(rows, lengths):
+            k, v = kv[layer]
+            pad = longest - length
+            if pad:
+                k = torch.cat([k.new_zeros(*k.shape[:2], pad, k.shape[-1]), k], dim=-2)
+                v = torch.cat([v.new_zeros(*v.shape[:2], pad, v.shape[-1]), v], dim=-2)
+            parts_k.append(k)
+            parts_v.append(v)
+        layers.append((torch.cat(parts_k), torch.cat(parts_v)))
+    mask = torch.zeros(len(rows), longest, dtype=torch.long, device=device)
+    for i, length in enumerate(lengths):
+        mask[i, longest - length:] = 1
+    positions = torch.tensor(lengths, dtype=torch.long, device=device)
+    alive: list[int] = []
+    last: list[int] = []
+    for i, (logits, _) in enumerate(rows):
+        token = int(logits.argmax())
+        if token in eos_ids:
+            continue
+        outputs[i].append(token)
+        if token not in stops[i] and max_new_tokens > 1:
+            alive.append(i)
+            last.append(token)
+    if not alive:
+        return outputs
+    keep = torch.tensor(alive, device=device)
+    cache = DynamicCache(config=model.config)
+    for layer, (k, v) in enumerate(layers):
+        cache.update(k.index_select(0, keep), v.index_select(0, keep), layer)
+    mask = mask.index_select(0, keep)
+    positions = positions.index_select(0, keep)
+    for step in range(1, max_new_tokens):
+        mask = torch.cat([mask, mask.new_ones(len(alive), 1)], dim=1)
+        output = model(input_ids=torch.tensor(last, device=device).unsqueeze(1), attention_mask=mask,
+                       position_ids=positions.unsqueeze(1), past_key_values=cache, use_cache=True)
+        cache = output.past_key_values
+        tokens = output.logits[:, -1].argmax(-1).tolist()
+        positions = positions + 1
+        still, last = [], []
+        for slot, (i, token) in enumerate(zip(alive, tokens)):
+            if token in eos_ids:
+                continue
+            outputs[i].append(token)
+            if token not in stops[i] and step + 1 < max_new_tokens:
+                still.append(slot)
+                last.append(token)
+        if not still:
+            break
+        if len(still) < len(alive):  # finished rows leave the batch: no compute spent on them
+            cache.batch_select_indices(torch.tensor(still, device=device))
+            index = torch.tensor(still, device=device)
+            mask, positions = mask.index_select(0, index), positions.index_select(0, index)
+        alive = [alive[slot] for slot in still]
+    return outputs
