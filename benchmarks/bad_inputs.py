@@ -39,8 +39,8 @@ def build_good(root: Path) -> dict[str, Path]:
     from helper.distill import run as distill
     from prm.score import ScoreConfig, run_score
     from prm.train import TrainConfig, run_train
-    from tabular_rl.solve_command import SolveConfig
-    from tabular_rl.solve_command import run as solve
+    from helper.solve_command import SolveConfig
+    from helper.solve_command import run as solve
 
     catalog = default_catalog_dir(seed=0)
     paths = {name: root / name for name in ("trajectories", "prm", "scored", "solve", "helper")}

@@ -205,7 +205,7 @@ class Recorder:
             frame = pl.DataFrame({name: [row[name] for row in rows] for name in COLUMNS}, schema=COLUMNS)
             name = f"shard-{self._next_shard:05d}.parquet"
             write_shard(frame, self.out / name)
-            self._manifest.mark_done(name, self._episodes_written, len(self._finished), frame.height)
+            self._manifest.mark_done(name, first=self._episodes_written, count=len(self._finished), rows=frame.height)
             self._next_shard += 1
             self._episodes_written += len(self._finished)
             self._finished = []

@@ -37,7 +37,8 @@ import polars as pl
 
 from prm import labels as L
 from prm.render import step_pieces
-from prm.shards import TRAIN_COLUMNS, _atomic, read_frame
+from agile.dataset import write_atomic
+from prm.shards import TRAIN_COLUMNS, read_frame
 
 FORMATS = ("trl",)
 
@@ -95,9 +96,9 @@ def run_export(cfg: ExportConfig) -> dict:
         table = pl.DataFrame(rows, schema={"prompt": pl.String, "completions": pl.List(pl.String),
                                            "labels": pl.List(pl.Boolean), "episode_id": pl.String,
                                            "success": pl.Float64})
-        _atomic(out, table.write_parquet)
+        write_atomic(out, table.write_parquet)
     else:
-        _atomic(out, lambda temp: Path(temp).write_text("".join(json.dumps(row) + "\n" for row in rows)))
+        write_atomic(out, lambda temp: Path(temp).write_text("".join(json.dumps(row) + "\n" for row in rows)))
     steps = sum(len(row["labels"]) for row in rows)
     positive = sum(sum(row["labels"]) for row in rows)
     summary = {"episodes": len(rows), "steps": steps, "positive_labels": positive, "out": str(out)}

@@ -65,10 +65,11 @@ def test_sweep_command_takes_the_names(pipeline_dir, tmp_path):
                  "--max-budget", "1", "--methods", "helper", "first_k", "oracle", "--ci-resamples", "20",
                  "--device", "cpu"]) == 0
     sweep = pd.read_csv(out / "sweep.csv")
-    assert {"helper", "first_k", "oracle", "never", "always"} <= set(sweep["method"])
+    # Sequential decisions: the counterfactual row is the one-step oracle, not an upper bound.
+    assert {"helper", "first_k", "oracle_1step", "never", "always"} <= set(sweep["method"])
     # the hindsight oracle (counterfactual clones of the plug-in episodes) is an upper bound of first_k
     at_one = sweep[sweep["budget"] == 1].set_index("method")["success"]
-    assert at_one["oracle"] >= at_one["first_k"]
+    assert at_one["oracle_1step"] >= at_one["first_k"]
 
 
 def test_collect_by_name_resumes_and_matches_run_episodes(tmp_path):
@@ -188,8 +189,8 @@ def test_a_bad_factory_is_one_line_from_the_command(tmp_path):
          "--out", str(tmp_path / "t")], cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [(
-        "collect-offline-trajectories: examples.arith_chain:no_such: module 'examples.arith_chain' has no "
-        "attribute 'no_such'.")]
+        "collect-offline-trajectories: error: examples.arith_chain:no_such: module 'examples.arith_chain' has no "
+        "attribute 'no_such'. (--debug shows the traceback)")]
     assert not (tmp_path / "t").exists()  # refused before any file is written
 
 
@@ -220,6 +221,7 @@ def test_human_cli_asks_through_a_pipe(tmp_path):
 def test_human_cli_end_of_input_is_one_clear_line(tmp_path):
     result = _collect_human(tmp_path, "41\n")
     assert result.returncode == 2
-    assert ("collect-offline-trajectories: human-cli: standard input ended while episode 'arith_chain-train-0-1' "
-            "decision 0 waited for an action; give one line per intervention.") in result.stderr.splitlines()
+    assert ("collect-offline-trajectories: error: human-cli: standard input ended while episode "
+            "'arith_chain-train-0-1' decision 0 waited for an action; give one line per intervention. "
+            "(--debug shows the traceback)") in result.stderr.splitlines()
     assert "Traceback" not in result.stderr

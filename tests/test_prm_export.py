@@ -74,7 +74,7 @@ def test_labels_match_rewards_and_outcomes(trajectories, tmp_path):
     assert shared > 0  # some episodes share a prefix: the check above is not only the hard label again
 
 
-def test_base_only_and_refusals(trajectories, tmp_path):
+def test_base_only_and_refusals(trajectories, tmp_path, capsys):
     frame = read_trajectories(trajectories)
     clean = set(frame["episode_id"]) - set(frame.filter(pl.col("actor") != "base")["episode_id"])
     rows = _export(trajectories, tmp_path / "b.jsonl", "--base-only")
@@ -83,5 +83,7 @@ def test_base_only_and_refusals(trajectories, tmp_path):
     only_final.mkdir()
     frame.with_columns(pl.when(pl.col("done")).then(pl.col("success")).otherwise(0.0).alias("reward")) \
         .write_parquet(only_final / "shard-00000.parquet")
-    with pytest.raises(ValueError, match="target='process': these trajectories have no step rewards"):
-        main(["prm", "export", "--data", str(only_final), "--out", str(tmp_path / "x.jsonl"), "--target", "process"])
+    capsys.readouterr()
+    assert main(["prm", "export", "--data", str(only_final), "--out", str(tmp_path / "x.jsonl"),
+                 "--target", "process"]) == 2
+    assert "target='process': these trajectories have no step rewards" in capsys.readouterr().err

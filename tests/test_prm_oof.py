@@ -15,7 +15,7 @@ from prm.score import ScoreConfig, run_score
 from prm.shards import OOF_FILE, episodes_of
 from prm.synthetic import synthetic_frame
 from prm.train import TrainConfig, run_train
-from tabular_rl import solve_command
+from helper import solve_command
 from tabular_rl.discretize import Discretizer
 
 

@@ -21,6 +21,8 @@ import httpx
 import polars as pl
 import pytest
 
+from prm.folds import task_type
+
 from agile.llm_agent import LLMAgent, choose_mode
 from agile.openai_agent import OpenAIAgent
 from agile.protocol import Observation
@@ -208,8 +210,10 @@ def test_collect_through_the_server(model_server, tiny, tmp_path):
     # (a search question logs the query, its result and the answer after it: the query comes first).
     local = LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0)
     for row in frame.filter(~pl.col("intervened")).iter_rows(named=True):
+        # The question type is an annotation (never logged): read it back from the task id.
         observation = Observation(row["episode_id"], row["env"], row["task_id"], row["step"], row["state_text"],
-                                  row["horizon"], json.loads(row["features"]))
+                                  row["horizon"], json.loads(row["features"]),
+                                  annotations={"question_type": task_type(row["task_id"])})
         if choose_mode(observation) != "yesno":
             assert row["action_text"].startswith(local.act([observation])[0].text)
 

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from tabular_rl import Discretizer, Solution, estimate, solve_exact
-from tabular_rl.solve_command import SolveConfig, run
+from helper.solve_command import SolveConfig, run
 
 
 def _progress_is_not_winning(copies: int = 40) -> pl.DataFrame:

@@ -1,0 +1,132 @@
+"""The sweep evidence: one set-up, several seeds, every method, paired against the helper.
+
+    python benchmarks/evidence.py simulator --seeds 0 1 2 --out runs/evidence
+    python benchmarks/evidence.py productqa --seeds 0 1 2 --out runs/evidence     # shared data, SmolLM2
+    python benchmarks/evidence.py textworld --seeds 0 1 2 --out runs/evidence
+
+Each seed is one ``helpgate pipeline`` run (``runs/evidence/<setup>/seed<S>``: its own training
+episodes, PRM with out-of-fold scores, solve, distill and a sweep on held-out episodes; a finished
+run is reused). The tables pool the seeds:
+
+- per method and budget C: mean success over seeds, the helper's success minus the method's on the
+  same episodes (each seed's held-out episodes, pooled; a bootstrap that resamples episodes within
+  each seed) with its 95% interval, and mean interventions per episode;
+- per method: APGR, its share completed rather than measured, CPT(50%), CPT(80%) (means over
+  seeds) and training strong + human calls.
+
+Set-ups (sizes chosen before any run, never on the test groups):
+
+- ``simulator``: the generated catalog, the simulator agent (known dynamics), the trained SmolLM2
+  PRM (not the simulator's own probability); ``exact_optimal`` is the reference.
+- ``productqa``: ``../shared/productqa`` train groups -> test groups, SmolLM2 base agent and PRM.
+- ``textworld``: generated games, the simulator agent, held-out games.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+SETUPS = {
+    "simulator": dict(agent="simulator", episodes=64, eval_episodes=64),
+    "productqa": dict(agent="smollm2", data=str(Path(__file__).resolve().parents[2] / "shared" / "productqa"),
+                      episodes=64, eval_episodes=32),
+    "textworld": dict(env="textworld", agent="simulator", prm_layers=2, episodes=96, eval_episodes=24),
+}
+NOT_COMPARED = ("never", "always", "counterfactual", "helper")
+
+
+def run_seed(setup: str, seed: int, out: Path) -> Path:
+    from helper.pipeline import PipelineConfig, run
+
+    folder = out / setup / f"seed{seed}"
+    run(PipelineConfig(out=str(folder), seed=seed, **SETUPS[setup]))
+    return folder
+
+
+def pooled_difference(helper: list[np.ndarray], other: list[np.ndarray], resamples: int = 2000) -> tuple:
+    """Mean helper - other over all paired episodes, and a 95% interval resampling within each seed."""
+    diffs = [h - o for h, o in zip(helper, other)]
+    rng = np.random.default_rng(0)
+    means = np.empty(resamples)
+    sizes = np.array([d.size for d in diffs], dtype=float)
+    for r in range(resamples):
+        means[r] = sum(d[rng.integers(0, d.size, d.size)].sum() for d in diffs) / sizes.sum()
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(np.concatenate(diffs).mean()), float(low), float(high)
+
+
+def tables(folders: list[Path]) -> str:
+    sweeps = [pd.read_csv(f / "sweep" / "sweep.csv") for f in folders]
+    episodes = [pd.read_csv(f / "sweep" / "episodes.csv") for f in folders]
+    summaries = [json.loads((f / "sweep" / "summary.json").read_text()) for f in folders]
+    budgets = sorted(int(b) for b in sweeps[0].loc[sweeps[0].method == "helper", "budget"] if b > 0)
+    methods = [m for m in summaries[0]["methods"] if m not in ("never", "always")]
+    lines = ["| method | " + " | ".join(f"C={c}" for c in budgets) + " |", "|---|" + "---|" * len(budgets)]
+    for method in methods:
+        cells = []
+        for c in budgets:
+            rows = [s[(s.method == method) & (s.budget == c)] for s in sweeps]
+            if any(r.empty for r in rows):
+                cells.append("–")
+                continue
+            success = np.mean([r.success.item() for r in rows])
+            used = np.mean([r.interventions.item() for r in rows])
+            cell = f"{success:.3f} ({used:.2f})"
+            if method != "helper":
+                pairs = []
+                for e in episodes:
+                    h = e[(e.method == "helper") & (e.budget == c)].set_index("episode_id")["success"]
+                    o = e[(e.method == method) & (e.budget == c)].set_index("episode_id")["success"]
+                    h, o = h.align(o, join="inner")
+                    pairs.append((h.to_numpy(), o.to_numpy()))
+                mean, low, high = pooled_difference([p[0] for p in pairs], [p[1] for p in pairs])
+                cell += f" Δ {mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+            cells.append(cell)
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    lines += ["", "Cells: success, mean over seeds (interventions per episode); Δ = helper minus method on the "
+              "same episodes, pooled over seeds, 95% bootstrap interval within seeds.", "",
+              "| method | APGR | extrapolated share | CPT(50%) | CPT(80%) | training strong / human calls |",
+              "|---|---|---|---|---|---|"]
+
+    def mean_of(method, key):
+        values = [s["methods"][method].get(key) for s in summaries if method in s["methods"]]
+        values = [v for v in values if v is not None]
+        return f"{np.mean(values):.3f}" if values else "none"
+
+    for method in methods:
+        calls = [s["methods"][method].get("training_calls") or {} for s in summaries]
+        strong = np.mean([c.get("strong", 0) for c in calls])
+        human = np.mean([c.get("human", 0) for c in calls])
+        lines.append(f"| {method} | {mean_of(method, 'apgr')} | {mean_of(method, 'apgr_extrapolated_share')} | "
+                     f"{mean_of(method, 'cpt50')} | {mean_of(method, 'cpt80')} | {strong:.0f} / {human:.0f} |")
+    never = np.mean([s.loc[s.method == "never", "success"].mean() for s in sweeps])
+    always = np.mean([s.loc[s.method == "always", "success"].max() for s in sweeps])
+    lines += ["", f"{len(folders)} seeds; never = {never:.3f}, always = {always:.3f} (means over seeds)."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("setup", choices=sorted(SETUPS))
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--out", type=Path, default=Path("runs/evidence"))
+    p.add_argument("--tables-only", action="store_true", help="only print the tables of finished runs")
+    args = p.parse_args()
+    folders = [args.out / args.setup / f"seed{s}" for s in args.seeds]
+    if not args.tables_only:
+        folders = [run_seed(args.setup, s, args.out) for s in args.seeds]
+    text = tables(folders)
+    (args.out / args.setup).mkdir(parents=True, exist_ok=True)
+    (args.out / args.setup / "evidence.md").write_text(text + "\n")
+    print(f"\n### {args.setup}\n\n{text}")
+
+
+if __name__ == "__main__":
+    main()
