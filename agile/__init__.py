@@ -1,0 +1,15 @@
+"""agile: the agent side of helpgate. Imports nothing else of the project.
+
+The core rooms, and four wings by purpose:
+
+- ``protocol.py``: the contracts (Observation, Action, Episode, Agent, Gate).
+- ``rollout.py``: the one episode loop (``run_episodes``), lockstep, budgeted, counterfactual.
+- ``dataset.py``: the offline dataset's schema; every read, validation, atomic write and resume of
+  shards (it lives here because ``prm`` and ``helper`` both need it and ``prm`` imports only agile).
+- ``models.py``: model loading (embedded SmolLM2, tiny test models, any Hugging Face id or folder).
+- ``seeding.py``: seeds and reproducible draws.
+- ``envs/``: ProductQA (data, SQL table, generator, answers) and TextWorld.
+- ``agents/``: base agents, strong actors, the OpenAI-compatible client, a human at the terminal.
+- ``executor/``: the AGILE agent: function tokens, executor, memory, reflection, its evaluation.
+- ``train/``: SFT, session-level PPO, advantages, the ``helpgate agile`` commands.
+"""

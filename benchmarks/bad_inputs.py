@@ -32,7 +32,7 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS"
 
 def build_good(root: Path) -> dict[str, Path]:
     """A trajectory folder, a tiny PRM, the scored folder, a solve folder and a helper folder."""
-    from agile.catalog_generator import default_catalog_dir
+    from agile.envs.catalog_generator import default_catalog_dir
     from helper.collect import CollectConfig
     from helper.collect import run as collect
     from helper.distill import DistillConfig

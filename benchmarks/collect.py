@@ -13,7 +13,7 @@ modes must also give the same actions (greedy decoding), which is checked.
     python benchmarks/collect.py --sim-episodes 0 --compare-cache --bf16
     python benchmarks/collect.py --sim-episodes 0 --compare-cache --bf16 --data ../shared/productqa --llm-episodes 8
 
-``--compare-cache`` measures the LLM agent's prompt key/value cache instead (``agile.prompt_cache``)
+``--compare-cache`` measures the LLM agent's prompt key/value cache instead (``agile.agents.prompt_cache``)
 on collection episodes (budget 2, intervention probability 0.3): the same episodes in lockstep
 with the cache off (batched ``generate``: the agent before the cache), on, and off again (the off
 time is the mean of the two runs), each run starting cold. It prints decisions/s of each, the
@@ -34,9 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agile.productqa_env import ProductQASource
+from agile.envs.productqa_env import ProductQASource
 from agile.rollout import run_episodes
-from agile.simulator_agent import SimulatorAgent
+from agile.agents.simulator_agent import SimulatorAgent
 
 
 def timed(source, agent, n, questions, seed, lockstep: bool, **kwargs):
@@ -70,7 +70,7 @@ def compare(label, source, agent, n, questions, **kwargs):
 def compare_prefix_cache(label, source, agent, n, questions, half=None, **kwargs):
     """Prompt cache off, on, (bfloat16 with the cache,) off: print the rates, the ratios, the
     reuse; check identical actions. Returns the records of the cache-on run."""
-    from agile.prompt_cache import PromptKVCache
+    from agile.agents.prompt_cache import PromptKVCache
 
     budget = agent.prefix_cache.max_tokens if agent.prefix_cache is not None else 16_384
     runs, cpu = {}, {}
@@ -113,8 +113,8 @@ def compare_prefix_cache(label, source, agent, n, questions, half=None, **kwargs
 
 def breakdown(label, source, agent, n, questions, **kwargs) -> None:
     """One more cache-on run with CPU timers around the prompt prefills and the batched decoding."""
-    from agile import llm_agent
-    from agile.prompt_cache import PromptKVCache
+    from agile.agents import llm_agent
+    from agile.agents.prompt_cache import PromptKVCache
 
     agent.prefix_cache = cache = PromptKVCache(agent.model, agent.prefix_cache.max_tokens
                                                if agent.prefix_cache is not None else 16_384)
@@ -166,7 +166,7 @@ def main(argv=None) -> None:
                         help="with --compare-cache: also bfloat16 weights with the cache (not the same outputs)")
     args = parser.parse_args(argv)
     if args.data is None:
-        from agile.catalog_generator import default_catalog_dir
+        from agile.envs.catalog_generator import default_catalog_dir
 
         args.data = str(default_catalog_dir(seed=0))
     source = ProductQASource(args.data, "test")
@@ -183,7 +183,7 @@ def main(argv=None) -> None:
     if args.llm_episodes > 0:
         import torch
 
-        from agile.llm_agent import LLMAgent
+        from agile.agents.llm_agent import LLMAgent
 
         if args.threads:
             torch.set_num_threads(args.threads)

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from agile.productqa import QUESTION_TYPES
-from agile.productqa_env import question_type
+from agile.envs.productqa import QUESTION_TYPES
+from agile.envs.productqa_env import question_type
 from helper import baselines as B
 from helper.environment import EnvConfig, Environment
 from helper.evaluate import evaluate_gate

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from agile.ppo import PPOConfig, train  # noqa: E402
+from agile.train.ppo import PPOConfig, train  # noqa: E402
 
 
 def run(args, rollout_batch_size: int, out: str) -> dict:

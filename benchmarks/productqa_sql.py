@@ -3,7 +3,7 @@
     python benchmarks/productqa_sql.py [--root ../shared/productqa]
 
 For every search question of every group (train and test) it runs ``extra_data["sql"]`` on
-``agile.product_db.ProductDB`` and prints, per group:
+``agile.envs.product_db.ProductDB`` and prints, per group:
 
 - ``exec``: share of gold SQL that executes;
 - ``gold``: share whose result is a subset of the gold asins, non-empty exactly when the gold is
@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agile.product_db import ProductDB, SQLError  # noqa: E402
-from agile.productqa import default_productqa_root, list_groups, load_group  # noqa: E402
+from agile.envs.product_db import ProductDB, SQLError  # noqa: E402
+from agile.envs.productqa import default_productqa_root, list_groups, load_group  # noqa: E402
 
 _LIMIT = re.compile(r"\s+LIMIT\s+\d+\s*;?\s*$", re.IGNORECASE)
 

@@ -16,8 +16,8 @@ from collections import defaultdict
 
 from agile.protocol import Action
 from agile.rollout import run_episodes
-from agile.textworld_agents import TextWorldSimulatorAgent
-from agile.textworld_env import TextWorldSource
+from agile.agents.textworld_agents import TextWorldSimulatorAgent
+from agile.envs.textworld_env import TextWorldSource
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agile.agile_eval import EvalConfig, run_eval
+from agile.executor.evaluate import EvalConfig, run_eval
 
 
 @dataclass

@@ -36,8 +36,8 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
     ("sweep",): ("helper.sweep", "SweepConfig", "run", "Budget sweep against every baseline."),
     ("serve",): ("helper.serve_model", "ServeConfig", "run", "Serve a model behind OpenAI-compatible chat completions."),
     ("serve-gate",): ("helper.serve_gate", "ServeGateConfig", "run", "Serve a helper gate over HTTP."),
-    ("agile", "sft"): ("agile.agile_command", "SFTConfig", "run_sft", "Imitation-train the agent."),
-    ("agile", "ppo"): ("agile.agile_command", "PPOConfig", "run_ppo", "Session-level PPO."),
+    ("agile", "sft"): ("agile.train.command", "SFTConfig", "run_sft", "Imitation-train the agent."),
+    ("agile", "ppo"): ("agile.train.command", "PPOConfig", "run_ppo", "Session-level PPO."),
     ("agile", "eval"): ("helper.agile_advice", "AgileEvalConfig", "run",
                         "Evaluate an AGILE agent (advice by its policy, a built-in gate or a helper)."),
 }

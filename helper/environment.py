@@ -8,17 +8,17 @@
 config (``helper.collect.CollectConfig`` for collection, ``EnvConfig`` and its subclasses for
 online evaluation), so collection and evaluation build the same things the same way.
 
-- ProductQA: episodes of ``agile.productqa_env.ProductQASource`` (data root, split, groups,
+- ProductQA: episodes of ``agile.envs.productqa_env.ProductQASource`` (data root, split, groups,
   questions per episode; the question type as a feature only with ``gold_features``); base agent ``SimulatorAgent`` (per-question-type accuracy, memory boost)
   or ``LLMAgent``; strong ``StrongLLMAgent``. Horizon: questions per episode.
-- TextWorld: episodes of ``agile.textworld_env.TextWorldSource`` (games, quest lengths, rooms,
+- TextWorld: episodes of ``agile.envs.textworld_env.TextWorldSource`` (games, quest lengths, rooms,
   objects); base agent ``TextWorldSimulatorAgent`` (expert move with probability ``tw_sim_p``)
   or ``TextWorldLLMAgent``; strong ``TextWorldLLMAgent`` with the actor ``strong``. Horizon: the
   longest episode a game of the split allows.
-- ``openai:MODEL`` (base or strong): ``agile.openai_agent.OpenAIAgent``, the LLM agents'
+- ``openai:MODEL`` (base or strong): ``agile.agents.openai_agent.OpenAIAgent``, the LLM agents'
   prompts sent to the chat-completions endpoint ``base_url`` (e.g. ``helpgate serve``).
 - Strong ``human`` is ``None`` everywhere: ``run_episodes`` then plays ``episode.expert_action()``;
-  ``human-cli`` asks a person at the terminal (``agile.human_agent.HumanCLIAgent``).
+  ``human-cli`` asks a person at the terminal (``agile.agents.human_agent.HumanCLIAgent``).
 - Plug-ins (``helper.plugins``): ``env`` / ``agent`` / ``strong`` may name a ``module:factory`` or an
   installed ``helpgate.envs`` / ``helpgate.agents`` entry point. A plug-in env needs a plug-in base
   agent; its horizon is the longest horizon of its episodes.
@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from agile.productqa import QUESTION_TYPES
+from agile.envs.productqa import QUESTION_TYPES
 from agile.protocol import BASE, STRONG
 from helper.plugins import (AGENT_GROUP, ENV_GROUP, PluginError, PluginSource, episode_horizon, is_plugin, make_agent,
                             resolve)
@@ -41,7 +41,7 @@ from helper.plugins import (AGENT_GROUP, ENV_GROUP, PluginError, PluginSource, e
 ENVS = ("productqa", "textworld")
 HUMAN_STRONG = ("human", "human-cli")
 OPENAI_PREFIX = "openai:"
-"""An actor named ``openai:MODEL`` is ``agile.openai_agent.OpenAIAgent`` on that served model."""
+"""An actor named ``openai:MODEL`` is ``agile.agents.openai_agent.OpenAIAgent`` on that served model."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ class EnvSetup:
     def _data_root(self) -> Path:
         if self.spec.data:
             return Path(self.spec.data).expanduser().resolve()
-        from agile.catalog_generator import default_catalog_dir
+        from agile.envs.catalog_generator import default_catalog_dir
 
         return Path(default_catalog_dir(seed=0)).resolve()
 
@@ -159,11 +159,11 @@ class EnvSetup:
             if s.plugin:
                 self._sources[split] = PluginSource(s.env, split)
             elif s.env == "productqa":
-                from agile.productqa_env import ProductQASource
+                from agile.envs.productqa_env import ProductQASource
 
                 self._sources[split] = ProductQASource(self.root, split, list(s.groups) if s.groups else None)
             else:
-                from agile.textworld_env import TextWorldSource  # games are generated on first use
+                from agile.envs.textworld_env import TextWorldSource  # games are generated on first use
 
                 self._sources[split] = TextWorldSource(split, s.tw_games, s.tw_quest_lengths, s.tw_rooms,
                                                        s.tw_objects)
@@ -199,17 +199,17 @@ class EnvSetup:
                               "productqa/textworld; name a plug-in agent (module:factory or a helpgate.agents "
                               "entry point).")
         if s.env == "textworld":
-            from agile.textworld_agents import TextWorldLLMAgent, TextWorldSimulatorAgent
+            from agile.agents.textworld_agents import TextWorldLLMAgent, TextWorldSimulatorAgent
 
             if s.agent == "simulator":
                 return TextWorldSimulatorAgent(p=s.tw_sim_p, seed=s.agent_seed)
             return TextWorldLLMAgent(s.agent, device=s.device, seed=s.agent_seed)
         if s.agent == "simulator":
-            from agile.simulator_agent import SimulatorAgent
+            from agile.agents.simulator_agent import SimulatorAgent
 
             accuracy = dict(zip(QUESTION_TYPES, s.sim_accuracy))
             return SimulatorAgent(accuracy, memory_boost=s.memory_boost, seed=s.agent_seed)
-        from agile.llm_agent import LLMAgent
+        from agile.agents.llm_agent import LLMAgent
 
         return LLMAgent(s.agent, device=s.device, seed=s.agent_seed)
 
@@ -219,7 +219,7 @@ class EnvSetup:
         if s.strong == "human":
             return None
         if s.strong == "human-cli":
-            from agile.human_agent import HumanCLIAgent
+            from agile.agents.human_agent import HumanCLIAgent
 
             return HumanCLIAgent()
         if is_plugin(s.strong, AGENT_GROUP):
@@ -231,17 +231,17 @@ class EnvSetup:
                               "of productqa/textworld; use human (the episode's expert_action), human-cli, or a "
                               "plug-in agent.")
         if s.env == "textworld":
-            from agile.textworld_agents import TextWorldLLMAgent
+            from agile.agents.textworld_agents import TextWorldLLMAgent
 
             return TextWorldLLMAgent(s.strong, device=s.device, seed=s.strong_seed, actor=STRONG,
                                      name=f"strong:{s.strong}")
-        from agile.oracle_agent import StrongLLMAgent
+        from agile.agents.oracle_agent import StrongLLMAgent
 
         return StrongLLMAgent(s.strong, device=s.device, seed=s.strong_seed)
 
     def _openai_agent(self, name: str, actor: str, seed: int):
         """``openai:MODEL``: the LLM agents' prompts behind a chat-completions endpoint."""
-        from agile.openai_agent import OpenAIAgent
+        from agile.agents.openai_agent import OpenAIAgent
 
         model = name[len(OPENAI_PREFIX):]
         prefix = "" if actor == BASE else f"{actor}:"

@@ -373,7 +373,7 @@ class ExactOptimal(Method):
     name = "exact_optimal"
 
     def prepare(self, ctx):
-        from agile.productqa import QUESTION_TYPES
+        from agile.envs.productqa import QUESTION_TYPES
 
         cfg = ctx.cfg
         if cfg.env != "productqa":
@@ -387,7 +387,7 @@ class ExactOptimal(Method):
         return None
 
     def build(self, ctx, budget):
-        from agile.productqa_env import question_type
+        from agile.envs.productqa_env import question_type
 
         return B.exact_optimal_gate(self.model, self.types, question_type, budget)
 

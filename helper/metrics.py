@@ -35,7 +35,7 @@ the same curve reaches PGR >= level, found exactly on the segments; None when it
 interact, gets no ratio); ``bootstrap_ci`` a percentile bootstrap interval of the mean success
 over episodes (``scipy.stats.bootstrap``); ``paired_difference`` the same for the difference of
 two methods on the same episodes; ``total_score`` the AGILE score
-``accuracy - c * advice_rate`` (re-exported from ``agile.agile_metrics``, its one home).
+``accuracy - c * advice_rate`` (re-exported from ``agile.executor.metrics``, its one home).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import pandas as pd
 from scipy import stats
 
 # AGILE's score has its one home in agile; every report gets it from here too.
-from agile.agile_metrics import DEFAULT_ADVICE_COST, accuracy, advice_rate, total_score  # noqa: F401
+from agile.executor.metrics import DEFAULT_ADVICE_COST, accuracy, advice_rate, total_score  # noqa: F401
 
 NEVER, ALWAYS, ORACLE, HELPER, EXACT_OPTIMAL = "never", "always", "oracle", "helper", "exact_optimal"
 ORACLE_1STEP = "oracle_1step"

@@ -4,7 +4,7 @@
     helpgate collect --agent openai:smollm2 --base-url http://127.0.0.1:8000/v1 --out traj
 
 It serves the subset of the API that the agents use, so any OpenAI client (and the
-``openai:MODEL`` agents of ``agile.openai_agent``) can talk to a local model:
+``openai:MODEL`` agents of ``agile.agents.openai_agent``) can talk to a local model:
 
 - ``POST /v1/chat/completions``: ``messages``, ``max_tokens`` (or ``max_completion_tokens``),
   ``temperature`` (0: greedy), ``top_p``, ``n``, ``stop``, ``seed``, ``logprobs`` /

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from agile.productqa import default_productqa_root
+from agile.envs.productqa import default_productqa_root
 
 ROOT = default_productqa_root()
 pytestmark = [
@@ -25,9 +25,9 @@ SCRIPT = textwrap.dedent('''
     import torch
     torch.set_num_threads(1)
     from accelerate import Accelerator
-    from agile.agile_command import PPOConfig, SFTConfig, run_ppo, run_sft
+    from agile.train.command import PPOConfig, SFTConfig, run_ppo, run_sft
     from agile.models import load_causal_lm
-    from agile.ppo import Sample, build_policy, prepare, update
+    from agile.train.ppo import Sample, build_policy, prepare, update
 
     out = sys.argv[1]
 
@@ -97,9 +97,9 @@ UNEVEN = textwrap.dedent('''
     import torch
     torch.set_num_threads(1)
     from accelerate import Accelerator
-    from agile.agile_command import PPOConfig, SFTConfig, run_sft
+    from agile.train.command import PPOConfig, SFTConfig, run_sft
     from agile.models import load_causal_lm
-    from agile.ppo import Sample, build_policy, prepare, update
+    from agile.train.ppo import Sample, build_policy, prepare, update
 
     out, data = sys.argv[1], sys.argv[2]
 

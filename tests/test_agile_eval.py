@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from agile.agile_command import EvalConfig, PPOConfig, SFTConfig, parse_command
-from agile.agile_eval import NoveltyGate, RandomGate, markdown_table, run_eval
+from agile.train.command import EvalConfig, PPOConfig, SFTConfig, parse_command
+from agile.executor.evaluate import NoveltyGate, RandomGate, markdown_table, run_eval
 from agile.models import load_causal_lm
-from agile.productqa import default_productqa_root
+from agile.envs.productqa import default_productqa_root
 from agile.protocol import Gate, Observation
 
 ROOT = default_productqa_root()

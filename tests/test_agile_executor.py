@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from agile import functions as fn
-from agile.executor import Executor, ExecutorConfig
-from agile.memory import Embedder, Memory
+from agile.executor import functions as fn
+from agile.executor.executor import Executor, ExecutorConfig
+from agile.executor.memory import Embedder, Memory
 from agile.models import load_tokenizer
-from agile.product_db import ProductDB
-from agile.productqa import default_productqa_root, load_group
+from agile.envs.product_db import ProductDB
+from agile.envs.productqa import default_productqa_root, load_group
 
 ROOT = default_productqa_root()
 pytestmark = pytest.mark.skipif(not (ROOT / "train" / "blades").is_dir(),
@@ -205,7 +205,7 @@ def test_resume_runs_sessions_one_at_a_time(group, tokenizer, embedder):
 
 
 def test_a_turn_is_the_first_non_empty_line(tokenizer):
-    from agile.agile_agent import TurnEnd
+    from agile.executor.policy import TurnEnd
 
     end = TurnEnd(tokenizer)
     ids = tokenizer("\n\n[PredictAnswer] yes\n[SeekAdvice]\n", add_special_tokens=False).input_ids

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from agile.memory import Embedder, Memory, cosine_top_k
-from agile.reflection import gold_reflection, is_no_information
+from agile.executor.memory import Embedder, Memory, cosine_top_k
+from agile.executor.reflection import gold_reflection, is_no_information
 
 SENTENCES = [
     "Are these wiper blades easy to install?",
@@ -114,7 +114,7 @@ def test_save_load_and_clone(tmp_path, embedder):
 
 
 def test_gold_reflection():
-    from agile.productqa import Question
+    from agile.envs.productqa import Question
 
     reasoning = Question("r", "A", "q?", "yes", "long", "reasoning_qa", {"knowledge": "K  is   k."})
     fact = Question("f", "A", "q?", "yes", "long", "fact_qa", None)

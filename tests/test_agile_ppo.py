@@ -9,10 +9,10 @@ import random
 import pytest
 import torch
 
-from agile.agile_agent import ActionLM, pad_batch
-from agile.executor import SessionRecord
+from agile.executor.policy import ActionLM, pad_batch
+from agile.executor.executor import SessionRecord
 from agile.models import load_causal_lm
-from agile.ppo import (
+from agile.train.ppo import (
     PPOConfig,
     Sample,
     build_policy,
@@ -25,7 +25,7 @@ from agile.ppo import (
     update,
     value_loss,
 )
-from agile.productqa import default_productqa_root
+from agile.envs.productqa import default_productqa_root
 
 ROOT = default_productqa_root()
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agile import functions as fn
-from agile.agile_agent import ActionLM, pad_batch
-from agile.memory import Embedder
+from agile.executor import functions as fn
+from agile.executor.policy import ActionLM, pad_batch
+from agile.executor.memory import Embedder
 from agile.models import load_causal_lm, load_tokenizer
-from agile.productqa import default_productqa_root, load_group
-from agile.sft import SFTConfig, action_nll, save_model, train_sft
-from agile.sft_data import GoldPolicy, build_sft_records, load_samples, save_records
+from agile.envs.productqa import default_productqa_root, load_group
+from agile.train.sft import SFTConfig, action_nll, save_model, train_sft
+from agile.train.sft_data import GoldPolicy, build_sft_records, load_samples, save_records
 
 ROOT = default_productqa_root()
 pytestmark = pytest.mark.skipif(not (ROOT / "train" / "blades").is_dir(),
@@ -83,7 +83,7 @@ def test_sft_loss_decreases_on_the_tiny_model(tmp_path, records):
 
 
 def test_lora_sft_trains_only_adapters(records):
-    from agile.sft import add_lora
+    from agile.train.sft import add_lora
 
     lm, tokenizer = load_causal_lm("tiny", device="cpu", seed=0)
     model = ActionLM(add_lora(lm, r=4, alpha=8, dropout=0.0))

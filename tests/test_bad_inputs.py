@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agile.catalog_generator import default_catalog_dir
+from agile.envs.catalog_generator import default_catalog_dir
 from helper.cli import main
 from prm.model import ProcessRewardModel
 from prm.synthetic import synthetic_frame

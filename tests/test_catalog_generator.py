@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agile.answer_eval import is_correct
-from agile.catalog_generator import CATEGORY_KEYS, default_catalog_dir, generate_catalog
-from agile.product_db import ProductDB
-from agile.productqa import QUESTION_TYPES, REQUIRED_FIELDS, list_groups, load_group
+from agile.envs.answer_eval import is_correct
+from agile.envs.catalog_generator import CATEGORY_KEYS, default_catalog_dir, generate_catalog
+from agile.envs.product_db import ProductDB
+from agile.envs.productqa import QUESTION_TYPES, REQUIRED_FIELDS, list_groups, load_group
 
 REAL_ROOT = Path(os.environ.get("HELPGATE_PRODUCTQA") or
                  Path(__file__).resolve().parents[1].parent / "shared" / "productqa")

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from agile.catalog_generator import default_catalog_dir
+from agile.envs.catalog_generator import default_catalog_dir
 from helper.collect import CollectConfig, main, run
 from helper.manifest import MANIFEST, ConfigMismatch
 from helper.schema import SCHEMA, read_shard, read_trajectories

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from agile.catalog_generator import default_catalog_dir
+from agile.envs.catalog_generator import default_catalog_dir
 from helper.collect import CollectConfig, main, run
 from helper.manifest import MANIFEST
 from helper.schema import read_trajectories

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agile.catalog_generator import default_catalog_dir
-from agile.productqa import default_productqa_root
-from agile.productqa_env import ProductQASource
+from agile.envs.catalog_generator import default_catalog_dir
+from agile.envs.productqa import default_productqa_root
+from agile.envs.productqa_env import ProductQASource
 from agile.protocol import Gate, Observation
 from agile.rollout import run_episodes
-from agile.simulator_agent import SimulatorAgent
+from agile.agents.simulator_agent import SimulatorAgent
 from helper import HelperGate
 from helper.baselines import (
     AlwaysGate,
@@ -302,7 +302,7 @@ def test_prm_scorer_warns_for_post_action_tags(tiny_prm):
                     reason=f"ProductQA not found at {default_productqa_root()}")
 def test_helper_decides_advice_in_agile_eval(helper_dir, tmp_path):
     """`helpgate agile eval --helper DIR`: the helper's advice beside the policy's own."""
-    from agile.productqa import load_split
+    from agile.envs.productqa import load_split
     from helper.agile_advice import AgileEvalConfig, run
 
     groups = ["leggings", "motherboards"]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from agile.answer_eval import answers_match, is_correct, parse_product_ids
-from agile.product_db import ProductDB, SQLError
-from agile.productqa import QUESTION_TYPES, ProductGroup, Question, list_groups, load_group, load_split
+from agile.envs.answer_eval import answers_match, is_correct, parse_product_ids
+from agile.envs.product_db import ProductDB, SQLError
+from agile.envs.productqa import QUESTION_TYPES, ProductGroup, Question, list_groups, load_group, load_split
 
 REAL_ROOT = Path(os.environ.get("HELPGATE_PRODUCTQA") or
                  Path(__file__).resolve().parents[1].parent / "shared" / "productqa")

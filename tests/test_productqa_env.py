@@ -10,10 +10,10 @@ import random
 
 import pytest
 
-from agile.answer_eval import is_correct
-from agile.catalog_generator import default_catalog_dir
-from agile.productqa import default_productqa_root, load_group
-from agile.productqa_env import (
+from agile.envs.answer_eval import is_correct
+from agile.envs.catalog_generator import default_catalog_dir
+from agile.envs.productqa import default_productqa_root, load_group
+from agile.envs.productqa_env import (
     SEARCH_RESULT_HEADER,
     ProductQAEpisode,
     ProductQASource,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agile.catalog_generator import default_catalog_dir
-from agile.llm_agent import LLMAgent
-from agile.productqa_env import ProductQASource
-from agile.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
+from agile.envs.catalog_generator import default_catalog_dir
+from agile.agents.llm_agent import LLMAgent
+from agile.envs.productqa_env import ProductQASource
+from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
 from agile.rollout import run_episodes
 
 
@@ -126,7 +126,7 @@ def test_agent_gives_the_same_actions_with_and_without_the_prompt_cache(tiny):
 
 
 def test_answer_after_a_search_reuses_the_prompt_that_wrote_the_query(tiny):
-    from agile.llm_agent import choose_mode
+    from agile.agents.llm_agent import choose_mode
     from agile.protocol import Action
 
     source = ProductQASource(default_catalog_dir(seed=0), "test")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agile.catalog_generator import default_catalog_dir
-from agile.llm_agent import LLMAgent
-from agile.productqa_env import ProductQASource
+from agile.envs.catalog_generator import default_catalog_dir
+from agile.agents.llm_agent import LLMAgent
+from agile.envs.productqa_env import ProductQASource
 from agile.rollout import run_episodes
 
 pytestmark = pytest.mark.slow

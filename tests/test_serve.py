@@ -23,8 +23,8 @@ import pytest
 
 from prm.folds import task_type
 
-from agile.llm_agent import LLMAgent, choose_mode
-from agile.openai_agent import OpenAIAgent
+from agile.agents.llm_agent import LLMAgent, choose_mode
+from agile.agents.openai_agent import OpenAIAgent
 from agile.protocol import Observation
 from helper.budget import BudgetedGate
 from helper.serve_gate import ServedGate
@@ -145,8 +145,8 @@ def test_logprobs_and_errors_match_the_model(model_server, tiny):
 
 def mixed_observations(n_episodes: int) -> list[Observation]:
     """Decision points of every mode: yes/no, free text, SQL, and the answer after a search."""
-    from agile.catalog_generator import default_catalog_dir
-    from agile.productqa_env import ProductQASource
+    from agile.envs.catalog_generator import default_catalog_dir
+    from agile.envs.productqa_env import ProductQASource
     from agile.protocol import Action
 
     observations = []
@@ -220,8 +220,8 @@ def test_collect_through_the_server(model_server, tiny, tmp_path):
 
 def test_openai_agent_plays_textworld(model_server, tmp_path):
     from agile.rollout import run_episodes
-    from agile.textworld_env import TextWorldEpisode
-    from agile.textworld_games import ensure_game, game_suite
+    from agile.envs.textworld_env import TextWorldEpisode
+    from agile.envs.textworld_games import ensure_game, game_suite
 
     game = ensure_game(game_suite(1, "train", (3,))[0], tmp_path)
     episode = TextWorldEpisode(game, 0, "tw-0")

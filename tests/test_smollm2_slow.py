@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from agile.functions import parse_call
-from agile.productqa import default_productqa_root
-from agile.productqa_env import ProductQAEpisode, ProductQASource
+from agile.executor.functions import parse_call
+from agile.envs.productqa import default_productqa_root
+from agile.envs.productqa_env import ProductQAEpisode, ProductQASource
 from agile.rollout import run_episodes
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ def _questions(source, qtype, n, seed=0):
 
 
 def test_smollm2_answers_real_productqa(test_split):
-    from agile.llm_agent import LLMAgent
+    from agile.agents.llm_agent import LLMAgent
 
     agent = LLMAgent("smollm2", device="cpu")
     episodes = (_questions(test_split, "fact_qa", 10) + _questions(test_split, "reasoning_qa", 4)

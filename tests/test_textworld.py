@@ -21,8 +21,8 @@ except ImportError as error:  # the extra is optional for users; CI installs it
 
 from agile.protocol import BASE, HUMAN, Action
 from agile.rollout import run_episodes
-from agile.textworld_agents import TextWorldLLMAgent, TextWorldSimulatorAgent
-from agile.textworld_env import (
+from agile.agents.textworld_agents import TextWorldLLMAgent, TextWorldSimulatorAgent
+from agile.envs.textworld_env import (
     ADMISSIBLE_HEADER,
     ENV_NAME,
     TextWorldEpisode,
@@ -32,7 +32,7 @@ from agile.textworld_env import (
     make_episodes,
     resolve_command,
 )
-from agile.textworld_games import GameSpec, ensure_game, game_suite
+from agile.envs.textworld_games import GameSpec, ensure_game, game_suite
 
 LENGTHS = (3, 5, 8)
 

@@ -21,7 +21,7 @@ except ImportError as error:  # the extra is optional for users; CI installs it
           f"pip install 'helpgate[textworld]' to run it.")
     pytest.skip(f"textworld is not importable: {error}", allow_module_level=True)
 
-from agile.textworld_env import default_horizon
+from agile.envs.textworld_env import default_horizon
 from helper.cli import main
 from helper.schema import read_trajectories
 

@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from agile.agile_agent import LLMPolicy, run_executors
-from agile.agile_metrics import average, summarize
-from agile.executor import Executor, ExecutorConfig, records_to_jsonl
-from agile.memory import Embedder, Memory
-from agile.productqa import ProductGroup
+from agile.executor.policy import LLMPolicy, run_executors
+from agile.executor.metrics import average, summarize
+from agile.executor.executor import Executor, ExecutorConfig, records_to_jsonl
+from agile.executor.memory import Embedder, Memory
+from agile.envs.productqa import ProductGroup
 from agile.protocol import Observation
 
 ABLATIONS = {
@@ -142,7 +142,7 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print) 
     import torch
 
     from agile.models import load_causal_lm
-    from agile.productqa import default_productqa_root, load_split
+    from agile.envs.productqa import default_productqa_root, load_split
 
     unknown = [a for a in cfg.ablations if a not in ABLATIONS]
     if unknown:

@@ -4,7 +4,7 @@
     agent = OpenAIAgent("gpt-4o-mini", prefill=False)                      # api.openai.com
     actions = agent.act(observations)
 
-It asks what ``agile.llm_agent.LLMAgent`` asks (the same prompts, modes and parsing, imported
+It asks what ``agile.agents.llm_agent.LLMAgent`` asks (the same prompts, modes and parsing, imported
 from there), one request per observation, ``concurrency`` requests in flight at a time:
 
 - ``prefill=True`` (servers that continue a last assistant message: ``helpgate serve``, vLLM):
@@ -21,9 +21,9 @@ from there), one request per observation, ``concurrency`` requests in flight at 
   first word of the reply.
 
 TextWorld observations (``env == "textworld"``) get the prompt of
-``agile.textworld_agents.TextWorldLLMAgent`` and the model *writes* the command (one line); the
+``agile.agents.textworld_agents.TextWorldLLMAgent`` and the model *writes* the command (one line); the
 environment maps a command that is not admissible to the most similar admissible one, or wastes
-the move (``agile.textworld_env``). The local agent ranks the admissible commands by likelihood
+the move (``agile.envs.textworld_env``). The local agent ranks the admissible commands by likelihood
 instead, which chat completions cannot do, so the two play differently on the same model.
 
 Time-outs and retries are the ``openai`` client's (``timeout`` seconds per request,
@@ -41,12 +41,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
-from agile.llm_agent import answer_without_model, choose_mode, finish_action, prompt_messages, reply_prefix
-from agile.productqa_env import PREDICT
+from agile.agents.llm_agent import answer_without_model, choose_mode, finish_action, prompt_messages, reply_prefix
+from agile.envs.productqa_env import PREDICT
 from agile.protocol import BASE, Action, Observation
 from agile.seeding import derive_seed
-from agile.textworld_agents import prompt_messages as textworld_messages
-from agile.textworld_env import admissible_commands
+from agile.agents.textworld_agents import prompt_messages as textworld_messages
+from agile.envs.textworld_env import admissible_commands
 
 TEXTWORLD, COMMAND = "textworld", "command"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")

@@ -24,7 +24,7 @@ hash seeds); the compile step runs TextWorld's bundled Inform 7 tools in a subpr
 ``game_suite`` draws the game specs of a split; train and test seeds never overlap, so test
 games are held out.
 
-    from agile.textworld_games import GameSpec, ensure_game
+    from agile.envs.textworld_games import GameSpec, ensure_game
     game = ensure_game(GameSpec(quest_length=5, seed=3))
     game.path, game.meta["seconds"]
 """

@@ -21,12 +21,12 @@ import json
 import random
 from pathlib import Path
 
-from agile import functions as fn
-from agile.agile_agent import run_executors
-from agile.executor import Executor, ExecutorConfig, SessionRecord
-from agile.memory import Embedder, Memory
-from agile.productqa import ProductGroup, Question
-from agile.reflection import gold_reflection
+from agile.executor import functions as fn
+from agile.executor.policy import run_executors
+from agile.executor.executor import Executor, ExecutorConfig, SessionRecord
+from agile.executor.memory import Embedder, Memory
+from agile.envs.productqa import ProductGroup, Question
+from agile.executor.reflection import gold_reflection
 
 
 def gold_answer(question: Question) -> str:

@@ -1,15 +1,15 @@
 """Write a synthetic ProductQA catalog from a seed, in the same format as the real data.
 
-    from agile.catalog_generator import default_catalog_dir
+    from agile.envs.catalog_generator import default_catalog_dir
     root = default_catalog_dir(seed=0)        # <cache>/catalog-0/{train,test}/gen_<category>/
 
 Each group folder gets ``qa.jsonl``, ``schema.json`` and ``metadata.json`` with the real files'
-fields, so ``agile.productqa.load_group`` reads it unchanged. A group is one product category
+fields, so ``agile.envs.productqa.load_group`` reads it unchanged. A group is one product category
 (headphones, kettles, backpacks, ...) with products that carry:
 
 - searchable features (``brand``, snake_case choice features, numeric cloze features, ``price``)
   that ``search_qa`` questions filter on. Their gold SQL (``extra_data["sql"]``) returns exactly
-  the gold products: it is run on ``agile.product_db.ProductDB`` to write ``short_answer``;
+  the gold products: it is run on ``agile.envs.product_db.ProductDB`` to write ``short_answer``;
 - descriptive features (Title Case, as in the real schemas) that ``reasoning_qa`` questions need
   together with a piece of knowledge (``extra_data = {knowledge, feature_name, feature_value,
   type}`` as in the real rows): "Can I leave this kettle unattended?" depends on its
@@ -33,10 +33,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from agile import catalog_templates as _templates
-from agile.catalog_templates import CATEGORIES, CATEGORY_KEYS, Category, Choice, Cloze  # noqa: F401 (re-exported)
-from agile.product_db import ProductDB
-from agile.productqa import ProductGroup
+from agile.envs import catalog_templates as _templates
+from agile.envs.catalog_templates import CATEGORIES, CATEGORY_KEYS, Category, Choice, Cloze  # noqa: F401 (re-exported)
+from agile.envs.product_db import ProductDB
+from agile.envs.productqa import ProductGroup
 
 GENERATOR_VERSION = "1"
 # A cached catalog records the version and a digest of this file: any edit to the generator

@@ -35,13 +35,13 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agile.answer_eval import is_correct, parse_product_ids
-from agile.functions import PREDICT_ANSWER, SEARCH_PRODUCT, SEARCH_RESULT, SEEK_ADVICE, parse_call
-from agile.product_db import ProductDB, SQLError
-from agile.productqa import QUESTION_TYPES, ProductGroup, Question, list_groups, load_group
+from agile.envs.answer_eval import is_correct, parse_product_ids
+from agile.executor.functions import PREDICT_ANSWER, SEARCH_PRODUCT, SEARCH_RESULT, SEEK_ADVICE, parse_call
+from agile.envs.product_db import ProductDB, SQLError
+from agile.envs.productqa import QUESTION_TYPES, ProductGroup, Question, list_groups, load_group
 from agile.protocol import BASE, HUMAN, Action, Observation, StepResult
 from agile.seeding import derive_seed
-from agile.session_memory import SessionMemory
+from agile.envs.session_memory import SessionMemory
 
 ENV_NAME = "productqa"
 PREDICT, SEARCH, SEEK = PREDICT_ANSWER, SEARCH_PRODUCT, SEEK_ADVICE
@@ -53,7 +53,7 @@ _SHOWN_RESULTS = 5
 
 
 def parse_action(text: str) -> tuple[str | None, str]:
-    """``(function name or None, argument)`` of an action's first line (``agile.functions``)."""
+    """``(function name or None, argument)`` of an action's first line (``agile.executor.functions``)."""
     call = parse_call(text)
     return (call.name, call.argument) if call else (None, (text or "").split("\n", 1)[0].strip())
 

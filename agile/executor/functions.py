@@ -1,7 +1,7 @@
 """The AGILE function tokens: their names, who runs them, and how an LLM turn is parsed.
 
 The LLM is a policy in a token-level MDP. Its actions are lines of text that start with a
-function name; the executor (``agile.executor``) runs the function and appends its output to the
+function name; the executor (``agile.executor.executor``) runs the function and appends its output to the
 context. Some functions are run by the executor on its own, as in AGILE:
 
 - ``[GetQuestion]`` at the start of a session, then ``[RetrieveMemory]``;

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agile.reflection import is_no_information
+from agile.executor.reflection import is_no_information
 
 EMBED_DIM = 384
 

@@ -14,7 +14,7 @@ Each group folder holds three files:
 
 A dataset root holds ``train/`` and ``test/`` folders of groups. The same loader reads the real
 data (``../shared/productqa`` beside the repository, or ``$HELPGATE_PRODUCTQA``) and the catalogs
-written by ``agile.catalog_generator``.
+written by ``agile.envs.catalog_generator``.
 
 Questions keep the file's order: an episode is the sequence of questions of one group, and
 later questions reuse products and knowledge from earlier ones.
@@ -82,7 +82,7 @@ def default_productqa_root() -> Path:
     env = os.environ.get("HELPGATE_PRODUCTQA")
     if env:
         return Path(env).expanduser()
-    return Path(__file__).resolve().parents[1].parent / "shared" / "productqa"
+    return Path(__file__).resolve().parents[3] / "shared" / "productqa"
 
 
 def list_groups(root: str | Path, split: str = "train") -> list[Path]:
@@ -94,7 +94,7 @@ def list_groups(root: str | Path, split: str = "train") -> list[Path]:
         raise FileNotFoundError(
             f"{split_dir}: no such folder. A ProductQA root holds train/ and test/ folders of "
             f"groups; point root (or $HELPGATE_PRODUCTQA) at it, or write a synthetic one with "
-            f"agile.catalog_generator.default_catalog_dir()."
+            f"agile.envs.catalog_generator.default_catalog_dir()."
         )
     return sorted(p for p in split_dir.iterdir() if p.is_dir() and (p / "qa.jsonl").is_file())
 

@@ -23,7 +23,7 @@ import html
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from agile.productqa import Question
+from agile.envs.productqa import Question
 
 _ASIN = re.compile(r"(?<![0-9A-Za-z])B0[0-9A-Z]{8}(?![0-9A-Za-z])", re.IGNORECASE)
 _TOKEN10 = re.compile(r"(?<![0-9A-Za-z])[0-9A-Za-z]{10}(?![0-9A-Za-z])")

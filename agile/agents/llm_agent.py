@@ -4,7 +4,7 @@
     actions = agent.act(observations)      # one action per observation, one model call per round
 
 Each observation is answered in one of four modes, chosen from its question type (the
-environment's annotation, ``agile.productqa_env.question_type``) and its text:
+environment's annotation, ``agile.envs.productqa_env.question_type``) and its text:
 
 - ``sql`` (a search question before its search): the model writes the ``WHERE`` part of
   ``[SearchProduct] SELECT product_id FROM `<table>` WHERE ...`` (the prefix is given, so the
@@ -22,7 +22,7 @@ environment's annotation, ``agile.productqa_env.question_type``) and its text:
   majority gold answer of fact questions: accuracy there is set by the lean, not by the question.
 - ``free`` (other fact questions): ``[PredictAnswer]`` followed by the model's first line.
 
-Greedy decoding on a CPU (the default there) goes through ``agile.prompt_cache``: each prompt is
+Greedy decoding on a CPU (the default there) goes through ``agile.agents.prompt_cache``: each prompt is
 prefilled alone, reusing the keys and values of the longest token prefix it shares with a recent
 prompt (the answer to a search question repeats the whole prompt that wrote its query; every
 prompt shares the chat header), then the rows that need text are decoded together, each leaving
@@ -51,9 +51,9 @@ from collections.abc import Sequence
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
-from agile.answer_eval import parse_product_ids
+from agile.envs.answer_eval import parse_product_ids
 from agile.models import load_causal_lm
-from agile.productqa_env import (
+from agile.envs.productqa_env import (
     NO_PRODUCT,
     PREDICT,
     SEARCH,
@@ -62,7 +62,7 @@ from agile.productqa_env import (
     question_type,
     search_result_ids,
 )
-from agile.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
+from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
 from agile.protocol import BASE, Action, Observation
 from agile.seeding import derive_seed
 
@@ -198,7 +198,7 @@ class LLMAgent:
         are remembered by prompt (evaluation replays the same questions under many gates and
         budgets, and a greedy answer is a function of its prompt); 0 turns the cache off.
         ``prefix_cache_tokens``: tokens of recent prompts whose keys and values are kept for
-        reuse by greedy calls (``agile.prompt_cache``); ``None``: what fits in
+        reuse by greedy calls (``agile.agents.prompt_cache``); ``None``: what fits in
         ``PREFIX_CACHE_BYTES`` on a CPU (17,476 tokens of SmolLM2-135M in float32), 0 (off:
         batched ``generate``) on a GPU, where batching pays instead.
         ``dtype``: the weights' type (default: ``agile.models.default_dtype``). ``"bfloat16"`` on

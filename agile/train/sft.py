@@ -3,9 +3,9 @@
 Run (one process, or several with ``accelerate launch``)::
 
     helpgate agile sft --model smollm2 --questions-per-group 40 --out-dir runs/agile_sft
-    CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.agile_command sft --model smollm2
+    CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.train.command sft --model smollm2
 
-The data is ``agile.sft_data``'s gold sessions in the agent's own format. The loss is the mean
+The data is ``agile.train.sft_data``'s gold sessions in the agent's own format. The loss is the mean
 negative log-likelihood of the tokens the LLM writes (function names, SQL, answers, reflections);
 the question, the memory and tool output are context only.
 
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import torch
 
-from agile.agile_agent import ActionLM, pad_batch
-from agile.data_parallel import equal_share, fewest
+from agile.executor.policy import ActionLM, pad_batch
+from agile.train.data_parallel import equal_share, fewest
 
 
 @dataclass
@@ -182,11 +182,11 @@ def run_sft(cfg: SFTConfig) -> dict:
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
-    from agile.executor import ExecutorConfig
-    from agile.memory import Embedder
+    from agile.executor.executor import ExecutorConfig
+    from agile.executor.memory import Embedder
     from agile.models import load_causal_lm
-    from agile.productqa import default_productqa_root, load_split
-    from agile.sft_data import build_sft_records, load_samples, save_records
+    from agile.envs.productqa import default_productqa_root, load_split
+    from agile.train.sft_data import build_sft_records, load_samples, save_records
 
     accelerator = Accelerator(cpu=cfg.device == "cpu")
     set_seed(cfg.seed)

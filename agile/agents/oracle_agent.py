@@ -35,7 +35,7 @@ class OracleAgent:
 
 def StrongLLMAgent(model: str = "smollm2", **kwargs):
     """An ``LLMAgent`` on ``model`` whose actions carry the actor ``strong``."""
-    from agile.llm_agent import LLMAgent  # torch and transformers load only when asked for
+    from agile.agents.llm_agent import LLMAgent  # torch and transformers load only when asked for
 
     kwargs.setdefault("name", f"strong:{model}")
     return LLMAgent(model=model, actor=STRONG, **kwargs)

@@ -1,4 +1,4 @@
-"""Base agents for TextWorld episodes (``agile.textworld_env``), batched like every ``Agent``.
+"""Base agents for TextWorld episodes (``agile.envs.textworld_env``), batched like every ``Agent``.
 
     agent = TextWorldLLMAgent("smollm2")              # or "tiny", a Hugging Face id, a folder
     agent = TextWorldSimulatorAgent(p=0.3, seed=0)    # scripted, known per-step competence
@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 
 from agile.protocol import BASE, Action, Episode, Observation
 from agile.seeding import derive_seed, stable_uniform
-from agile.textworld_env import admissible_commands
+from agile.envs.textworld_env import admissible_commands
 
 SYSTEM_PROMPT = (
     "You are playing a text adventure game. Reach the goal in as few moves as possible. "
@@ -49,7 +49,7 @@ def _admissible(observation: Observation) -> list[str]:
     if not commands:
         raise ValueError(
             f"observation {observation.episode_id!r} step {observation.step}: its state_text lists "
-            f"no admissible commands; TextWorld agents act on agile.textworld_env observations."
+            f"no admissible commands; TextWorld agents act on agile.envs.textworld_env observations."
         )
     return commands
 

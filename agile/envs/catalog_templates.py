@@ -1,4 +1,4 @@
-"""Product-category templates for the synthetic ProductQA catalog (``agile.catalog_generator``).
+"""Product-category templates for the synthetic ProductQA catalog (``agile.envs.catalog_generator``).
 
 Each ``Category`` lists searchable features (brand, snake_case choices, numeric cloze features),
 descriptive Title Case features that reasoning questions combine with a piece of knowledge, and

@@ -1,6 +1,6 @@
 """Generated TextWorld games as episodic environments: one episode is one play of one game.
 
-    from agile.textworld_env import TextWorldSource, make_episodes
+    from agile.envs.textworld_env import TextWorldSource, make_episodes
     episodes = make_episodes(n=12, split="test", seed=0, n_games=12, quest_lengths=(3, 5, 8))
     source = TextWorldSource("train", n_games=48)      # games generated on first use, cached
     episodes = source.episodes(range(100, 116), seed=0)
@@ -25,7 +25,7 @@ moves; after detours TextWorld re-plans (undoing what needs undoing): in 72 held
 that mixed uniformly random moves and expert moves 50/50 with no move limit, all were won.
 
 Reward and outcome. ``progress`` is 1 once the game is won, else score / max score (milestones
-of the winning policy, see ``agile.textworld_games``). The reward of a step is the change in
+of the winning policy, see ``agile.envs.textworld_games``). The reward of a step is the change in
 progress, so the rewards of an episode sum to 1 exactly when it is won. ``success()`` is 1.0 if
 the game is won, else 0.0: the helper's comparisons are success rates.
 
@@ -50,7 +50,7 @@ from pathlib import Path
 
 from agile.protocol import HUMAN, Action, Observation, StepResult
 from agile.seeding import derive_seed
-from agile.textworld_games import GameFile, GameSpec, ensure_game, game_suite
+from agile.envs.textworld_games import GameFile, GameSpec, ensure_game, game_suite
 
 ENV_NAME = "textworld"
 ADMISSIBLE_HEADER = "Admissible commands:"

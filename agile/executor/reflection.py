@@ -11,7 +11,7 @@ reasoning question; fact and search questions carry none.
 
 from __future__ import annotations
 
-from agile.productqa import Question
+from agile.envs.productqa import Question
 
 NO_INFORMATION = "no information"
 

@@ -3,7 +3,7 @@
 Run (one process, or several with ``accelerate launch``)::
 
     helpgate agile ppo --model runs/agile_sft/model --iterations 4 --out-dir runs/agile_ppo
-    CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.agile_command ppo --model tiny --iterations 1
+    CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.train.command ppo --model tiny --iterations 1
 
 The LLM is the policy of a token-level MDP: every token it writes is an action, the executor's
 tokens (question, memory, tool output, advice) are transitions of the environment. One iteration:
@@ -41,11 +41,11 @@ from typing import Literal
 
 import torch
 
-from agile.advantages import gae_segments, grpo, loop, whiten
-from agile.agile_agent import ActionLM, LLMPolicy, pad_batch, run_executors
-from agile.agile_metrics import summarize
-from agile.data_parallel import fewest
-from agile.executor import Executor, ExecutorConfig, SessionRecord
+from agile.train.advantages import gae_segments, grpo, loop, whiten
+from agile.executor.policy import ActionLM, LLMPolicy, pad_batch, run_executors
+from agile.executor.metrics import summarize
+from agile.train.data_parallel import fewest
+from agile.executor.executor import Executor, ExecutorConfig, SessionRecord
 
 # ---------------------------------------------------------------------------------------------
 # Configuration
@@ -197,7 +197,7 @@ def sample_episodes(groups, n_questions: int, n_episodes: int, rng: random.Rando
 def collect(policy: LLMPolicy, episodes, tokenizer, embedder, exec_cfg: ExecutorConfig,
             k: int, dbs: dict, tag: str) -> tuple[list[SessionRecord], list[int]]:
     """Run the episodes, every session K times from the same state; returns records and task ids."""
-    from agile.memory import Memory
+    from agile.executor.memory import Memory
 
     mains = [Executor(g, qs, tokenizer, Memory(embedder), exec_cfg, db=dbs[g.name],
                       episode_id=f"{tag}-{e}-{g.name}-{qs[0].id}", end=0)
@@ -406,7 +406,7 @@ class _Null:
 
 def build_policy(lm, cfg: PPOConfig):
     """``(ActionLM with LoRA [+ value head], reference or None)`` for ``cfg``."""
-    from agile.sft import add_lora
+    from agile.train.sft import add_lora
 
     ref = None
     if cfg.lora_r <= 0:
@@ -444,10 +444,10 @@ def train(cfg: PPOConfig, log=print) -> dict:
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
-    from agile.memory import Embedder
+    from agile.executor.memory import Embedder
     from agile.models import load_causal_lm
-    from agile.product_db import ProductDB
-    from agile.productqa import default_productqa_root, load_split
+    from agile.envs.product_db import ProductDB
+    from agile.envs.productqa import default_productqa_root, load_split
 
     check_config(cfg)
     accelerator = Accelerator(cpu=cfg.device == "cpu")
@@ -520,7 +520,7 @@ def train(cfg: PPOConfig, log=print) -> dict:
         out = Path(cfg.out_dir)
         out.mkdir(parents=True, exist_ok=True)
         if cfg.save:
-            from agile.sft import save_model
+            from agile.train.sft import save_model
 
             if raw.value is not None:
                 torch.save(raw.value.state_dict(), out / "value_head.pt")

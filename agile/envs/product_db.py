@@ -28,7 +28,7 @@ import sqlite3
 import threading
 from typing import Any
 
-from agile.productqa import ProductGroup
+from agile.envs.productqa import ProductGroup
 
 _NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)")
 # SQLite calls the progress handler every _STEP virtual-machine instructions; a query that runs

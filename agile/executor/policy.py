@@ -7,7 +7,7 @@ the very ids that were sampled.
 
 ``run_executors`` is the rollout loop: while any episode is unfinished, ask the policy for a turn
 of every unfinished executor and apply it. Any callable ``policy(executors) -> list[ids | text]``
-works (the LLM, the gold imitation policy of ``agile.sft_data``).
+works (the LLM, the gold imitation policy of ``agile.train.sft_data``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from agile.executor import Executor
+from agile.executor.executor import Executor
 
 Policy = Callable[[Sequence[Executor]], list]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from agile.productqa_env import question_type
+from agile.envs.productqa_env import question_type
 from agile.protocol import BASE, Action, Episode, Observation
 from agile.seeding import derive_seed, stable_uniform
 
