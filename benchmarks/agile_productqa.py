@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from agile.envs.productqa import default_productqa_root, list_groups  # noqa: E402
 from agile.executor.evaluate import EvalConfig, markdown_table, run_eval  # noqa: E402
 from agile.train.ppo import PPOConfig, train  # noqa: E402
-from agile.envs.productqa import default_productqa_root, list_groups  # noqa: E402
 from agile.train.sft import SFTConfig, run_sft  # noqa: E402
 
 

@@ -37,10 +37,10 @@ def build_good(root: Path) -> dict[str, Path]:
     from helper.collect import run as collect
     from helper.distill import DistillConfig
     from helper.distill import run as distill
-    from prm.score import ScoreConfig, run_score
-    from prm.train import TrainConfig, run_train
     from helper.solve_command import SolveConfig
     from helper.solve_command import run as solve
+    from prm.score import ScoreConfig, run_score
+    from prm.train import TrainConfig, run_train
 
     catalog = default_catalog_dir(seed=0)
     paths = {name: root / name for name in ("trajectories", "prm", "scored", "solve", "helper")}

@@ -34,9 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.productqa_env import ProductQASource
 from agile.rollout import run_episodes
-from agile.agents.simulator_agent import SimulatorAgent
 
 
 def timed(source, agent, n, questions, seed, lockstep: bool, **kwargs):

@@ -37,11 +37,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa_env import make_episodes
 from agile.protocol import Observation
 from agile.rollout import run_episodes
-from agile.agents.simulator_agent import SimulatorAgent
 from helper.features import FeatureClassifier, default_feature_names, frame_features, observation_features
 from helper.gate import HelperGate
 

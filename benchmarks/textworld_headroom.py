@@ -14,10 +14,10 @@ import tempfile
 import time
 from collections import defaultdict
 
-from agile.protocol import Action
-from agile.rollout import run_episodes
 from agile.agents.textworld_agents import TextWorldSimulatorAgent
 from agile.envs.textworld_env import TextWorldSource
+from agile.protocol import Action
+from agile.rollout import run_episodes
 
 
 def main() -> None:

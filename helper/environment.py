@@ -35,8 +35,16 @@ from pathlib import Path
 
 from agile.envs.productqa import QUESTION_TYPES
 from agile.protocol import BASE, STRONG
-from helper.plugins import (AGENT_GROUP, ENV_GROUP, PluginError, PluginSource, episode_horizon, is_plugin, make_agent,
-                            resolve)
+from helper.plugins import (
+    AGENT_GROUP,
+    ENV_GROUP,
+    PluginError,
+    PluginSource,
+    episode_horizon,
+    is_plugin,
+    make_agent,
+    resolve,
+)
 
 ENVS = ("productqa", "textworld")
 HUMAN_STRONG = ("human", "human-cli")

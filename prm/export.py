@@ -35,9 +35,9 @@ from typing import Literal
 
 import polars as pl
 
+from agile.dataset import write_atomic
 from prm import labels as L
 from prm.render import step_pieces
-from agile.dataset import write_atomic
 from prm.shards import TRAIN_COLUMNS, read_frame
 
 FORMATS = ("trl",)

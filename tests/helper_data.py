@@ -11,10 +11,10 @@ from pathlib import Path
 
 import polars as pl
 
+from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa_env import make_episodes
 from agile.rollout import run_episodes
-from agile.agents.simulator_agent import SimulatorAgent
 from helper.schema import write_shard
 from prm.folds import task_type
 

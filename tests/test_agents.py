@@ -13,14 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agile.envs.catalog_generator import default_catalog_dir
-from agile.executor.functions import parse_call
 from agile.agents.llm_agent import LLMAgent, choose_mode, is_yes_no_question
 from agile.agents.oracle_agent import OracleAgent
+from agile.agents.simulator_agent import SimulatorAgent
+from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa_env import SEARCH_RESULT_HEADER, ProductQASource
+from agile.executor.functions import parse_call
 from agile.protocol import HUMAN, Action, Gate, Observation
 from agile.rollout import run_episodes
-from agile.agents.simulator_agent import SimulatorAgent
 
 N = 6  # questions per episode in these tests
 
@@ -257,8 +257,8 @@ def test_cpu_batches_keep_padding_small(tiny):
 
 
 def test_llm_agent_greedy_cache_returns_the_same_actions_without_model_calls():
-    from agile.envs.catalog_generator import default_catalog_dir
     from agile.agents.llm_agent import LLMAgent
+    from agile.envs.catalog_generator import default_catalog_dir
     from agile.envs.productqa_env import make_episodes
 
     agent = LLMAgent("tiny", max_new_tokens=4)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agile.train.advantages import gae, gae_segments, grpo, loop, whiten
 from agile.executor.metrics import average, question_reward, summarize, total_score
+from agile.train.advantages import gae, gae_segments, grpo, loop, whiten
 
 
 def test_gae_hand_values():

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from agile.train.command import EvalConfig, PPOConfig, SFTConfig, parse_command
+from agile.envs.productqa import default_productqa_root
 from agile.executor.evaluate import NoveltyGate, RandomGate, markdown_table, run_eval
 from agile.models import load_causal_lm
-from agile.envs.productqa import default_productqa_root
 from agile.protocol import Gate, Observation
+from agile.train.command import EvalConfig, PPOConfig, SFTConfig, parse_command
 
 ROOT = default_productqa_root()
 

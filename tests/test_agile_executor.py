@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from agile.envs.product_db import ProductDB
+from agile.envs.productqa import default_productqa_root, load_group
 from agile.executor import functions as fn
 from agile.executor.executor import Executor, ExecutorConfig
 from agile.executor.memory import Embedder, Memory
 from agile.models import load_tokenizer
-from agile.envs.product_db import ProductDB
-from agile.envs.productqa import default_productqa_root, load_group
 
 ROOT = default_productqa_root()
 pytestmark = pytest.mark.skipif(not (ROOT / "train" / "blades").is_dir(),

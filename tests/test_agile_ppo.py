@@ -9,8 +9,9 @@ import random
 import pytest
 import torch
 
-from agile.executor.policy import ActionLM, pad_batch
+from agile.envs.productqa import default_productqa_root
 from agile.executor.executor import SessionRecord
+from agile.executor.policy import ActionLM, pad_batch
 from agile.models import load_causal_lm
 from agile.train.ppo import (
     PPOConfig,
@@ -25,7 +26,6 @@ from agile.train.ppo import (
     update,
     value_loss,
 )
-from agile.envs.productqa import default_productqa_root
 
 ROOT = default_productqa_root()
 

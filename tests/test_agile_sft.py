@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agile.executor import functions as fn
-from agile.executor.policy import ActionLM, pad_batch
-from agile.executor.memory import Embedder
-from agile.models import load_causal_lm, load_tokenizer
 from agile.envs.productqa import default_productqa_root, load_group
+from agile.executor import functions as fn
+from agile.executor.memory import Embedder
+from agile.executor.policy import ActionLM, pad_batch
+from agile.models import load_causal_lm, load_tokenizer
 from agile.train.sft import SFTConfig, action_nll, save_model, train_sft
 from agile.train.sft_data import GoldPolicy, build_sft_records, load_samples, save_records
 

@@ -158,10 +158,10 @@ def test_threads_on_one_episode_with_a_slow_decision():
 
 def test_evaluate_replays_episodes_with_a_fresh_count(tmp_path):
     """run_episodes ends each finished episode, so the same ids replayed get their full budget."""
+    from agile.agents.simulator_agent import SimulatorAgent
     from agile.envs.catalog_generator import default_catalog_dir
     from agile.envs.productqa_env import make_episodes
     from agile.rollout import run_episodes
-    from agile.agents.simulator_agent import SimulatorAgent
 
     gate = TableGate({}, budget=2)
     root = default_catalog_dir(0)

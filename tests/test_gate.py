@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa import default_productqa_root
 from agile.envs.productqa_env import ProductQASource
 from agile.protocol import Gate, Observation
 from agile.rollout import run_episodes
-from agile.agents.simulator_agent import SimulatorAgent
 from helper import HelperGate
 from helper.baselines import (
     AlwaysGate,

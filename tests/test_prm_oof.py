@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from helper import solve_command
 from prm.folds import assign_folds, task_group, task_type
 from prm.labels import add_labels
 from prm.model import ProcessRewardModel
@@ -15,7 +16,6 @@ from prm.score import ScoreConfig, run_score
 from prm.shards import OOF_FILE, episodes_of
 from prm.synthetic import synthetic_frame
 from prm.train import TrainConfig, run_train
-from helper import solve_command
 from tabular_rl.discretize import Discretizer
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agile.envs.catalog_generator import default_catalog_dir
 from agile.agents.llm_agent import LLMAgent
-from agile.envs.productqa_env import ProductQASource
 from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
+from agile.envs.catalog_generator import default_catalog_dir
+from agile.envs.productqa_env import ProductQASource
 from agile.rollout import run_episodes
 
 

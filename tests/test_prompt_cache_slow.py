@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agile.envs.catalog_generator import default_catalog_dir
 from agile.agents.llm_agent import LLMAgent
+from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa_env import ProductQASource
 from agile.rollout import run_episodes
 

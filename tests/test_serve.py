@@ -21,13 +21,12 @@ import httpx
 import polars as pl
 import pytest
 
-from prm.folds import task_type
-
 from agile.agents.llm_agent import LLMAgent, choose_mode
 from agile.agents.openai_agent import OpenAIAgent
 from agile.protocol import Observation
 from helper.budget import BudgetedGate
 from helper.serve_gate import ServedGate
+from prm.folds import task_type
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -219,9 +218,9 @@ def test_collect_through_the_server(model_server, tiny, tmp_path):
 
 
 def test_openai_agent_plays_textworld(model_server, tmp_path):
-    from agile.rollout import run_episodes
     from agile.envs.textworld_env import TextWorldEpisode
     from agile.envs.textworld_games import ensure_game, game_suite
+    from agile.rollout import run_episodes
 
     game = ensure_game(game_suite(1, "train", (3,))[0], tmp_path)
     episode = TextWorldEpisode(game, 0, "tw-0")

@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from agile.executor.functions import parse_call
 from agile.envs.productqa import default_productqa_root
 from agile.envs.productqa_env import ProductQAEpisode, ProductQASource
+from agile.executor.functions import parse_call
 from agile.rollout import run_episodes
 
 pytestmark = pytest.mark.slow

@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tabular_rl import Discretizer, Solution, estimate, solve_exact
 from helper.solve_command import SolveConfig, run
+from tabular_rl import Discretizer, Solution, estimate, solve_exact
 
 
 def _progress_is_not_winning(copies: int = 40) -> pl.DataFrame:

@@ -19,8 +19,6 @@ except ImportError as error:  # the extra is optional for users; CI installs it
           f"pip install 'helpgate[textworld]' to run them.")
     pytest.skip(f"textworld is not importable: {error}", allow_module_level=True)
 
-from agile.protocol import BASE, HUMAN, Action
-from agile.rollout import run_episodes
 from agile.agents.textworld_agents import TextWorldLLMAgent, TextWorldSimulatorAgent
 from agile.envs.textworld_env import (
     ADMISSIBLE_HEADER,
@@ -33,6 +31,8 @@ from agile.envs.textworld_env import (
     resolve_command,
 )
 from agile.envs.textworld_games import GameSpec, ensure_game, game_suite
+from agile.protocol import BASE, HUMAN, Action
+from agile.rollout import run_episodes
 
 LENGTHS = (3, 5, 8)
 

@@ -51,8 +51,8 @@ from collections.abc import Sequence
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
+from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
 from agile.envs.answer_eval import parse_product_ids
-from agile.models import load_causal_lm
 from agile.envs.productqa_env import (
     NO_PRODUCT,
     PREDICT,
@@ -62,7 +62,7 @@ from agile.envs.productqa_env import (
     question_type,
     search_result_ids,
 )
-from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
+from agile.models import load_causal_lm
 from agile.protocol import BASE, Action, Observation
 from agile.seeding import derive_seed
 

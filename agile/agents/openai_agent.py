@@ -42,11 +42,11 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
 from agile.agents.llm_agent import answer_without_model, choose_mode, finish_action, prompt_messages, reply_prefix
+from agile.agents.textworld_agents import prompt_messages as textworld_messages
 from agile.envs.productqa_env import PREDICT
+from agile.envs.textworld_env import admissible_commands
 from agile.protocol import BASE, Action, Observation
 from agile.seeding import derive_seed
-from agile.agents.textworld_agents import prompt_messages as textworld_messages
-from agile.envs.textworld_env import admissible_commands
 
 TEXTWORLD, COMMAND = "textworld", "command"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")

@@ -28,9 +28,9 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 
+from agile.envs.textworld_env import admissible_commands
 from agile.protocol import BASE, Action, Episode, Observation
 from agile.seeding import derive_seed, stable_uniform
-from agile.envs.textworld_env import admissible_commands
 
 SYSTEM_PROMPT = (
     "You are playing a text adventure game. Reach the goal in as few moves as possible. "

@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agile.envs.answer_eval import is_correct, parse_product_ids
-from agile.executor.functions import PREDICT_ANSWER, SEARCH_PRODUCT, SEARCH_RESULT, SEEK_ADVICE, parse_call
 from agile.envs.product_db import ProductDB, SQLError
 from agile.envs.productqa import QUESTION_TYPES, ProductGroup, Question, list_groups, load_group
+from agile.envs.session_memory import SessionMemory
+from agile.executor.functions import PREDICT_ANSWER, SEARCH_PRODUCT, SEARCH_RESULT, SEEK_ADVICE, parse_call
 from agile.protocol import BASE, HUMAN, Action, Observation, StepResult
 from agile.seeding import derive_seed
-from agile.envs.session_memory import SessionMemory
 
 ENV_NAME = "productqa"
 PREDICT, SEARCH, SEEK = PREDICT_ANSWER, SEARCH_PRODUCT, SEEK_ADVICE

@@ -48,9 +48,9 @@ import re
 import warnings
 from pathlib import Path
 
+from agile.envs.textworld_games import GameFile, GameSpec, ensure_game, game_suite
 from agile.protocol import HUMAN, Action, Observation, StepResult
 from agile.seeding import derive_seed
-from agile.envs.textworld_games import GameFile, GameSpec, ensure_game, game_suite
 
 ENV_NAME = "textworld"
 ADMISSIBLE_HEADER = "Admissible commands:"

@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from agile.executor.policy import LLMPolicy, run_executors
-from agile.executor.metrics import average, summarize
+from agile.envs.productqa import ProductGroup
 from agile.executor.executor import Executor, ExecutorConfig, records_to_jsonl
 from agile.executor.memory import Embedder, Memory
-from agile.envs.productqa import ProductGroup
+from agile.executor.metrics import average, summarize
+from agile.executor.policy import LLMPolicy, run_executors
 from agile.protocol import Observation
 
 ABLATIONS = {
@@ -141,8 +141,8 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print) 
     gate (``gate`` if given, else the built-in ``cfg.gate``); writes eval.json / eval.csv."""
     import torch
 
-    from agile.models import load_causal_lm
     from agile.envs.productqa import default_productqa_root, load_split
+    from agile.models import load_causal_lm
 
     unknown = [a for a in cfg.ablations if a not in ABLATIONS]
     if unknown:

@@ -32,14 +32,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agile.executor import functions as fn
-from agile.executor.metrics import DEFAULT_ADVICE_COST, question_reward
 from agile.envs.answer_eval import is_correct
-from agile.executor.memory import Memory
 from agile.envs.product_db import ProductDB, SQLError
 from agile.envs.productqa import QUESTION_TYPES, ProductGroup, Question
-from agile.protocol import Observation
+from agile.executor import functions as fn
+from agile.executor.memory import Memory
+from agile.executor.metrics import DEFAULT_ADVICE_COST, question_reward
 from agile.executor.reflection import is_no_information
+from agile.protocol import Observation
 
 ENV_NAME = "productqa"
 _MAX_ENTRY_WORDS = 60  # a retrieved entry is cut so that memory cannot crowd out the question

@@ -41,11 +41,11 @@ from typing import Literal
 
 import torch
 
-from agile.train.advantages import gae_segments, grpo, loop, whiten
-from agile.executor.policy import ActionLM, LLMPolicy, pad_batch, run_executors
-from agile.executor.metrics import summarize
-from agile.train.data_parallel import fewest
 from agile.executor.executor import Executor, ExecutorConfig, SessionRecord
+from agile.executor.metrics import summarize
+from agile.executor.policy import ActionLM, LLMPolicy, pad_batch, run_executors
+from agile.train.advantages import gae_segments, grpo, loop, whiten
+from agile.train.data_parallel import fewest
 
 # ---------------------------------------------------------------------------------------------
 # Configuration
@@ -444,10 +444,10 @@ def train(cfg: PPOConfig, log=print) -> dict:
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
-    from agile.executor.memory import Embedder
-    from agile.models import load_causal_lm
     from agile.envs.product_db import ProductDB
     from agile.envs.productqa import default_productqa_root, load_split
+    from agile.executor.memory import Embedder
+    from agile.models import load_causal_lm
 
     check_config(cfg)
     accelerator = Accelerator(cpu=cfg.device == "cpu")

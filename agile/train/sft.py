@@ -182,10 +182,10 @@ def run_sft(cfg: SFTConfig) -> dict:
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
+    from agile.envs.productqa import default_productqa_root, load_split
     from agile.executor.executor import ExecutorConfig
     from agile.executor.memory import Embedder
     from agile.models import load_causal_lm
-    from agile.envs.productqa import default_productqa_root, load_split
     from agile.train.sft_data import build_sft_records, load_samples, save_records
 
     accelerator = Accelerator(cpu=cfg.device == "cpu")

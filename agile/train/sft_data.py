@@ -21,11 +21,11 @@ import json
 import random
 from pathlib import Path
 
+from agile.envs.productqa import ProductGroup, Question
 from agile.executor import functions as fn
-from agile.executor.policy import run_executors
 from agile.executor.executor import Executor, ExecutorConfig, SessionRecord
 from agile.executor.memory import Embedder, Memory
-from agile.envs.productqa import ProductGroup, Question
+from agile.executor.policy import run_executors
 from agile.executor.reflection import gold_reflection
 
 
