@@ -120,6 +120,17 @@ def validate(frame: pl.DataFrame, source: str | os.PathLike = "<frame>",
         nulls = frame[name].null_count()
         if nulls:
             raise SchemaError(f"{source}: column {name!r} has {nulls} null values; fill or drop those rows.")
+    # NaN is a missing value (a score that could not be computed); an infinity is a bug upstream.
+    for name in ("reward", "success", "prm_score", "explore_p"):
+        if name in frame.columns and frame[name].is_infinite().any():
+            raise SchemaError(f"{source}: column {name!r} holds an infinite value; every {name} must be finite "
+                              "(NaN marks a missing score).")
+    for name in ("success", "explore_p"):
+        if name in frame.columns:
+            outside = frame.filter((pl.col(name) < 0) | (pl.col(name) > 1)).height
+            if outside:
+                raise SchemaError(f"{source}: column {name!r} has {outside} values outside [0, 1]; an episode's "
+                                  f"{name} is a probability or a mean outcome in [0, 1].")
     return frame
 
 
