@@ -117,3 +117,22 @@ class BudgetedGate:
         if budget_left is None:
             return own
         return int(budget_left) if own is None else min(int(budget_left), own)
+
+
+class ScoredGate(BudgetedGate):
+    """A budgeted gate that reads a PRM scorer: passes the episode loop's hooks on to it.
+
+    ``record_action`` lets the scorer see what was done (the PRM reads earlier actions), and
+    ``end_episode`` frees the scorer's per-episode caches along with the budget count."""
+
+    scorer = None
+
+    def record_action(self, observation: Observation, action_text: str) -> None:
+        """Optional: tell the gate what was done at ``observation`` (the PRM reads earlier actions)."""
+        if self.scorer is not None and hasattr(self.scorer, "record_action"):
+            self.scorer.record_action(observation, action_text)
+
+    def end_episode(self, episode_id: str) -> None:
+        super().end_episode(episode_id)
+        if self.scorer is not None and hasattr(self.scorer, "end_episode"):
+            self.scorer.end_episode(episode_id)

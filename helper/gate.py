@@ -40,7 +40,7 @@ import warnings
 from pathlib import Path
 
 from agile.protocol import Observation
-from helper.budget import BudgetedGate
+from helper.budget import ScoredGate
 from helper.features import SCORE_FEATURE, FeatureClassifier, observation_features
 
 BACKENDS = ("features", "text", "table")
@@ -48,7 +48,7 @@ CONFIG_FILE = "helper.json"
 KIND = "helpgate.helper"
 
 
-class HelperGate(BudgetedGate):
+class HelperGate(ScoredGate):
     """See the module docstring. Build with ``HelperGate.load(dir)`` (or the constructor in tests)."""
 
     name = "helper"
@@ -107,16 +107,6 @@ class HelperGate(BudgetedGate):
                           budget, self.max_budget, self.threshold)
         gate._stats, gate._stats_lock = self._stats, self._stats_lock
         return gate
-
-    def record_action(self, observation: Observation, action_text: str) -> None:
-        """Optional: tell the gate what was done at ``observation`` (the PRM reads earlier actions)."""
-        if self.scorer is not None and hasattr(self.scorer, "record_action"):
-            self.scorer.record_action(observation, action_text)
-
-    def end_episode(self, episode_id: str) -> None:
-        super().end_episode(episode_id)
-        if self.scorer is not None and hasattr(self.scorer, "end_episode"):
-            self.scorer.end_episode(episode_id)
 
     def stats(self) -> dict[str, int]:
         with self._stats_lock:

@@ -40,7 +40,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from agile.protocol import STRONG, Observation
 from agile.rollout import run_episodes
-from helper.budget import BudgetedGate
+from helper.budget import ScoredGate
 from helper.features import BASE_FEATURES, SCORE_FEATURE, observation_features
 from helper.online_env import HelpEnv, HelpVecEnv, scaled, score_or_nan
 
@@ -109,7 +109,7 @@ class RLPolicy:
         return np.asarray(actions).astype(bool)
 
 
-class OnlineRLGate(BudgetedGate):
+class OnlineRLGate(ScoredGate):
     """The greedy policy as a gate (``deterministic=True``); the scorer supplies the PRM feature."""
 
     name = "online_rl"
@@ -123,15 +123,6 @@ class OnlineRLGate(BudgetedGate):
         score = score_or_nan(self.scorer, observation)
         row = observation_features(observation, budget_left, score, self.policy.names)
         return bool(self.policy.intervene(row)[0])
-
-    def record_action(self, observation: Observation, action_text: str) -> None:
-        if self.scorer is not None and hasattr(self.scorer, "record_action"):
-            self.scorer.record_action(observation, action_text)
-
-    def end_episode(self, episode_id: str) -> None:
-        super().end_episode(episode_id)
-        if self.scorer is not None and hasattr(self.scorer, "end_episode"):
-            self.scorer.end_episode(episode_id)
 
 
 @dataclass

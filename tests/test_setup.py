@@ -3,7 +3,6 @@ every package that the code, the tests and the benchmarks import."""
 
 from __future__ import annotations
 
-import ast
 import re
 import subprocess
 import sys
@@ -11,11 +10,12 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
+from imports import imported_modules
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
-OURS = {"agile", "helper", "prm", "tabular_rl", "tests", "benchmarks", "examples", "helper_data", "conftest"}
+OURS = {"agile", "helper", "prm", "tabular_rl", "tests", "benchmarks", "examples", "helper_data", "imports", "conftest"}
 
 
 def install_extras(text: str) -> list[set[str]]:
@@ -67,20 +67,13 @@ def test_every_import_is_declared():
     missing = {}
     for folder in ("agile", "helper", "prm", "tabular_rl", "tests", "benchmarks"):
         for path in (REPO / folder).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    names = [node.module]
-                else:
+            for name in imported_modules(path):
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top in OURS or top == "__future__":
                     continue
-                for name in names:
-                    top = name.split(".")[0]
-                    if top in sys.stdlib_module_names or top in OURS or top == "__future__":
-                        continue
-                    dists = {canonicalize_name(d) for d in by_module.get(top, [])}
-                    if not dists & provided:
-                        missing.setdefault(top, set()).add(str(path.relative_to(REPO)))
+                dists = {canonicalize_name(d) for d in by_module.get(top, [])}
+                if not dists & provided:
+                    missing.setdefault(top, set()).add(str(path.relative_to(REPO)))
     assert not missing, f"imported but not brought by the README's install: {missing}"
 
 
