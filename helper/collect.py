@@ -3,6 +3,7 @@
     collect-offline-trajectories --out trajectories --episodes 200 --explore-p 0 0.1 0.3 0.5
     python -m helper.collect --agent llm --model smollm2 --episodes 16 --out traj-llm
     collect-offline-trajectories --env textworld --tw-games 8 --episodes 64 --out traj-tw
+    collect-offline-trajectories --env agile --model runs/agile_sft --episodes 64 --out traj-agile
     collect-offline-trajectories --out traj --episodes 400 --shard-size 25 --ray   # over a Ray cluster
     collect-offline-trajectories --env examples.arith_chain:make_episodes \
         --agent examples.arith_chain:make_agent --episodes 64 --out traj-chain     # a plug-in env
@@ -40,7 +41,7 @@ class CollectConfig(AgentEnvParams):
     """Collect offline trajectories (random interventions) for training a helper."""
 
     env: str = "productqa"
-    """Environment: productqa, textworld, or a plug-in env (module:factory or a helpgate.envs entry point)."""
+    """Environment: productqa, textworld, agile (the AGILE executor and policy of --model), or a plug-in env (module:factory or a helpgate.envs entry point)."""
     data: str | None = None
     """ProductQA root holding train/ and test/ group folders; default: the embedded generated catalog."""
     split: Literal["train", "test"] = "train"
@@ -51,7 +52,8 @@ class CollectConfig(AgentEnvParams):
     """Base agent: simulator (known dynamics), llm (the --model LLM), openai:MODEL (served at --base-url), or a plug-in agent (module:factory or a
     helpgate.agents entry point)."""
     model: str = "smollm2"
-    """Model of the LLM base agent: smollm2 (embedded), tiny, a Hugging Face id or a local folder."""
+    """Model of the LLM base agent: smollm2 (embedded), tiny, a Hugging Face id or a local folder (env agile:
+    an SFT / PPO output folder of helpgate agile, whatever --agent says)."""
     strong: str = "human"
     """Who acts on an intervention: human (the gold answer / expert move), human-cli (a person at the terminal),
     a model name for a stronger LLM, openai:MODEL (served at --base-url), or a plug-in agent."""
@@ -69,6 +71,8 @@ class CollectConfig(AgentEnvParams):
     """Output folder for the Parquet shards and manifest.json."""
     shard_size: int = 50
     """Episodes per shard (the unit that a killed run redoes)."""
+    max_new_tokens: int = 96
+    """env agile: longest turn the AGILE agent writes (as agile eval)."""
     counterfactual: bool = False
     """Also record cf_base_success / cf_intervene_success at every decision (costly for an LLM)."""
     batch_size: int = 16
@@ -87,6 +91,7 @@ IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base
 """Fields that may change between a run and its resumption (they do not change the data)."""
 ENV_ONLY = {
     "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features"),
+    "agile": ("data", "groups", "questions_per_episode", "max_new_tokens"),
     "textworld": ("tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p"),
 }
 """Fields that only one environment reads; the other leaves them out of the manifest's identity."""
@@ -95,7 +100,8 @@ ENV_ONLY = {
 def check(config: CollectConfig) -> None:
     """Refuse values that cannot work, naming the field."""
     positive = {"episodes": config.episodes, "questions_per_episode": config.questions_per_episode,
-                "shard_size": config.shard_size, "batch_size": config.batch_size}
+                "shard_size": config.shard_size, "batch_size": config.batch_size,
+                "max_new_tokens": config.max_new_tokens}
     for name, value in positive.items():
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}.")
@@ -107,15 +113,18 @@ def check(config: CollectConfig) -> None:
 
 def env_setup(config: CollectConfig) -> EnvSetup:
     """The episodes and actors of ``config`` (checked: bad values raise naming the field)."""
-    agent = config.model if config.agent == "llm" else config.agent
+    # env agile always runs the AGILE policy of --model: its default agent name means that policy.
+    uses_model = config.agent == "llm" or (config.env == "agile" and config.agent == "simulator")
+    agent = config.model if uses_model else config.agent
     return EnvSetup(env_spec(config, agent=agent, agent_seed=config.seed, strong_seed=config.seed))
 
 
 def identity(config: CollectConfig, setup: EnvSetup) -> dict:
     """What the manifest compares on resume: the config, less the other environment's fields."""
     others = {name for env, names in ENV_ONLY.items() if env != config.env for name in names}
+    others -= set(ENV_ONLY.get(config.env, ()))  # a field two environments share stays when either runs
     values = {k: v for k, v in asdict(config).items() if k not in others}
-    if config.env == "productqa" and setup.root is not None:
+    if config.env in ("productqa", "agile") and setup.root is not None:
         values["data"] = str(setup.root)  # the resolved root: the same data under any spelling
     return values
 
@@ -183,7 +192,8 @@ def run(config: CollectConfig) -> dict:
         # before the manifest lists it, whichever worker made it.
         write_shard(frame, out / shard_name(k))
         first, count = shard_episodes(config, k)
-        manifest.mark_done(shard_name(k), first=first, count=count, rows=frame.height)
+        manifest.mark_done(shard_name(k), first=first, count=count, rows=frame.height,
+                           human_calls=human_calls(frame))
 
     with tqdm(total=config.episodes, initial=done_episodes, unit="ep", desc="collect", file=sys.stderr) as bar:
         if todo and config.ray:
@@ -201,6 +211,11 @@ def run(config: CollectConfig) -> dict:
     return summarize(out)
 
 
+def human_calls(frame: pl.DataFrame) -> int:
+    """Interventions the human answered: what collecting these rows cost in human calls."""
+    return int((frame["intervened"] & (frame["actor"] == "human")).sum())
+
+
 def summarize(out: str | Path) -> dict:
     """Episodes, decision points, interventions and mean success of a trajectory folder."""
     frame = read_trajectories(out)
@@ -214,6 +229,7 @@ def summarize(out: str | Path) -> dict:
         "episodes": episodes.height,
         "decision_points": frame.height,
         "interventions": int(frame["intervened"].sum()),
+        "human_calls": human_calls(frame),
         "intervention_rate": float(frame["intervened"].mean()),
         "mean_success": float(episodes["success"].mean()),
         "by_explore_p": by_p.to_dicts(),
@@ -222,7 +238,7 @@ def summarize(out: str | Path) -> dict:
 
 def print_summary(summary: dict, seconds: float | None = None) -> None:
     print(f"episodes: {summary['episodes']}  decision points: {summary['decision_points']}  "
-          f"interventions: {summary['interventions']} "
+          f"interventions: {summary['interventions']} (human calls {summary['human_calls']}) "
           f"(rate {summary['intervention_rate']:.3f} per decision)  "
           f"mean success: {summary['mean_success']:.3f}")
     for row in summary["by_explore_p"]:

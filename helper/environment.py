@@ -11,6 +11,10 @@ online evaluation), so collection and evaluation build the same things the same 
 - ProductQA: episodes of ``agile.envs.productqa_env.ProductQASource`` (data root, split, groups,
   questions per episode; the question type as a feature only with ``gold_features``); base agent ``SimulatorAgent`` (per-question-type accuracy, memory boost)
   or ``LLMAgent``; strong ``StrongLLMAgent``. Horizon: questions per episode.
+- AGILE: episodes of ``agile.executor.episode.AgileSource``: the AGILE executor and LLM policy
+  (``agent``: an SFT / PPO output folder, default the embedded SmolLM2) on windows of
+  ``questions_per_episode`` questions of a ProductQA group (data root default: ``../shared/productqa``
+  or ``$HELPGATE_PRODUCTQA``), memory carried over; the strong actor is the human (seeking advice).
 - TextWorld: episodes of ``agile.envs.textworld_env.TextWorldSource`` (games, quest lengths, rooms,
   objects); base agent ``TextWorldSimulatorAgent`` (expert move with probability ``tw_sim_p``)
   or ``TextWorldLLMAgent``; strong ``TextWorldLLMAgent`` with the actor ``strong``. Horizon: the
@@ -46,7 +50,7 @@ from helper.plugins import (
     resolve,
 )
 
-ENVS = ("productqa", "textworld")
+ENVS = ("productqa", "textworld", "agile")
 HUMAN_STRONG = ("human", "human-cli")
 OPENAI_PREFIX = "openai:"
 """An actor named ``openai:MODEL`` is ``agile.agents.openai_agent.OpenAIAgent`` on that served model."""
@@ -57,7 +61,7 @@ class EnvSpec:
     """Every parameter that decides an environment's episodes and actors."""
 
     env: str = "productqa"
-    """productqa, textworld, or a plug-in env (module:factory or a helpgate.envs entry point)."""
+    """productqa, textworld, agile (the AGILE executor and policy), or a plug-in env (module:factory or a helpgate.envs entry point)."""
     split: str = "train"
     """Split the episodes come from (train or test)."""
     agent: str = "simulator"
@@ -85,6 +89,8 @@ class EnvSpec:
     """ProductQA simulator: accuracy added per retrieved memory entry from an intervention."""
     gold_features: bool = False
     """ProductQA: add the dataset's question type to the observation's features (an ablation)."""
+    max_new_tokens: int = 96
+    """AGILE: longest turn the agent writes (as agile eval)."""
     tw_games: int = 48
     """TextWorld: games in the split."""
     tw_quest_lengths: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
@@ -112,7 +118,14 @@ class EnvSpec:
         for field_name, name in (("agent", self.agent), ("strong", self.strong)):
             if name == OPENAI_PREFIX:
                 raise ValueError(f"{field_name}={name!r}: name the served model, e.g. openai:smollm2.")
-        if self.env == "productqa":
+        if self.env == "agile":
+            if self.strong != "human":
+                raise ValueError(f"strong={self.strong!r}: env='agile' intervenes by seeking advice (the human's "
+                                 "answer); use --strong human.")
+            if is_plugin(self.agent, AGENT_GROUP) or self.agent.startswith(OPENAI_PREFIX):
+                raise ValueError(f"agent={self.agent!r}: env='agile' runs the AGILE policy of --model (a model "
+                                 "folder or name); use --agent llm.")
+        if self.env in ("productqa", "agile"):
             if self.questions_per_episode < 1:
                 raise ValueError(f"questions_per_episode must be >= 1, got {self.questions_per_episode}.")
             if len(self.sim_accuracy) != len(QUESTION_TYPES):
@@ -149,12 +162,16 @@ class EnvSetup:
     def __init__(self, spec: EnvSpec):
         spec.check()
         self.spec = spec
-        self.root = self._data_root() if spec.env == "productqa" else None
+        self.root = self._data_root() if spec.env in ("productqa", "agile") else None
         self._sources: dict[str, object] = {}
 
     def _data_root(self) -> Path:
         if self.spec.data:
             return Path(self.spec.data).expanduser().resolve()
+        if self.spec.env == "agile":
+            from agile.envs.productqa import default_productqa_root
+
+            return Path(default_productqa_root()).resolve()
         from agile.envs.catalog_generator import default_catalog_dir
 
         return Path(default_catalog_dir(seed=0)).resolve()
@@ -166,6 +183,12 @@ class EnvSetup:
             s = self.spec
             if s.plugin:
                 self._sources[split] = PluginSource(s.env, split)
+            elif s.env == "agile":
+                from agile.executor.episode import AgileSource
+
+                self._sources[split] = AgileSource(self.root, split, list(s.groups) if s.groups else None,
+                                                   model=s.agent, device=s.device,
+                                                   max_new_tokens=s.max_new_tokens)
             elif s.env == "productqa":
                 from agile.envs.productqa_env import ProductQASource
 
@@ -183,6 +206,8 @@ class EnvSetup:
         if self.spec.env == "productqa" and not self.spec.plugin:
             return source.episodes(indices, seed, self.spec.questions_per_episode,
                                    gold_features=self.spec.gold_features)
+        if self.spec.env == "agile":
+            return source.episodes(indices, seed, self.spec.questions_per_episode)
         return source.episodes(indices, seed)
 
     @property
@@ -192,7 +217,7 @@ class EnvSetup:
             if not self.source().max_horizon:
                 raise ValueError(f"env={self.spec.env!r}: a plug-in env's horizon is known once episodes are built; "
                                  "call episodes() first.")
-        elif self.spec.env == "productqa":
+        elif self.spec.env in ("productqa", "agile"):
             return self.spec.questions_per_episode
         return self.source().max_horizon
 
@@ -206,6 +231,8 @@ class EnvSetup:
             raise PluginError(f"env={s.env!r} is a plug-in environment: agent={s.agent!r} is a built-in agent of "
                               "productqa/textworld; name a plug-in agent (module:factory or a helpgate.agents "
                               "entry point).")
+        if s.env == "agile":
+            return self.source().agent()  # the LLM policy the episodes reflect with, loaded once
         if s.env == "textworld":
             from agile.agents.textworld_agents import TextWorldLLMAgent, TextWorldSimulatorAgent
 

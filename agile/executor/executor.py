@@ -41,7 +41,9 @@ from agile.executor.metrics import DEFAULT_ADVICE_COST, question_reward
 from agile.executor.reflection import is_no_information
 from agile.protocol import Observation
 
-ENV_NAME = "productqa"
+ENV_NAME = "agile"
+"""The env name of the executor's observations: ProductQA as the AGILE agent runs it (a helper
+trained on another stack's ProductQA observations is told apart by this name)."""
 _MAX_ENTRY_WORDS = 60  # a retrieved entry is cut so that memory cannot crowd out the question
 
 
@@ -280,7 +282,7 @@ class Executor:
         if cfg.show_product:
             text += product_line(self.group, q.asin) + "\n"
         self._append(text, action=False)
-        top_similarity = 0.0
+        top_similarity, retrieved_tokens = 0.0, 0
         if cfg.use_memory:
             self._functions.append(fn.RETRIEVE_MEMORY)
             found = self.memory.retrieve(q.question, q.asin, cfg.k_history, cfg.k_knowledge)
@@ -290,6 +292,7 @@ class Executor:
                          action=False)
             scores = [s for _, s in found.knowledge + found.history]
             top_similarity = max(scores) if scores else 0.0
+            retrieved_tokens = len(self.segments[-1].ids)
         self._fit_context()
         self.awaiting = "decision"
         self.observation = Observation(
@@ -299,15 +302,28 @@ class Executor:
             # a deployed agent does not know the dataset's question type.
             features={**({f"type_{t}": float(q.type == t) for t in QUESTION_TYPES} if cfg.gold_features else {}),
                       "memory_top_similarity": float(top_similarity),
-                      "memory_similar_count": float(self._n_similar)},
+                      "memory_similar_count": float(self._n_similar),
+                      # How much the executor knows: entries stored so far and the size of the
+                      # [RetrieveMemory] output the LLM is about to read.
+                      "memory_entries": float(len(self.memory)) if cfg.use_memory else 0.0,
+                      "retrieved_tokens": float(retrieved_tokens)},
             annotations={"question_type": q.type})
         if self.gate is not None and cfg.use_advice:
             budget_left = self._budget_left()
             # The gate must not spend what is not there; the loop enforces it as well.
             if budget_left != 0 and self.gate.should_intervene(self.observation, budget_left):
-                self._functions.append(fn.SEEK_ADVICE)
-                self._append(f"{fn.SEEK_ADVICE}\n", action=False)
-                self._seek_advice(by_gate=True)
+                self.seek_advice()
+
+    def seek_advice(self) -> None:
+        """Advice decided outside the LLM (a gate, or a collection loop) at this decision point:
+        the human's answer is shown and submitted, after the LLM's reflection when that is on."""
+        if self.awaiting != "decision" or self._turns:
+            raise RuntimeError(f"episode {self.episode_id!r}: advice can only be sought at the start of a "
+                               f"session, before the LLM's first turn (now: {self.awaiting or 'finished'}, "
+                               f"{self._turns} turns).")
+        self._functions.append(fn.SEEK_ADVICE)
+        self._append(f"{fn.SEEK_ADVICE}\n", action=False)
+        self._seek_advice(by_gate=True)
 
     def _budget_left(self) -> int:
         if self.config.advice_budget < 0:

@@ -1,0 +1,98 @@
+"""collect-offline-trajectories --env agile: the AGILE executor and a tiny random LLM policy."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from agile.envs.productqa import default_productqa_root
+from agile.executor.episode import AgileSource
+from agile.rollout import run_episodes
+from helper.collect import CollectConfig, run
+from helper.manifest import MANIFEST
+from helper.schema import SCHEMA, read_trajectories
+
+ROOT = default_productqa_root()
+pytestmark = pytest.mark.skipif(not (ROOT / "train" / "blades").is_dir(), reason=f"ProductQA not found at {ROOT}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread(one_torch_thread):
+    pass
+
+
+def tiny_config(out, **changes) -> CollectConfig:
+    values = dict(env="agile", model="tiny", groups=["blades", "camera_lenses"], out=str(out), episodes=4,
+                  questions_per_episode=2, shard_size=2, batch_size=2, budget=1, explore_p=[0.0, 1.0],
+                  max_new_tokens=6, seed=3)
+    return CollectConfig(**(values | changes))
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory):
+    out = tmp_path_factory.mktemp("agile") / "traj"
+    summary = run(tiny_config(out))
+    return out, summary, read_trajectories(out)
+
+
+def test_one_row_per_decision_point_in_the_schema(collected):
+    out, summary, frame = collected
+    assert frame.height == summary["decision_points"] == 4 * 2  # one row per question of every episode
+    for name, dtype in SCHEMA.items():
+        assert frame.schema[name] == dtype, name
+    assert set(frame["env"]) == {"agile"}
+    assert frame.group_by("episode_id").agg(pl.col("step").sort()).sort("episode_id")["step"].to_list() == [[0, 1]] * 4
+    assert frame.filter(pl.col("done"))["step"].to_list() == [1] * 4
+    keys = set().union(*(json.loads(f) for f in frame["features"]))
+    assert {"memory_top_similarity", "memory_similar_count", "retrieved_tokens"} <= keys
+    assert not any(k.startswith("type_") for k in keys)  # the question type is never a feature
+
+
+def test_advice_rows_are_the_humans_and_follow_the_mixture(collected):
+    out, summary, frame = collected
+    advice, own = frame.filter(pl.col("intervened")), frame.filter(~pl.col("intervened"))
+    assert set(advice["actor"]) == {"human"} and set(advice["action_text"]) == {"[SeekAdvice]"}
+    assert set(own["actor"]) == {"base"}
+    # explore_p 1.0 spends the budget of 1 at the first question; explore_p 0 never asks.
+    per_episode = frame.group_by("episode_id").agg(pl.col("explore_p").first(), pl.col("intervened").cast(int).sum(),
+                                                   pl.col("intervened").first().alias("first"))
+    assert per_episode.filter(pl.col("explore_p") == 1.0)[["intervened", "first"]].rows() == [(1, True)] * 2
+    assert per_episode.filter(pl.col("explore_p") == 0.0)["intervened"].to_list() == [0, 0]
+    # Advice is correct by definition (reward 1); success is the episode's accuracy.
+    assert advice["reward"].to_list() == [1.0] * advice.height
+    means = frame.group_by("episode_id").agg(pl.col("reward").mean(), pl.col("success").first())
+    assert means["reward"].to_list() == pytest.approx(means["success"].to_list())
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert sum(s["human_calls"] for s in manifest["shards"].values()) == summary["human_calls"] == advice.height == 2
+
+
+def test_a_removed_shard_is_rewritten_identically(collected, tmp_path):
+    out, _, frame = collected
+    copy = tmp_path / "traj"
+    copy.mkdir()
+    for path in out.iterdir():
+        copy.joinpath(path.name).write_bytes(path.read_bytes())
+    manifest = json.loads((copy / MANIFEST).read_text())
+    del manifest["shards"]["shard-00001.parquet"]
+    manifest["complete"] = False
+    (copy / MANIFEST).write_text(json.dumps(manifest))
+    (copy / "shard-00001.parquet").unlink()
+    run(tiny_config(copy))
+    assert read_trajectories(copy).equals(frame)
+
+
+def test_advice_through_the_loop_reaches_the_executor():
+    source = AgileSource(ROOT, "train", ["blades"], model="tiny", max_new_tokens=4)
+    (episode,) = source.episodes([0], seed=0, questions_per_episode=3)
+    first = episode.observe()
+    assert first.env == "agile" and first.horizon == 3 and "question_type" in first.annotations
+    assert "[SeekAdvice]" not in episode.executor.context_text().split("[GetQuestion]")[0]  # not offered to the LLM
+    branch = episode.clone()
+    (records,) = run_episodes([episode], source.agent(), budget=2, explore_p=1.0)
+    sessions = episode.executor.records
+    assert [r.advised for r in sessions] == [True, True, False] == [r.intervened for r in records]
+    assert all(r.by_gate for r in sessions[:2]) and sessions[2].turns >= 1
+    assert episode.success() == pytest.approx(sum(r.correct for r in sessions) / 3)
+    assert not branch.executor.records and branch.observe().step == 0  # the clone did not move
