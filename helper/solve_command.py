@@ -1,6 +1,12 @@
 """``helpgate solve``: scored trajectories -> optimal helper policy and labels, for each budget.
 
     helpgate solve --data runs/default/trajectories --budget 1 2 3 --method exact --out runs/default/solve
+    helpgate solve --data runs/agile/trajectories --advice-cost 0.3 --out runs/agile/solve_c0.3
+
+With ``--advice-cost c`` the policy maximises AGILE's total score, success - c * advice rate, with
+no budget: the Lagrangian at the fixed multiplier lambda = c / horizon (``tabular_rl.solve_priced``;
+lambda = c with ``--objective reward``). Its table is written as ``policy_c{H}.npz`` (H = horizon,
+a budget that cannot bind), so ``helpgate distill`` reads it as any other.
 
 Reads the shards of ``data`` through the one data module (``agile.dataset.read_trajectories``:
 every ``*.parquet`` below the folder, names starting with ``.`` or ``_`` skipped; the columns
@@ -27,6 +33,7 @@ from tabular_rl.discretize import BINNINGS, Discretizer
 from tabular_rl.estimate import estimate
 from tabular_rl.label import label
 from tabular_rl.solve import SOLVERS, solve
+from tabular_rl.solve_priced import advice_price, solve_priced
 from tabular_rl.transitions import OBJECTIVES, Columns
 
 REQUIRED = ("episode_id", "step", "intervened", "budget_left", "reward", "done", "prm_score")
@@ -57,6 +64,9 @@ class SolveConfig:
     (the summed logged reward, e.g. TextWorld's progress). Identical where success is the mean reward."""
     shaping: float = 0.0
     """With objective success: weight of the logged reward added as a shaping term (0: none)."""
+    advice_cost: float | None = None
+    """Advice cost c: solve total score = success - c * advice rate with no budget (lambda = c / horizon,
+    or c with --objective reward) instead of the --budget solutions; unset solves the budgets."""
     out: str = "runs/default/solve"
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json."""
 
@@ -72,6 +82,12 @@ def _validate(config: SolveConfig) -> list[int]:
     if not budgets or budgets[0] < 0:
         raise ValueError(f"budget={config.budget!r}: give one or more budgets >= 0, e.g. --budget 1 2 3")
     return budgets
+
+
+def total_score(solution, config: SolveConfig, model) -> float:
+    """The priced solution's expected objective: success (or return) - c * advice rate."""
+    value = solution.expected_success if config.objective == "success" else solution.expected_return
+    return float(value - solution.lam * solution.expected_interventions)
 
 
 def parse_backoff(value: str | float) -> str | float:
@@ -94,7 +110,9 @@ def run(config: SolveConfig) -> dict:
     shards = shard_paths(config.data)
     df = read_trajectories(config.data, require=REQUIRED)
     longest = int(df.group_by("episode_id").len()["len"].max())
-    if budgets[-1] > longest:
+    if config.advice_cost is not None:
+        advice_price(config.advice_cost, config.objective, 1)  # a bad cost is refused before any work
+    elif budgets[-1] > longest:
         # A budget past the longest episode changes nothing and would size the tables by it.
         raise ValueError(f"budget={budgets[-1]}: the longest episode in {config.data} has {longest} decisions, so "
                          f"any budget >= {longest} intervenes everywhere it can; give budgets up to {longest}.")
@@ -102,7 +120,11 @@ def run(config: SolveConfig) -> dict:
     disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(df[cols.score], df[cols.step])
     model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=backoff,
                      objective=config.objective, shaping=config.shaping)
-    solutions = [solve(model, c, config.method) for c in budgets]
+    if config.advice_cost is None:
+        solutions = [solve(model, c, config.method) for c in budgets]
+    else:
+        price = advice_price(config.advice_cost, config.objective, model.horizon)
+        solutions = [solve_priced(model, price)]
 
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -129,7 +151,10 @@ def run(config: SolveConfig) -> dict:
             "cells": counts.height,
         },
         "labels": {"file": "labels.parquet", "columns": [f"optimal_intervene_c{c}" for c in budgets]},
-        "solutions": [sol.summary() | {"policy_file": f"policy_c{sol.budget}.npz"} for sol in solutions],
+        "solutions": [sol.summary() | {"policy_file": f"policy_c{sol.budget}.npz"}
+                      | ({} if config.advice_cost is None else {"advice_cost": config.advice_cost,
+                                                                 "total_score": total_score(sol, config, model)})
+                      for sol in solutions],
     }
     write_json_atomic(summary, out / "solution.json")
 
@@ -138,6 +163,12 @@ def run(config: SolveConfig) -> dict:
         f"(step, state, action) cells have fewer than {THIN} rows (see {out / 'counts.csv'}); back-off weight "
         f"{model.backoff:.3g} for rewards, {model.transition_backoff:.3g} for transitions"
     )
+    if config.advice_cost is not None:
+        sol = solutions[0]
+        print(f"advice cost c={config.advice_cost:g} (lambda {sol.lam:.4g}, no budget): expected success "
+              f"{sol.expected_success:.4f}  expected interventions {sol.expected_interventions:.3f}  "
+              f"expected total score {total_score(sol, config, model):.4f}")
+        return summary
     for sol in solutions:
         print(
             f"C={sol.budget:<3d} {sol.method:<10s} expected success {sol.expected_success:.4f}  "

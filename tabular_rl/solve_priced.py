@@ -1,0 +1,52 @@
+"""A priced intervention: maximise return - price * interventions, with no budget.
+
+AGILE scores an agent by total score = accuracy - c * advice rate. With success = accuracy (the
+mean per-question reward over H questions) that is success - (c / H) * interventions: the
+Lagrangian of the budgeted problem at the fixed multiplier lambda = c / H, so the best policy at
+advice cost c is ``greedy_policy(model, c / H)`` (the same backward induction the Lagrangian solver
+bisects over), and no budget is needed. ``advice_price`` converts c into lambda per objective.
+
+The table is returned in the hard-budget layout with budget = horizon (a budget that can never
+bind, since an episode has at most ``horizon`` decisions) and the same action at every budget
+left >= 1, so ``label``, ``helpgate distill`` and the gate's ``table`` backend read it unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .estimate import TabularModel
+from .evaluate import evaluate, policy_values
+from .solution import Solution
+from .solve_lagrangian import greedy_policy
+
+
+def advice_price(advice_cost: float, objective: str, horizon: int) -> float:
+    """lambda for advice cost c: c / horizon when success is the mean over the episode's
+    questions (``success``), c when the return is the summed per-question reward (``reward``)."""
+    if not (np.isfinite(advice_cost) and advice_cost >= 0):
+        raise ValueError(f"advice_cost={advice_cost!r}: give a finite cost >= 0 per piece of advice, e.g. 0.3")
+    return float(advice_cost) / max(int(horizon), 1) if objective == "success" else float(advice_cost)
+
+
+def solve_priced(model: TabularModel, price: float) -> Solution:
+    """Optimal deterministic policy for (return - ``price`` per intervention), no budget."""
+    if not (np.isfinite(price) and price >= 0):
+        raise ValueError(f"price={price!r}: the price of an intervention must be a finite number >= 0")
+    T, S = model.horizon, model.n_states
+    act = greedy_policy(model, price)[..., 0]
+    policy = np.zeros((T, S, T + 1))
+    policy[:, :, 1:] = act[:, :, None]
+    ev = evaluate(model, policy, T, hard_budget=True)
+    return Solution(
+        method="priced",
+        budget=T,
+        policy=policy,
+        values=policy_values(model, policy, hard_budget=True),
+        hard_budget=True,
+        expected_return=ev.expected_return,
+        expected_success=ev.expected_success,
+        expected_interventions=ev.expected_interventions,
+        discretizer=model.discretizer,
+        lam=float(price),
+    )
