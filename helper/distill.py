@@ -19,7 +19,8 @@ Held-out agreement: episodes (not rows) are split into train / test with a seede
 episode id; agreement, balanced accuracy and predicted vs. optimal intervention rate on the test
 episodes are reported per budget left, printed, and stored in ``helper.json``.
 
-Writes ``out``: ``helper.json`` (config, report, training cost), ``classifier/``, ``fallback/``,
+Writes ``out``: ``helper.json`` (config, report, training cost, ``trained_on``: env, horizon, budget,
+method and advice cost, which the gate compares with its use), ``classifier/``, ``fallback/``,
 ``policy.npz`` + ``discretizer.json`` (the solved table, for ``--backend table`` at load time).
 """
 
@@ -37,6 +38,7 @@ from agile.seeding import stable_uniform
 from helper.features import SCORE_FEATURE, FeatureClassifier, default_feature_names, frame_features
 from helper.gate import HelperGate
 from helper.schema import read_shard
+from helper.trained_on import trained_on
 
 LABEL = "optimal_intervene"
 NO_PRM = ("", "none", "None")
@@ -149,6 +151,16 @@ def training_calls(frame: pl.DataFrame) -> dict:
             "episodes": int(frame["episode_id"].n_unique()), "rows": int(frame.height)}
 
 
+def _advice_cost(source: Path) -> float | None:
+    """The advice cost of a priced solve (``helpgate solve --advice-cost``), else None."""
+    import json
+
+    summary = source / "solution.json"
+    if not summary.is_file():
+        return None
+    return json.loads(summary.read_text()).get("config", {}).get("advice_cost")
+
+
 def _fit_features(cfg: DistillConfig, train: pl.DataFrame, names: list[str]) -> FeatureClassifier:
     return FeatureClassifier(cfg.model, names, random_state=cfg.seed).fit(frame_features(train, names),
                                                                           train[LABEL].to_numpy())
@@ -213,6 +225,7 @@ def run(cfg: DistillConfig) -> dict:
     gate = HelperGate(cfg.backend, classifier, fallback, table=solution, discretizer=discretizer,
                       max_budget=solution.budget)
     summary = {"report": report, "training_calls": training_calls(logged), "labels_from": str(source.resolve()),
+               "trained_on": trained_on(logged, solution, _advice_cost(source)),
                "solution": solution.summary(), "distill_config": asdict(cfg)}
     gate.save(out, prm=None if prm_path is None else str(prm_path), extra=summary)
     _print(report, out)

@@ -29,6 +29,10 @@ the same model trained without the score feature, which distill always saves. If
 missing, the conservative rule applies: intervene only when the interventions left cover every
 remaining decision (spending them then cannot take them from a later, better use).
 ``gate.stats()`` counts decisions and fallbacks.
+
+On its first decision the gate compares the use with what it was trained on (``helper.trained_on``,
+stored by distill): a larger budget, a longer horizon or another env warns once, naming the fields;
+an observation that has none of the features the classifier reads is refused (``ValueError``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from pathlib import Path
 from agile.protocol import Observation
 from helper.budget import ScoredGate
 from helper.features import SCORE_FEATURE, FeatureClassifier, observation_features
+from helper.trained_on import mismatch
 
 BACKENDS = ("features", "text", "table")
 CONFIG_FILE = "helper.json"
@@ -55,7 +60,7 @@ class HelperGate(ScoredGate):
 
     def __init__(self, backend: str = "features", classifier=None, fallback: FeatureClassifier | None = None,
                  scorer=None, table=None, discretizer=None, budget: int | None = None,
-                 max_budget: int | None = None, threshold: float = 0.5):
+                 max_budget: int | None = None, threshold: float = 0.5, trained_on: dict | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend={backend!r}: choose one of {', '.join(BACKENDS)}")
         if backend in ("features", "text") and classifier is None:
@@ -76,8 +81,28 @@ class HelperGate(ScoredGate):
         self._stats_lock = threading.Lock()
         self._stats = {"decisions": 0, "fallbacks": 0, "score_errors": 0}
         self._warned = False
+        self.trained_on = trained_on or {}
+        """What distill saw (env, horizon, budget, method): compared with the first use."""
+        self._use_checked = [False]  # a list: gates made by with_budget share it (one warning for all)
 
     # -- decision --------------------------------------------------------------------------------
+    def should_intervene(self, observation: Observation, budget_left: int | None = None) -> bool:
+        self._check_use(observation)
+        return super().should_intervene(observation, budget_left)
+
+    def _check_use(self, observation: Observation) -> None:
+        """Warn once if this use differs from the training data; refuse a meaningless one."""
+        if self._use_checked[0]:
+            return
+        names = self.classifier.feature_names if self.backend == "features" else ()
+        text = mismatch(self.trained_on, observation, self.budget, names)
+        with self._stats_lock:
+            if self._use_checked[0]:
+                return
+            self._use_checked[0] = True
+        if text:
+            warnings.warn(text, stacklevel=3)
+
     def wants(self, observation: Observation, budget_left: int) -> bool:
         return self.intervene_probability(observation, budget_left) >= self.threshold
 
@@ -86,6 +111,7 @@ class HelperGate(ScoredGate):
         # The classifier never saw more budget than it was trained with; more left acts like max.
         # (``is not None``: a helper trained for max_budget=0 clips to 0, it does not skip the clip.)
         left = min(int(budget_left), self.max_budget) if self.max_budget is not None else int(budget_left)
+        self._check_use(observation)
         self._count("decisions")
         if self.backend == "text":
             from helper.text_classifier import format_input
@@ -104,8 +130,10 @@ class HelperGate(ScoredGate):
     def with_budget(self, budget: int) -> HelperGate:
         """A gate sharing this one's models (PRM, classifiers) and ``stats`` with its own budget."""
         gate = HelperGate(self.backend, self.classifier, self.fallback, self.scorer, self.table, self.discretizer,
-                          budget, self.max_budget, self.threshold)
+                          budget, self.max_budget, self.threshold, self.trained_on)
         gate._stats, gate._stats_lock = self._stats, self._stats_lock
+        if budget is None or self.budget is None or budget <= self.budget:
+            gate._use_checked = self._use_checked  # a larger budget is a new use, checked on its own
         return gate
 
     def stats(self) -> dict[str, int]:
@@ -204,7 +232,7 @@ class HelperGate(ScoredGate):
         if prm is not False and needs_score and prm_path:
             scorer = _load_scorer(prm_path, device)
         return cls(backend, classifier, fallback, scorer, table, discretizer, budget, config.get("max_budget"),
-                   config.get("threshold", 0.5))
+                   config.get("threshold", 0.5), config.get("trained_on"))
 
     def __repr__(self) -> str:
         return (f"HelperGate(backend={self.backend!r}, budget={self.budget}, max_budget={self.max_budget}, "

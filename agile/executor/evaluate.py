@@ -136,9 +136,13 @@ def make_gate(cfg: EvalConfig):
     return None
 
 
-def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print) -> list[dict]:
+def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
+             gate_advice: int | None = None) -> list[dict]:
     """Evaluate ``cfg.model`` (or the given model) per ablation, with its own advice and with a
-    gate (``gate`` if given, else the built-in ``cfg.gate``); writes eval.json / eval.csv."""
+    gate (``gate`` if given, else the built-in ``cfg.gate``); writes eval.json / eval.csv.
+
+    ``gate_advice``: the gate run's advice budget per episode (default: ``gate_budget`` times the
+    questions per group)."""
     import torch
 
     from agile.envs.productqa import default_productqa_root, load_split
@@ -166,7 +170,8 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print) 
         exec_cfg = replace(base, **ABLATIONS[ablation])
         modes = [("policy", None, exec_cfg)]
         if gate is not None and exec_cfg.use_advice:
-            budget = max(int(round(cfg.gate_budget * cfg.questions_per_group)), 0)
+            budget = gate_advice if gate_advice is not None else \
+                max(int(round(cfg.gate_budget * cfg.questions_per_group)), 0)
             modes.append((f"gate:{gate_name}", gate, replace(exec_cfg, advice_budget=budget)))
         for mode, g, ecfg in modes:
             result = evaluate(model, tokenizer, groups, cfg.questions_per_group, ecfg, embedder, g,
