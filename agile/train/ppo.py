@@ -26,6 +26,10 @@ tokens (question, memory, tool output, advice) are transitions of the environmen
    ``max(-A r, -A clip(r, 1-eps, 1+eps))`` and a clipped value loss, averaged over the action
    tokens only. The policy is the model plus LoRA adapters (``peft``); the reference model is the
    same model with the adapters switched off, so it costs no extra memory.
+
+Every ``[SeekAdvice]`` taken in a rollout (every copy of a session with K > 1) is a human call: a
+person answers it. Their count, summed over processes, is each iteration's ``human_calls`` and the
+run's ``training_human_calls`` in ``metrics.json``; ``rollouts.jsonl`` logs every rollout session.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from typing import Literal
 
 import torch
 
-from agile.executor.executor import Executor, ExecutorConfig, SessionRecord
+from agile.executor.executor import Executor, ExecutorConfig, SessionRecord, records_to_jsonl
 from agile.executor.metrics import summarize
 from agile.executor.policy import ActionLM, LLMPolicy, pad_batch, run_executors
 from agile.train.advantages import gae_segments, grpo, loop, whiten
@@ -425,6 +429,13 @@ def peak_memory_mb(device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
+def sum_over_processes(accelerator, value: int, device) -> int:
+    """``value`` summed over the data-parallel processes (itself with one process)."""
+    if accelerator.num_processes == 1:
+        return int(value)
+    return int(accelerator.reduce(torch.tensor([int(value)], device=device), reduction="sum").item())
+
+
 def check_config(cfg: PPOConfig) -> None:
     if cfg.estimator not in ("gae", "loop", "grpo"):
         raise ValueError(f"PPOConfig.estimator is {cfg.estimator!r}; use gae, loop or grpo.")
@@ -477,7 +488,8 @@ def train(cfg: PPOConfig, log=print) -> dict:
     torch.manual_seed(cfg.seed * 1000 + accelerator.process_index)
     rollout_policy = LLMPolicy(raw.lm, tokenizer, cfg.max_new_tokens, greedy=False,
                                temperature=cfg.temperature, batch_size=cfg.rollout_batch_size)
-    history = []
+    history, rollout_log = [], []
+    training_human_calls = 0
     for it in range(cfg.iterations):
         # 1. rollout
         raw.eval()
@@ -488,6 +500,10 @@ def train(cfg: PPOConfig, log=print) -> dict:
         records, tasks = collect(rollout_policy, episodes, tokenizer, embedder, exec_cfg,
                                  cfg.rollouts_per_task, dbs, tag=f"it{it}-p{accelerator.process_index}")
         rollout_seconds = time.perf_counter() - start
+        # Each advice in a rollout was answered by a person: the human calls this training spends.
+        human_calls = sum_over_processes(accelerator, sum(r.advised for r in records), device)
+        training_human_calls += human_calls
+        rollout_log.append(records_to_jsonl(records))
         # 2. proxy reward r + A_i
         bonuses = [proxy_bonus(r, cfg.proxy_beta) for r in records]
         samples = [Sample(r.input_ids, r.action_mask, r.reward + b, t)
@@ -498,7 +514,7 @@ def train(cfg: PPOConfig, log=print) -> dict:
         stats = update(policy, optimizer, prepared, cfg, tokenizer.pad_token_id, accelerator, rng)
         metrics = summarize([r.correct for r in records], [r.advised for r in records], cfg.advice_cost)
         generated = rollout_policy.generated_tokens - gen_tokens
-        row = {"iteration": it + 1, "sessions": len(records), **metrics,
+        row = {"iteration": it + 1, "sessions": len(records), **metrics, "human_calls": human_calls,
                "mean_reward": sum(s.reward for s in samples) / max(len(samples), 1),
                "mean_bonus": sum(bonuses) / max(len(bonuses), 1),
                "kl_to_reference": prepared.kl, **stats,
@@ -515,7 +531,9 @@ def train(cfg: PPOConfig, log=print) -> dict:
                 f"pg {stats['pg_loss']:.4f} clip {stats['clip_fraction']:.3f} "
                 f"rollout {rollout_seconds:.0f}s update {stats['update_seconds']:.0f}s")
     accelerator.wait_for_everyone()
-    result = {"history": history, "processes": accelerator.num_processes, "config": asdict(cfg)}
+    total_sessions = sum_over_processes(accelerator, sum(row["sessions"] for row in history), device)
+    result = {"history": history, "processes": accelerator.num_processes, "config": asdict(cfg),
+              "training_human_calls": training_human_calls}
     if accelerator.is_main_process:
         out = Path(cfg.out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -526,6 +544,11 @@ def train(cfg: PPOConfig, log=print) -> dict:
                 torch.save(raw.value.state_dict(), out / "value_head.pt")
             result["model_dir"] = str(save_model(raw, tokenizer, out / "model"))
         (out / "ppo_history.json").write_text(json.dumps(result, indent=1, default=str))
+        (out / "metrics.json").write_text(json.dumps(
+            {"training_human_calls": training_human_calls, "rollout_sessions": total_sessions,
+             "iterations": cfg.iterations, "advice_cost": cfg.advice_cost}, indent=1))
+        # The main process's rollout sessions (every process's advice is in training_human_calls).
+        (out / "rollouts.jsonl").write_text("".join(rollout_log))
     accelerator.wait_for_everyone()
     result["model"] = raw
     result["accelerator"] = accelerator
