@@ -86,7 +86,8 @@ PROPOSAL_DEFAULTS: dict[str, Any] = {"proposal_text": "", "proposal_reward": Non
 DECIDE_AFTER_DEFAULT = "state"
 """A dataset's ``decide_after`` when its manifest does not say (collected before the option)."""
 
-_MADE_BY = {"prm_score": "score the shards first: helpgate prm score"}
+_MADE_BY = {"prm_score": "score the shards first: helpgate prm score",
+            "proposal_text": "collect the trajectories with --decide-after proposal (or use --tag-after state)"}
 _EXPECTED = {pl.Int64: "an integer (Int64)", pl.Float64: "a number (Float64)", pl.Boolean: "Boolean",
              pl.String: "String"}
 
