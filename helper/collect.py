@@ -7,6 +7,7 @@
     collect-offline-trajectories --env examples.arith_chain:make_episodes \
         --agent examples.arith_chain:make_agent --episodes 64 --out traj-chain     # a plug-in env
     helpgate collect --agent openai:smollm2 --base-url http://127.0.0.1:8000/v1 --out traj-served
+    collect-offline-trajectories --out traj-prop --decide-after proposal   # log the base agent's proposals
 
 Episodes and agents come from ``helper.environment.EnvSetup``, the builder online evaluation
 uses too. Episode ``i`` is fully determined by ``(seed, i)`` (its group or game, its questions,
@@ -18,6 +19,11 @@ uninterrupted run.
 With ``--ray`` the shards are spread over Ray workers (``helper.ray_collect``); the folder is the
 same as without it, since every episode is fixed by ``(seed, index)``.
 A rerun with other arguments is refused with the name of the field that differs.
+
+``--decide-after proposal`` lets the base agent propose before each intervention is decided
+(``agile.rollout``) and logs ``proposal_text``, ``proposal_reward`` and ``proposal_signals`` at every
+decision point, also where an intervention replaced the proposal; the manifest records the mode
+(``decide_after``; a folder from before the option reads as ``state``).
 """
 
 from __future__ import annotations

@@ -3,6 +3,11 @@
     helpgate prm train --data trajectories --out prm                      # frozen backbone, value head
     helpgate prm train --data trajectories --out prm --head tag           # Math-Shepherd +/- tag head
     helpgate prm train --data trajectories --out prm --head tag --lora    # LoRA (the GPU recipe)
+    helpgate prm train --data traj-prop --out prm --tag-after proposal   # scores the agent's proposal
+
+With ``--tag-after proposal`` (data collected with ``--decide-after proposal``) every step renders
+the base agent's proposal before the tag (``prm.render``), and the default target is the
+proposal's own reward (``label_proposal``: was the proposal right?) when every row logged it.
 
 Frozen backbone: one inference pass caches the hidden state at every step tag, then the head is
 fitted on those features by L-BFGS (a convex, L2-regularised logistic regression: fast on CPU,
