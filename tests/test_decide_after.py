@@ -15,7 +15,7 @@ from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa_env import PREDICT, SEARCH, SEARCH_RESULT_HEADER, make_episodes, question_type
 from agile.models import load_tokenizer
-from agile.protocol import BASE, Action, Observation
+from agile.protocol import BASE, Action, Observation, StepResult
 from agile.rollout import run_episodes
 from agile.seeding import stable_uniform
 from helper.schema import SchemaError, read_trajectories, write_shard
@@ -358,3 +358,52 @@ def test_served_helper_needs_and_reads_the_proposal(proposal_helper):
     observation = Observation("fresh", "", "", 0, request["state_text"], 3, {})
     expected = helper.intervene_probability(observation, 1, Action(f"{PREDICT} yes"))
     assert answer.json()["score"] == pytest.approx(expected, abs=1e-6)
+
+
+class AlternatingEpisode:
+    """An environment that is not deterministic given actions: its reward alternates with every
+    step call made anywhere (as a random tool would differ between a clone and a replay)."""
+
+    env = "alternating"
+    calls = 0
+
+    def __init__(self, episode_id="alt", position=0):
+        self.episode_id, self.position = episode_id, position
+
+    def observe(self):
+        return Observation(self.episode_id, self.env, "t", self.position, f"step {self.position}", 2)
+
+    def step(self, action):
+        type(self).calls += 1
+        self.position += 1
+        return StepResult(float(type(self).calls % 2), self.done)
+
+    def expert_action(self):
+        return Action("expert", actor="human")
+
+    @property
+    def done(self):
+        return self.position >= 2
+
+    def success(self):
+        return 1.0
+
+    def clone(self):
+        return AlternatingEpisode(self.episode_id, self.position)
+
+
+class SayAnything:
+    name = "say"
+
+    def act(self, observations):
+        return [Action("anything") for _ in observations]
+
+
+def test_a_replay_that_differs_is_logged_as_played_and_warned():
+    AlternatingEpisode.calls = 0
+    with pytest.warns(UserWarning, match="not deterministic given the actions"):
+        records = run_episodes([AlternatingEpisode()], SayAnything(), budget=2, decide_after="proposal")
+    first = records[0][0]
+    # The clone's step was call 1 (reward 1), the replay on the episode call 2 (reward 0).
+    assert not first.intervened and first.proposal_reward == 1.0 and first.reward == 0.0
+    assert first.action_text == first.proposal_text == "anything"
