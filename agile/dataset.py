@@ -63,8 +63,16 @@ OPTIONAL: dict[str, pl.DataType] = {
     "features": pl.String,
     "cf_base_success": pl.Float64,
     "cf_intervene_success": pl.Float64,
+    "proposal_text": pl.String,
+    "proposal_reward": pl.Float64,
+    "proposal_signals": pl.String,
 }
 """Columns added by later stages or by counterfactual collection; typed when present.
+
+``proposal_text`` / ``proposal_reward`` / ``proposal_signals`` hold, at every decision point, what
+the base agent proposed, that proposal's immediate reward and the agent's numbers about it (a JSON
+object), also where an intervention replaced it (``collect-offline-trajectories --decide-after
+proposal``); a dataset collected before them, or in ``state`` mode, reads as ``PROPOSAL_DEFAULTS``.
 
 ``features`` holds the observation's numeric side information as a JSON object;
 ``cf_*_success`` hold the counterfactual outcomes (base acts / intervention here, then the
@@ -73,7 +81,13 @@ same continuation policy) recorded by ``collect-offline-trajectories --counterfa
 
 ALL_COLUMNS = {**SCHEMA, **OPTIONAL}
 
-_MADE_BY = {"prm_score": "score the shards first: helpgate prm score"}
+PROPOSAL_DEFAULTS: dict[str, Any] = {"proposal_text": "", "proposal_reward": None, "proposal_signals": "{}"}
+"""The proposal columns of a row with no proposal logged (``state`` mode, or an older dataset)."""
+DECIDE_AFTER_DEFAULT = "state"
+"""A dataset's ``decide_after`` when its manifest does not say (collected before the option)."""
+
+_MADE_BY = {"prm_score": "score the shards first: helpgate prm score",
+            "proposal_text": "collect the trajectories with --decide-after proposal (or use --tag-after state)"}
 _EXPECTED = {pl.Int64: "an integer (Int64)", pl.Float64: "a number (Float64)", pl.Boolean: "Boolean",
              pl.String: "String"}
 
@@ -125,6 +139,11 @@ def validate(frame: pl.DataFrame, source: str | os.PathLike = "<frame>",
         if name in frame.columns and frame[name].is_infinite().any():
             raise SchemaError(f"{source}: column {name!r} holds an infinite value; every {name} must be finite "
                               "(NaN marks a missing score).")
+    if "proposal_reward" in frame.columns and frame["proposal_reward"].is_infinite().any():
+        raise SchemaError(f"{source}: column 'proposal_reward' holds an infinite value; a proposal's reward "
+                          "must be finite (null where none was logged).")
+    if "proposal_signals" in frame.columns:
+        _check_signals(frame["proposal_signals"], source)
     for name in ("success", "explore_p"):
         if name in frame.columns:
             outside = frame.filter((pl.col(name) < 0) | (pl.col(name) > 1)).height
@@ -132,6 +151,29 @@ def validate(frame: pl.DataFrame, source: str | os.PathLike = "<frame>",
                 raise SchemaError(f"{source}: column {name!r} has {outside} values outside [0, 1]; an episode's "
                                   f"{name} is a probability or a mean outcome in [0, 1].")
     return frame
+
+
+def _check_signals(column: pl.Series, source) -> None:
+    """Every ``proposal_signals`` value is a JSON object of finite numbers (null: none logged)."""
+    for row, text in enumerate(column.to_list()):
+        if text is None or text == "{}":
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = None
+        numbers = isinstance(value, dict) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) != float("inf") for v in value.values())
+        if not numbers:
+            raise SchemaError(f"{source}: column 'proposal_signals' row {row} is {text[:60]!r}, not a JSON object of "
+                              "finite numbers; re-create the shard.")
+
+
+def with_proposal_defaults(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with every proposal column, the missing ones filled with ``PROPOSAL_DEFAULTS``."""
+    missing = [pl.lit(value, dtype=OPTIONAL[name]).alias(name) for name, value in PROPOSAL_DEFAULTS.items()
+               if name not in frame.columns]
+    return frame.with_columns(missing) if missing else frame
 
 
 def check_episodes(frame: pl.DataFrame, source: str | os.PathLike) -> None:
@@ -192,6 +234,9 @@ def read_trajectories(data: str | os.PathLike, require: Iterable[str] | None = N
     (episode_id, step); an empty dataset is refused."""
     require = None if require is None else list(require)
     frames = [read_shard(path, require, whole_episodes) for path in shard_paths(data)]
+    if any(name in f.columns for f in frames for name in PROPOSAL_DEFAULTS):
+        # Shards from before the proposal columns keep their rows next to newer ones.
+        frames = [with_proposal_defaults(f) for f in frames]
     columns = [c for c in frames[0].columns if all(c in f.columns for f in frames)]
     frame = pl.concat([f.select(columns) for f in frames], how="vertical_relaxed")
     if frame.height == 0:
@@ -226,6 +271,20 @@ def write_shard(frame: pl.DataFrame, path: str | os.PathLike, require: Iterable[
     return write_atomic(path, frame.write_parquet)
 
 
+def decide_after_of(data: str | os.PathLike) -> str:
+    """The ``decide_after`` a trajectory folder was collected with (its ``manifest.json``; default
+    ``state`` for a folder without one or collected before the option)."""
+    path = Path(data)
+    path = path / MANIFEST if path.is_dir() else path.parent / MANIFEST
+    if not path.exists():
+        return DECIDE_AFTER_DEFAULT
+    try:
+        config = json.loads(path.read_text()).get("config", {})
+    except json.JSONDecodeError:
+        return DECIDE_AFTER_DEFAULT
+    return str(config.get("decide_after", DECIDE_AFTER_DEFAULT))
+
+
 def write_json_atomic(obj, path: str | os.PathLike) -> Path:
     def write(temp: str) -> None:
         Path(temp).write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
@@ -253,11 +312,12 @@ class Manifest:
     @classmethod
     def open(cls, out: str | os.PathLike, config: dict[str, Any], ignore: tuple[str, ...] = (),
              name: str = MANIFEST, on_change: Literal["refuse", "restart"] = "refuse",
-             own_folder: bool = True, stamp: bool = False) -> Manifest:
+             own_folder: bool = True, stamp: bool = False, defaults: dict[str, Any] | None = None) -> Manifest:
         """Load ``out/name`` and check it was written with ``config`` (fields in ``ignore`` may
         differ), or start a new one. Another config is refused (``ConfigMismatch``) or, with
         ``on_change="restart"``, starts over. ``own_folder``: the folder must be new or empty
-        when there is no manifest yet (it will hold only what this run writes)."""
+        when there is no manifest yet (it will hold only what this run writes). ``defaults``: the
+        value a stored config lacking a field had (a field added since it was written)."""
         out = Path(out)
         path = out / name
         if path.exists():
@@ -270,7 +330,7 @@ class Manifest:
                     raise ValueError(
                         f"{path}: not valid JSON ({error}); delete the folder or choose another --out."
                     ) from error
-            stored = data.get("config", {})
+            stored = dict(defaults or {}) | data.get("config", {})
             differing = [key for key in sorted(set(stored) | set(config))
                          if key not in ignore and stored.get(key) != config.get(key)]
             if not differing:

@@ -42,6 +42,9 @@ class Action:
 
     text: str
     actor: str = BASE
+    signals: dict[str, float] = field(default_factory=dict, compare=False)
+    """Numbers the agent gives about this action for free (e.g. the answer's log-probability);
+    carried into the logged ``proposal_signals``, never read by the environment."""
 
 
 @dataclass(frozen=True)
@@ -82,12 +85,23 @@ class Agent(Protocol):
     def act(self, observations: list[Observation]) -> list[Action]: ...
 
 
+DECIDE_AFTER = ("state", "proposal")
+"""When a gate decides: on the state alone, or after reading the base agent's proposal."""
+
+
 @runtime_checkable
 class Gate(Protocol):
-    """Decides, before the base agent acts, whether to hand this decision to the strong actor.
+    """Decides whether to hand this decision to the strong actor.
 
     ``budget_left`` is what the loop still allows in this episode; a gate must never answer
     True when it is 0 (the loop enforces it too).
+
+    A gate with the attribute ``decide_after = "proposal"`` decides after the base agent has
+    proposed: the loop lets the base agent act on a copy of the episode first and passes what it
+    would do as ``proposal`` (an ``Action``: the decision's whole transcript as ``text``, the
+    final action's ``signals``); the loop keeps the proposal when the gate says no. Without the
+    attribute (or ``"state"``) the gate decides before the agent acts and is called with two
+    arguments, so older gates keep working (``gate_decides_after``).
 
     Optional hooks, called when the gate has them (duck typing, so they are not members here):
     ``record_action(observation, action_text)`` after each decision, and
@@ -97,3 +111,12 @@ class Gate(Protocol):
     """
 
     def should_intervene(self, observation: Observation, budget_left: int) -> bool: ...
+
+
+def gate_decides_after(gate) -> str:
+    """``"proposal"`` or ``"state"``: when ``gate`` decides (``"state"`` for no gate or no attribute)."""
+    mode = getattr(gate, "decide_after", "state") if gate is not None else "state"
+    if mode not in DECIDE_AFTER:
+        raise ValueError(f"gate {getattr(gate, 'name', type(gate).__name__)!r} has decide_after={mode!r}; "
+                         f"use one of {DECIDE_AFTER}.")
+    return mode

@@ -22,6 +22,20 @@ Agents are called once per round with the observations of every episode they act
 An agent that needs the live episodes (scripted and oracle agents read the gold answer) sets
 ``needs_episodes = True`` and is called as ``agent.act(observations, episodes=episodes)``.
 
+Decide after the proposal (``decide_after="proposal"``, automatic when the gate has
+``decide_after = "proposal"``): at a decision point with budget left, the base agent first plays
+the decision on a clone of the episode (tool rounds included; all such clones in one batched
+``decide``), then the gate reads that proposal (``should_intervene(observation, budget_left,
+proposal=Action(transcript, signals=...))``) and the exploration draw is made. Kept: the real
+episode replays the proposal's actions, so the base agent is asked once per decision. Replaying
+gives the clone's outcome in every built-in environment (ProductQA, TextWorld, plug-in examples:
+deterministic given the actions); an environment whose replay differs (a random tool) gets the
+replay's own outcome logged and a warning. Every row then also logs ``proposal_text``,
+``proposal_reward`` (the clone's reward of the proposal: for ProductQA whether it was right, known
+where an intervention replaced it too) and ``proposal_signals``; where no budget is left the base
+agent acts directly and its action is logged as the proposal. In ``state`` mode these columns are
+empty (``""``, null, ``"{}"``).
+
 ``counterfactual=True`` adds, for every decision point, ``cf_base_success`` and
 ``cf_intervene_success``: the episode is cloned before the decision, the base action (resp. the
 intervention) is taken, and the clone continues with the base agent alone to the end. All
@@ -33,11 +47,12 @@ the simulator; for an LLM agent expect roughly ``horizon`` times the plain run's
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agile.protocol import Action, Agent, Episode, Gate, Observation, StepResult
+from agile.protocol import BASE, DECIDE_AFTER, Action, Agent, Episode, Gate, Observation, StepResult, gate_decides_after
 from agile.seeding import derive_seed, stable_uniform  # noqa: F401  (re-exported: older imports)
 
 MAX_TOOL_ROUNDS = 8
@@ -67,6 +82,12 @@ class StepRecord:
     horizon: int
     features: str
     """The observation's features as a JSON object."""
+    proposal_text: str = ""
+    """What the base agent proposed here (its whole transcript); ``""`` in ``state`` mode."""
+    proposal_reward: float | None = None
+    """The proposal's immediate reward (on a clone where an intervention replaced it)."""
+    proposal_signals: str = "{}"
+    """The proposal's final action's ``signals`` as a JSON object."""
     cf_base_success: float | None = None
     cf_intervene_success: float | None = None
 
@@ -81,6 +102,8 @@ class _Decision:
     action_text: str
     actor: str
     result: StepResult
+    actions: list[Action] = field(default_factory=list)
+    """Every action of the decision, one per tool round, the final one last (what a replay plays)."""
 
 
 def _act(agent: Agent, episodes: list[Episode], observations: list[Observation]) -> list[Action]:
@@ -102,6 +125,7 @@ def decide(episodes: list[Episode], actors: list[Agent | None]) -> list[_Decisio
     Episodes sharing an actor are batched into one ``act`` call per tool round.
     """
     transcripts: list[list[str]] = [[] for _ in episodes]
+    played: list[list[Action]] = [[] for _ in episodes]
     decisions: list[_Decision | None] = [None] * len(episodes)
     pending = list(range(len(episodes)))
     for _ in range(MAX_TOOL_ROUNDS):
@@ -120,12 +144,13 @@ def decide(episodes: list[Episode], actors: list[Agent | None]) -> list[_Decisio
                 actions = _act(actor, batch, [episode.observe() for episode in batch])
             for i, action in zip(indices, actions):
                 result = episodes[i].step(action)
+                played[i].append(action)
                 transcripts[i].append(action.text)
                 if result.info.get("tool") and not result.done:
                     transcripts[i].append(str(result.info.get("tool_output", "")))
                     still.append(i)
                 else:
-                    decisions[i] = _Decision("\n".join(transcripts[i]), action.actor, result)
+                    decisions[i] = _Decision("\n".join(transcripts[i]), action.actor, result, played[i])
         pending = sorted(still)
     raise RuntimeError(
         f"episodes {[episodes[i].episode_id for i in pending]} still call tools after "
@@ -143,6 +168,24 @@ def _per_episode_p(explore_p: float | Sequence[float] | None, n: int) -> list[fl
     return ps
 
 
+def replay(episode: Episode, actions: Sequence[Action]) -> _Decision:
+    """Step ``episode`` with the recorded ``actions`` of one decision (no agent is asked)."""
+    transcript: list[str] = []
+    result = None
+    for k, action in enumerate(actions):
+        result = episode.step(action)
+        transcript.append(action.text)
+        if result.info.get("tool") and not result.done and k + 1 < len(actions):
+            transcript.append(str(result.info.get("tool_output", "")))
+    return _Decision("\n".join(transcript), actions[-1].actor, result, list(actions))
+
+
+def _proposal(decision: _Decision) -> Action:
+    """What a proposal-reading gate is shown: the transcript and the final action's signals."""
+    final = decision.actions[-1] if decision.actions else None
+    return Action(decision.action_text, BASE, dict(final.signals) if final is not None else {})
+
+
 def run_episodes(
     episodes: Sequence[Episode],
     base_agent: Agent,
@@ -152,11 +195,23 @@ def run_episodes(
     explore_p: float | Sequence[float] | None = None,
     rng_seed: int = 0,
     counterfactual: bool = False,
+    decide_after: str | None = None,
 ) -> list[list[StepRecord]]:
-    """Run ``episodes`` (mutated in place) to the end; one list of records per episode."""
+    """Run ``episodes`` (mutated in place) to the end; one list of records per episode.
+
+    ``decide_after``: ``"state"`` or ``"proposal"`` (see the module docstring); default: the
+    gate's own ``decide_after``, else ``"state"``."""
     episodes = list(episodes)
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget}.")
+    gate_mode = gate_decides_after(gate)
+    mode = decide_after or gate_mode
+    if mode not in DECIDE_AFTER:
+        raise ValueError(f"decide_after={mode!r}: use one of {DECIDE_AFTER}.")
+    if mode == "state" and gate_mode == "proposal":
+        raise ValueError(f"decide_after='state' but the gate {getattr(gate, 'name', type(gate).__name__)!r} "
+                         "reads the base agent's proposal (decide_after='proposal'); run with "
+                         "decide_after='proposal' or use a gate that decides on the state.")
     ps = _per_episode_p(explore_p, len(episodes))
     for p in ps:
         if p is not None and not 0.0 <= p <= 1.0:
@@ -167,6 +222,11 @@ def run_episodes(
     live = [i for i, episode in enumerate(episodes) if not episode.done]
     while live:
         observations = {i: episodes[i].observe() for i in live}
+        if counterfactual:
+            for i in live:
+                branches.append((i, len(records[i]), episodes[i].clone(), episodes[i].clone()))
+        proposals = _propose(episodes, live, budgets, base_agent) if mode == "proposal" else {}
+        direct = {i: d for i, (d, on_clone) in proposals.items() if not on_clone}  # no budget: already played
         chosen: list[Agent | None] = []
         intervene: dict[int, bool] = {}
         for i in live:
@@ -174,25 +234,42 @@ def run_episodes(
             wants = False
             if left > 0:
                 if gate is not None:
-                    wants = bool(gate.should_intervene(obs, left))
+                    if gate_mode == "proposal":
+                        wants = bool(gate.should_intervene(obs, left, proposal=_proposal(proposals[i][0])))
+                    else:
+                        wants = bool(gate.should_intervene(obs, left))
                 p = ps[i]
                 if p and stable_uniform(rng_seed, obs.episode_id, obs.step, "explore") < p:
                     wants = True
             intervene[i] = wants
             chosen.append(strong if wants else base_agent)
-            if counterfactual:
-                branches.append((i, len(records[i]), episodes[i].clone(), episodes[i].clone()))
-        decisions = decide([episodes[i] for i in live], chosen)
+        if mode == "proposal":
+            acting = [i for i in live if intervene[i]]
+            decisions = dict(zip(acting, decide([episodes[i] for i in acting], [strong] * len(acting))))
+            for i in live:
+                if i in direct:
+                    decisions[i] = direct[i]
+                elif not intervene[i]:
+                    decisions[i] = _replay_checked(episodes[i], proposals[i][0])
+            decisions = [decisions[i] for i in live]
+        else:
+            decisions = decide([episodes[i] for i in live], chosen)
         for i, decision in zip(live, decisions):
             obs = observations[i]
-            records[i].append(StepRecord(
+            record = StepRecord(
                 episode_id=obs.episode_id, step=obs.step, env=obs.env, task_id=obs.task_id,
                 state_text=obs.state_text, action_text=decision.action_text, actor=decision.actor,
                 intervened=intervene[i], budget_left=budgets[i], reward=float(decision.result.reward),
                 done=bool(decision.result.done), success=0.0,
                 explore_p=float(ps[i] or 0.0), seed=int(getattr(episodes[i], "seed", rng_seed)),
                 horizon=int(obs.horizon), features=json.dumps(obs.features, sort_keys=True),
-            ))
+            )
+            if mode == "proposal":
+                proposed = proposals[i][0]
+                record.proposal_text = proposed.action_text
+                record.proposal_reward = float(proposed.result.reward)
+                record.proposal_signals = json.dumps(_proposal(proposed).signals, sort_keys=True)
+            records[i].append(record)
             budgets[i] -= int(intervene[i])
             # Optional gate hooks: a PRM-backed gate reads earlier actions, and frees per-episode state.
             if gate is not None and hasattr(gate, "record_action"):
@@ -207,6 +284,39 @@ def run_episodes(
     if counterfactual and branches:
         _fill_counterfactuals(branches, records, base_agent, strong)
     return records
+
+
+def _propose(episodes: list[Episode], live: list[int], budgets: list[int],
+             base_agent: Agent) -> dict[int, tuple[_Decision, bool]]:
+    """The base agent's decision at every live episode, in one batched ``decide``: on a clone
+    where budget is left (the gate may still replace it), else on the episode itself (nothing can
+    replace it). Values: ``(decision, played on a clone)``."""
+    on_clone = {i: budgets[i] > 0 for i in live}
+    targets = [episodes[i].clone() if on_clone[i] else episodes[i] for i in live]
+    decisions = decide(targets, [base_agent] * len(live))
+    return {i: (d, on_clone[i]) for i, d in zip(live, decisions)}
+
+
+_warned_replay: set[str] = set()
+
+
+def _replay_checked(episode: Episode, proposed: _Decision) -> _Decision:
+    """Replay a kept proposal on the real episode; warn once per environment when the replay's
+    outcome differs from the clone's (an environment that is not deterministic given actions)."""
+    decision = replay(episode, proposed.actions)
+    same = (decision.action_text == proposed.action_text and decision.result.reward == proposed.result.reward
+            and decision.result.done == proposed.result.done)
+    if not same:
+        env = getattr(episode, "env", type(episode).__name__)
+        if env not in _warned_replay:
+            _warned_replay.add(env)
+            warnings.warn(
+                f"environment {env!r}: replaying the base agent's proposal gave another outcome than on the "
+                f"clone (episode {episode.episode_id!r}); it is not deterministic given the actions. The "
+                "replay's own outcome is logged as the action; proposal_reward keeps the clone's.",
+                stacklevel=3,
+            )
+    return decision
 
 
 def _fill_counterfactuals(branches, records, base_agent: Agent, strong: Agent | None) -> None:

@@ -12,6 +12,8 @@ sweep builds each one (rates, thresholds, training) is its registry, ``helper.me
   the PRM score (P(success) from here) it is the ``prm_threshold`` baseline; with a router's
   predicted base-agent success it is the ``router`` baseline. ``calibrate_threshold`` sets the
   threshold on training data so that about ``budget`` decisions per episode fall at or below it.
+  With ``decide_after="proposal"`` the score reads the base agent's proposal too
+  (``score(observation, proposal)``: a PRM trained with ``--tag-after proposal``).
 - ``OracleGate``: hindsight choice. From counterfactual records (the outcome when the base
   agent acts at a decision point vs. when the expert does, everything else as in the recorded
   run), it intervenes, per episode, at the ``budget`` decision points with the largest positive
@@ -78,16 +80,17 @@ class ScoreThresholdGate(BudgetedGate):
 
     name = "threshold"
 
-    def __init__(self, score: Callable[[Observation], float], threshold: float, budget: int | None = None,
-                 name: str | None = None):
+    def __init__(self, score: Callable[..., float], threshold: float, budget: int | None = None,
+                 name: str | None = None, decide_after: str = "state"):
         super().__init__(budget)
         self.score = score
         self.threshold = float(threshold)
+        self.decide_after = decide_after
         if name:
             self.name = name
 
-    def wants(self, observation: Observation, budget_left: int) -> bool:
-        value = self.score(observation)
+    def wants(self, observation: Observation, budget_left: int, proposal=None) -> bool:
+        value = self.score(observation, proposal) if self.decide_after == "proposal" else self.score(observation)
         return bool(np.isfinite(value) and value <= self.threshold)
 
 

@@ -1,7 +1,9 @@
 """Per-episode budget tracking shared by the helper gate and every baseline gate.
 
-``BudgetedGate.should_intervene(observation, budget_left=None)`` is the ``agile.protocol.Gate``
-method. It answers True only when *both* budgets allow it:
+``BudgetedGate.should_intervene(observation, budget_left=None, proposal=None)`` is the
+``agile.protocol.Gate`` method; a subclass with ``decide_after = "proposal"`` gets the base agent's
+proposal in ``wants(observation, budget_left, proposal)``, the others ``wants(observation,
+budget_left)``. It answers True only when *both* budgets allow it:
 
 - the caller's ``budget_left`` (the episode loop's own count), when given: 0 means no;
 - the gate's own per-episode budget ``budget`` (when set; 0 means never): the gate counts the
@@ -45,6 +47,8 @@ class BudgetedGate:
     """Base class: subclasses implement ``wants(observation, budget_left) -> bool``."""
 
     name = "gate"
+    decide_after = "state"
+    """``"proposal"``: ``wants`` reads the base agent's proposal (``agile.protocol.Gate``)."""
 
     def __init__(self, budget: int | None = None, max_episodes: int = MAX_EPISODES):
         if budget is not None and int(budget) < 0:
@@ -62,11 +66,15 @@ class BudgetedGate:
         raise NotImplementedError
 
     # -- the Gate protocol ----------------------------------------------------------------------
-    def should_intervene(self, observation: Observation, budget_left: int | None = None) -> bool:
+    def should_intervene(self, observation: Observation, budget_left: int | None = None, proposal=None) -> bool:
         key = observation.episode_id
         with self._lock:
             left = self._left(key, budget_left)
-        if left <= 0 or not self.wants(observation, left):
+        if left <= 0:
+            return False
+        wanted = (self.wants(observation, left, proposal) if self.decide_after == "proposal"
+                  else self.wants(observation, left))
+        if not wanted:
             return False
         with self._lock:
             # Re-checked under the lock: another thread may have spent the budget meanwhile.

@@ -8,6 +8,7 @@
     collect-offline-trajectories --env examples.arith_chain:make_episodes \
         --agent examples.arith_chain:make_agent --episodes 64 --out traj-chain     # a plug-in env
     helpgate collect --agent openai:smollm2 --base-url http://127.0.0.1:8000/v1 --out traj-served
+    collect-offline-trajectories --out traj-prop --decide-after proposal   # log the base agent's proposals
 
 Episodes and agents come from ``helper.environment.EnvSetup``, the builder online evaluation
 uses too. Episode ``i`` is fully determined by ``(seed, i)`` (its group or game, its questions,
@@ -19,6 +20,11 @@ uninterrupted run.
 With ``--ray`` the shards are spread over Ray workers (``helper.ray_collect``); the folder is the
 same as without it, since every episode is fixed by ``(seed, index)``.
 A rerun with other arguments is refused with the name of the field that differs.
+
+``--decide-after proposal`` lets the base agent propose before each intervention is decided
+(``agile.rollout``) and logs ``proposal_text``, ``proposal_reward`` and ``proposal_signals`` at every
+decision point, also where an intervention replaced the proposal; the manifest records the mode
+(``decide_after``; a folder from before the option reads as ``state``).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import polars as pl
 
 from helper.environment import AgentEnvParams, EnvSetup, env_spec
 from helper.manifest import Manifest
-from helper.schema import ALL_COLUMNS, OPTIONAL, SCHEMA, read_trajectories, write_shard
+from helper.schema import ALL_COLUMNS, OPTIONAL, PROPOSAL_DEFAULTS, SCHEMA, read_trajectories, write_shard
 
 
 @dataclass
@@ -75,6 +81,10 @@ class CollectConfig(AgentEnvParams):
     """env agile: longest turn the AGILE agent writes (as agile eval)."""
     counterfactual: bool = False
     """Also record cf_base_success / cf_intervene_success at every decision (costly for an LLM)."""
+    decide_after: Literal["state", "proposal"] = "state"
+    """proposal: the base agent proposes first (on a copy of the episode) at every decision with budget left,
+    and its proposal, the proposal's reward and signals are logged also where an intervention replaced it
+    (proposal_text, proposal_reward, proposal_signals); state: the intervention is decided before it acts."""
     batch_size: int = 16
     """Episodes run in lockstep (batched agent calls)."""
     device: str | None = None
@@ -89,6 +99,8 @@ class CollectConfig(AgentEnvParams):
 
 IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url")
 """Fields that may change between a run and its resumption (they do not change the data)."""
+ADDED_SINCE = {"decide_after": "state"}
+"""Fields added since older folders were collected, with the value those folders had."""
 ENV_ONLY = {
     "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features"),
     "agile": ("data", "groups", "questions_per_episode", "max_new_tokens"),
@@ -134,7 +146,7 @@ def shard_name(index: int) -> str:
 
 
 def records_frame(records, counterfactual: bool) -> pl.DataFrame:
-    columns = dict(SCHEMA) | {"horizon": OPTIONAL["horizon"], "features": OPTIONAL["features"]}
+    columns = dict(SCHEMA) | {name: OPTIONAL[name] for name in ("horizon", "features", *PROPOSAL_DEFAULTS)}
     if counterfactual:
         columns |= {"cf_base_success": ALL_COLUMNS["cf_base_success"],
                     "cf_intervene_success": ALL_COLUMNS["cf_intervene_success"]}
@@ -155,7 +167,7 @@ def collect_shard(setup: EnvSetup, config: CollectConfig, k: int, base, strong, 
         ps = [config.explore_p[i % len(config.explore_p)] for i in chunk]
         records += run_episodes(
             episodes, base, strong=strong, budget=config.budget, explore_p=ps,
-            rng_seed=config.seed, counterfactual=config.counterfactual,
+            rng_seed=config.seed, counterfactual=config.counterfactual, decide_after=config.decide_after,
         )
         if progress is not None:
             progress(len(chunk))
@@ -180,7 +192,7 @@ def run(config: CollectConfig) -> dict:
     setup = env_setup(config)
     setup.source()  # a bad data root or group is refused before any file is written
     out = Path(config.out)
-    manifest = Manifest.open(out, identity(config, setup), ignore=IGNORED_ON_RESUME)
+    manifest = Manifest.open(out, identity(config, setup), ignore=IGNORED_ON_RESUME, defaults=ADDED_SINCE)
     for stale in out.glob(".*.tmp"):  # a shard or manifest write cut short by a kill
         stale.unlink(missing_ok=True)
     n_shards = -(-config.episodes // config.shard_size)

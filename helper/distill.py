@@ -26,6 +26,7 @@ method and advice cost, which the gate compares with its use), ``classifier/``, 
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -175,6 +176,15 @@ def _text_inputs(frame: pl.DataFrame) -> list[str]:
             zip(frame["state_text"], frame["step"], horizon, frame["budget_left"])]
 
 
+def prm_decide_after(prm_path: Path | None) -> str:
+    """``proposal`` for a PRM trained with ``--tag-after proposal`` (its score reads the base agent's
+    proposal, so the helper must decide after it), else ``state``."""
+    if prm_path is None:
+        return "state"
+    settings = json.loads((prm_path / "prm_config.json").read_text())
+    return "proposal" if settings.get("tag_after") == "proposal" else "state"
+
+
 def run(cfg: DistillConfig) -> dict:
     """Label, split, fit, report, save; returns the report written into ``helper.json``."""
     source = Path(cfg.labels)
@@ -223,7 +233,7 @@ def run(cfg: DistillConfig) -> dict:
         shutil.copytree(prm_path, out / "prm", dirs_exist_ok=True)
         prm_path = out / "prm"
     gate = HelperGate(cfg.backend, classifier, fallback, table=solution, discretizer=discretizer,
-                      max_budget=solution.budget)
+                      max_budget=solution.budget, decide_after=prm_decide_after(prm_path))
     summary = {"report": report, "training_calls": training_calls(logged), "labels_from": str(source.resolve()),
                "trained_on": trained_on(logged, solution, _advice_cost(source)),
                "solution": solution.summary(), "distill_config": asdict(cfg)}

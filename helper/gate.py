@@ -8,6 +8,11 @@
     else:
         action = agent(observation)
 
+A helper whose PRM was trained with ``--tag-after proposal`` decides after the base agent's
+proposal (``gate.decide_after == "proposal"``, stored as ``decide_after`` in ``helper.json``):
+``gate.should_intervene(observation, proposal=agent(observation))`` keeps the proposal or calls
+for help; ``run_episodes`` does this by itself for such a gate.
+
 It is an ``agile.protocol.Gate``: ``run_episodes(episodes, agent, gate=gate, budget=2)`` works
 unchanged (the loop passes its own ``budget_left``; the gate also keeps its own count per
 ``observation.episode_id``, see ``helper.budget``). It never answers True once the episode's
@@ -60,7 +65,8 @@ class HelperGate(ScoredGate):
 
     def __init__(self, backend: str = "features", classifier=None, fallback: FeatureClassifier | None = None,
                  scorer=None, table=None, discretizer=None, budget: int | None = None,
-                 max_budget: int | None = None, threshold: float = 0.5, trained_on: dict | None = None):
+                 max_budget: int | None = None, threshold: float = 0.5, decide_after: str | None = None,
+                 trained_on: dict | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend={backend!r}: choose one of {', '.join(BACKENDS)}")
         if backend in ("features", "text") and classifier is None:
@@ -78,6 +84,10 @@ class HelperGate(ScoredGate):
         self.discretizer = discretizer
         self.max_budget = max_budget
         self.threshold = float(threshold)
+        # The PRM decides the mode: its score reads the proposal or it does not.
+        self.decide_after = decide_after or getattr(scorer, "decide_after", "state")
+        if self.decide_after not in ("state", "proposal"):
+            raise ValueError(f"decide_after={self.decide_after!r}: use 'state' or 'proposal'.")
         self._stats_lock = threading.Lock()
         self._stats = {"decisions": 0, "fallbacks": 0, "score_errors": 0}
         self._warned = False
@@ -86,9 +96,9 @@ class HelperGate(ScoredGate):
         self._use_checked = [False]  # a list: gates made by with_budget share it (one warning for all)
 
     # -- decision --------------------------------------------------------------------------------
-    def should_intervene(self, observation: Observation, budget_left: int | None = None) -> bool:
+    def should_intervene(self, observation: Observation, budget_left: int | None = None, proposal=None) -> bool:
         self._check_use(observation)
-        return super().should_intervene(observation, budget_left)
+        return super().should_intervene(observation, budget_left, proposal)
 
     def _check_use(self, observation: Observation) -> None:
         """Warn once if this use differs from the training data; refuse a meaningless one."""
@@ -103,11 +113,12 @@ class HelperGate(ScoredGate):
         if text:
             warnings.warn(text, stacklevel=3)
 
-    def wants(self, observation: Observation, budget_left: int) -> bool:
-        return self.intervene_probability(observation, budget_left) >= self.threshold
+    def wants(self, observation: Observation, budget_left: int, proposal=None) -> bool:
+        return self.intervene_probability(observation, budget_left, proposal) >= self.threshold
 
-    def intervene_probability(self, observation: Observation, budget_left: int) -> float:
-        """The backend's P(intervene) at this decision with ``budget_left`` (no budget bookkeeping)."""
+    def intervene_probability(self, observation: Observation, budget_left: int, proposal=None) -> float:
+        """The backend's P(intervene) at this decision with ``budget_left`` (no budget bookkeeping);
+        ``proposal``: the base agent's proposal, read when ``decide_after == "proposal"``."""
         # The classifier never saw more budget than it was trained with; more left acts like max.
         # (``is not None``: a helper trained for max_budget=0 clips to 0, it does not skip the clip.)
         left = min(int(budget_left), self.max_budget) if self.max_budget is not None else int(budget_left)
@@ -118,7 +129,7 @@ class HelperGate(ScoredGate):
 
             text = format_input(observation.state_text, observation.step, observation.horizon, left)
             return float(self.classifier.predict_proba([text])[0])
-        score = self._score(observation)
+        score = self._score(observation, proposal)
         if math.isnan(score):
             return self._fallback(observation, left)
         if self.backend == "table":
@@ -130,7 +141,7 @@ class HelperGate(ScoredGate):
     def with_budget(self, budget: int) -> HelperGate:
         """A gate sharing this one's models (PRM, classifiers) and ``stats`` with its own budget."""
         gate = HelperGate(self.backend, self.classifier, self.fallback, self.scorer, self.table, self.discretizer,
-                          budget, self.max_budget, self.threshold, self.trained_on)
+                          budget, self.max_budget, self.threshold, self.decide_after, self.trained_on)
         gate._stats, gate._stats_lock = self._stats, self._stats_lock
         if budget is None or self.budget is None or budget <= self.budget:
             gate._use_checked = self._use_checked  # a larger budget is a new use, checked on its own
@@ -145,10 +156,12 @@ class HelperGate(ScoredGate):
         with self._stats_lock:
             self._stats[key] += 1
 
-    def _score(self, observation: Observation) -> float:
+    def _score(self, observation: Observation, proposal=None) -> float:
         if self.scorer is None:
             return math.nan
         try:
+            if self.decide_after == "proposal":
+                return float(self.scorer.score(observation, proposal))
             return float(self.scorer.score(observation))
         except Exception as error:  # noqa: BLE001 - any PRM failure must fall back, never stop the agent
             self._count("score_errors")
@@ -189,7 +202,7 @@ class HelperGate(ScoredGate):
             path = Path(prm).resolve()
             prm_ref = str(path.relative_to(directory.resolve())) if path.is_relative_to(directory.resolve()) else str(path)
         config = {"kind": KIND, "backend": self.backend, "max_budget": self.max_budget,
-                  "threshold": self.threshold, "prm": prm_ref} | (extra or {})
+                  "threshold": self.threshold, "prm": prm_ref, "decide_after": self.decide_after} | (extra or {})
         write_json_atomic(config, directory / CONFIG_FILE)
         return directory
 
@@ -231,12 +244,16 @@ class HelperGate(ScoredGate):
         prm_path = prm if isinstance(prm, str) else _resolve(directory, config.get("prm"))
         if prm is not False and needs_score and prm_path:
             scorer = _load_scorer(prm_path, device)
+        decide_after = config.get("decide_after", "state")
+        if scorer is not None and scorer.decide_after != decide_after:
+            raise ValueError(f"{config_path}: decide_after={decide_after!r}, but the PRM at {prm_path} was trained "
+                             f"with tag_after={scorer.tag_after!r}; load the PRM the helper was distilled with.")
         return cls(backend, classifier, fallback, scorer, table, discretizer, budget, config.get("max_budget"),
-                   config.get("threshold", 0.5), config.get("trained_on"))
+                   config.get("threshold", 0.5), decide_after, config.get("trained_on"))
 
     def __repr__(self) -> str:
         return (f"HelperGate(backend={self.backend!r}, budget={self.budget}, max_budget={self.max_budget}, "
-                f"prm={'yes' if self.scorer is not None else 'no'})")
+                f"prm={'yes' if self.scorer is not None else 'no'}, decide_after={self.decide_after!r})")
 
 
 def _resolve(directory: Path, path: str | None) -> str | None:

@@ -23,10 +23,14 @@ same, except for the oracle where it is not an upper bound: ``oracle_1step``).
 - ``first_k``: the first C decisions.
 - ``prm_threshold``: intervene when the PRM score is at or below a threshold calibrated on the
   training rows' ``prm_score`` column (as ``prm score`` wrote it: out of fold) so that about C
-  decisions per episode fall there.
+  decisions per episode fall there. It decides when the helper does (``decide_after``: a PRM
+  trained with ``--tag-after proposal`` scores the base agent's proposal, for both).
 - ``router``: a classifier of the base agent's failure from what a deployed agent sees (no PRM,
   no budget, no dataset annotation such as the question type), thresholded like
-  ``prm_threshold`` on its out-of-fold predictions for the training rows.
+  ``prm_threshold`` on its out-of-fold predictions for the training rows. In ``proposal`` mode
+  (the sweep's ``decide_after``) it decides after the proposal too: it learns whether the
+  proposal is right (``proposal_reward``, logged at every row) and also reads the proposal's
+  signals (``proposal_signals``, as ``p_<key>`` features).
 - ``online_rl``: ``helper.online_rl.train(env, cfg, scorer) -> (policy, report)``, then
   ``OnlineRLGate(policy, C, scorer)``; a report with ``save_curve(path)`` writes
   ``online_rl_curve.png`` beside the sweep.
@@ -82,6 +86,8 @@ class SweepContext:
     """Per row name, per budget: the run's records (one list per episode)."""
     extra: dict = field(default_factory=dict)
     """Per-method reports that go into summary.json (e.g. the online learner's stopping point)."""
+    decide_after: str = "state"
+    """When the score-reading methods decide: on the state, or after the base agent's proposal."""
     _train_rows: pl.DataFrame | None | bool = False
 
     def evaluate(self, row: str, gate_for_budget: Callable[[int], object], budgets, keep: bool = True,
@@ -247,7 +253,8 @@ class PrmThreshold(Method):
         return None
 
     def build(self, ctx, budget):
-        return B.ScoreThresholdGate(ctx.scorer.score, self.thresholds[budget], budget, name=self.name)
+        return B.ScoreThresholdGate(ctx.scorer.score, self.thresholds[budget], budget, name=self.name,
+                                    decide_after=getattr(ctx.scorer, "decide_after", "state"))
 
     def training_calls(self, ctx):
         return ctx.offline_calls
@@ -267,15 +274,26 @@ class Router(Method):
             return "needs training rows (--train-data, or a helper distilled from a solve folder)"
         keys = [k for k in feature_keys(rows) if not k.startswith(ANNOTATION_PREFIXES)]
         self.names = ["step", "horizon", "progress", "steps_left"] + [f"f_{k}" for k in keys]
-        # It learns the base agent's failures from the rows where the base agent acted, and is
-        # calibrated on every decision (the gate is asked at every one).
-        X = frame_features(rows, self.names)
-        base = (rows["actor"] == "base").to_numpy()
-        fail = (rows["reward"].to_numpy() < 0.5).astype(int)
+        self.decide_after = ctx.decide_after
+        proposals = self.decide_after == "proposal"
+        if proposals and ("proposal_reward" not in rows.columns or rows["proposal_reward"].null_count()):
+            return "decide_after='proposal' needs training rows with proposal_reward (collect --decide-after proposal)"
+        self.signals = _signal_keys(rows) if proposals else []
+        X = np.hstack([frame_features(rows, self.names), _signal_matrix(rows, self.signals)])
+        if proposals:
+            # Every row logged whether the base agent's proposal was right, intervened or not.
+            base = np.ones(rows.height, dtype=bool)
+            fail = (rows["proposal_reward"].to_numpy() < 0.5).astype(int)
+        else:
+            # It learns the base agent's failures from the rows where the base agent acted, and is
+            # calibrated on every decision (the gate is asked at every one).
+            base = (rows["actor"] == "base").to_numpy()
+            fail = (rows["reward"].to_numpy() < 0.5).astype(int)
         if len(set(fail[base])) < 2:
             return "the base agent's training rows all succeed or all fail: nothing to route on"
         seed = ctx.cfg.seed
-        self.model = FeatureClassifier("gbm", self.names, random_state=seed).fit(X[base], fail[base])
+        self.columns = self.names + [f"p_{k}" for k in self.signals]
+        self.model = FeatureClassifier("gbm", self.columns, random_state=seed).fit(X[base], fail[base])
         # Calibrate on out-of-fold predictions (folds of whole episodes): in-sample predictions of a
         # boosted model are over-confident, and the threshold would not fire as often as planned.
         groups = rows["episode_id"].to_numpy()
@@ -285,22 +303,44 @@ class Router(Method):
             train = train[base[train]]
             if len(set(fail[train])) < 2:
                 continue
-            model = FeatureClassifier("gbm", self.names, random_state=seed).fit(X[train], fail[train])
+            model = FeatureClassifier("gbm", self.columns, random_state=seed).fit(X[train], fail[train])
             oof[test] = 1.0 - model.predict_proba(X[test])
         decisions = float(rows.group_by("episode_id").len()["len"].mean())
         self.thresholds = {c: B.calibrate_threshold(oof, decisions, c) for c in ctx.budgets}
         return None
 
-    def predicted_success(self, observation) -> float:
+    def predicted_success(self, observation, proposal=None) -> float:
         from helper.features import observation_features
 
-        return 1.0 - float(self.model.predict_proba(observation_features(observation, 0, np.nan, self.names))[0])
+        signals = getattr(proposal, "signals", None) or {}
+        row = np.hstack([observation_features(observation, 0, np.nan, self.names),
+                         [[float(signals.get(k, np.nan)) for k in self.signals]]])
+        return 1.0 - float(self.model.predict_proba(row)[0])
 
     def build(self, ctx, budget):
-        return B.ScoreThresholdGate(self.predicted_success, self.thresholds[budget], budget, name=self.name)
+        return B.ScoreThresholdGate(self.predicted_success, self.thresholds[budget], budget, name=self.name,
+                                    decide_after=self.decide_after)
 
     def training_calls(self, ctx):
         return ctx.offline_calls
+
+
+def _signal_keys(rows: pl.DataFrame) -> list[str]:
+    """Sorted keys of the ``proposal_signals`` JSON column (empty when absent)."""
+    if "proposal_signals" not in rows.columns:
+        return []
+    import json
+
+    return sorted({k for text in rows["proposal_signals"].unique().drop_nulls() for k in json.loads(text)})
+
+
+def _signal_matrix(rows: pl.DataFrame, keys: list[str]) -> np.ndarray:
+    if not keys:
+        return np.zeros((rows.height, 0))
+    import json
+
+    parsed = [json.loads(text) if text else {} for text in rows["proposal_signals"].to_list()]
+    return np.array([[float(d.get(k, np.nan)) for k in keys] for d in parsed], dtype=np.float64)
 
 
 class OnlineRL(Method):
@@ -320,6 +360,11 @@ class OnlineRL(Method):
                                 n_steps=cfg.rl_n_steps, eval_every=cfg.rl_eval_every,
                                 val_episodes=cfg.rl_val_episodes, lr=cfg.rl_lr, seed=cfg.seed)
         self.score = ctx.scorer if cfg.rl_use_prm else None
+        if getattr(self.score, "decide_after", "state") == "proposal":
+            # Its training environment (helper.online_env) decides before the base agent acts, so a
+            # proposal-reading PRM has nothing to read there: it learns without the score.
+            self.score = None
+            ctx.extra["online_rl_prm"] = "not used: the PRM reads proposals, online_rl decides on the state"
         self.policy, report = train(ctx.env, rl_cfg, self.score)
         self.report = report
         # The helper's success on the curve's validation episodes (its test rows are other groups).

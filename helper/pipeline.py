@@ -2,6 +2,7 @@
 
     helpgate pipeline --out runs/demo            # embedded defaults, < 15 min on a 2-core CPU
     helpgate pipeline --out runs/demo --quick    # a first look, < 3 min
+    helpgate pipeline --out runs/demo --decide-after proposal   # the gate reads the agent's proposal
 
 Every stage writes its own sub-folder of ``--out`` and is an ordinary command of its own
 (``helpgate collect|prm train|prm score|solve|distill|sweep``), so any stage can be re-run alone
@@ -47,10 +48,15 @@ class PipelineConfig:
     the longest quest and the sweep up to always-intervene's mean interventions)."""
     prm_model: str = "smollm2"
     """Backbone of the process reward model (the embedded SmolLM2, 'tiny', a HF id or a folder)."""
-    prm_target: Literal["soft", "hard", "process"] | None = None
-    """PRM training label (see `helpgate prm train --target`). Default: ProductQA scores each
-    question on its own, so process (will the base agent answer this one right?); TextWorld: soft
-    (the episode's Monte-Carlo success from this prefix)."""
+    decide_after: Literal["state", "proposal"] = "state"
+    """When the helper (and every score-reading baseline) decides: before the base agent acts (state), or
+    after reading its proposal (proposal: the agent proposes first, the PRM's tag goes after the proposal,
+    and a kept proposal is played; worth it where the base agent is cheaper than an intervention)."""
+    prm_target: Literal["soft", "hard", "process", "proposal"] | None = None
+    """PRM training label (see `helpgate prm train --target`). Default: with --decide-after proposal,
+    proposal (was the proposal right?); otherwise ProductQA scores each question on its own, so process
+    (will the base agent answer this one right?); TextWorld: soft (the episode's Monte-Carlo success
+    from this prefix)."""
     prm_layers: int | None = None
     """Keep only the first this many backbone layers for the PRM's features (0: all of them).
     Default: 8 for the embedded SmolLM2 (a quarter of its 30 layers, a quarter of the cost), all otherwise."""
@@ -75,7 +81,11 @@ class PipelineConfig:
     """Torch device (default: cuda when available, else cpu)."""
 
     def prm_target_name(self) -> str:
-        return self.prm_target or ("process" if self.env == "productqa" else "soft")
+        if self.prm_target:
+            return self.prm_target
+        if self.decide_after == "proposal":
+            return "proposal"
+        return "process" if self.env == "productqa" else "soft"
 
     def prm_layer_count(self) -> int | None:
         if self.prm_layers is None:
@@ -131,11 +141,12 @@ def run(cfg: PipelineConfig) -> dict:
         agent=cfg.agent if is_plugin(cfg.agent, AGENT_GROUP) else ("llm" if llm else "simulator"),
         explore_p=[0.0, 0.2, 0.4, 0.6], episodes=n_train, questions_per_episode=cfg.questions_per_episode,
         budget=top, seed=cfg.seed, out=trajectories, shard_size=16, device=cfg.device,
-        memory_boost=0.0, gold_features=cfg.gold_features,
+        memory_boost=0.0, gold_features=cfg.gold_features, decide_after=cfg.decide_after,
     )))
     _stage(out, "prm", cfg.redo, lambda: prm_train.run_train(prm_train.TrainConfig(
-        # The gate scores a decision before the action is taken, so the tag goes after the state.
-        data=trajectories, out=str(out / "prm"), model=cfg.prm_model, head="value", tag_after="state",
+        # The gate scores a decision before the action is taken: the tag goes after the state, or
+        # after the base agent's proposal when the gate reads it.
+        data=trajectories, out=str(out / "prm"), model=cfg.prm_model, head="value", tag_after=cfg.decide_after,
         target=cfg.prm_target_name(),
         # A process label is the base agent's own correctness at that step; rows where the human
         # answered say nothing about it.
@@ -157,7 +168,7 @@ def run(cfg: PipelineConfig) -> dict:
         env=cfg.env, helper=str(out / "helper"), out=str(out / "sweep"), max_budget=cfg.max_budget, data=cfg.data,
         split="test", episodes=n_eval, seed=cfg.seed + 1000, questions_per_episode=cfg.questions_per_episode,
         agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
-        gold_features=cfg.gold_features,
+        gold_features=cfg.gold_features, decide_after=cfg.decide_after,
         # The online-RL baseline plays training episodes. With an LLM agent it plays at most as many
         # as the offline collection did (equal interaction with the environment; it is the slow part
         # on a CPU), half as many with --quick: a timestep is a decision with budget left, so an

@@ -7,13 +7,20 @@ decision point the gate has the states up to now but not yet this step's action.
   of step ``t`` needs only states ``0..t`` and actions ``0..t-1``: the gate computes exactly what
   ``helpgate prm score`` wrote into the logged ``prm_score`` column, provided it is told the
   actions taken (``record_action``; without it earlier actions are rendered empty);
+- with ``tag_after="proposal"`` the score of step ``t`` reads the base agent's proposal at ``t``
+  too: ``score(observation, proposal)`` (a gate with ``decide_after="proposal"`` passes it),
+  with earlier steps' proposals remembered from their own calls (a step where no score was asked
+  renders its played action as the proposal, "kept", which is what the logged data shows where
+  the base agent acted); this is what ``prm score`` wrote when the same proposals and actions
+  are passed;
 - with ``tag_after="action"`` the score also reads this step's action, which does not exist yet;
   it is rendered empty and ``PrmScorer`` warns once, because the gate's scores then differ from
   the logged ones the helper was trained on.
 
-Cost. With ``tag_after="state"`` the scorer keeps each episode's key/value cache, so a decision
-feeds only the tokens that are new since the last one (the previous action, this state, the
-tag): the same numbers as scoring the whole prefix (the rendering concatenates per-piece token
+Cost. With ``tag_after="state"`` or ``"proposal"`` the scorer keeps each episode's key/value
+cache, so a decision feeds only the tokens that are new since the last one (the previous action,
+this state, this proposal, the tag; a second call at one step with another proposal feeds the
+episode again from its start): the same numbers as scoring the whole prefix (the rendering concatenates per-piece token
 ids, so a prefix's ids are a prefix of the ids). Caches share a memory budget, ``cache_bytes``
 (default 2 GiB; a token costs 2 × layers × key/value heads × head size × element size, about
 46 KB for all 30 layers of SmolLM2-135M in fp32, 12 KB for the first 8): when they outgrow it the
@@ -44,11 +51,12 @@ class _Episode:
     def __init__(self, step: int):
         self.states: dict[int, str] = {}
         self.actions: dict[int, str] = {}
+        self.proposals: dict[int, str] = {}
         self.last = step
         self.lock = threading.Lock()
         self.cache = None  # key/value cache of the tokens fed so far
         self.fed = 0  # tokens in the cache
-        self.scored: dict[int, float] = {}  # step -> score, for repeated calls at one step
+        self.scored: dict[int, tuple[str, str | None, float]] = {}  # step -> (state, proposal, score)
         self.next_step = 0  # first step whose pieces are not in the cache yet
 
 
@@ -63,8 +71,9 @@ class PrmScorer:
         self._lock = threading.Lock()
         self._history: OrderedDict[str, _Episode] = OrderedDict()
         tag_after = getattr(getattr(prm, "settings", None), "tag_after", "state")
-        self.incremental = bool(incremental) and tag_after == "state" and hasattr(prm, "renderer")
-        if tag_after != "state":
+        self.tag_after = tag_after
+        self.incremental = bool(incremental) and tag_after in ("state", "proposal") and hasattr(prm, "renderer")
+        if tag_after == "action":
             warnings.warn(
                 "this PRM reads its tag after the action (tag_after='action'), but a gate decides "
                 "before the action: its decision-time scores differ from the logged prm_score. "
@@ -93,20 +102,36 @@ class PrmScorer:
         with self._lock:
             self._history.pop(episode_id, None)
 
-    def score(self, observation: Observation) -> float:
+    @property
+    def decide_after(self) -> str:
+        """``"proposal"`` when this PRM reads the base agent's proposal, else ``"state"``."""
+        return "proposal" if self.tag_after == "proposal" else "state"
+
+    def score(self, observation: Observation, proposal=None) -> float:
+        """P(success) at ``observation``; ``proposal`` (an ``Action`` or its text) is required
+        by a PRM trained with ``tag_after="proposal"`` and ignored otherwise."""
+        text = None
+        if self.tag_after == "proposal":
+            if proposal is None:
+                raise ValueError("this PRM scores the base agent's proposal (tag_after='proposal'): pass it, "
+                                 "score(observation, proposal), from a gate with decide_after='proposal'.")
+            text = str(getattr(proposal, "text", proposal))
         with self._lock:
             entry = self._episode(observation)
             entry.states[observation.step] = observation.state_text
+            if text is not None:
+                entry.proposals[observation.step] = text
         with entry.lock:
             t = observation.step
-            if t in entry.scored and entry.states.get(t) == observation.state_text:
-                return entry.scored[t]
+            known = entry.scored.get(t)
+            if known is not None and known[:2] == (observation.state_text, text):
+                return known[2]
             value = self._incremental(entry, t) if self.incremental else None
             if value is None:
                 value = self._full(entry, t)
             if not math.isfinite(value):
                 raise ValueError(f"the PRM returned {value} for episode {observation.episode_id!r} step {t}")
-            entry.scored[t] = value
+            entry.scored[t] = (observation.state_text, text, value)
         if entry.cache is not None:
             self._evict(keep=entry)
         return value
@@ -144,16 +169,27 @@ class PrmScorer:
         steps = range(t + 1)
         states = [entry.states.get(s, "") for s in steps]
         actions = [entry.actions.get(s, "") for s in steps[:-1]] + [""]
-        return float(self.prm.score_episodes([(states, actions)])[0][-1])
+        if self.tag_after != "proposal":
+            return float(self.prm.score_episodes([(states, actions)])[0][-1])
+        proposals = [self._proposal(entry, s) for s in steps]
+        return float(self.prm.score_episodes([(states, actions, proposals)])[0][-1])
+
+    @staticmethod
+    def _proposal(entry: _Episode, s: int) -> str:
+        # A step scored without a proposal call was played by the base agent as proposed (no
+        # budget left, so no gate was asked): its action is its proposal.
+        return entry.proposals.get(s, entry.actions.get(s, ""))
 
     def _step_ids(self, entry: _Episode, s: int, with_action: bool) -> list[int]:
-        """Token ids of step ``s`` as rendered: (the previous action,) the state, the tag."""
+        """Token ids of step ``s`` as rendered: (the previous action,) the state (and proposal), the tag."""
         from prm.render import step_pieces
 
         renderer = self.prm.renderer
-        texts = [step_pieces(s, entry.states.get(s, ""), "", "state")[0]]
+        mode = self.tag_after
+        proposal = (lambda step: self._proposal(entry, step)) if mode == "proposal" else (lambda step: None)
+        texts = [step_pieces(s, entry.states.get(s, ""), "", mode, proposal(s))[0]]
         if with_action and s > 0:
-            texts.insert(0, step_pieces(s - 1, "", entry.actions.get(s - 1, ""), "state")[1])
+            texts.insert(0, step_pieces(s - 1, "", entry.actions.get(s - 1, ""), mode, proposal(s - 1))[1])
         pieces = renderer.tokenizer(texts, add_special_tokens=False)["input_ids"]
         return [i for piece in pieces for i in piece] + list(renderer.tag_ids)
 

@@ -14,24 +14,27 @@ from pathlib import Path
 from agile.dataset import (
     ALL_COLUMNS,
     OPTIONAL,
+    PROPOSAL_DEFAULTS,
     SCHEMA,
     EmptyDataset,
     SchemaError,
     check_episodes,
+    decide_after_of,
     empty_frame,
     read_shard,
     read_trajectories,
     shard_paths,
     validate,
+    with_proposal_defaults,
     write_atomic,
     write_json_atomic,
     write_shard,
 )
 
 __all__ = [
-    "ALL_COLUMNS", "OPTIONAL", "SCHEMA", "EmptyDataset", "SchemaError", "check_episodes", "empty_frame",
-    "read_kind_json", "read_shard", "read_trajectories", "shard_paths", "validate", "write_atomic",
-    "write_json_atomic", "write_shard",
+    "ALL_COLUMNS", "OPTIONAL", "PROPOSAL_DEFAULTS", "SCHEMA", "EmptyDataset", "SchemaError", "check_episodes",
+    "decide_after_of", "empty_frame", "read_kind_json", "read_shard", "read_trajectories", "shard_paths",
+    "validate", "with_proposal_defaults", "write_atomic", "write_json_atomic", "write_shard",
 ]
 
 

@@ -14,7 +14,9 @@ interventions, whatever the number of concurrent requests, until ``/end`` frees 
 ``budget_left`` is what is left after this decision; ``score`` is the gate's probability of
 intervening (null when no decision was needed: the budget was already spent). The helper's PRM
 reads earlier actions: a ``proposal`` that the gate lets through is recorded as the action of
-that step, and the action played on an intervention can be sent to ``/actions``.
+that step, and the action played on an intervention can be sent to ``/actions``. A helper that
+decides after the proposal (its PRM was trained with ``--tag-after proposal``; ``/health`` says
+``decide_after``) reads the ``proposal`` to decide, and requires it.
 
 Errors: an invalid body is a 422 naming the field, an unknown episode at ``/end`` or
 ``/actions`` a 404, and more live episodes than the gate can track a 503 (end your episodes).
@@ -28,7 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agile.protocol import Observation
+from agile.protocol import Action, Observation
 from helper.budget import BudgetedGate
 
 
@@ -91,29 +93,32 @@ class ServedGate(BudgetedGate):
             raise ValueError("serve-gate needs a per-episode budget: pass --budget C.")
         super().__init__(budget)
         self.gate = gate
+        self.decide_after = getattr(gate, "decide_after", "state")
         self.name = f"served:{getattr(gate, 'name', type(gate).__name__)}"
         self._scores = threading.local()  # the score of the decision this thread is making
         self._open: set[str] = set()
         self._open_lock = threading.Lock()
 
-    def wants(self, observation: Observation, budget_left: int) -> bool:
+    def wants(self, observation: Observation, budget_left: int, proposal=None) -> bool:
+        reads = {"proposal": proposal} if self.decide_after == "proposal" else {}
         if hasattr(self.gate, "intervene_probability"):
-            p = float(self.gate.intervene_probability(observation, budget_left))
+            p = float(self.gate.intervene_probability(observation, budget_left, **reads))
             self._scores.value = p
             return p >= getattr(self.gate, "threshold", 0.5)
         if hasattr(self.gate, "wants"):
-            wanted = bool(self.gate.wants(observation, budget_left))
+            wanted = bool(self.gate.wants(observation, budget_left, **reads))
         else:  # any agile.protocol.Gate: its own answer, given what this server has left
-            wanted = bool(self.gate.should_intervene(observation, budget_left))
+            wanted = bool(self.gate.should_intervene(observation, budget_left, **reads))
         self._scores.value = float(wanted)
         return wanted
 
-    def decide(self, observation: Observation) -> tuple[bool, int, float | None]:
-        """``(intervene, budget left after it, score)`` for one decision point."""
+    def decide(self, observation: Observation, proposal=None) -> tuple[bool, int, float | None]:
+        """``(intervene, budget left after it, score)`` for one decision point (``proposal``: the
+        base agent's proposal, read by a gate that decides after it)."""
         with self._open_lock:
             self._open.add(observation.episode_id)
         self._scores.value = None
-        granted = self.should_intervene(observation)
+        granted = self.should_intervene(observation, proposal=proposal)
         return granted, self.budget - self.used(observation.episode_id), self._scores.value
 
     def is_open(self, episode_id: str) -> bool:
@@ -148,7 +153,7 @@ def create_app(gate: ServedGate, horizon: int = 8):
 
     @app.get("/health")
     def health() -> dict:
-        return {"status": "ok", "gate": gate.name, "budget": gate.budget}
+        return {"status": "ok", "gate": gate.name, "budget": gate.budget, "decide_after": gate.decide_after}
 
     # Plain defs: FastAPI runs them in worker threads, so a slow decision (a PRM forward pass)
     # does not hold up the others; the budget itself is guarded by the gate's lock.
@@ -156,8 +161,12 @@ def create_app(gate: ServedGate, horizon: int = 8):
     def decide(body: GateRequest) -> dict:
         obs = observation(body.episode_id, body.step, body.state_text, body.features, body.horizon,
                           body.env, body.task_id)
+        if gate.decide_after == "proposal" and body.proposal is None:
+            raise HTTPException(422, "this helper decides after the base agent's proposal (decide_after="
+                                     "'proposal'): send the agent's proposed action as 'proposal'.")
+        proposal = None if body.proposal is None else Action(body.proposal)
         try:
-            intervene, left, score = gate.decide(obs)
+            intervene, left, score = gate.decide(obs, proposal)
         except RuntimeError as error:  # e.g. more live episodes than the gate tracks
             raise HTTPException(503, str(error)) from error
         if body.proposal is not None and not intervene:

@@ -74,6 +74,10 @@ class SweepConfig(EnvConfig):
     """Bootstrap resamples of each 95 percent confidence interval."""
     title: str | None = None
     """Title of sweep.png."""
+    decide_after: Literal["state", "proposal"] | None = None
+    """When the helper, prm_threshold and router decide: before the base agent acts (state) or after reading
+    its proposal (proposal; needs a helper whose PRM was trained with --tag-after proposal). Default: the
+    helper's own."""
     random_rounds: int = 8
     """random: at most this many runs per budget to match the helper's mean interventions (it stops
     once within 0.02 of them; each run corrects the rate)."""
@@ -97,6 +101,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
             ctx.helper.scorer = scorer
         ctx.helper_config = json.loads((Path(cfg.helper) / "helper.json").read_text())
     ctx.scorer = scorer or (ctx.helper.scorer if ctx.helper is not None else None)
+    ctx.decide_after = _decide_after(cfg, ctx)
 
     calls, skipped = {}, {}
     for name, kind in REGISTRY.items():
@@ -118,6 +123,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     summary["skipped"] = skipped
     summary["budgets"] = ctx.budgets
     summary.update(ctx.extra)
+    summary["decide_after"] = ctx.decide_after
     summary["config"] = asdict(cfg)
     if helper is not None:
         summary["helper_stats"] = helper.stats()
@@ -125,6 +131,16 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     save_sweep_plot(frame, out / "sweep.png", cfg.title)
     _print(summary, out)
     return summary
+
+
+def _decide_after(cfg: SweepConfig, ctx: SweepContext) -> str:
+    """The one mode of every score-reading method: the helper's (its PRM's), or the configured one."""
+    own = getattr(ctx.helper, "decide_after", None) or getattr(ctx.scorer, "decide_after", None)
+    if cfg.decide_after and own and cfg.decide_after != own:
+        raise ValueError(f"decide_after={cfg.decide_after!r}, but the helper {cfg.helper} decides after its "
+                         f"{own}: its PRM was trained for that. Pass --decide-after {own}, or use a helper distilled "
+                         f"from a PRM trained with --tag-after {cfg.decide_after}.")
+    return cfg.decide_after or own or "state"
 
 
 def _print(summary: dict, out: Path) -> None:

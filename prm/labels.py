@@ -11,6 +11,12 @@ Labels (columns added by ``add_labels``):
 - ``return_to_go``: sum of ``reward`` from this step to the end of the episode (for inspection).
 - ``label_process``: this step's own ``reward`` clipped to [0, 1], the process reward where the
   environment gives one (``has_process_rewards`` says whether it does).
+- ``label_proposal``: the base agent's proposal's own reward (``proposal_reward``) clipped to
+  [0, 1], null where none was logged — the direct answer to "does this proposal look right?",
+  known also where an intervention replaced the proposal. ``default_target`` picks it in
+  ``proposal`` mode when every row has it.
+
+With ``tag_after="proposal"`` the prefix keys are those of the proposal rendering.
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ import numpy as np
 import polars as pl
 
 from prm.render import prefix_keys
+from prm.shards import require_proposals
 
-TARGETS = ("hard", "soft", "process")
-LABEL_COLUMNS = {"hard": "label_hard", "soft": "label_soft", "process": "label_process"}
+TARGETS = ("hard", "soft", "process", "proposal")
+LABEL_COLUMNS = {"hard": "label_hard", "soft": "label_soft", "process": "label_process", "proposal": "label_proposal"}
 
 
 class SingleClassError(ValueError):
@@ -32,16 +39,32 @@ def add_labels(frame: pl.DataFrame, threshold: float = 0.5, tag_after: str = "ac
     """Return ``frame`` sorted by (episode_id, step) with the label columns added."""
     frame = frame.sort(["episode_id", "step"])
     keys: list[str] = []
-    grouped = frame.group_by("episode_id", maintain_order=True).agg("state_text", "action_text")
-    for states, actions in zip(grouped["state_text"], grouped["action_text"]):
-        keys.extend(prefix_keys(list(states), list(actions), tag_after))
+    if tag_after == "proposal":
+        require_proposals(frame, "the data")
+    columns = ["state_text", "action_text"] + (["proposal_text"] if tag_after == "proposal" else [])
+    grouped = frame.group_by("episode_id", maintain_order=True).agg(*columns)
+    for states, actions, *proposals in zip(*(grouped[c] for c in columns)):
+        keys.extend(prefix_keys(list(states), list(actions), tag_after, list(proposals[0]) if proposals else None))
     frame = frame.with_columns(pl.Series("prefix_key", keys, dtype=pl.String))
+    proposal = (pl.col("proposal_reward").cast(pl.Float64).clip(0.0, 1.0) if "proposal_reward" in frame.columns
+                else pl.lit(None, dtype=pl.Float64))
     return frame.with_columns(
+        proposal.alias("label_proposal"),
         (pl.col("success") >= threshold).cast(pl.Float64).alias("label_hard"),
         pl.col("success").cast(pl.Float64).mean().over("prefix_key").alias("label_soft"),
         pl.col("reward").reverse().cum_sum().reverse().over("episode_id").alias("return_to_go"),
         pl.col("reward").clip(0.0, 1.0).alias("label_process"),
     )
+
+
+def has_proposal_rewards(frame: pl.DataFrame) -> bool:
+    """True when every row logged its proposal's reward (collected with --decide-after proposal)."""
+    return "proposal_reward" in frame.columns and frame.height > 0 and frame["proposal_reward"].null_count() == 0
+
+
+def default_target(frame: pl.DataFrame, tag_after: str) -> str:
+    """``proposal`` in proposal mode when every row has ``proposal_reward``, else ``soft``."""
+    return "proposal" if tag_after == "proposal" and has_proposal_rewards(frame) else "soft"
 
 
 def has_process_rewards(frame: pl.DataFrame) -> bool:

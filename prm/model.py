@@ -51,8 +51,9 @@ BACKBONE_DIR = "backbone"
 ADAPTER_DIR = "adapter"
 FORMAT_VERSION = 1
 
-Episodes = Sequence[tuple[Sequence[str], Sequence[str]]]
-"""Episodes as (state texts, action texts), one entry per decision point, in step order."""
+Episodes = Sequence[tuple[Sequence[str], ...]]
+"""Episodes as (state texts, action texts), one entry per decision point, in step order; with
+tag_after="proposal" (state texts, action texts, proposal texts)."""
 
 
 class ContextTruncationWarning(UserWarning):
@@ -268,7 +269,7 @@ class ProcessRewardModel(nn.Module):
 
         start = time.perf_counter()
         found = self.windows_for(episodes, per_prefix=per_prefix)
-        results: list[list] = [[None] * len(states) for states, _ in episodes]
+        results: list[list] = [[None] * len(states) for states, *_ in episodes]
         total = sum(len(w.ids) for w in found)
 
         with tqdm(total=total, unit="tok", unit_scale=True, desc=desc, disable=not progress) as bar:

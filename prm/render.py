@@ -6,7 +6,15 @@ An episode of ``n`` decision points becomes
 
 and the PRM reads its score for step ``t`` at the last token of the ``t``-th TAG (Math-Shepherd's
 step tag). With ``tag_after="state"`` the tag goes between the state and the action instead, so
-the score is a pre-action value (what a gate needs *before* the agent acts).
+the score is a pre-action value (what a gate needs *before* the agent acts). With
+``tag_after="proposal"`` each step also shows what the base agent proposed, and the tag goes
+right after it:
+
+    Step t:\n<state_t>\nProposal: <proposal_t> TAG \nAction: <action_t>
+
+(``\nKept.`` instead of the action when the action is the proposal, to save tokens): the score
+answers "does this proposal look right?", what a gate that decides after the proposal needs.
+Such episodes are ``(states, actions, proposals)`` triples; the others are ``(states, actions)``.
 
 The state text of step ``t`` need not repeat earlier steps, so the episode text is the
 concatenation over steps. Every piece is tokenized on its own and the ids are concatenated, which
@@ -26,21 +34,43 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-TAG_AFTER = ("action", "state")
+TAG_AFTER = ("action", "state", "proposal")
+KEPT = "\nKept."
+"""What follows the tag in ``proposal`` mode when the proposal was played as it was."""
 DEFAULT_TAG = " §"
 """A rare single token in the SmolLM2 vocabulary, as Math-Shepherd used a rare token ("ки")."""
 
 
-def step_pieces(step: int, state: str, action: str, tag_after: str = "action") -> tuple[str, str]:
-    """The text before and after the tag of one decision point."""
+def step_pieces(step: int, state: str, action: str, tag_after: str = "action",
+                proposal: str | None = None) -> tuple[str, str]:
+    """The text before and after the tag of one decision point (``proposal``: only and always
+    with ``tag_after="proposal"``)."""
     if tag_after not in TAG_AFTER:
         raise ValueError(f"tag_after={tag_after!r}: use one of {TAG_AFTER}.")
     head = ("" if step == 0 else "\n") + f"Step {step}:\n{state}"
     act = f"\nAction: {action}"
+    if tag_after == "proposal":
+        if proposal is None:
+            raise ValueError(f"step {step}: tag_after='proposal' renders the base agent's proposal, but none "
+                             "was given (proposal_text).")
+        return head + f"\nProposal: {proposal}", KEPT if action == proposal else act
     return (head + act, "") if tag_after == "action" else (head, act)
 
 
-def prefix_keys(states: Sequence[str], actions: Sequence[str], tag_after: str = "action") -> list[str]:
+def split_episode(episode: Sequence[Sequence[str]], tag_after: str) -> tuple[Sequence[str], Sequence[str], Sequence]:
+    """``(states, actions, proposals)`` of an episode; proposals are ``None`` outside ``proposal`` mode."""
+    if tag_after == "proposal":
+        if len(episode) != 3:
+            raise ValueError("tag_after='proposal' needs episodes as (states, actions, proposals) triples.")
+        states, actions, proposals = episode
+        if len(proposals) != len(states):
+            raise ValueError(f"{len(states)} states but {len(proposals)} proposals in one episode.")
+        return states, actions, proposals
+    return episode[0], episode[1], [None] * len(episode[0])
+
+
+def prefix_keys(states: Sequence[str], actions: Sequence[str], tag_after: str = "action",
+                proposals: Sequence[str] | None = None) -> list[str]:
     """A hash of the rendered text up to each step's tag: rows with equal keys are the same input.
 
     The hash is chained (each key extends the previous digest state), so an episode costs
@@ -48,8 +78,9 @@ def prefix_keys(states: Sequence[str], actions: Sequence[str], tag_after: str = 
     """
     digest = hashlib.sha256()
     keys = []
-    for step, (state, action) in enumerate(zip(states, actions)):
-        before, after = step_pieces(step, state, action, tag_after)
+    proposals = [None] * len(states) if proposals is None else proposals
+    for step, (state, action, proposal) in enumerate(zip(states, actions, proposals)):
+        before, after = step_pieces(step, state, action, tag_after, proposal)
         digest.update(before.encode())
         keys.append(digest.copy().hexdigest())
         digest.update(b"\x00TAG\x00")
@@ -93,17 +124,19 @@ class Renderer:
         if not self.tag_ids:
             raise ValueError(f"The step tag {tag_text!r} encodes to no tokens: pick another tag text.")
 
-    def render_many(self, episodes: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[Rendered]:
-        """Render many episodes; the pieces of all of them go to the tokenizer in one call."""
+    def render_many(self, episodes: Sequence[Sequence[Sequence[str]]]) -> list[Rendered]:
+        """Render many episodes (pairs, or triples in ``proposal`` mode); the pieces of all of
+        them go to the tokenizer in one call."""
         pieces: list[str] = []
-        for states, actions in episodes:
+        for episode in episodes:
+            states, actions, proposals = split_episode(episode, self.tag_after)
             if len(states) != len(actions):
                 raise ValueError(f"{len(states)} states but {len(actions)} actions in one episode.")
-            for step, (state, action) in enumerate(zip(states, actions)):
-                pieces.extend(step_pieces(step, state, action, self.tag_after))
+            for step, (state, action, proposal) in enumerate(zip(states, actions, proposals)):
+                pieces.extend(step_pieces(step, state, action, self.tag_after, proposal))
         encoded = self.tokenizer(pieces, add_special_tokens=False)["input_ids"] if pieces else []
         out, cursor = [], 0
-        for states, _ in episodes:
+        for states, *_ in episodes:
             ids: list[int] = []
             tag_pos: list[int] = []
             for _ in states:

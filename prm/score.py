@@ -39,7 +39,7 @@ import polars as pl
 import torch
 
 from agile.dataset import Manifest, write_shard
-from prm.shards import FEATURES_FILE, OOF_FILE, SCORE_COLUMNS, Validator, episodes_of, read_shard, shard_files
+from prm.shards import FEATURES_FILE, OOF_FILE, Validator, episodes_of, read_shard, score_columns, shard_files
 
 MANIFEST = "prm_score.manifest.json"
 
@@ -92,7 +92,7 @@ def score_frame(prm, frame: pl.DataFrame, batch_tokens: int = 16384, progress: b
     """
     frame = frame.drop("prm_score", strict=False).with_row_index("_row")
     ordered = frame.sort(["episode_id", "step"])
-    ids, episodes = episodes_of(ordered)
+    ids, episodes = episodes_of(ordered, prm.settings.tag_after)
     held_out = _out_of_fold(prm, ids, episodes, out_of_fold)
     cached = _cached_features(prm, [e for e in ids if e not in held_out],
                               [x for e, x in zip(ids, episodes) if e not in held_out], saved_features)
@@ -118,7 +118,8 @@ def _content(prm, ids, episodes) -> dict[str, str]:
     from prm.render import prefix_keys
 
     tag_after = prm.settings.tag_after
-    return {e: prefix_keys(states, actions, tag_after)[-1] for e, (states, actions) in zip(ids, episodes)}
+    return {e: prefix_keys(states, actions, tag_after, *proposals)[-1]
+            for e, (states, actions, *proposals) in zip(ids, episodes)}
 
 
 def _out_of_fold(prm, ids, episodes, path: Path | None) -> dict[str, np.ndarray]:
@@ -126,7 +127,7 @@ def _out_of_fold(prm, ids, episodes, path: Path | None) -> dict[str, np.ndarray]
     if path is None or not path.exists() or not ids:
         return {}
     content = _content(prm, ids, episodes)
-    lengths = {e: len(states) for e, (states, _) in zip(ids, episodes)}
+    lengths = {e: len(states) for e, (states, *_) in zip(ids, episodes)}
     stored = (
         pl.read_parquet(path)
         .filter(pl.col("episode_id").is_in(ids))
@@ -162,10 +163,10 @@ def score_shard(
 ) -> dict:
     """Read one shard, score it, write it to ``target`` atomically; returns rows/tokens/seconds."""
     start = time.perf_counter()
-    frame = read_shard(source, SCORE_COLUMNS, validate)
+    frame = read_shard(source, score_columns(prm.settings.tag_after), validate)
     prm.last_run = {}
     scored = score_frame(prm, frame, batch_tokens, progress, saved_features, out_of_fold)
-    write_shard(scored, target, require=(*SCORE_COLUMNS, "prm_score"))
+    write_shard(scored, target, require=(*score_columns(prm.settings.tag_after), "prm_score"))
     stat = Path(target).stat()
     return {
         "rows": scored.height,

@@ -34,8 +34,14 @@ exactly those episodes (same text), so nothing fitted on them saw a score of a h
 TRAIN_COLUMNS = SCORE_COLUMNS + ("success", "reward", "done")
 """Columns ``prm train`` reads."""
 
+
+def score_columns(tag_after: str, columns: tuple[str, ...] = SCORE_COLUMNS) -> tuple[str, ...]:
+    """``columns`` plus ``proposal_text`` for a PRM that renders proposals."""
+    return columns + ("proposal_text",) if tag_after == "proposal" else columns
+
 __all__ = ["FEATURES_FILE", "SCORE_COLUMNS", "TRAIN_COLUMNS", "ShardError", "Validator", "check_columns",
-           "check_episodes", "episodes_of", "read_frame", "read_shard", "shard_files"]
+           "check_episodes", "episodes_of", "read_frame", "read_shard", "require_proposals", "score_columns",
+           "shard_files"]
 
 
 def shard_files(directory: str | os.PathLike) -> list[Path]:
@@ -62,10 +68,23 @@ def read_frame(
     return frame if validate is None else validate(frame, str(directory))
 
 
-def episodes_of(frame: pl.DataFrame) -> tuple[list[str], list[tuple[list[str], list[str]]]]:
-    """Episode ids and their (states, actions), in (episode_id, step) order."""
-    grouped = (
-        frame.sort(["episode_id", "step"]).group_by("episode_id", maintain_order=True).agg("state_text", "action_text")
-    )
+def episodes_of(frame: pl.DataFrame, tag_after: str = "action") -> tuple[list[str], list[tuple[list[str], ...]]]:
+    """Episode ids and their (states, actions), in (episode_id, step) order; with
+    ``tag_after="proposal"`` (states, actions, proposals), read from ``proposal_text``."""
+    columns = ["state_text", "action_text"] + (["proposal_text"] if tag_after == "proposal" else [])
+    if "proposal_text" in columns:
+        require_proposals(frame, "the data")
+    grouped = frame.sort(["episode_id", "step"]).group_by("episode_id", maintain_order=True).agg(*columns)
     ids = grouped["episode_id"].to_list()
-    return ids, [(list(s), list(a)) for s, a in zip(grouped["state_text"], grouped["action_text"])]
+    return ids, [tuple(list(values) for values in row) for row in zip(*(grouped[c] for c in columns))]
+
+
+def require_proposals(frame: pl.DataFrame, source: str) -> None:
+    """Refuse a frame whose rows have no logged proposal (collected in ``state`` mode or before)."""
+    missing = frame.height if "proposal_text" not in frame.columns else frame.filter(
+        pl.col("proposal_text").is_null() | (pl.col("proposal_text") == "")).height
+    if missing:
+        raise ShardError(
+            f"{source}: {missing} of {frame.height} rows have no proposal_text, which tag_after='proposal' renders; "
+            "collect the trajectories with --decide-after proposal (or train with --tag-after state)."
+        )

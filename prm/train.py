@@ -3,6 +3,11 @@
     helpgate prm train --data trajectories --out prm                      # frozen backbone, value head
     helpgate prm train --data trajectories --out prm --head tag           # Math-Shepherd +/- tag head
     helpgate prm train --data trajectories --out prm --head tag --lora    # LoRA (the GPU recipe)
+    helpgate prm train --data traj-prop --out prm --tag-after proposal   # scores the agent's proposal
+
+With ``--tag-after proposal`` (data collected with ``--decide-after proposal``) every step renders
+the base agent's proposal before the tag (``prm.render``), and the default target is the
+proposal's own reward (``label_proposal``: was the proposal right?) when every row logged it.
 
 Frozen backbone: one inference pass caches the hidden state at every step tag, then the head is
 fitted on those features by L-BFGS (a convex, L2-regularised logistic regression: fast on CPU,
@@ -52,6 +57,7 @@ from prm.shards import (
     check_episodes,
     episodes_of,
     read_frame,
+    score_columns,
 )
 
 
@@ -67,9 +73,10 @@ class TrainConfig:
     """value (linear head on the step-boundary hidden state) or tag (P(+) vs P(-) at the step tag)."""
     lora: bool = False
     """Train LoRA adapters with the head (the GPU recipe); default trains the head on a frozen backbone."""
-    target: Literal["soft", "hard", "process"] = "soft"
+    target: Literal["soft", "hard", "process", "proposal"] | None = None
     """Training label: soft (mean outcome over episodes sharing the prefix), hard (episode success),
-    or process (step reward)."""
+    process (step reward) or proposal (the base agent's proposal's reward, proposal_reward). Default:
+    proposal with --tag-after proposal when every row has proposal_reward, else soft."""
     success_threshold: float = 0.5
     """An episode counts as a success when its success value is at least this."""
     folds: int | None = None
@@ -85,8 +92,9 @@ class TrainConfig:
     """Padded tokens per forward pass (length-bucketed batches)."""
     max_length: int | None = None
     """Context cap in tokens (default: the backbone's); longer episodes are cut from the left."""
-    tag_after: Literal["action", "state"] = "action"
-    """Put each step tag after the action (score of the step taken) or after the state (pre-action value)."""
+    tag_after: Literal["action", "state", "proposal"] = "action"
+    """Put each step tag after the action (score of the step taken), after the state (pre-action value), or
+    after the base agent's proposal (proposal_text: for a gate that decides after the proposal)."""
     l2: float | None = None
     """L2 penalty on the head weights (distance from the initial +/- rows for the tag head); unset: chosen
     by 3-fold cross-validation over training episodes (frozen backbone), 0 with LoRA."""
@@ -192,7 +200,8 @@ def episode_features(prm, frame: pl.DataFrame, cfg: TrainConfig) -> dict[str, np
     # Chunks of episodes, each saved as it completes: a killed run keeps what it computed.
     chunk = 64 if path else max(len(todo), 1)
     for start in range(0, len(todo), chunk):
-        ids, episodes = episodes_of(frame.filter(pl.col("episode_id").is_in(todo[start : start + chunk])))
+        ids, episodes = episodes_of(frame.filter(pl.col("episode_id").is_in(todo[start : start + chunk])),
+                                    cfg.tag_after)
         for e, x in zip(ids, prm.episode_features(episodes, cfg.batch_tokens, cfg.progress)):
             cache[e] = (content[e], x)
         if path:
@@ -256,16 +265,17 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     from prm.model import ProcessRewardModel, parse_dtype
 
     started = time.perf_counter()
-    if cfg.target not in L.TARGETS:
+    if cfg.target is not None and cfg.target not in L.TARGETS:
         raise ValueError(f"target={cfg.target!r}: use one of {L.TARGETS}.")
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
 
     # ---- data: read, check, label, split by episode ------------------------------------------
+    columns = score_columns(cfg.tag_after, TRAIN_COLUMNS)
     if frame is None:
-        frame = read_frame(cfg.data, TRAIN_COLUMNS, validate)
+        frame = read_frame(cfg.data, columns, validate)
     else:
-        frame = check_columns(frame, TRAIN_COLUMNS, "the given frame")
+        frame = check_columns(frame, columns, "the given frame")
         check_episodes(frame, "the given frame")
     for option, column in (("group_by", cfg.group_by), ("base_only", "actor" if cfg.base_only else None)):
         if column and column not in frame.columns:
@@ -276,15 +286,22 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
             keep = rng.choice(len(ids), cfg.max_episodes, replace=False)
             frame = frame.filter(pl.col("episode_id").is_in([ids[i] for i in keep]))
     L.require_both_classes(frame, cfg.success_threshold, cfg.data)
-    if cfg.target == "process" and not L.has_process_rewards(frame):
+    target = cfg.target or L.default_target(frame, cfg.tag_after)
+    if target == "proposal" and (cfg.tag_after != "proposal" or not L.has_proposal_rewards(frame)):
+        raise ValueError(
+            f"target='proposal' needs --tag-after proposal and a proposal_reward on every row of {cfg.data}; "
+            "collect with --decide-after proposal, or use --target soft."
+        )
+    if target == "process" and not L.has_process_rewards(frame):
         raise ValueError(
             f"target='process' but {cfg.data} has no process rewards (every non-final step has "
             "reward 0). Use --target soft or hard."
         )
     frame = L.add_labels(frame, cfg.success_threshold, cfg.tag_after)
-    label = L.LABEL_COLUMNS[cfg.target]
-    # What the report measures: the step's own outcome for process labels, else the episode's.
-    outcome = (pl.col("label_process") >= 0.5) if cfg.target == "process" else (pl.col("label_hard") >= 0.5)
+    label = L.LABEL_COLUMNS[target]
+    # What the report measures: the step's (or the proposal's) own outcome for process (proposal)
+    # labels, else the episode's.
+    outcome = pl.col(label if target in ("process", "proposal") else "label_hard") >= 0.5
     used = (pl.col("actor") == "base") if cfg.base_only else pl.lit(True)
     frame = frame.with_columns(outcome.cast(pl.Float64).alias("outcome"), used.alias("used"))
     folds = cfg.folds if cfg.folds is not None else (1 if cfg.lora else 5)
@@ -303,8 +320,8 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     train_frame = frame.filter(pl.col("episode_id").is_in(train_ids))
     val_frame = frame.filter(pl.col("episode_id").is_in(val_ids))
     # episodes_of and these columns share the (episode_id, step) order of the sorted frames.
-    _, train_episodes = episodes_of(train_frame)
-    _, val_episodes = episodes_of(val_frame)
+    _, train_episodes = episodes_of(train_frame, cfg.tag_after)
+    _, val_episodes = episodes_of(val_frame, cfg.tag_after)
     train_target = torch.tensor(train_frame[label].to_numpy(), dtype=torch.float32)
     train_used = torch.from_numpy(train_frame["used"].to_numpy().copy())
     wins, losses = L.class_counts(frame, cfg.success_threshold)
@@ -349,7 +366,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         if split:
             row_group = np.array([split.group[e] for e in train_frame["episode_id"]])
         else:
-            row_group = np.repeat(np.arange(len(train_episodes)), [len(states) for states, _ in train_episodes])
+            row_group = np.repeat(np.arange(len(train_episodes)), [len(states) for states, *_ in train_episodes])
 
         def fitted_head(rows: np.ndarray, losses: list | None = None):
             """A copy of the initial head fitted on ``rows`` (L2 by cross-validation within them)."""
@@ -384,7 +401,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
             prm.head.fit_normalizer(torch.from_numpy(np.concatenate(prm.episode_features(sample, cfg.batch_tokens))))
         # Unused rows get a NaN target and drop out of the loss.
         masked = torch.where(train_used, train_target, torch.nan).numpy()
-        per_episode = np.split(masked, np.cumsum([len(s) for s, _ in train_episodes])[:-1])
+        per_episode = np.split(masked, np.cumsum([len(s) for s, *_ in train_episodes])[:-1])
         head_params = list(prm.head.parameters())
         weight = prm.head.linear.weight if cfg.head == "value" else prm.head.rows
         # The value head shrinks towards zero, the tag head towards the LM's own +/- rows.
@@ -452,7 +469,8 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         "in_fold_auroc": quality.auroc(in_fold["prm_score"], in_fold["outcome"]),
         "in_fold": quality.summary(in_fold["prm_score"], in_fold["outcome"], cfg.bins),
         "folds": {"k": split.k, "by": split.how} if split else None,
-        "outcome": "step reward >= 0.5" if cfg.target == "process" else f"episode success >= {cfg.success_threshold}",
+        "outcome": {"process": "step reward >= 0.5", "proposal": "proposal reward >= 0.5"}.get(
+            target, f"episode success >= {cfg.success_threshold}"),
         "rows": "actor == base" if cfg.base_only else "all",
         "episodes": {"train": len(train_ids), "validation": len(val_ids), "successes": wins, "failures": losses},
         "target": label,
