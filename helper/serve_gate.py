@@ -169,6 +169,8 @@ def create_app(gate: ServedGate, horizon: int = 8):
             intervene, left, score = gate.decide(obs, proposal)
         except RuntimeError as error:  # e.g. more live episodes than the gate tracks
             raise HTTPException(503, str(error)) from error
+        except ValueError as error:  # the request lacks what the helper reads (e.g. all its features)
+            raise HTTPException(422, str(error)) from error
         if body.proposal is not None and not intervene:
             gate.record_action(obs, body.proposal)  # the proposal is what will be played
         return {"intervene": intervene, "budget_left": left, "score": score}

@@ -351,11 +351,14 @@ def test_served_helper_needs_and_reads_the_proposal(proposal_helper):
     client = TestClient(create_app(ServedGate(helper), horizon=3))
     assert client.get("/health").json()["decide_after"] == "proposal"
     request = {"episode_id": "e1", "step": 0, "state_text": "Question 1 of 3.\nCustomer: is it red?"}
+    featureless = client.post("/v1/gate", json=request | {"proposal": f"{PREDICT} yes"})
+    assert featureless.status_code == 422 and "progress" in featureless.text  # names what the helper reads
+    request["features"] = {"progress": 0.0}
     refused = client.post("/v1/gate", json=request)
     assert refused.status_code == 422 and "proposal" in refused.text
     answer = client.post("/v1/gate", json=request | {"proposal": f"{PREDICT} yes"})
     assert answer.status_code == 200
-    observation = Observation("fresh", "", "", 0, request["state_text"], 3, {})
+    observation = Observation("fresh", "", "", 0, request["state_text"], 3, request["features"])
     expected = helper.intervene_probability(observation, 1, Action(f"{PREDICT} yes"))
     assert answer.json()["score"] == pytest.approx(expected, abs=1e-6)
 
