@@ -42,6 +42,7 @@ class Action:
 
     text: str
     actor: str = BASE
+    signals: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

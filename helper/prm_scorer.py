@@ -26,6 +26,11 @@ cuts long episodes, though at other step boundaries than its windows, so those s
 slightly from the logged ones) and later decisions are incremental again. With
 ``tag_after="action"`` the whole prefix is re-scored with ``score_episodes`` at every decision.
 
+Signals and calibration. A PRM trained with the base agent's signals (``prm.signals``) reads
+them from the proposal: ``score(observation, proposal=action)`` uses ``action.signals`` at this
+step (no proposal: the signals count as missing, as in ``prm score`` on a row without them). The
+PRM's calibrator (``prm.calibration``) maps every score, as ``prm score`` does.
+
 Per-episode histories live under a lock; forward passes run outside it (one episode's calls are
 serialised by that episode's own lock).
 """
@@ -37,7 +42,7 @@ import threading
 import warnings
 from collections import OrderedDict
 
-from agile.protocol import Observation
+from agile.protocol import Action, Observation
 
 
 class _Episode:
@@ -49,6 +54,7 @@ class _Episode:
         self.cache = None  # key/value cache of the tokens fed so far
         self.fed = 0  # tokens in the cache
         self.scored: dict[int, float] = {}  # step -> score, for repeated calls at one step
+        self.said: dict[int, bytes | None] = {}  # step -> the signals that score read
         self.next_step = 0  # first step whose pieces are not in the cache yet
 
 
@@ -93,20 +99,24 @@ class PrmScorer:
         with self._lock:
             self._history.pop(episode_id, None)
 
-    def score(self, observation: Observation) -> float:
+    def score(self, observation: Observation, proposal: Action | None = None) -> float:
+        """P(success) at this decision; ``proposal``: the base agent's proposed action, whose
+        signals a PRM trained with signals reads."""
+        signals = self._signals(proposal)
         with self._lock:
             entry = self._episode(observation)
             entry.states[observation.step] = observation.state_text
         with entry.lock:
             t = observation.step
-            if t in entry.scored and entry.states.get(t) == observation.state_text:
+            said = None if signals is None else signals.tobytes()
+            if t in entry.scored and entry.states.get(t) == observation.state_text and entry.said.get(t) == said:
                 return entry.scored[t]
-            value = self._incremental(entry, t) if self.incremental else None
+            value = self._incremental(entry, t, signals) if self.incremental else None
             if value is None:
-                value = self._full(entry, t)
+                value = self._full(entry, t, signals)
             if not math.isfinite(value):
                 raise ValueError(f"the PRM returned {value} for episode {observation.episode_id!r} step {t}")
-            entry.scored[t] = value
+            entry.scored[t], entry.said[t] = value, said
         if entry.cache is not None:
             self._evict(keep=entry)
         return value
@@ -139,12 +149,28 @@ class PrmScorer:
             self._token_bytes = 2 * layers * kv_heads * head_dim * element
         return self._token_bytes
 
+    def _signals(self, proposal: Action | None):
+        """This step's signal row for a PRM that reads signals (else None)."""
+        keys = getattr(getattr(self.prm, "settings", None), "signal_keys", None)
+        if not keys:
+            return None
+        from prm.signals import signal_vector
+
+        return signal_vector(proposal.signals if proposal is not None else {}, keys)
+
     # -- the two ways to score -------------------------------------------------------------------
-    def _full(self, entry: _Episode, t: int) -> float:
+    def _full(self, entry: _Episode, t: int, signals=None) -> float:
         steps = range(t + 1)
         states = [entry.states.get(s, "") for s in steps]
         actions = [entry.actions.get(s, "") for s in steps[:-1]] + [""]
-        return float(self.prm.score_episodes([(states, actions)])[0][-1])
+        if signals is None:
+            return float(self.prm.score_episodes([(states, actions)])[0][-1])
+        from prm.signals import missing_block
+
+        # Only this step's score is read: earlier steps' signals do not matter.
+        rows = missing_block(t + 1, self.prm.settings.signal_keys)
+        rows[-1] = signals
+        return float(self.prm.score_episodes([(states, actions)], signals=[rows])[0][-1])
 
     def _step_ids(self, entry: _Episode, s: int, with_action: bool) -> list[int]:
         """Token ids of step ``s`` as rendered: (the previous action,) the state, the tag."""
@@ -157,7 +183,7 @@ class PrmScorer:
         pieces = renderer.tokenizer(texts, add_special_tokens=False)["input_ids"]
         return [i for piece in pieces for i in piece] + list(renderer.tag_ids)
 
-    def _incremental(self, entry: _Episode, t: int) -> float | None:
+    def _incremental(self, entry: _Episode, t: int, signals=None) -> float | None:
         import torch
 
         if t < entry.next_step:  # this step was fed with other text: start the episode over
@@ -188,6 +214,7 @@ class PrmScorer:
                 use_cache=True,
             )
             hidden = out.last_hidden_state[0, -1:]
-            value = float(torch.sigmoid(self.prm.head(hidden)).float()[0])
+            row = None if signals is None else signals[None]
+            value = float(self.prm.probabilities(self.prm.head(self.prm.head_input(hidden, row)))[0])
         entry.cache, entry.fed, entry.next_step = out.past_key_values, entry.fed + len(ids), t + 1
         return value
