@@ -98,8 +98,10 @@ class PRMSettings:
 
 
 class ValueHead(nn.Module):
-    def __init__(self, hidden: int):
+    def __init__(self, hidden: int, free_inputs: int = 0):
         super().__init__()
+        self.free_inputs = free_inputs
+        """Trailing inputs (the agent's signals) whose weights the L2 penalty leaves free (``prm.train``)."""
         self.linear = nn.Linear(hidden, 1)
         nn.init.zeros_(self.linear.weight)
         nn.init.zeros_(self.linear.bias)
@@ -219,7 +221,7 @@ class ProcessRewardModel(nn.Module):
         if head == "tag":
             head_module = TagHead(*_lm_rows(model, [plus_id, minus_id]))
         else:
-            head_module = ValueHead(hidden + settings.signal_width)
+            head_module = ValueHead(hidden + settings.signal_width, settings.signal_width)
         if lora:
             model = _wrap_lora(model, settings)
         head_module.to(model.device)
@@ -439,7 +441,7 @@ class ProcessRewardModel(nn.Module):
         if settings.head == "tag":
             head = TagHead(torch.zeros(2, settings.hidden_size))
         else:
-            head = ValueHead(settings.hidden_size + settings.signal_width)
+            head = ValueHead(settings.hidden_size + settings.signal_width, settings.signal_width)
         head.load_state_dict(load_file(directory / HEAD_FILE))
         head.to(model.device)
         prm = cls(model, tokenizer, head, settings)

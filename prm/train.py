@@ -148,18 +148,22 @@ L2_GRID = (1e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
 def fit_head(head, x: torch.Tensor, y: torch.Tensor, l2: float, steps: int, losses: list | None = None):
     """Fit a head on cached features: L-BFGS on BCE + l2 * ||weights - initial weights||^2.
 
-    Biases are not penalised. The value head's input standardisation is refitted on ``x`` first.
+    Biases are not penalised, nor the weights of the head's last ``free_inputs`` inputs (the agent's
+    signals: a handful of strong columns that one penalty sized for hundreds of hidden dimensions
+    would drown). The value head's input standardisation is refitted on ``x`` first.
     """
     if hasattr(head, "fit_normalizer"):
         head.fit_normalizer(x)
-    weights = [p for name, p in head.named_parameters() if "bias" not in name]
-    anchors = [w.detach().clone() for w in weights]
+    head_weights = [p for name, p in head.named_parameters() if "bias" not in name]
+    free = getattr(head, "free_inputs", 0)
+    anchors = [(w[..., :-free] if free else w).detach().clone() for w in head_weights]
     optimizer = torch.optim.LBFGS(head.parameters(), lr=1.0, max_iter=steps, line_search_fn="strong_wolfe")
 
     def closure():
         optimizer.zero_grad()
         loss = torch.nn.functional.binary_cross_entropy_with_logits(head(x), y)
-        total = loss + l2 * sum(((w - a) ** 2).sum() for w, a in zip(weights, anchors))
+        penalised = [w[..., :-free] for w in head_weights] if free else head_weights
+        total = loss + l2 * sum(((w - a) ** 2).sum() for w, a in zip(penalised, anchors))
         total.backward()
         if losses is not None:
             losses.append(float(loss.detach()))
