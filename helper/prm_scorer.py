@@ -33,6 +33,11 @@ cuts long episodes, though at other step boundaries than its windows, so those s
 slightly from the logged ones) and later decisions are incremental again. With
 ``tag_after="action"`` the whole prefix is re-scored with ``score_episodes`` at every decision.
 
+Signals and calibration. A PRM trained with the base agent's signals (``prm.signals``) reads
+them from the proposal: ``score(observation, proposal=action)`` uses ``action.signals`` at this
+step (no proposal: the signals count as missing, as in ``prm score`` on a row without them). The
+PRM's calibrator (``prm.calibration``) maps every score, as ``prm score`` does.
+
 Per-episode histories live under a lock; forward passes run outside it (one episode's calls are
 serialised by that episode's own lock).
 """
@@ -44,7 +49,7 @@ import threading
 import warnings
 from collections import OrderedDict
 
-from agile.protocol import Observation
+from agile.protocol import Action, Observation
 
 
 class _Episode:
@@ -56,7 +61,7 @@ class _Episode:
         self.lock = threading.Lock()
         self.cache = None  # key/value cache of the tokens fed so far
         self.fed = 0  # tokens in the cache
-        self.scored: dict[int, tuple[str, str | None, float]] = {}  # step -> (state, proposal, score)
+        self.scored: dict[int, tuple] = {}  # step -> (state, proposal, signals bytes, score)
         self.next_step = 0  # first step whose pieces are not in the cache yet
 
 
@@ -107,15 +112,17 @@ class PrmScorer:
         """``"proposal"`` when this PRM reads the base agent's proposal, else ``"state"``."""
         return "proposal" if self.tag_after == "proposal" else "state"
 
-    def score(self, observation: Observation, proposal=None) -> float:
+    def score(self, observation: Observation, proposal: Action | str | None = None) -> float:
         """P(success) at ``observation``; ``proposal`` (an ``Action`` or its text) is required
-        by a PRM trained with ``tag_after="proposal"`` and ignored otherwise."""
+        by a PRM trained with ``tag_after="proposal"``; a PRM trained with signals reads the
+        proposal's ``signals`` (absent: missing)."""
         text = None
         if self.tag_after == "proposal":
             if proposal is None:
                 raise ValueError("this PRM scores the base agent's proposal (tag_after='proposal'): pass it, "
                                  "score(observation, proposal), from a gate with decide_after='proposal'.")
             text = str(getattr(proposal, "text", proposal))
+        signals = self._signals(proposal if isinstance(proposal, Action) else None)
         with self._lock:
             entry = self._episode(observation)
             entry.states[observation.step] = observation.state_text
@@ -123,15 +130,16 @@ class PrmScorer:
                 entry.proposals[observation.step] = text
         with entry.lock:
             t = observation.step
+            said = None if signals is None else signals.tobytes()
             known = entry.scored.get(t)
-            if known is not None and known[:2] == (observation.state_text, text):
-                return known[2]
-            value = self._incremental(entry, t) if self.incremental else None
+            if known is not None and known[:3] == (observation.state_text, text, said):
+                return known[3]
+            value = self._incremental(entry, t, signals) if self.incremental else None
             if value is None:
-                value = self._full(entry, t)
+                value = self._full(entry, t, signals)
             if not math.isfinite(value):
                 raise ValueError(f"the PRM returned {value} for episode {observation.episode_id!r} step {t}")
-            entry.scored[t] = (observation.state_text, text, value)
+            entry.scored[t] = (observation.state_text, text, said, value)
         if entry.cache is not None:
             self._evict(keep=entry)
         return value
@@ -164,15 +172,30 @@ class PrmScorer:
             self._token_bytes = 2 * layers * kv_heads * head_dim * element
         return self._token_bytes
 
+    def _signals(self, proposal: Action | None):
+        """This step's signal row for a PRM that reads signals (else None)."""
+        keys = getattr(getattr(self.prm, "settings", None), "signal_keys", None)
+        if not keys:
+            return None
+        from prm.signals import signal_vector
+
+        return signal_vector(proposal.signals if proposal is not None else {}, keys)
+
     # -- the two ways to score -------------------------------------------------------------------
-    def _full(self, entry: _Episode, t: int) -> float:
+    def _full(self, entry: _Episode, t: int, signals=None) -> float:
         steps = range(t + 1)
         states = [entry.states.get(s, "") for s in steps]
         actions = [entry.actions.get(s, "") for s in steps[:-1]] + [""]
-        if self.tag_after != "proposal":
-            return float(self.prm.score_episodes([(states, actions)])[0][-1])
-        proposals = [self._proposal(entry, s) for s in steps]
-        return float(self.prm.score_episodes([(states, actions, proposals)])[0][-1])
+        episode = (states, actions) if self.tag_after != "proposal" else (
+            states, actions, [self._proposal(entry, s) for s in steps])
+        if signals is None:
+            return float(self.prm.score_episodes([episode])[0][-1])
+        from prm.signals import missing_block
+
+        # Only this step's score is read: earlier steps' signals do not matter.
+        rows = missing_block(t + 1, self.prm.settings.signal_keys)
+        rows[-1] = signals
+        return float(self.prm.score_episodes([episode], signals=[rows])[0][-1])
 
     @staticmethod
     def _proposal(entry: _Episode, s: int) -> str:
@@ -193,7 +216,7 @@ class PrmScorer:
         pieces = renderer.tokenizer(texts, add_special_tokens=False)["input_ids"]
         return [i for piece in pieces for i in piece] + list(renderer.tag_ids)
 
-    def _incremental(self, entry: _Episode, t: int) -> float | None:
+    def _incremental(self, entry: _Episode, t: int, signals=None) -> float | None:
         import torch
 
         if t < entry.next_step:  # this step was fed with other text: start the episode over
@@ -224,6 +247,7 @@ class PrmScorer:
                 use_cache=True,
             )
             hidden = out.last_hidden_state[0, -1:]
-            value = float(torch.sigmoid(self.prm.head(hidden)).float()[0])
+            row = None if signals is None else signals[None]
+            value = float(self.prm.probabilities(self.prm.head(self.prm.head_input(hidden, row)))[0])
         entry.cache, entry.fed, entry.next_step = out.past_key_values, entry.fed + len(ids), t + 1
         return value

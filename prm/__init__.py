@@ -9,6 +9,10 @@
   episodes together.
 - ``ScoreConfig`` / ``run_score`` (``prm.score``): add ``prm_score`` to a trajectory folder
   (training episodes: their out-of-fold scores), streaming and resumable, in-process or over Ray.
+- ``signal_matrix`` (``prm.signals``): the base agent's own confidence signals (``Action.signals``,
+  logged as ``proposal_signals``) as head inputs beside the hidden state.
+- ``Calibrator`` (``prm.calibration``): isotonic or Platt map fitted on out-of-fold scores, saved
+  as ``calibration.json`` and applied wherever the PRM scores.
 - ``ExportConfig`` / ``run_export`` (``prm.export``): the trajectories as a PRM dataset for other
   trainers (TRL's stepwise supervision: prompt, completions, labels).
 """

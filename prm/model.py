@@ -19,6 +19,12 @@ Only the hidden states at tag positions are projected, never the full vocabulary
 would cost ``vocab x hidden`` per token for two numbers per step.
 
 Training modes: frozen backbone (head only) or LoRA adapters through ``peft`` plus the head.
+Signals (``prm.signals``, value head on a frozen backbone): the agent's own confidence numbers are
+appended to ``h`` before the head (``signal_keys`` in the settings fixes their order), so scoring
+takes them per step (``score_episodes(..., signals=...)``; absent ones count as missing).
+Calibration (``prm.calibration``): when the folder has ``calibration.json``, every probability the
+PRM returns goes through it (``probabilities``), so ``prm score`` and the gate give the same numbers.
+
 ``save(dir)`` writes ``prm_config.json``, ``head.safetensors`` and, as needed, the LoRA adapter
 (``adapter/``, ``save_pretrained``) and/or the backbone (``backbone/``, ``save_pretrained``);
 ``ProcessRewardModel.load(dir)`` restores it.
@@ -42,6 +48,8 @@ from torch import nn
 
 from agile.models import TINY_LLM, load_causal_lm
 from prm.batch import Batch, collate, pack
+from prm.calibration import CALIBRATION_FILE, Calibrator
+from prm.signals import missing_block
 from prm.render import DEFAULT_TAG, Renderer, Window, prefix_windows, truncation_note, windows
 
 HEADS = ("tag", "value")
@@ -80,12 +88,21 @@ class PRMSettings:
     hidden_size: int = 0
     backbone_saved: bool = False
     lora_merged: bool = False
+    signal_keys: list[str] | None = None
+    """Names of the agent signals the head reads after the hidden state (``prm.signals``), in order."""
     format: int = FORMAT_VERSION
+
+    @property
+    def signal_width(self) -> int:
+        """Columns the signals add to the head's input (a value and a missing flag per key)."""
+        return 2 * len(self.signal_keys or ())
 
 
 class ValueHead(nn.Module):
-    def __init__(self, hidden: int):
+    def __init__(self, hidden: int, free_inputs: int = 0):
         super().__init__()
+        self.free_inputs = free_inputs
+        """Trailing inputs (the agent's signals) whose weights the L2 penalty leaves free (``prm.train``)."""
         self.linear = nn.Linear(hidden, 1)
         nn.init.zeros_(self.linear.weight)
         nn.init.zeros_(self.linear.bias)
@@ -139,6 +156,8 @@ class ProcessRewardModel(nn.Module):
         self.head = head
         self.settings = settings
         self.renderer = Renderer(tokenizer, settings.tag_text, settings.tag_after)
+        self.calibrator: Calibrator | None = None
+        """Score -> calibrated probability (``prm.calibration``), applied by ``probabilities``."""
         self.last_run: dict = {}
         """Tokens, windows and seconds of the latest scoring call (for throughput reports)."""
 
@@ -158,6 +177,7 @@ class ProcessRewardModel(nn.Module):
         tag_after: str = "action",
         max_length: int | None = None,
         layers: int | None = None,
+        signal_keys: Sequence[str] | None = None,
         device: str | None = None,
         dtype: torch.dtype | None = None,
         seed: int = 0,
@@ -166,10 +186,14 @@ class ProcessRewardModel(nn.Module):
 
         ``layers`` keeps only the first that many decoder layers (features from a middle layer:
         proportionally cheaper, and often as good for a probe); the tag head then reads the LM
-        head rows against a middle layer, so it suits the value head best.
+        head rows against a middle layer, so it suits the value head best. ``signal_keys``: the
+        agent signals the value head reads beside the hidden state (``prm.signals``).
         """
         if head not in HEADS:
             raise ValueError(f"head={head!r}: use one of {HEADS}.")
+        if signal_keys and (head != "value" or lora):
+            raise ValueError("signals are read by the value head on a frozen backbone: use head='value' without "
+                             "lora, or train without signals.")
         if head == "tag" and layers:
             warnings.warn("layers= with the tag head: the +/- rows were trained against the last layer.", stacklevel=2)
         model, tokenizer = load_causal_lm(backbone, device=device, dtype=dtype, seed=seed)
@@ -193,11 +217,12 @@ class ProcessRewardModel(nn.Module):
             plus_id=plus_id,
             minus_id=minus_id,
             hidden_size=hidden,
+            signal_keys=list(signal_keys) if signal_keys else None,
         )
         if head == "tag":
             head_module = TagHead(*_lm_rows(model, [plus_id, minus_id]))
         else:
-            head_module = ValueHead(hidden)
+            head_module = ValueHead(hidden + settings.signal_width, settings.signal_width)
         if lora:
             model = _wrap_lora(model, settings)
         head_module.to(model.device)
@@ -235,8 +260,28 @@ class ProcessRewardModel(nn.Module):
         return out.last_hidden_state[batch.rows, batch.cols]
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        """Logits (pre-sigmoid scores) at every tag of the batch, in ``batch.rows`` order."""
-        return self.head(self.hidden_at_tags(batch))
+        """Logits (pre-sigmoid scores) at every tag of the batch, in ``batch.rows`` order (signals,
+        if the head reads any, count as missing: ``score_episodes`` passes the real ones)."""
+        return self.head(self.head_input(self.hidden_at_tags(batch)))
+
+    def head_input(self, hidden: torch.Tensor, signals: np.ndarray | torch.Tensor | None = None) -> torch.Tensor:
+        """What the head reads: the hidden states, then the signal columns when the PRM has any
+        (``signals`` ``[rows, signal_width]`` from ``prm.signals``; None: all missing)."""
+        keys = self.settings.signal_keys
+        if not keys:
+            return hidden
+        if signals is None:
+            signals = missing_block(hidden.shape[0], keys)
+        signals = torch.as_tensor(signals, dtype=torch.float32, device=hidden.device)
+        if tuple(signals.shape) != (hidden.shape[0], self.settings.signal_width):
+            raise ValueError(f"signals of shape {tuple(signals.shape)} for {hidden.shape[0]} steps; the PRM reads "
+                             f"{self.settings.signal_width} signal columns per step (keys {keys}).")
+        return torch.cat([hidden.float(), signals], dim=-1)
+
+    def probabilities(self, logits: torch.Tensor) -> np.ndarray:
+        """sigmoid(logits), through the calibrator when the PRM has one (float32 numpy)."""
+        p = torch.sigmoid(logits).float().cpu().numpy()
+        return p if self.calibrator is None else self.calibrator(p).astype(np.float32)
 
     # ---------------------------------------------------------------- windows and batches
     def windows_for(self, episodes: Episodes, per_prefix: bool = False, warn: bool = True) -> list[Window]:
@@ -290,18 +335,27 @@ class ProcessRewardModel(nn.Module):
         batch_tokens: int = 16384,
         per_prefix: bool = False,
         progress: bool = False,
+        signals: Sequence[np.ndarray | None] | None = None,
     ) -> list[np.ndarray]:
-        """P(success) at every step of every episode (one array per episode, in step order).
+        """P(success) at every step of every episode (one array per episode, in step order),
+        calibrated when the PRM has a calibrator.
 
         One forward pass per episode (per window when it exceeds the context); ``per_prefix``
         instead feeds every step's prefix on its own (the slow reference, for tests and benchmarks).
+        ``signals``: per episode, its steps' signal rows (``prm.signals.signal_matrix``) for a PRM
+        that reads signals; None (or a None entry): all missing.
         """
         was_training = self.training
         self.eval()
         try:
-            return self._per_step(
-                episodes, lambda b: torch.sigmoid(self(b)), batch_tokens, per_prefix, progress, "prm score"
-            )
+            if not self.settings.signal_keys:
+                logits = self._per_step(episodes, self, batch_tokens, per_prefix, progress, "prm score")
+                return [self.probabilities(torch.from_numpy(z)) for z in logits]
+            hidden = self._per_step(episodes, self.hidden_at_tags, batch_tokens, per_prefix, progress, "prm score")
+            signals = signals if signals is not None else [None] * len(episodes)
+            with torch.inference_mode():
+                return [self.probabilities(self.head(self.head_input(torch.from_numpy(x).to(self.device), s)))
+                        for x, s in zip(hidden, signals)]
         finally:
             self.train(was_training)
 
@@ -336,6 +390,10 @@ class ProcessRewardModel(nn.Module):
             self.backbone.save_pretrained(directory / ADAPTER_DIR)
         save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, directory / HEAD_FILE)
         (directory / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(settings), indent=2) + "\n")
+        if self.calibrator is not None:
+            self.calibrator.save(directory)
+        else:
+            (directory / CALIBRATION_FILE).unlink(missing_ok=True)  # a stale map must not outlive its head
         return directory
 
     @classmethod
@@ -384,10 +442,11 @@ class ProcessRewardModel(nn.Module):
         if settings.head == "tag":
             head = TagHead(torch.zeros(2, settings.hidden_size))
         else:
-            head = ValueHead(settings.hidden_size)
+            head = ValueHead(settings.hidden_size + settings.signal_width, settings.signal_width)
         head.load_state_dict(load_file(directory / HEAD_FILE))
         head.to(model.device)
         prm = cls(model, tokenizer, head, settings)
+        prm.calibrator = Calibrator.load(directory)
         prm.eval()
         return prm
 

@@ -23,6 +23,11 @@ episode (new data, or a training episode whose text changed) is scored by the sa
 model. A PRM trained on a frozen backbone also keeps the features it computed
 (``features.npz``); episodes found there with unchanged text are scored by the head alone, so
 no backbone pass is spent on them.
+
+A PRM trained with the agent's signals (``prm.signals``) reads them from the ``proposal_signals``
+column (absent column or keys: missing). A PRM with a calibrator (``calibration.json``,
+``prm.calibration``) writes calibrated probabilities, the out-of-fold ones included (``prm
+train`` saves those calibrated), so the table's bins and the gate's scores mean the same.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import torch
 
 from agile.dataset import Manifest, write_shard
 from prm.shards import FEATURES_FILE, OOF_FILE, Validator, episodes_of, read_shard, score_columns, shard_files
+from prm.signals import signal_matrix
 
 MANIFEST = "prm_score.manifest.json"
 
@@ -93,11 +99,13 @@ def score_frame(prm, frame: pl.DataFrame, batch_tokens: int = 16384, progress: b
     frame = frame.drop("prm_score", strict=False).with_row_index("_row")
     ordered = frame.sort(["episode_id", "step"])
     ids, episodes = episodes_of(ordered, prm.settings.tag_after)
+    signals = _episode_signals(prm, ordered, episodes)
     held_out = _out_of_fold(prm, ids, episodes, out_of_fold)
     cached = _cached_features(prm, [e for e in ids if e not in held_out],
                               [x for e, x in zip(ids, episodes) if e not in held_out], saved_features)
     todo = [i for i, e in enumerate(ids) if e not in cached and e not in held_out]
-    computed = prm.score_episodes([episodes[i] for i in todo], batch_tokens=batch_tokens, progress=progress)
+    computed = prm.score_episodes([episodes[i] for i in todo], batch_tokens=batch_tokens, progress=progress,
+                                  signals=[signals[i] for i in todo])
     scores = dict(zip(todo, computed))
     scores |= {i: held_out[e] for i, e in enumerate(ids) if e in held_out}
     if cached:
@@ -106,11 +114,20 @@ def score_frame(prm, frame: pl.DataFrame, batch_tokens: int = 16384, progress: b
             for i, e in enumerate(ids):
                 if e in cached:
                     x = torch.from_numpy(cached[e]).to(next(head.parameters()).device)
-                    scores[i] = torch.sigmoid(head(x)).float().cpu().numpy()
+                    scores[i] = prm.probabilities(head(prm.head_input(x, signals[i])))
     scores = [scores[i] for i in range(len(ids))]
     flat = np.concatenate(scores).astype(np.float64) if scores else np.zeros(0)
     ordered = ordered.with_columns(pl.Series("prm_score", flat, dtype=pl.Float64))
     return ordered.sort("_row").drop("_row")
+
+
+def _episode_signals(prm, ordered: pl.DataFrame, episodes) -> list:
+    """Per episode, its steps' signal rows for a PRM that reads signals (else None each)."""
+    keys = getattr(prm.settings, "signal_keys", None)
+    if not keys:
+        return [None] * len(episodes)
+    matrix = signal_matrix(ordered, keys)
+    return np.split(matrix, np.cumsum([len(episode[0]) for episode in episodes])[:-1]) if episodes else []
 
 
 def _content(prm, ids, episodes) -> dict[str, str]:

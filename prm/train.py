@@ -26,6 +26,15 @@ as ``in_fold``. With ``--folds 1`` (and always with LoRA: one adapter per fold w
 cost) a ``--val-fraction`` of the episodes is held out for the report instead, and ``prm score``
 gives the training episodes in-fold scores (metrics.json says so).
 
+Signals (``--signals``, on by default when the data's ``proposal_signals`` carry any): the base
+agent's own confidence numbers (``prm.signals``) join the hidden state as head inputs; their key
+order is stored with the PRM. Calibration (``--calibration``): a monotone map fitted on the
+out-of-fold (or held-out) scores to the outcome (``prm.calibration``), saved as
+``calibration.json`` and applied by ``prm score`` and the gate; ``oof_scores.parquet`` holds the
+calibrated scores (``prm_score``) beside the raw ones (``prm_score_raw``), and metrics.json gives
+``oof_brier`` / ``oof_ece`` before and after (after: each fold mapped by a calibrator fitted on the
+other folds, so the figure is not the map's own training fit).
+
 Either way the report is printed and written to ``metrics.json`` and ``reliability.png`` (the
 folds or the split go to ``split.json``, the report's scores to ``validation_scores.parquet``),
 and the model is saved to ``--out`` (``ProcessRewardModel.load``).
@@ -47,6 +56,7 @@ import torch
 
 from prm import labels as L
 from prm import quality
+from prm.calibration import METHODS, cross_fitted, default_method, fit_calibrator
 from prm.folds import assign_folds, task_type
 from prm.shards import (
     FEATURES_FILE,
@@ -59,6 +69,7 @@ from prm.shards import (
     read_frame,
     score_columns,
 )
+from prm.signals import SIGNALS_COLUMN, signal_keys, signal_matrix
 
 
 @dataclass
@@ -128,6 +139,12 @@ class TrainConfig:
     """Column whose values get their own validation metrics (e.g. a question-type column)."""
     bins: int = 10
     """Bins of the calibration error and the reliability plot."""
+    signals: bool | None = None
+    """Feed the base agent's signals (proposal_signals column) to the value head beside the hidden state;
+    default: on when the data has any (value head, frozen backbone)."""
+    calibration: Literal["isotonic", "platt", "none"] | None = None
+    """Map fitted on out-of-fold scores -> outcome, applied by prm score and the gate; default platt (keeps the
+    score's ranking; isotonic's steps make ties)."""
     progress: bool = True
     """Show progress bars with tokens/s."""
 
@@ -139,18 +156,22 @@ L2_GRID = (1e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
 def fit_head(head, x: torch.Tensor, y: torch.Tensor, l2: float, steps: int, losses: list | None = None):
     """Fit a head on cached features: L-BFGS on BCE + l2 * ||weights - initial weights||^2.
 
-    Biases are not penalised. The value head's input standardisation is refitted on ``x`` first.
+    Biases are not penalised, nor the weights of the head's last ``free_inputs`` inputs (the agent's
+    signals: a handful of strong columns that one penalty sized for hundreds of hidden dimensions
+    would drown). The value head's input standardisation is refitted on ``x`` first.
     """
     if hasattr(head, "fit_normalizer"):
         head.fit_normalizer(x)
-    weights = [p for name, p in head.named_parameters() if "bias" not in name]
-    anchors = [w.detach().clone() for w in weights]
+    head_weights = [p for name, p in head.named_parameters() if "bias" not in name]
+    free = getattr(head, "free_inputs", 0)
+    anchors = [(w[..., :-free] if free else w).detach().clone() for w in head_weights]
     optimizer = torch.optim.LBFGS(head.parameters(), lr=1.0, max_iter=steps, line_search_fn="strong_wolfe")
 
     def closure():
         optimizer.zero_grad()
         loss = torch.nn.functional.binary_cross_entropy_with_logits(head(x), y)
-        total = loss + l2 * sum(((w - a) ** 2).sum() for w, a in zip(weights, anchors))
+        penalised = [w[..., :-free] for w in head_weights] if free else head_weights
+        total = loss + l2 * sum(((w - a) ** 2).sum() for w, a in zip(penalised, anchors))
         total.backward()
         if losses is not None:
             losses.append(float(loss.detach()))
@@ -267,6 +288,8 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     started = time.perf_counter()
     if cfg.target is not None and cfg.target not in L.TARGETS:
         raise ValueError(f"target={cfg.target!r}: use one of {L.TARGETS}.")
+    if cfg.calibration is not None and cfg.calibration not in METHODS:
+        raise ValueError(f"calibration={cfg.calibration!r}: use one of {', '.join(METHODS)}.")
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
 
@@ -298,6 +321,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
             "reward 0). Use --target soft or hard."
         )
     frame = L.add_labels(frame, cfg.success_threshold, cfg.tag_after)
+    keys = _signal_keys(frame, cfg)
     label = L.LABEL_COLUMNS[target]
     # What the report measures: the step's (or the proposal's) own outcome for process (proposal)
     # labels, else the episode's.
@@ -344,6 +368,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         tag_after=cfg.tag_after,
         max_length=cfg.max_length,
         layers=cfg.layers,
+        signal_keys=keys,
         device=cfg.device,
         dtype=parse_dtype(cfg.dtype),
         seed=cfg.seed,
@@ -355,10 +380,12 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         features = episode_features(prm, frame, cfg)
 
         def stacked(part: pl.DataFrame) -> torch.Tensor:
+            """The head's inputs of ``part``'s rows: hidden states (then signals, when read)."""
             ids = part["episode_id"].unique(maintain_order=True)
             if not len(ids):
-                return torch.zeros(0, prm.settings.hidden_size)
-            return torch.from_numpy(np.concatenate([features[e] for e in ids]))
+                return torch.zeros(0, prm.settings.hidden_size + prm.settings.signal_width)
+            hidden = torch.from_numpy(np.concatenate([features[e] for e in ids]))
+            return prm.head_input(hidden, signal_matrix(part, keys) if keys else None)
 
         train_x, val_x = stacked(train_frame), stacked(val_frame)
         head = prm.head.cpu()
@@ -447,6 +474,18 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     # ---- quality report on out-of-fold (or held-out) scores, then save --------------------
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    judged_raw = (oof_scores if split else val_scores).astype(np.float64)
+    judged_used = (train_frame if split else val_frame)["used"].to_numpy()
+    judged_outcome = (train_frame if split else val_frame)["outcome"].to_numpy()
+    method = cfg.calibration or default_method(int(judged_used.sum()))
+    prm.calibrator = fit_calibrator(judged_raw[judged_used], judged_outcome[judged_used], method)
+    if split:
+        calibration_groups = row_fold
+    else:  # no folds: 5 groups of held-out episodes
+        group_of = {e: i % 5 for i, e in enumerate(sorted(set(val_ids)))}
+        calibration_groups = np.array([group_of[e] for e in val_frame["episode_id"].to_list()], dtype=int)
+    honest = cross_fitted(judged_raw[judged_used], judged_outcome[judged_used],
+                          calibration_groups[judged_used], prm.calibrator.method)
     train_frame = train_frame.with_columns(pl.Series("prm_score", train_scores.astype(np.float64)))
     if split:
         judged_frame = train_frame.with_columns(
@@ -468,6 +507,14 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         "oof_auroc_per_type": None,
         "in_fold_auroc": quality.auroc(in_fold["prm_score"], in_fold["outcome"]),
         "in_fold": quality.summary(in_fold["prm_score"], in_fold["outcome"], cfg.bins),
+        "signals": keys,
+        "calibration": {"method": prm.calibrator.method, "fitted_on": int(judged_used.sum()),
+                        "after": "each fold mapped by a calibrator fitted on the other folds"
+                        if split else "held-out episodes in 5 groups, each mapped by the other 4"},
+        "oof_brier": {"before": quality.brier(judged["prm_score"], judged["outcome"]),
+                      "after": quality.brier(honest, judged["outcome"])},
+        "oof_ece": {"before": quality.ece(judged["prm_score"], judged["outcome"], cfg.bins),
+                    "after": quality.ece(honest, judged["outcome"], cfg.bins)},
         "folds": {"k": split.k, "by": split.how} if split else None,
         "outcome": {"process": "step reward >= 0.5", "proposal": "proposal reward >= 0.5"}.get(
             target, f"episode success >= {cfg.success_threshold}"),
@@ -493,7 +540,10 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     if split:
         # `prm score` writes these for exactly these episodes (matched by their rendered text).
         judged_frame.select(
-            "episode_id", "step", "fold", "prm_score", pl.col("prefix_key").last().over("episode_id").alias("episode_hash")
+            "episode_id", "step", "fold",
+            pl.Series("prm_score", prm.calibrator(oof_scores)),
+            pl.col("prm_score").alias("prm_score_raw"),
+            pl.col("prefix_key").last().over("episode_id").alias("episode_hash"),
         ).write_parquet(out / OOF_FILE)
         (out / "split.json").write_text(json.dumps({"folds": split.fold, "by": split.how}) + "\n")
     else:
@@ -513,6 +563,22 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         f"wrote {out}/metrics.json, {out}/reliability.png and the model to {out}."
     )
     return report
+
+
+def _signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
+    """The signal keys the head reads (``--signals``), or None."""
+    keys = signal_keys(frame)
+    if cfg.signals is None:
+        return keys if keys and cfg.head == "value" and not cfg.lora else None
+    if not cfg.signals:
+        return None
+    if not keys:
+        raise ValueError(f"signals=True but {cfg.data} has no agent signals (column {SIGNALS_COLUMN!r} absent or "
+                         "every row '{}'); collect with an agent that gives them (e.g. llm:smollm2) or drop --signals.")
+    if cfg.head != "value" or cfg.lora:
+        raise ValueError("signals=True needs the value head on a frozen backbone (--head value, no --lora); "
+                         "drop --signals for this head.")
+    return keys
 
 
 def _per_type_auroc(judged: pl.DataFrame, min_rows: int = 10) -> dict[str, float] | None:

@@ -37,6 +37,18 @@ without a function token falls back to ``[PredictAnswer] <the line>`` with a ``#
 note (``[SeekAdvice]`` is kept as is). The action's first line is what the environment reads;
 later lines are notes.
 
+Every model answer carries the model's own confidence in ``Action.signals`` (free: read from
+logits the call computes anyway; the chosen actions are the same with or without them):
+
+- ``answer_logprob``: mean log-probability of the generated answer tokens (up to and including
+  the token that ends it: a newline, an end token or, for a query, the first ``;``), or for a
+  ``yesno`` question the log-probability of the chosen option (" yes"/" Yes" pooled, or "no");
+- ``margin``: top-1 minus top-2 log-probability at the first answer token, or |yes - no|;
+- ``entropy``: of the first answer token's distribution (nats), or of yes against no.
+
+Probabilities are the model's own (temperature 1, before ``yes_bias``). An answer given without
+a model call (``none`` after an empty search) has no signals.
+
 Sampling (``temperature > 0``) seeds torch's global generator from ``(seed, call index)`` before
 each call: reproducible for the same sequence of calls and batches, but a different batching
 gives different samples. Greedy results do not depend on batching (up to float rounding).
@@ -94,6 +106,8 @@ _YES_NO_START = re.compile(
 _AGENT_TOKEN = re.compile("|".join(re.escape(t) for t in (PREDICT, SEARCH, SEEK)))
 _TABLE = re.compile(r"Table `([^`]+)`")
 _CUSTOMER = re.compile(r"^Customer: (.*)$", re.MULTILINE)
+SIGNAL_KEYS = ("answer_logprob", "margin", "entropy")
+"""The signals an ``LLMAgent`` action carries (see the module docstring)."""
 
 
 def is_yes_no_question(question: str) -> bool:
@@ -168,6 +182,30 @@ def finish_action(observation: Observation, mode: str, output: str, constrained:
     return f"{PREDICT} {line}"
 
 
+def first_token_signals(logits: torch.Tensor) -> tuple[float, float]:
+    """(top-1 minus top-2 log-probability, entropy in nats) of one next-token distribution."""
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    top = log_probs.topk(2).values
+    return float(top[0] - top[1]), float(torch.special.entr(log_probs.exp()).sum())
+
+
+def generation_signals(first_logits: torch.Tensor, token_log_probs: Sequence[float]) -> dict[str, float]:
+    """The signals of a generated answer: ``first_logits`` gave its first token, ``token_log_probs``
+    are the chosen tokens' log-probabilities (cut by ``answer_length``)."""
+    margin, entropy = first_token_signals(first_logits)
+    return {"answer_logprob": float(sum(token_log_probs) / len(token_log_probs)), "margin": margin,
+            "entropy": entropy}
+
+
+def answer_length(tokens: Sequence[int], stops: set[int], eos: set[int]) -> int:
+    """How many generated tokens make the answer: up to and including the first stop or end token
+    (what the prompt cache path generates; batched ``generate`` runs rows on after theirs)."""
+    for n, token in enumerate(tokens, start=1):
+        if token in stops or token in eos:
+            return n
+    return len(tokens)
+
+
 class LLMAgent:
     """A Hugging Face causal LM prompted with the state text; see the module docstring."""
 
@@ -188,6 +226,7 @@ class LLMAgent:
         cache_size: int = 50_000,
         prefix_cache_tokens: int | None = None,
         dtype: torch.dtype | str | None = None,
+        signals: bool = True,
     ):
         """``lm``: an already loaded ``(model, tokenizer)`` pair to share (e.g. between tests).
 
@@ -204,6 +243,8 @@ class LLMAgent:
         ``dtype``: the weights' type (default: ``agile.models.default_dtype``). ``"bfloat16"`` on
         a CPU with native bfloat16 (AVX512-BF16, AMX) runs SmolLM2 about 3x faster than float32,
         but it is not the same model: some greedy answers change (see benchmarks/RESULTS.md).
+        ``signals``: fill ``Action.signals`` (see the module docstring); False skips the
+        log-probabilities of generated tokens (the actions are the same either way).
         """
         if isinstance(dtype, str):
             dtype = getattr(torch, dtype)
@@ -220,13 +261,14 @@ class LLMAgent:
         self.max_batch = max(1, int(max_batch))
         self.cpu_padding = float(cpu_padding)
         self.actor = actor
+        self.signals = bool(signals)
         self.name = name or f"llm:{model}"
         self.calls = 0
         self._yes = self._first_ids(" yes", " Yes")
         self._no = self._first_ids(" no", " No")
         self._newlines: torch.Tensor | None = None
         self.cache_size = int(cache_size)
-        self._cache: OrderedDict[str, str] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[str, dict[str, float]]] = OrderedDict()
         self.cache_hits = 0
         if prefix_cache_tokens is None:
             on_cpu = self.model.device.type == "cpu"
@@ -265,6 +307,7 @@ class LLMAgent:
     def act(self, observations: Sequence[Observation]) -> list[Action]:
         modes = [choose_mode(o) for o in observations]
         texts: list[str | None] = [None] * len(observations)
+        signals: list[dict[str, float]] = [{} for _ in observations]
         for i, mode in enumerate(modes):
             texts[i] = answer_without_model(observations[i], mode)
         prompts = {i: self.prompt(observations[i], mode) for i, mode in enumerate(modes) if texts[i] is None}
@@ -272,7 +315,7 @@ class LLMAgent:
         if use_cache:
             for i in list(prompts):
                 if prompts[i] in self._cache:
-                    texts[i] = self._cache[prompts[i]]
+                    texts[i], signals[i] = self._cache[prompts[i]]
                     self._cache.move_to_end(prompts[i])
                     self.cache_hits += 1
                     del prompts[i]
@@ -283,22 +326,32 @@ class LLMAgent:
         generate = [i for i in by_length if modes[i] != "yesno"]
         self.calls += 1
         if self.prefix_cache is not None and self.temperature == 0:
-            self._act_with_prefix_cache(observations, modes, prompts, yes_no, generate, texts)
+            self._act_with_prefix_cache(observations, modes, prompts, yes_no, generate, texts, signals)
             yes_no, generate = [], []
         for chunk in self._batches(yes_no, prompts):
-            for i, answer in zip(chunk, self._yes_no([prompts[i] for i in chunk])):
-                texts[i] = f"{PREDICT} {answer}"
+            for i, (answer, said) in zip(chunk, zip(*self._yes_no([prompts[i] for i in chunk]))):
+                texts[i], signals[i] = f"{PREDICT} {answer}", said
         for chunk in self._batches(generate, prompts):
-            for i, output in zip(chunk, self._generate([prompts[i] for i in chunk])):
-                texts[i] = self.finish(observations[i], modes[i], output)
+            outputs = self._generate([prompts[i] for i in chunk], [modes[i] for i in chunk])
+            for i, (output, said) in zip(chunk, zip(*outputs)):
+                texts[i], signals[i] = self.finish(observations[i], modes[i], output), said
         if use_cache:
             for i, prompt in prompts.items():
-                self._cache[prompt] = texts[i]
+                self._cache[prompt] = (texts[i], signals[i])
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
-        return [Action(text, actor=self.actor) for text in texts]
+        return [Action(text, actor=self.actor, signals=dict(said)) for text, said in zip(texts, signals)]
 
-    def _act_with_prefix_cache(self, observations, modes, prompts, yes_no, generate, texts) -> None:
+    def _stops(self, mode: str) -> set[int]:
+        """Token ids that end an answer in ``mode`` (a newline; for a query also a ``;``)."""
+        newlines = set(self._newline_ids().tolist())
+        return newlines | self._semicolon_ids() if mode == "sql" else newlines
+
+    def _eos_ids(self) -> set[int]:
+        eos = self.model.generation_config.eos_token_id
+        return set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
+
+    def _act_with_prefix_cache(self, observations, modes, prompts, yes_no, generate, texts, signals) -> None:
         """Greedy answers through the prompt key/value cache (see the module docstring)."""
         if not yes_no and not generate:
             return
@@ -307,16 +360,20 @@ class LLMAgent:
         ids = dict(zip(yes_no + generate, encoded))
         if yes_no:
             logits = torch.stack([cache.prefill(ids[i])[0] for i in yes_no])
-            for i, answer in zip(yes_no, self._yes_no_answers(logits)):
-                texts[i] = f"{PREDICT} {answer}"
-        newlines = set(self._newline_ids().tolist())
-        eos = self.model.generation_config.eos_token_id
-        eos = set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
+            for i, (answer, said) in zip(yes_no, zip(*self._yes_no_answers(logits))):
+                texts[i], signals[i] = f"{PREDICT} {answer}", said
+        eos = self._eos_ids()
         for start in range(0, len(generate), self.max_batch):
             chunk = generate[start:start + self.max_batch]
             rows = [cache.prefill(ids[i]) for i in chunk]
-            stops = [newlines | self._semicolon_ids() if modes[i] == "sql" else newlines for i in chunk]
-            continuations = greedy_continue(self.model, rows, stops, eos, self.max_new_tokens)
+            stops = [self._stops(modes[i]) for i in chunk]
+            if self.signals:
+                continuations, log_probs = greedy_continue(self.model, rows, stops, eos, self.max_new_tokens,
+                                                           with_log_probs=True)
+                for i, (first, _), chosen in zip(chunk, rows, log_probs):
+                    signals[i] = generation_signals(first, chosen)
+            else:
+                continuations = greedy_continue(self.model, rows, stops, eos, self.max_new_tokens)
             del rows
             outputs = self.tokenizer.batch_decode(continuations, skip_special_tokens=True)
             for i, output in zip(chunk, outputs):
@@ -353,7 +410,7 @@ class LLMAgent:
         batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         return {k: v.to(self.model.device) for k, v in batch.items()}
 
-    def _yes_no(self, prompts: list[str]) -> list[str]:
+    def _yes_no(self, prompts: list[str]) -> tuple[list[str], list[dict[str, float]]]:
         batch = self._encode(prompts)
         mask = batch["attention_mask"]
         # Left padding: positions must count real tokens only, as generate() does.
@@ -364,23 +421,32 @@ class LLMAgent:
             output = self.model(**batch, position_ids=positions)
         return self._yes_no_answers(output.logits[:, -1, :].float())
 
-    def _yes_no_answers(self, logits: torch.Tensor) -> list[str]:
-        """``yes``/``no`` per row of last-position logits (see ``yes_bias`` and sampling)."""
+    def _yes_no_answers(self, logits: torch.Tensor) -> tuple[list[str], list[dict[str, float]]]:
+        """``yes``/``no`` per row of last-position logits (see ``yes_bias`` and sampling), and
+        each answer's signals."""
         log_probs = torch.log_softmax(logits, dim=-1)
-        margin = (
-            torch.logsumexp(log_probs[:, self._yes], dim=-1)
-            - torch.logsumexp(log_probs[:, self._no], dim=-1)
-            + self.yes_bias
-        )
+        yes = torch.logsumexp(log_probs[:, self._yes], dim=-1)
+        no = torch.logsumexp(log_probs[:, self._no], dim=-1)
+        margin = yes - no + self.yes_bias
         if self.temperature > 0:
             generator = torch.Generator().manual_seed(derive_seed(self.seed, self.calls, "yesno"))
             draws = torch.rand(len(logits), generator=generator)
             says_yes = draws < torch.sigmoid(margin.cpu() / self.temperature)
         else:
             says_yes = margin.cpu() > 0
-        return ["yes" if flag else "no" for flag in says_yes.tolist()]
+        # The model's own confidence: yes against no renormalised, before yes_bias.
+        p_yes = torch.sigmoid(yes - no)
+        entropy = torch.special.entr(p_yes) + torch.special.entr(1 - p_yes)
+        signals = [
+            {"answer_logprob": float(y if flag else n), "margin": float(abs(y - n)), "entropy": float(h)}
+            for flag, y, n, h in zip(says_yes.tolist(), yes.tolist(), no.tolist(), entropy.tolist())
+        ]
+        if not self.signals:
+            signals = [{} for _ in signals]
+        return ["yes" if flag else "no" for flag in says_yes.tolist()], signals
 
-    def _generate(self, prompts: list[str]) -> list[str]:
+    def _generate(self, prompts: list[str], modes: list[str]) -> tuple[list[str], list[dict[str, float]]]:
+        """The continuations of ``prompts`` and their signals (``modes`` sets where answers end)."""
         batch = self._encode(prompts)
         kwargs = {
             "max_new_tokens": self.max_new_tokens,
@@ -392,9 +458,21 @@ class LLMAgent:
             kwargs.update(do_sample=True, temperature=self.temperature, top_p=1.0, top_k=0)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        out = self.model.generate(**batch, **kwargs)
-        continuations = out[:, batch["input_ids"].shape[1]:]
-        return self.tokenizer.batch_decode(continuations, skip_special_tokens=True)
+        if not self.signals:
+            out = self.model.generate(**batch, **kwargs)
+            continuations = out[:, batch["input_ids"].shape[1]:]
+            return self.tokenizer.batch_decode(continuations, skip_special_tokens=True), [{} for _ in prompts]
+        # Raw logits (not the sampler's processed scores): the model's own probabilities.
+        out = self.model.generate(**batch, **kwargs, output_logits=True, return_dict_in_generate=True)
+        continuations = out.sequences[:, batch["input_ids"].shape[1]:]
+        chosen = torch.stack([torch.log_softmax(step.float(), dim=-1).gather(1, continuations[:, j:j + 1])[:, 0]
+                              for j, step in enumerate(out.logits)], dim=1).cpu()
+        eos = self._eos_ids()
+        signals = []
+        for row, (tokens, mode) in enumerate(zip(continuations.tolist(), modes)):
+            n = answer_length(tokens, self._stops(mode), eos)
+            signals.append(generation_signals(out.logits[0][row], chosen[row, :n].tolist()))
+        return self.tokenizer.batch_decode(continuations, skip_special_tokens=True), signals
 
 
 class _StopAtNewline(StoppingCriteria):

@@ -129,16 +129,20 @@ def greedy_continue(
     stops: Sequence[set[int]],
     eos_ids: set[int],
     max_new_tokens: int,
-) -> list[list[int]]:
+    with_log_probs: bool = False,
+) -> list[list[int]] | tuple[list[list[int]], list[list[float]]]:
     """Greedy continuations of prefilled rows ``(last logits, kv)``, as ``generate`` would give.
 
     A row ends after a token of its ``stops`` (kept in the output) or of ``eos_ids`` (dropped), or
-    after ``max_new_tokens`` tokens.
+    after ``max_new_tokens`` tokens. ``with_log_probs``: also the log-probability of every token
+    the model chose, the dropped end token included (the agent's confidence signals).
     """
     device = model.device
     outputs: list[list[int]] = [[] for _ in rows]
+    log_probs: list[list[float]] = [[] for _ in rows]
+    done = (outputs, log_probs) if with_log_probs else outputs
     if not rows or max_new_tokens < 1:
-        return outputs
+        return done
     lengths = [kv[0][0].shape[-2] for _, kv in rows]
     longest = max(lengths)
     # One left-padded batch cache; padded slots are masked out.
@@ -162,6 +166,8 @@ def greedy_continue(
     last: list[int] = []
     for i, (logits, _) in enumerate(rows):
         token = int(logits.argmax())
+        if with_log_probs:
+            log_probs[i].append(float(torch.log_softmax(logits.float(), -1)[token]))
         if token in eos_ids:
             continue
         outputs[i].append(token)
@@ -169,7 +175,7 @@ def greedy_continue(
             alive.append(i)
             last.append(token)
     if not alive:
-        return outputs
+        return done
     keep = torch.tensor(alive, device=device)
     cache = DynamicCache(config=model.config)
     for layer, (k, v) in enumerate(layers):
@@ -182,9 +188,14 @@ def greedy_continue(
                        position_ids=positions.unsqueeze(1), past_key_values=cache, use_cache=True)
         cache = output.past_key_values
         tokens = output.logits[:, -1].argmax(-1).tolist()
+        if with_log_probs:
+            chosen = torch.log_softmax(output.logits[:, -1].float(), -1).gather(
+                1, torch.tensor(tokens, device=device).unsqueeze(1))[:, 0].tolist()
         positions = positions + 1
         still, last = [], []
         for slot, (i, token) in enumerate(zip(alive, tokens)):
+            if with_log_probs:
+                log_probs[i].append(chosen[slot])
             if token in eos_ids:
                 continue
             outputs[i].append(token)
@@ -198,4 +209,4 @@ def greedy_continue(
             index = torch.tensor(still, device=device)
             mask, positions = mask.index_select(0, index), positions.index_select(0, index)
         alive = [alive[slot] for slot in still]
-    return outputs
+    return done

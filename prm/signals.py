@@ -1,0 +1,72 @@
+"""The base agent's own confidence signals as PRM inputs, beside the backbone's hidden state.
+
+An agent may say how sure it was of its proposal (``Action.signals``; the LLM agent gives
+``answer_logprob``, ``margin`` and ``entropy``). Collection logs them per decision point as a JSON
+object in the ``proposal_signals`` column ("{}" when none). A PRM trained with signals stores their
+key order in its settings; every row becomes ``[value per key..., missing flag per key...]``: a
+key the row lacks (or a non-finite value) gives 0 and a missing flag of 1, so a linear head learns
+what an absent signal means instead of reading 0 as a value. The value head standardises these
+columns with the statistics of its training rows, like the hidden state.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import polars as pl
+
+SIGNALS_COLUMN = "proposal_signals"
+
+
+def parse_signals(text: str | None, where: str = SIGNALS_COLUMN) -> dict[str, float]:
+    """One ``proposal_signals`` cell as a dict (empty for null or "")."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{where}: {text[:80]!r} is not a JSON object ({error.msg}); "
+                         "write the signals as a JSON object of numbers, e.g. {\"margin\": 0.3}.") from None
+    if not isinstance(value, dict) or not all(isinstance(v, (int, float)) or v is None for v in value.values()):
+        raise ValueError(f"{where}: {text[:80]!r} is not a JSON object of numbers; "
+                         "write the signals as e.g. {\"margin\": 0.3}.")
+    return {str(k): float(v) for k, v in value.items() if v is not None}
+
+
+def frame_signals(frame: pl.DataFrame) -> list[dict[str, float]]:
+    """Every row's signals, in row order (all empty when the frame has no signals column)."""
+    if SIGNALS_COLUMN not in frame.columns:
+        return [{} for _ in range(frame.height)]
+    return [parse_signals(text) for text in frame[SIGNALS_COLUMN].to_list()]
+
+
+def signal_keys(frame: pl.DataFrame) -> list[str]:
+    """The signal names the frame's rows carry, sorted (the fixed order a PRM stores)."""
+    return sorted({key for row in frame_signals(frame) for key in row})
+
+
+def signal_vector(signals: Mapping[str, float], keys: Sequence[str]) -> np.ndarray:
+    """``[value per key..., missing flag per key...]`` of one decision point (float32)."""
+    values = np.zeros(len(keys), dtype=np.float32)
+    missing = np.ones(len(keys), dtype=np.float32)
+    for j, key in enumerate(keys):
+        value = signals.get(key)
+        if value is not None and math.isfinite(value):
+            values[j], missing[j] = value, 0.0
+    return np.concatenate([values, missing])
+
+
+def signal_matrix(frame: pl.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """``signal_vector`` of every row of ``frame``, in row order: shape ``[rows, 2 * len(keys)]``."""
+    rows = frame_signals(frame)
+    if not rows:
+        return np.zeros((0, 2 * len(keys)), dtype=np.float32)
+    return np.stack([signal_vector(row, keys) for row in rows])
+
+
+def missing_block(rows: int, keys: Sequence[str]) -> np.ndarray:
+    """Signal rows of decision points with no signals at all."""
+    return np.tile(signal_vector({}, keys), (rows, 1))
