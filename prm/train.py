@@ -568,10 +568,15 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
 def _signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
     """The signal keys the head reads (``--signals``), or None."""
     keys = signal_keys(frame)
+    # The signals describe this step's action: a tag before it (a gate deciding on the state alone)
+    # must not read them, or training sees what the gate never has.
     if cfg.signals is None:
-        return keys if keys and cfg.head == "value" and not cfg.lora else None
+        return keys if keys and cfg.head == "value" and not cfg.lora and cfg.tag_after != "state" else None
     if not cfg.signals:
         return None
+    if cfg.tag_after == "state":
+        raise ValueError("signals=True with --tag-after state: the signals describe the action the tag comes "
+                         "before, which a gate deciding on the state does not have; use --tag-after proposal.")
     if not keys:
         raise ValueError(f"signals=True but {cfg.data} has no agent signals (column {SIGNALS_COLUMN!r} absent or "
                          "every row '{}'); collect with an agent that gives them (e.g. llm:smollm2) or drop --signals.")

@@ -87,7 +87,9 @@ def _signal_frame(episodes: int, seed: int) -> pl.DataFrame:
     # An uninformative second signal, absent on every fourth row.
     cells = [json.dumps({"margin": float(m)} | ({"entropy": float(rng.random())} if i % 4 else {}))
              for i, m in enumerate(margin)]
-    return frame.with_columns(pl.Series("success", won), pl.Series("reward", won), pl.Series(SIGNALS_COLUMN, cells))
+    # Logged in proposal mode: the signals describe the proposal the tag follows.
+    return frame.with_columns(pl.Series("success", won), pl.Series("reward", won), pl.Series(SIGNALS_COLUMN, cells),
+                              pl.col("action_text").alias("proposal_text"), pl.Series("proposal_reward", won))
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +99,7 @@ def trained(tmp_path_factory, one_torch_thread):
     data = root / "data"
     data.mkdir()
     frame.write_parquet(data / "part-000.parquet")
-    common = {"data": str(data), "model": "tiny", "target": "hard", "tag_after": "state", "progress": False,
+    common = {"data": str(data), "model": "tiny", "target": "hard", "tag_after": "proposal", "progress": False,
               "feature_cache": str(root / "features.npz")}
     reports = {
         "hidden": run_train(TrainConfig(out=str(root / "hidden"), signals=False, **common)),
@@ -147,10 +149,11 @@ def test_prm_score_and_the_gate_give_the_same_calibrated_scores(trained, tmp_pat
             proposal = Action(row["action_text"], signals=json.loads(row[SIGNALS_COLUMN]))
             online.append(scorer.score(observation, proposal=proposal))
         np.testing.assert_allclose(online, logged["prm_score"].to_numpy(), atol=1e-5)
-    # Without the proposal the signals count as missing: another score, not an error.
+    # A proposal given as bare text has no signals: they count as missing, another score, not an error.
     scorer = PrmScorer(prm)
     row = logged.row(0, named=True)
-    alone = scorer.score(Observation(row["episode_id"] + "x", "synthetic", "t", 0, row["state_text"], 1, {}))
+    alone = scorer.score(Observation(row["episode_id"] + "x", "synthetic", "t", 0, row["state_text"], 1, {}),
+                         proposal=row["action_text"])
     assert np.isfinite(alone)
 
 
@@ -160,6 +163,9 @@ def test_signals_are_refused_where_no_head_can_read_them(tmp_path):
         run_train(TrainConfig(out=str(tmp_path), model="tiny", signals=True, progress=False), frame=frame)
     with pytest.raises(ValueError, match="value head on a frozen backbone"):
         run_train(TrainConfig(out=str(tmp_path), model="tiny", signals=True, head="tag", progress=False),
+                  frame=_signal_frame(12, seed=1))
+    with pytest.raises(ValueError, match="tag-after state"):  # the gate would not have them yet
+        run_train(TrainConfig(out=str(tmp_path), model="tiny", signals=True, tag_after="state", progress=False),
                   frame=_signal_frame(12, seed=1))
     with pytest.raises(ValueError, match="calibration='sigmoid'"):
         run_train(TrainConfig(out=str(tmp_path), model="tiny", calibration="sigmoid", progress=False), frame=frame)
