@@ -48,16 +48,17 @@ def mismatch(trained: dict, observation: Observation, budget: int | None,
     """The warning text when this use differs from ``trained`` (None when it matches).
 
     Raises ``ValueError`` when the helper reads observation features and the observation has none
-    of them.
+    of them. A helper without a record (saved before ``trained_on`` existed) is not checked at all:
+    nothing says what it was meant for.
     """
+    if not trained:
+        return None
     wanted = [name[2:] for name in feature_names if name.startswith("f_")]
     have = set(observation.features or {})
     if wanted and not have.intersection(wanted):
         raise ValueError(f"{describe(trained)} reads the observation features {wanted}, and this observation "
                          f"(env {observation.env}) has none of them (it has {sorted(have)}); distill a helper "
                          "from trajectories of this environment.")
-    if not trained:
-        return None
     differs = []
     envs = trained.get("env") or []
     if envs and observation.env not in envs:
