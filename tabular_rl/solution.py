@@ -42,6 +42,20 @@ class Solution:
     """Lagrangian: probability of running ``policies[0]`` for a whole episode (else ``policies[1]``).
     ``policy`` is the equivalent per-step stochastic policy (same occupancy, same value)."""
 
+    @classmethod
+    def evaluated(cls, model, method: str, budget: int, policy: np.ndarray, hard_budget: bool,
+                  values: np.ndarray | None = None, lam: float | None = None) -> Solution:
+        """The solution of ``policy`` on ``model``, with its expected return, success and
+        interventions (and its values, unless the solver already has them)."""
+        from .evaluate import evaluate, policy_values
+
+        ev = evaluate(model, policy, budget, hard_budget=hard_budget)
+        if values is None:
+            values = policy_values(model, policy, hard_budget=hard_budget)
+        return cls(method=method, budget=budget, policy=policy, values=values, hard_budget=hard_budget,
+                   expected_return=ev.expected_return, expected_success=ev.expected_success,
+                   expected_interventions=ev.expected_interventions, discretizer=model.discretizer, lam=lam)
+
     @property
     def horizon(self) -> int:
         return int(self.policy.shape[0])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .estimate import TabularModel
-from .evaluate import evaluate, q_values
+from .evaluate import q_values
 from .solution import Solution
 
 # Relative margin an intervention must win by; below it the two actions are a tie (float noise).
@@ -42,15 +42,4 @@ def solve_exact(model: TabularModel, budget: int) -> Solution:
         act = prefer_intervene(q0, q1)
         policy[t] = act
         v_next = values[t] = np.where(act, q1, q0)
-    ev = evaluate(model, policy, budget, hard_budget=True)
-    return Solution(
-        method="exact",
-        budget=budget,
-        policy=policy,
-        values=values,
-        hard_budget=True,
-        expected_return=ev.expected_return,
-        expected_success=ev.expected_success,
-        expected_interventions=ev.expected_interventions,
-        discretizer=model.discretizer,
-    )
+    return Solution.evaluated(model, "exact", budget, policy, hard_budget=True, values=values)

@@ -19,7 +19,6 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from .estimate import TabularModel
-from .evaluate import evaluate, policy_values
 from .solution import Solution
 from .solve_lagrangian import greedy_policy
 
@@ -71,16 +70,4 @@ def solve_lp(model: TabularModel, budget: int) -> Solution:
         share = np.clip(x[..., 1] / reach, 0.0, 1.0)
     fallback = greedy_policy(model, lam)[..., 0]
     policy = np.where(reach > REACH_EPS, share, fallback)[..., None]
-    ev = evaluate(model, policy, budget, hard_budget=False)
-    return Solution(
-        method="lp",
-        budget=budget,
-        policy=policy,
-        values=policy_values(model, policy, hard_budget=False),
-        hard_budget=False,
-        expected_return=ev.expected_return,
-        expected_success=ev.expected_success,
-        expected_interventions=ev.expected_interventions,
-        discretizer=model.discretizer,
-        lam=lam,
-    )
+    return Solution.evaluated(model, "lp", budget, policy, hard_budget=False, lam=lam)

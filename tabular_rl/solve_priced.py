@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 
 from .estimate import TabularModel
-from .evaluate import evaluate, policy_values
 from .solution import Solution
 from .solve_lagrangian import greedy_policy
 
@@ -37,16 +36,4 @@ def solve_priced(model: TabularModel, price: float) -> Solution:
     act = greedy_policy(model, price)[..., 0]
     policy = np.zeros((T, S, T + 1))
     policy[:, :, 1:] = act[:, :, None]
-    ev = evaluate(model, policy, T, hard_budget=True)
-    return Solution(
-        method="priced",
-        budget=T,
-        policy=policy,
-        values=policy_values(model, policy, hard_budget=True),
-        hard_budget=True,
-        expected_return=ev.expected_return,
-        expected_success=ev.expected_success,
-        expected_interventions=ev.expected_interventions,
-        discretizer=model.discretizer,
-        lam=float(price),
-    )
+    return Solution.evaluated(model, "priced", T, policy, hard_budget=True, lam=float(price))
