@@ -38,6 +38,14 @@ them from the proposal: ``score(observation, proposal=action)`` uses ``action.si
 step (no proposal: the signals count as missing, as in ``prm score`` on a row without them). The
 PRM's calibrator (``prm.calibration``) maps every score, as ``prm score`` does.
 
+Memo. A sweep plays the same held-out episodes once per method and budget, and they agree up to
+their first different decision: the scorer remembers each score under a hash of exactly what the
+PRM reads for it (``prm.render.prefix_keys`` of the rendered prefix, plus this step's signals), so
+an identical prefix is scored once whichever episode, method or budget asks again (``memo_size``
+scores, least recently used dropped; ``memo_hits`` counts the reuse). A hit does not feed the
+episode's cache; the next miss feeds every step since the last fed one in one pass, so the
+numbers stay those of scoring the whole prefix.
+
 Per-episode histories live under a lock; forward passes run outside it (one episode's calls are
 serialised by that episode's own lock).
 """
@@ -68,8 +76,13 @@ class _Episode:
 class PrmScorer:
     """``score(observation) -> P(success)``; errors propagate (the gate falls back on them)."""
 
-    def __init__(self, prm, max_episodes: int = 1_000, incremental: bool = True, cache_bytes: int = 2 << 30):
+    def __init__(self, prm, max_episodes: int = 1_000, incremental: bool = True, cache_bytes: int = 2 << 30,
+                 memo_size: int = 200_000):
         self.prm = prm
+        self.memo_size = int(memo_size)
+        self._memo: OrderedDict[tuple, float] = OrderedDict()
+        self.memo_hits = 0
+        self.forward_scores = 0  # scores computed by a forward pass (the rest came from the memo)
         self.max_episodes = int(max_episodes)
         self.cache_bytes = int(cache_bytes)
         self._token_bytes: int | None = None
@@ -134,15 +147,39 @@ class PrmScorer:
             known = entry.scored.get(t)
             if known is not None and known[:3] == (observation.state_text, text, said):
                 return known[3]
+            key = (self._prefix_key(entry, t), said)
+            with self._lock:
+                value = self._memo.get(key)
+                if value is not None:
+                    self._memo.move_to_end(key)
+                    self.memo_hits += 1
+            if value is not None:
+                entry.scored[t] = (observation.state_text, text, said, value)
+                return value
             value = self._incremental(entry, t, signals) if self.incremental else None
             if value is None:
                 value = self._full(entry, t, signals)
             if not math.isfinite(value):
                 raise ValueError(f"the PRM returned {value} for episode {observation.episode_id!r} step {t}")
             entry.scored[t] = (observation.state_text, text, said, value)
+            with self._lock:
+                self.forward_scores += 1
+                self._memo[key] = value
+                if len(self._memo) > self.memo_size:
+                    self._memo.popitem(last=False)
         if entry.cache is not None:
             self._evict(keep=entry)
         return value
+
+    def _prefix_key(self, entry: _Episode, t: int) -> str:
+        """Hash of the text the PRM reads for step ``t``'s score (everything before its tag)."""
+        from prm.render import prefix_keys
+
+        steps = range(t + 1)
+        states = [entry.states.get(s, "") for s in steps]
+        actions = [entry.actions.get(s, "") for s in steps[:-1]] + [""]
+        proposals = [self._proposal(entry, s) for s in steps] if self.tag_after == "proposal" else None
+        return prefix_keys(states, actions, self.tag_after, proposals)[-1]
 
     def _evict(self, keep: _Episode) -> None:
         """Drop the least recently used caches while all of them outgrow ``cache_bytes`` (busy

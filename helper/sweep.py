@@ -127,6 +127,8 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     summary["config"] = asdict(cfg)
     if helper is not None:
         summary["helper_stats"] = helper.stats()
+    if hasattr(ctx.scorer, "memo_hits"):  # how much PRM work the shared prefixes saved
+        summary["prm_scores"] = {"forward": ctx.scorer.forward_scores, "reused": ctx.scorer.memo_hits}
     write_json_atomic(summary, out / "summary.json")
     save_sweep_plot(frame, out / "sweep.png", cfg.title)
     _print(summary, out)

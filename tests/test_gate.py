@@ -254,6 +254,40 @@ def test_prm_scorer_keeps_lockstep_caches_within_its_memory_budget(tiny_prm):
             assert sum(entry.fed for entry in held) * scorer.token_bytes() <= scorer.cache_bytes
 
 
+def test_prm_scorer_memo_scores_a_shared_prefix_once(tiny_prm):
+    """A second play of the same episode (another id, as the sweep's next method) reuses the
+    scores of the prefix it shares, without a forward pass, and after the first different action
+    scores what the PRM gives its own prefix: the cache catches up over the skipped steps."""
+    from helper.prm_scorer import PrmScorer
+
+    states = ["Question 1 of 3.\nCustomer: is it red?", "Question 2 of 3.\nFind a kettle.",
+              "Question 3 of 3.\nIs it big?"]
+    first = ["[PredictAnswer] yes", "[PredictAnswer] B01", "[PredictAnswer] no"]
+    second = ["[PredictAnswer] yes", "[SeekAdvice]", "[PredictAnswer] no"]
+    scorer = PrmScorer(tiny_prm)
+    for episode_id, actions in (("a", first), ("b", second)):
+        logged = tiny_prm.score_episodes([(states, actions)])[0]
+        for t, state in enumerate(states):
+            observation = Observation(episode_id, "test", "t", t, state, 3, {})
+            if episode_id == "b" and t < 2:  # the shared prefix: a forward pass would fail
+                forward, scorer._incremental = scorer._incremental, None
+                assert scorer.score(observation) == pytest.approx(float(logged[t]), abs=1e-5)
+                scorer._incremental = forward
+            else:
+                assert scorer.score(observation) == pytest.approx(float(logged[t]), abs=1e-5)
+            scorer.record_action(observation, actions[t])
+    assert scorer.memo_hits == 2 and scorer.forward_scores == 4
+    assert scorer._history["b"].fed > 0 and scorer._history["b"].next_step == 3
+
+    off = PrmScorer(tiny_prm, memo_size=0)  # no memo: every play is scored again
+    for episode_id in ("a", "b"):
+        for t, state in enumerate(states):
+            observation = Observation(episode_id, "test", "t", t, state, 3, {})
+            off.score(observation)
+            off.record_action(observation, first[t])
+    assert off.memo_hits == 0
+
+
 def test_prm_scorer_restarts_its_cache_past_the_context(tiny_prm):
     """A long episode: scores match the logged ones while the prefix fits; past the context the
     cache starts over on recent steps (never more than the context), with no full re-scoring."""
