@@ -3,8 +3,9 @@
     python benchmarks/evidence.py simulator --seeds 0 1 2 --out runs/evidence
     python benchmarks/evidence.py productqa --seeds 0 1 2 --out runs/evidence     # shared data, SmolLM2
     python benchmarks/evidence.py textworld --seeds 0 1 2 --out runs/evidence
+    python benchmarks/evidence.py main --seeds 0 1 2 --decide-after proposal  # `helpgate pipeline`'s own set-up
 
-Each seed is one ``helpgate pipeline`` run (``runs/evidence/<setup>/seed<S>``: its own training
+Each seed is one ``helpgate pipeline`` run (``runs/evidence/<setup>[-<decide-after>]/seed<S>``: its own training
 episodes, PRM with out-of-fold scores, solve, distill and a sweep on held-out episodes; a finished
 run is reused). The tables pool the seeds:
 
@@ -20,6 +21,11 @@ Set-ups (sizes chosen before any run, never on the test groups):
   PRM (not the simulator's own probability); ``exact_optimal`` is the reference.
 - ``productqa``: ``../shared/productqa`` train groups -> test groups, SmolLM2 base agent and PRM.
 - ``textworld``: generated games, the simulator agent, held-out games.
+- ``main``: the main job's defaults (generated catalog, SmolLM2 agent and PRM, 64 training and 16
+  held-out episodes): what a user sees after ``helpgate pipeline --seed S``.
+
+``--decide-after`` (default: the pipeline's) sets when the helper and every score-reading baseline
+decide; a run with it named has its own folder (``<setup>-<mode>``).
 """
 
 from __future__ import annotations
@@ -38,15 +44,20 @@ SETUPS = {
     "productqa": dict(agent="smollm2", data=str(Path(__file__).resolve().parents[2] / "shared" / "productqa"),
                       episodes=64, eval_episodes=32),
     "textworld": dict(env="textworld", agent="simulator", prm_layers=2, episodes=96, eval_episodes=24),
+    "main": dict(),
 }
 NOT_COMPARED = ("never", "always", "counterfactual", "helper")
 
 
-def run_seed(setup: str, seed: int, out: Path) -> Path:
+def setup_folder(out: Path, setup: str, decide_after: str | None) -> Path:
+    return out / (setup if decide_after is None else f"{setup}-{decide_after}")
+
+
+def run_seed(folder: Path, setup: str, seed: int, decide_after: str | None) -> Path:
     from helper.pipeline import PipelineConfig, run
 
-    folder = out / setup / f"seed{seed}"
-    run(PipelineConfig(out=str(folder), seed=seed, **SETUPS[setup]))
+    mode = {} if decide_after is None else {"decide_after": decide_after}
+    run(PipelineConfig(out=str(folder), seed=seed, **SETUPS[setup], **mode))
     return folder
 
 
@@ -117,15 +128,18 @@ def main() -> None:
     p.add_argument("setup", choices=sorted(SETUPS))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--out", type=Path, default=Path("runs/evidence"))
+    p.add_argument("--decide-after", choices=["state", "proposal"], default=None,
+                   help="when score-reading methods decide (default: the pipeline's)")
     p.add_argument("--tables-only", action="store_true", help="only print the tables of finished runs")
     args = p.parse_args()
-    folders = [args.out / args.setup / f"seed{s}" for s in args.seeds]
+    root = setup_folder(args.out, args.setup, args.decide_after)
+    folders = [root / f"seed{s}" for s in args.seeds]
     if not args.tables_only:
-        folders = [run_seed(args.setup, s, args.out) for s in args.seeds]
+        folders = [run_seed(f, args.setup, s, args.decide_after) for f, s in zip(folders, args.seeds)]
     text = tables(folders)
-    (args.out / args.setup).mkdir(parents=True, exist_ok=True)
-    (args.out / args.setup / "evidence.md").write_text(text + "\n")
-    print(f"\n### {args.setup}\n\n{text}")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "evidence.md").write_text(text + "\n")
+    print(f"\n### {root.name}\n\n{text}")
 
 
 if __name__ == "__main__":

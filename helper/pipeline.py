@@ -2,7 +2,7 @@
 
     helpgate pipeline --out runs/demo            # embedded defaults, < 15 min on a 2-core CPU
     helpgate pipeline --out runs/demo --quick    # a first look, < 3 min
-    helpgate pipeline --out runs/demo --decide-after proposal   # the gate reads the agent's proposal
+    helpgate pipeline --out runs/demo --decide-after state      # the gate decides before the agent proposes
 
 Every stage writes its own sub-folder of ``--out`` and is an ordinary command of its own
 (``helpgate collect|prm train|prm score|solve|distill|sweep``), so any stage can be re-run alone
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -48,10 +48,13 @@ class PipelineConfig:
     the longest quest and the sweep up to always-intervene's mean interventions)."""
     prm_model: str = "smollm2"
     """Backbone of the process reward model (the embedded SmolLM2, 'tiny', a HF id or a folder)."""
-    decide_after: Literal["state", "proposal"] = "state"
+    decide_after: Literal["state", "proposal"] | None = None
     """When the helper (and every score-reading baseline) decides: before the base agent acts (state), or
     after reading its proposal (proposal: the agent proposes first, the PRM's tag goes after the proposal,
-    and a kept proposal is played; worth it where the base agent is cheaper than an intervention)."""
+    and a kept proposal is played). Default: proposal for ProductQA, where a question's proposal is a cheap
+    call of the base agent next to a human's answer and says most about the agent's mistake; state for
+    TextWorld and plug-in environments (a move's proposal says little before its outcome). Pass state where
+    the base agent costs as much as the help."""
     prm_target: Literal["soft", "hard", "process", "proposal"] | None = None
     """PRM training label (see `helpgate prm train --target`). Default: with --decide-after proposal,
     proposal (was the proposal right?); otherwise ProductQA scores each question on its own, so process
@@ -80,10 +83,14 @@ class PipelineConfig:
     device: str | None = None
     """Torch device (default: cuda when available, else cpu)."""
 
+    def decide_mode(self) -> str:
+        """``decide_after``, or its default for this environment."""
+        return self.decide_after or ("proposal" if self.env == "productqa" else "state")
+
     def prm_target_name(self) -> str:
         if self.prm_target:
             return self.prm_target
-        if self.decide_after == "proposal":
+        if self.decide_mode() == "proposal":
             return "proposal"
         return "process" if self.env == "productqa" else "soft"
 
@@ -127,6 +134,7 @@ def run(cfg: PipelineConfig) -> dict:
     from prm import score as prm_score
     from prm import train as prm_train
 
+    cfg = replace(cfg, decide_after=cfg.decide_mode())
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(asdict(cfg), out / "pipeline.json")
@@ -157,6 +165,12 @@ def run(cfg: PipelineConfig) -> dict:
         data=trajectories, model=str(out / "prm"), device=cfg.device,
     )))
     budgets = list(range(1, top + 1))
+    methods = list(sweep.METHODS)
+    if cfg.quick and llm:
+        # An online learner given a first look's interaction learns nothing (its rows equal
+        # first_k's) and playing it with an LLM agent is a third of the look's time.
+        methods.remove("online_rl")
+        print("[pipeline] --quick with an LLM agent: online_rl is left out of the sweep (run without --quick for it)")
     _stage(out, "solve", cfg.redo, lambda: solve_command.run(solve_command.SolveConfig(
         data=trajectories, budget=budgets, bins=cfg.bins, out=str(out / "solve"),
     )))
@@ -168,7 +182,7 @@ def run(cfg: PipelineConfig) -> dict:
         env=cfg.env, helper=str(out / "helper"), out=str(out / "sweep"), max_budget=cfg.max_budget, data=cfg.data,
         split="test", episodes=n_eval, seed=cfg.seed + 1000, questions_per_episode=cfg.questions_per_episode,
         agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
-        gold_features=cfg.gold_features, decide_after=cfg.decide_after,
+        gold_features=cfg.gold_features, decide_after=cfg.decide_after, methods=methods,
         # The online-RL baseline plays training episodes. With an LLM agent it plays at most as many
         # as the offline collection did (equal interaction with the environment; it is the slow part
         # on a CPU), half as many with --quick: a timestep is a decision with budget left, so an

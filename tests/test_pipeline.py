@@ -34,6 +34,10 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     summary = json.loads((out / "sweep" / "summary.json").read_text())
     assert "helper" in json.dumps(summary)
     assert (out / "sweep" / "sweep.png").stat().st_size > 0
+    # ProductQA's default: the gate reads the base agent's proposal, and so does every scored baseline.
+    assert json.loads((out / "pipeline.json").read_text())["decide_after"] == "proposal"
+    assert summary["decide_after"] == "proposal"
+    assert json.loads((out / "prm" / "metrics.json").read_text())["target"] == "label_proposal"
     # Evidence that holds: the solver and the helper fitted on out-of-fold scores, and on features
     # a deployed agent has (no question type) since --gold-features was not given.
     metrics = json.loads((out / "prm" / "metrics.json").read_text())
@@ -54,6 +58,7 @@ def test_gold_features_ablation_reaches_the_helper(tmp_path):
     out = tmp_path / "gold"
     args = ["pipeline", "--out", str(out), "--quick", "--agent", "simulator", "--prm-model", "tiny",
             "--episodes", "16", "--eval-episodes", "4", "--questions-per-episode", "3", "--max-budget", "1",
-            "--gold-features"]
+            "--gold-features", "--decide-after", "state"]
     assert main(args) == 0
     assert {"f_type_fact_qa", "f_type_search_qa", "f_type_reasoning_qa"} <= set(_helper_features(out))
+    assert json.loads((out / "sweep" / "summary.json").read_text())["decide_after"] == "state"
