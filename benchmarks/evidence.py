@@ -117,9 +117,29 @@ def tables(folders: list[Path]) -> str:
         human = np.mean([c.get("human", 0) for c in calls])
         lines.append(f"| {method} | {mean_of(method, 'apgr')} | {mean_of(method, 'apgr_extrapolated_share')} | "
                      f"{mean_of(method, 'cpt50')} | {mean_of(method, 'cpt80')} | {strong:.0f} / {human:.0f} |")
+    lines += ["", prm_table(folders)]
     never = np.mean([s.loc[s.method == "never", "success"].mean() for s in sweeps])
     always = np.mean([s.loc[s.method == "always", "success"].max() for s in sweeps])
     lines += ["", f"{len(folders)} seeds; never = {never:.3f}, always = {always:.3f} (means over seeds)."]
+    return "\n".join(lines)
+
+
+def prm_table(folders: list[Path]) -> str:
+    """The PRM's out-of-fold AUROC per seed, pooled and per question type (what the helper's score ranks)."""
+    metrics = [json.loads((f / "prm" / "metrics.json").read_text()) for f in folders]
+    types = sorted({t for m in metrics for t in (m.get("oof_auroc_per_type") or {})})
+    lines = ["| PRM, out of fold | target | AUROC pooled | " + " | ".join(types) + " | in-fold |",
+             "|---|---|---|" + "---|" * len(types) + "---|"]
+    fmt = lambda v: "–" if v is None else f"{v:.3f}"
+    for folder, m in zip(folders, metrics):
+        per_type = m.get("oof_auroc_per_type") or {}
+        lines.append(f"| {folder.name} | {m.get('target')} | {fmt(m.get('oof_auroc'))} | "
+                     + " | ".join(fmt(per_type.get(t)) for t in types) + f" | {fmt(m.get('in_fold_auroc'))} |")
+    pooled = [m["oof_auroc"] for m in metrics if m.get("oof_auroc") is not None]
+    if pooled:
+        lines.append(f"| mean | | {np.mean(pooled):.3f} | " + " | ".join(
+            fmt(np.mean([v for m in metrics if (v := (m.get("oof_auroc_per_type") or {}).get(t)) is not None]))
+            for t in types) + " | |")
     return "\n".join(lines)
 
 

@@ -18,6 +18,17 @@ def _helper_features(out):
         return HelperGate.load(out / "helper").classifier.feature_names
 
 
+def _evidence_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "evidence.py"
+    spec = importlib.util.spec_from_file_location("evidence", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["pipeline", "--out", str(out), "--quick", "--agent", "simulator", "--prm-model", "tiny",
@@ -47,6 +58,13 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     assert labels.height == oof.height and (labels["prm_score"] == labels["prm_score_oof"]).all()
     assert not any(k.startswith("type_") for f in labels["features"] for k in json.loads(f))
     assert not any(n.startswith("f_type_") for n in _helper_features(out))
+
+    # The evidence script's tables read this folder: the helper's row unpaired, the others paired
+    # against it on the same held-out episodes, and the PRM's out-of-fold AUROC.
+    evidence = _evidence_module()
+    text = evidence.tables([out])
+    assert "| helper | " in text and "| random | " in text and "Δ " in text
+    assert f"| {out.name} | label_proposal | {metrics['oof_auroc']:.3f} |" in text
 
     capsys.readouterr()
     assert main(args) == 0  # every stage is marked finished: nothing is redone
