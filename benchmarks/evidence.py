@@ -131,15 +131,22 @@ def prm_table(folders: list[Path]) -> str:
     lines = ["| PRM, out of fold | target | AUROC pooled | " + " | ".join(types) + " | in-fold |",
              "|---|---|---|" + "---|" * len(types) + "---|"]
     fmt = lambda v: "–" if v is None else f"{v:.3f}"
+
+    def cell(m, t):  # AUROC (positives / rows) where the counts were recorded
+        counts = (m.get("oof_rows_per_type") or {}).get(t)
+        value = fmt((m.get("oof_auroc_per_type") or {}).get(t))
+        return value if counts is None else f"{value} ({counts['positives']}/{counts['rows']})"
+
     for folder, m in zip(folders, metrics):
-        per_type = m.get("oof_auroc_per_type") or {}
         lines.append(f"| {folder.name} | {m.get('target')} | {fmt(m.get('oof_auroc'))} | "
-                     + " | ".join(fmt(per_type.get(t)) for t in types) + f" | {fmt(m.get('in_fold_auroc'))} |")
+                     + " | ".join(cell(m, t) for t in types) + f" | {fmt(m.get('in_fold_auroc'))} |")
     pooled = [m["oof_auroc"] for m in metrics if m.get("oof_auroc") is not None]
     if pooled:
         lines.append(f"| mean | | {np.mean(pooled):.3f} | " + " | ".join(
             fmt(np.mean([v for m in metrics if (v := (m.get("oof_auroc_per_type") or {}).get(t)) is not None]))
             for t in types) + " | |")
+    lines += ["", "Per type: AUROC (positive outcomes / rows) where counted; a type with one or two "
+              "positives has no ranking to measure."]
     return "\n".join(lines)
 
 

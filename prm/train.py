@@ -530,6 +530,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     if split:
         report["oof_auroc"] = report["validation"]["auroc"]
         report["oof_auroc_per_type"] = _per_type_auroc(judged)
+        report["oof_rows_per_type"] = _per_type_counts(judged)
     prm.save(out, save_backbone=True if cfg.save_backbone else None)
     if not cfg.lora:
         # `prm score` reads these instead of running the backbone again on the same episodes.
@@ -584,6 +585,17 @@ def _signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
         raise ValueError("signals=True needs the value head on a frozen backbone (--head value, no --lora); "
                          "drop --signals for this head.")
     return keys
+
+
+def _per_type_counts(judged: pl.DataFrame) -> dict[str, dict[str, int]] | None:
+    """Rows and positive outcomes per task kind: an AUROC over one or two positives says nothing."""
+    if "task_id" not in judged.columns:
+        return None
+    kinds = np.array([task_type(t) or "" for t in judged["task_id"].to_list()])
+    positive = judged["outcome"].to_numpy() >= 0.5
+    found = {str(k): {"rows": int((kinds == k).sum()), "positives": int(positive[kinds == k].sum())}
+             for k in sorted(set(kinds.tolist()) - {""})}
+    return found or None
 
 
 def _per_type_auroc(judged: pl.DataFrame, min_rows: int = 10) -> dict[str, float] | None:

@@ -128,3 +128,8 @@ def test_per_type_oof_auroc_from_task_ids(tmp_path):
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["oof_auroc_per_type"] == pytest.approx(report["oof_auroc_per_type"])
     assert report["oof_auroc"] > 0.8  # the cue word carries over to held-out folds
+    # Rows and positives per kind, counted from the same judged rows.
+    counts = report["oof_rows_per_type"]
+    assert sum(c["rows"] for c in counts.values()) == report["validation"]["rows"]
+    for kind, c in counts.items():
+        assert 0 <= c["positives"] <= c["rows"]
