@@ -25,7 +25,11 @@ Set-ups (sizes chosen before any run, never on the test groups):
   held-out episodes): what a user sees after ``helpgate pipeline --seed S``.
 
 ``--decide-after`` (default: the pipeline's) sets when the helper and every score-reading baseline
-decide; a run with it named has its own folder (``<setup>-<mode>``).
+decide; a run with it named has its own folder (``<setup>-<mode>``). ``--compare-modes`` then puts
+the helper of ``<setup>-proposal`` beside the helper of ``<setup>-state`` (both run first): success
+per C paired on the same held-out episodes, APGR and the PRM's out-of-fold AUROC.
+
+    python benchmarks/evidence.py main --seeds 0 1 2 --compare-modes
 """
 
 from __future__ import annotations
@@ -150,6 +154,39 @@ def prm_table(folders: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def helper_success(sweep: pd.DataFrame, budget: int) -> float:
+    return sweep[(sweep.method == "helper") & (sweep.budget == budget)].success.item()
+
+
+def modes_table(proposal: list[Path], state: list[Path]) -> str:
+    """The helper deciding after the proposal against the helper deciding before it, seed by seed on
+    the same held-out episodes (same seed, same episode ids)."""
+    sweeps = {m: [pd.read_csv(f / "sweep" / "sweep.csv") for f in fs] for m, fs in (("proposal", proposal), ("state", state))}
+    episodes = {m: [pd.read_csv(f / "sweep" / "episodes.csv") for f in fs] for m, fs in (("proposal", proposal), ("state", state))}
+    budgets = sorted(int(b) for b in sweeps["proposal"][0].query("method == 'helper'").budget if 0 < b)
+    lines = ["| helper | " + " | ".join(f"C={c}" for c in budgets) + " | APGR | PRM AUROC (out of fold) |",
+             "|---|" + "---|" * (len(budgets) + 2)]
+    for mode, folders in (("proposal", proposal), ("state", state)):
+        cells = [f"{np.mean([helper_success(s, c) for s in sweeps[mode]]):.3f}" for c in budgets]
+        apgr = np.mean([json.loads((f / "sweep" / "summary.json").read_text())["methods"]["helper"]["apgr"] for f in folders])
+        auroc = np.mean([json.loads((f / "prm" / "metrics.json").read_text())["oof_auroc"] for f in folders])
+        lines.append(f"| decide after the {mode} | " + " | ".join(cells) + f" | {apgr:.3f} | {auroc:.3f} |")
+    cells = []
+    for c in budgets:
+        pairs = []
+        for p_frame, s_frame in zip(episodes["proposal"], episodes["state"]):
+            h = p_frame[(p_frame.method == "helper") & (p_frame.budget == c)].set_index("episode_id")["success"]
+            o = s_frame[(s_frame.method == "helper") & (s_frame.budget == c)].set_index("episode_id")["success"]
+            h, o = h.align(o, join="inner")
+            pairs.append((h.to_numpy(), o.to_numpy()))
+        mean, low, high = pooled_difference([a for a, _ in pairs], [b for _, b in pairs])
+        cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
+    lines.append("| proposal minus state (paired) | " + " | ".join(cells) + " | | |")
+    lines += ["", f"{len(proposal)} seeds; success is the mean over seeds; the difference pairs each held-out "
+              "episode with itself, 95% bootstrap interval within seeds."]
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("setup", choices=sorted(SETUPS))
@@ -158,7 +195,20 @@ def main() -> None:
     p.add_argument("--decide-after", choices=["state", "proposal"], default=None,
                    help="when score-reading methods decide (default: the pipeline's)")
     p.add_argument("--tables-only", action="store_true", help="only print the tables of finished runs")
+    p.add_argument("--compare-modes", action="store_true",
+                   help="the helper deciding after the proposal against deciding before it (runs both modes)")
     args = p.parse_args()
+    if args.compare_modes:
+        both = {}
+        for mode in ("proposal", "state"):
+            root = setup_folder(args.out, args.setup, mode)
+            both[mode] = [root / f"seed{s}" for s in args.seeds]
+            if not args.tables_only:
+                both[mode] = [run_seed(f, args.setup, s, mode) for f, s in zip(both[mode], args.seeds)]
+        text = modes_table(both["proposal"], both["state"])
+        (args.out / f"{args.setup}-modes.md").write_text(text + "\n")
+        print(f"\n### {args.setup}: proposal against state\n\n{text}")
+        return
     root = setup_folder(args.out, args.setup, args.decide_after)
     folders = [root / f"seed{s}" for s in args.seeds]
     if not args.tables_only:

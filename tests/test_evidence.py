@@ -1,0 +1,67 @@
+"""benchmarks/evidence.py's tables on hand-made run folders: the numbers are the hand-computed ones."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+
+def _evidence():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "evidence.py"
+    spec = importlib.util.spec_from_file_location("evidence_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(folder: Path, helper: list[int], other: list[int], auroc: float) -> Path:
+    """A finished run: helper and `random` at C=1 on the same episodes, with per-episode wins."""
+    (folder / "sweep").mkdir(parents=True)
+    (folder / "prm").mkdir()
+    rows = [("never", 0, 0.0, 0.0), ("always", 1, 1.0, 1.0),
+            ("helper", 1, float(np.mean(helper)), 1.0), ("random", 1, float(np.mean(other)), 1.0)]
+    pd.DataFrame(rows, columns=["method", "budget", "success", "interventions"]).to_csv(folder / "sweep" / "sweep.csv")
+    episodes = [("helper", 1, f"e{i}", w) for i, w in enumerate(helper)] + \
+               [("random", 1, f"e{i}", w) for i, w in enumerate(other)]
+    pd.DataFrame(episodes, columns=["method", "budget", "episode_id", "success"]).to_csv(folder / "sweep" / "episodes.csv")
+    methods = {m: {"apgr": 0.5, "apgr_extrapolated_share": 0.0, "cpt50": 0.5, "cpt80": 0.8, "training_calls": {}}
+               for m in ("never", "always", "helper", "random")}
+    (folder / "sweep" / "summary.json").write_text(json.dumps({"methods": methods}))
+    (folder / "prm" / "metrics.json").write_text(json.dumps({
+        "oof_auroc": auroc, "target": "label_proposal", "in_fold_auroc": 0.9,
+        "oof_auroc_per_type": {"fact_qa": auroc}, "oof_rows_per_type": {"fact_qa": {"rows": 4, "positives": 2}}}))
+    return folder
+
+
+def test_paired_difference_pools_seeds_episode_by_episode():
+    evidence = _evidence()
+    helper = [np.array([1, 1, 0, 1]), np.array([1, 0])]
+    other = [np.array([0, 1, 0, 0]), np.array([1, 0])]
+    mean, low, high = evidence.pooled_difference(helper, other, resamples=500)
+    assert mean == pytest.approx(2 / 6)  # two wins more over six paired episodes
+    # Resampling within seeds: at best all four of seed 0 differ (4/6), never a difference in seed 1.
+    assert 0.0 <= low <= mean <= high <= 4 / 6
+    same = evidence.pooled_difference(helper, helper, resamples=50)
+    assert same == (0.0, 0.0, 0.0)
+
+
+def test_tables_and_mode_comparison(tmp_path):
+    evidence = _evidence()
+    seeds = [_run(tmp_path / "p" / "seed0", [1, 1, 0, 1], [0, 1, 0, 0], 0.70),
+             _run(tmp_path / "p" / "seed1", [1, 0, 1, 1], [1, 0, 1, 1], 0.60)]
+    text = evidence.tables(seeds)
+    # helper 0.75 in both seeds; random 0.25 and 0.75; helper minus random over 8 paired episodes: 2/8
+    assert "| helper | 0.750 (1.00) |" in text
+    assert "| random | 0.500 (1.00) Δ +0.250 [" in text
+    assert "| seed0 | label_proposal | 0.700 | 0.700 (2/4) | 0.900 |" in text
+    assert "| mean | | 0.650 |" in text
+
+    state = [_run(tmp_path / "s" / "seed0", [0, 1, 0, 1], [0, 1, 0, 0], 0.55),
+             _run(tmp_path / "s" / "seed1", [1, 0, 1, 1], [1, 0, 1, 1], 0.65)]
+    table = evidence.modes_table(seeds, state)
+    assert "| decide after the proposal | 0.750 | 0.500 | 0.650 |" in table
+    assert "| decide after the state | 0.625 | 0.500 | 0.600 |" in table
+    assert "| proposal minus state (paired) | +0.125 [" in table
