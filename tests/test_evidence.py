@@ -1,20 +1,12 @@
 """benchmarks/evidence.py's tables on hand-made run folders: the numbers are the hand-computed ones."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-
-
-def _evidence():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "evidence.py"
-    spec = importlib.util.spec_from_file_location("evidence_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from imports import benchmark_module
 
 
 def _run(folder: Path, helper: list[int], other: list[int], auroc: float) -> Path:
@@ -37,7 +29,7 @@ def _run(folder: Path, helper: list[int], other: list[int], auroc: float) -> Pat
 
 
 def test_paired_difference_pools_seeds_episode_by_episode():
-    evidence = _evidence()
+    evidence = benchmark_module("evidence")
     helper = [np.array([1, 1, 0, 1]), np.array([1, 0])]
     other = [np.array([0, 1, 0, 0]), np.array([1, 0])]
     mean, low, high = evidence.pooled_difference(helper, other, resamples=500)
@@ -49,7 +41,7 @@ def test_paired_difference_pools_seeds_episode_by_episode():
 
 
 def test_tables_and_mode_comparison(tmp_path):
-    evidence = _evidence()
+    evidence = benchmark_module("evidence")
     seeds = [_run(tmp_path / "p" / "seed0", [1, 1, 0, 1], [0, 1, 0, 0], 0.70),
              _run(tmp_path / "p" / "seed1", [1, 0, 1, 1], [1, 0, 1, 1], 0.60)]
     text = evidence.tables(seeds)

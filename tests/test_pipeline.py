@@ -3,6 +3,7 @@
 import json
 
 import polars as pl
+from imports import benchmark_module
 
 from helper.cli import main
 from helper.pipeline import STAGES
@@ -16,17 +17,6 @@ def _helper_features(out):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return HelperGate.load(out / "helper").classifier.feature_names
-
-
-def _evidence_module():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "evidence.py"
-    spec = importlib.util.spec_from_file_location("evidence", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
@@ -61,7 +51,7 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
 
     # The evidence script's tables read this folder: the helper's row unpaired, the others paired
     # against it on the same held-out episodes, and the PRM's out-of-fold AUROC.
-    evidence = _evidence_module()
+    evidence = benchmark_module("evidence")
     text = evidence.tables([out])
     assert "| helper | " in text and "| random | " in text and "Δ " in text
     assert f"| {out.name} | label_proposal | {metrics['oof_auroc']:.3f} |" in text
