@@ -77,6 +77,19 @@ def pooled_difference(helper: list[np.ndarray], other: list[np.ndarray], resampl
     return float(np.concatenate(diffs).mean()), float(low), float(high)
 
 
+def paired_difference(first: list[pd.DataFrame], method: str, second: list[pd.DataFrame], other: str,
+                      budget: int) -> tuple:
+    """``method`` (in ``first``) minus ``other`` (in ``second``) at ``budget``, each seed's episodes.csv
+    paired by episode id, pooled over seeds."""
+    pairs = []
+    for a, b in zip(first, second):
+        h = a[(a.method == method) & (a.budget == budget)].set_index("episode_id")["success"]
+        o = b[(b.method == other) & (b.budget == budget)].set_index("episode_id")["success"]
+        h, o = h.align(o, join="inner")
+        pairs.append((h.to_numpy(), o.to_numpy()))
+    return pooled_difference([h for h, _ in pairs], [o for _, o in pairs])
+
+
 def tables(folders: list[Path]) -> str:
     sweeps = [pd.read_csv(f / "sweep" / "sweep.csv") for f in folders]
     episodes = [pd.read_csv(f / "sweep" / "episodes.csv") for f in folders]
@@ -95,13 +108,7 @@ def tables(folders: list[Path]) -> str:
             used = np.mean([r.interventions.item() for r in rows])
             cell = f"{success:.3f} ({used:.2f})"
             if method != "helper":
-                pairs = []
-                for e in episodes:
-                    h = e[(e.method == "helper") & (e.budget == c)].set_index("episode_id")["success"]
-                    o = e[(e.method == method) & (e.budget == c)].set_index("episode_id")["success"]
-                    h, o = h.align(o, join="inner")
-                    pairs.append((h.to_numpy(), o.to_numpy()))
-                mean, low, high = pooled_difference([p[0] for p in pairs], [p[1] for p in pairs])
+                mean, low, high = paired_difference(episodes, "helper", episodes, method, c)
                 cell += f" Δ {mean:+.3f} [{low:+.3f}, {high:+.3f}]"
             cells.append(cell)
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
@@ -173,13 +180,7 @@ def modes_table(proposal: list[Path], state: list[Path]) -> str:
         lines.append(f"| decide after the {mode} | " + " | ".join(cells) + f" | {apgr:.3f} | {auroc:.3f} |")
     cells = []
     for c in budgets:
-        pairs = []
-        for p_frame, s_frame in zip(episodes["proposal"], episodes["state"]):
-            h = p_frame[(p_frame.method == "helper") & (p_frame.budget == c)].set_index("episode_id")["success"]
-            o = s_frame[(s_frame.method == "helper") & (s_frame.budget == c)].set_index("episode_id")["success"]
-            h, o = h.align(o, join="inner")
-            pairs.append((h.to_numpy(), o.to_numpy()))
-        mean, low, high = pooled_difference([a for a, _ in pairs], [b for _, b in pairs])
+        mean, low, high = paired_difference(episodes["proposal"], "helper", episodes["state"], "helper", c)
         cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
     lines.append("| proposal minus state (paired) | " + " | ".join(cells) + " | | |")
     lines += ["", f"{len(proposal)} seeds; success is the mean over seeds; the difference pairs each held-out "
