@@ -1,0 +1,66 @@
+"""benchmarks/solver_cv.py: the replay's values by hand, and what any replay must satisfy."""
+
+import numpy as np
+import polars as pl
+import pytest
+from imports import benchmark_module
+
+
+def _rows(episodes: int = 60, steps: int = 4, seed: int = 0) -> pl.DataFrame:
+    """Logged proposal-mode rows where the score tells wrong proposals (score < 0.5) from right ones."""
+    rng = np.random.default_rng(seed)
+    score = rng.uniform(0, 1, episodes * steps)
+    kept = (score > 0.5).astype(float)
+    intervened = rng.uniform(0, 1, episodes * steps) < 0.3
+    reward = np.where(intervened, 1.0, kept)
+    episode = np.repeat([f"e{i:03d}" for i in range(episodes)], steps)
+    step = np.tile(np.arange(steps), episodes)
+    success = np.repeat(reward.reshape(episodes, steps).mean(1), steps)
+    return pl.DataFrame({"episode_id": episode, "step": step, "intervened": intervened, "reward": reward,
+                         "proposal_reward": kept, "prm_score": score, "done": step == steps - 1,
+                         "budget_left": np.full(episodes * steps, 4), "success": success})
+
+
+def test_replay_of_one_episode_by_hand():
+    cv = benchmark_module("solver_cv")
+    frame = pl.DataFrame({"episode_id": ["a"] * 4, "step": [0, 1, 2, 3], "prm_score": [0.9, 0.1, 0.2, 0.8],
+                          "proposal_reward": [1.0, 0.0, 0.0, 1.0]})
+    episode = cv.Episode(frame, intervention_reward=1.0)
+    low = lambda step, score, left: score < 0.5  # noqa: E731
+    assert episode.play(low, 1) == (0.75, 1)  # helps at step 1, the budget is gone at step 2
+    assert episode.play(low, 2) == (1.0, 2)
+    assert episode.play(lambda *a: True, 1) == (0.5, 1)  # first_k spends it on a right proposal
+    assert episode.random(1) == (pytest.approx(0.5 + 0.25 * 0.5), 1)  # one of four: +1/4 where wrong
+    assert episode.oracle(1) == (0.75, 1) and episode.oracle(3) == (1.0, 2)  # never on a right proposal
+
+
+def test_oracle_bounds_every_method_and_the_helper_uses_the_score():
+    cv = benchmark_module("solver_cv")
+    records = pl.DataFrame(cv.run_folds(_rows(), bins=6, budgets=[1, 2], folds=4, seed=0))
+    assert set(records["method"]) == set(cv.METHODS)
+    wide = records.pivot(on="method", index=["episode", "budget"], values="success")
+    for method in cv.METHODS:
+        assert (wide["oracle"] >= wide[method] - 1e-12).all(), method
+    assert (records["interventions"] <= records["budget"]).all()
+    mean = records.group_by(["method", "budget"]).agg(pl.col("success").mean(), pl.col("interventions").mean())
+    at = {(m, b): (s, u) for m, b, s, u in mean.iter_rows()}
+    for budget in (1, 2):
+        # The score separates wrong proposals, so the solved helper beats a uniform choice by far,
+        helper, random = at[("helper", budget)][0], at[("random", budget)][0]
+        assert helper > random + 0.05
+        # and priced down to the threshold's spend it spends less than the budget, not more.
+        assert at[("helper_priced", budget)][1] <= at[("helper", budget)][1]
+
+
+def test_report_pairs_the_helper_with_each_method(tmp_path):
+    cv = benchmark_module("solver_cv")
+    run = tmp_path / "run"
+    (run / "solve").mkdir(parents=True)
+    _rows(episodes=20).write_parquet(run / "solve" / "labels.parquet")
+    text = cv.main([str(run), "--budgets", "1", "--folds", "2"])
+    assert "20 episodes" in text and text.count("Δ") == len(cv.METHODS)  # one per rival plus the legend
+    bad = tmp_path / "bad"
+    (bad / "solve").mkdir(parents=True)
+    _rows(episodes=4).drop("proposal_reward").write_parquet(bad / "solve" / "labels.parquet")
+    with pytest.raises(SystemExit, match="proposal_reward"):
+        cv.main([str(bad)])
