@@ -15,6 +15,12 @@ same, except for the oracle where it is not an upper bound: ``oracle_1step``).
 
 - ``never`` (C = 0) and ``always`` (C = the horizon: every decision): the PGR references.
 - ``helper``: the distilled helper (``HelperGate``).
+- ``helper_priced``: the helper's own solve (the rows, bins and estimator of the solve folder it
+  was distilled from) with a price on each intervention, set on that training model so that the
+  policy expects to spend ``C - 1/2`` (``tabular_rl.solve_priced.solve_spending``), played by its
+  table (``HelperGate`` ``table`` backend) under the hard budget C. The helper solved for C spends
+  all of it, below-average interventions included; these points lie between its budgets and show
+  its efficient frontier, to read per intervention against methods that spend less than C.
 - ``random``: intervene with a per-decision probability set so that its mean interventions per
   episode match the helper's at the same C on the same episodes: first the helper's interventions
   over the helper's own decisions per episode, then corrected by what random actually used (the
@@ -48,6 +54,7 @@ same, except for the oracle where it is not an upper bound: ``oracle_1step``).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -191,6 +198,43 @@ class Helper(Method):
 
     def build(self, ctx, budget):
         return ctx.helper.with_budget(budget)
+
+    def training_calls(self, ctx):
+        return ctx.offline_calls
+
+
+class HelperPriced(Method):
+    name = "helper_priced"
+
+    def prepare(self, ctx):
+        from helper.gate import HelperGate
+        from helper.solve_command import parse_backoff
+        from tabular_rl import Discretizer, estimate
+
+        source = ctx.helper_config.get("labels_from")
+        if ctx.helper is None or ctx.scorer is None or not source:
+            return "needs a helper with a PRM, distilled from a solve folder"
+        source = Path(source)
+        solved = json.loads((source / "solution.json").read_text()).get("config", {})
+        if solved.get("advice_cost") is not None:
+            return "the helper was solved at an advice cost (no budget): it is priced already"
+        rows = read_shard(source / "labels.parquet", require=("episode_id", "step", "prm_score"))
+        discretizer = Discretizer.load(source / "discretizer.json")
+        model = estimate(rows, discretizer, smoothing=solved.get("smoothing", 1.0),
+                         backoff=parse_backoff(solved.get("backoff", "auto")),
+                         objective=solved.get("objective", "success"), shaping=solved.get("shaping", 0.0))
+        from tabular_rl.solve_priced import solve_spending
+
+        self.gates = {}
+        for budget in ctx.budgets:
+            table = solve_spending(model, budget, max(budget - 0.5, 0.0))
+            self.gates[budget] = HelperGate("table", scorer=ctx.scorer, table=table, discretizer=discretizer,
+                                            budget=budget, max_budget=budget, decide_after=ctx.helper.decide_after)
+        ctx.extra["helper_priced"] = {"target": "C - 1/2 expected interventions on the training model"}
+        return None
+
+    def build(self, ctx, budget):
+        return self.gates[budget]
 
     def training_calls(self, ctx):
         return ctx.offline_calls
@@ -439,7 +483,7 @@ class ExactOptimal(Method):
 
 METHODS: dict[str, type[Method]] = {
     method.name: method
-    for method in (Never, Always, Helper, Random, FirstK, PrmThreshold, Router, OnlineRL, Oracle, ExactOptimal)
+    for method in (Never, Always, Helper, HelperPriced, Random, FirstK, PrmThreshold, Router, OnlineRL, Oracle, ExactOptimal)
 }
 """The registry the sweep iterates, in run order: the references first (the default budgets come
 from always), the helper before random (random matches its interventions)."""

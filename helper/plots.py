@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 # Fixed styles keep a method's colour the same across figures and runs.
 _STYLE = {
     "helper": {"color": "tab:red", "marker": "o", "linewidth": 2.2, "zorder": 5},
+    "helper_priced": {"color": "tab:pink", "marker": "o", "linestyle": "--", "linewidth": 1.8, "zorder": 4},
     "oracle": {"color": "black", "marker": "*", "linestyle": "--"},
     "oracle_1step": {"color": "tab:olive", "marker": "*", "linestyle": "-."},
     "exact_optimal": {"color": "tab:purple", "marker": "D", "linestyle": ":"},

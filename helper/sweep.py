@@ -37,8 +37,8 @@ from helper.plots import save_sweep_plot
 from helper.schema import write_json_atomic
 
 METHODS = tuple(REGISTRY)
-Method = Literal["helper", "never", "always", "random", "prm_threshold", "first_k", "router", "online_rl",
-                 "oracle", "exact_optimal"]
+Method = Literal["helper", "helper_priced", "never", "always", "random", "prm_threshold", "first_k", "router",
+                 "online_rl", "oracle", "exact_optimal"]
 
 
 @dataclass
@@ -95,7 +95,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     ctx = SweepContext(cfg=cfg, env=Environment(cfg), out=out)
     wanted = set(cfg.methods) | {"never", "always"}
-    if {"helper", "prm_threshold"} & wanted:
+    if {"helper", "helper_priced", "prm_threshold"} & wanted:
         ctx.helper = load_helper(cfg, cfg.helper_backend)
         if scorer is not None:
             ctx.helper.scorer = scorer

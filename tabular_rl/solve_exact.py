@@ -8,7 +8,9 @@ interventions in any episode: intervening is unavailable at ``b = 0`` and moves 
     Q1[t, s, b] = r(t, s, 1) + sum_s' P(s' | t, s, 1) V[t + 1, s', b - 1]      (b >= 1)
     V[t, s, b]  = max(Q0, Q1)
 
-Ties go to ``base``: an intervention that gains nothing keeps the budget for later.
+Ties go to ``base``: an intervention that gains nothing keeps the budget for later. With a
+``price`` each intervention also costs that much return (``Q1 - price``): the best policy under the
+budget that spends an intervention only where it gains more than its price.
 Each step is one batched matrix product over all states and budget levels.
 """
 
@@ -28,10 +30,13 @@ def prefer_intervene(q0: np.ndarray, q1: np.ndarray) -> np.ndarray:
     return q1 > q0 + TIE_TOL * (1.0 + np.abs(q0))
 
 
-def solve_exact(model: TabularModel, budget: int) -> Solution:
-    """Optimal deterministic policy under at most ``budget`` interventions per episode."""
+def solve_exact(model: TabularModel, budget: int, price: float = 0.0) -> Solution:
+    """Optimal deterministic policy under at most ``budget`` interventions per episode, each
+    intervention priced at ``price`` (the solution reports the unpriced return and success)."""
     if int(budget) < 0:
         raise ValueError(f"budget={budget}: the intervention budget must be >= 0")
+    if not (np.isfinite(price) and price >= 0):
+        raise ValueError(f"price={price!r}: the price of an intervention must be a finite number >= 0")
     budget = int(budget)
     T, S, B = model.horizon, model.n_states, budget + 1
     policy = np.zeros((T, S, B))
@@ -39,7 +44,10 @@ def solve_exact(model: TabularModel, budget: int) -> Solution:
     v_next = np.zeros((S, B))
     for t in range(T - 1, -1, -1):
         q0, q1 = q_values(model, t, v_next, hard_budget=True)
+        q1 = q1 - price
         act = prefer_intervene(q0, q1)
         policy[t] = act
         v_next = values[t] = np.where(act, q1, q0)
+    if price:  # the tables hold priced values: evaluate the policy on the unpriced model
+        return Solution.evaluated(model, "exact", budget, policy, hard_budget=True, lam=float(price))
     return Solution.evaluated(model, "exact", budget, policy, hard_budget=True, values=values)

@@ -9,6 +9,12 @@ bisects over), and no budget is needed. ``advice_price`` converts c into lambda 
 The table is returned in the hard-budget layout with budget = horizon (a budget that can never
 bind, since an episode has at most ``horizon`` decisions) and the same action at every budget
 left >= 1, so ``label``, ``helpgate distill`` and the gate's ``table`` backend read it unchanged.
+
+``solve_spending`` keeps the hard budget and finds the price instead: the cheapest price at which
+the budgeted policy expects to spend no more than a target. A policy solved for success within C
+spends all of C, since an unspent intervention is worth nothing, including interventions that
+gain less than an average one; priced down to spend C - 1/2 it keeps only the better ones, a point
+between the budgets on the helper's efficient frontier (success against interventions spent).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import numpy as np
 
 from .estimate import TabularModel
 from .solution import Solution
+from .solve_exact import solve_exact
 from .solve_lagrangian import greedy_policy
 
 
@@ -37,3 +44,27 @@ def solve_priced(model: TabularModel, price: float) -> Solution:
     policy = np.zeros((T, S, T + 1))
     policy[:, :, 1:] = act[:, :, None]
     return Solution.evaluated(model, "priced", T, policy, hard_budget=True, lam=float(price))
+
+
+def solve_spending(model: TabularModel, budget: int, target: float, *, iterations: int = 60) -> Solution:
+    """The hard-budget policy at the lowest price whose expected interventions are <= ``target``.
+
+    Expected interventions fall as the price rises (each priced solve is optimal for its price),
+    so bisection on the price finds it; a target at or above the unpriced spend is price 0.
+    """
+    if not (np.isfinite(target) and target >= 0):
+        raise ValueError(f"target={target!r}: give the expected interventions to spend, a number >= 0")
+    unpriced = solve_exact(model, budget)
+    if unpriced.expected_interventions <= target:
+        return unpriced
+    # No intervention gains more than the reward span over the remaining steps.
+    low, high = 0.0, float(model.rewards.max() - model.rewards.min()) * model.horizon + 1.0
+    best = solve_exact(model, budget, high)
+    for _ in range(iterations):
+        middle = 0.5 * (low + high)
+        solution = solve_exact(model, budget, middle)
+        if solution.expected_interventions > target:
+            low = middle
+        else:
+            high, best = middle, solution
+    return best

@@ -55,7 +55,8 @@ def test_sweep_budgets_and_references(swept):
     assert frame.loc[frame["method"] == "always", "interventions"].item() == HORIZON
     assert frame.loc[frame["method"] == "never", "interventions"].item() == 0
     assert summary["budgets"] == list(range(HORIZON + 1))
-    for method in ("helper", "first_k", "random", "oracle", "exact_optimal", "online_rl", "router", "prm_threshold"):
+    for method in ("helper", "helper_priced", "first_k", "random", "oracle", "exact_optimal", "online_rl", "router",
+                   "prm_threshold"):
         rows = frame[frame["method"] == method].set_index("budget")
         assert rows.index.tolist() == list(range(HORIZON + 1))
         assert (rows["interventions"] <= rows.index).all()  # the budget is never exceeded
@@ -86,6 +87,20 @@ def test_helper_matches_exact_optimum_with_known_dynamics(swept):
         assert helper["exact_optimal_ratio"][budget] >= 0.95
     oracle = summary["methods"]["oracle"]
     assert all(oracle["success"][b] >= exact["success"][b] for b in (1, 2))
+
+
+def test_priced_helper_spends_less_than_its_budget_on_better_interventions(swept):
+    _, summary = swept
+    helper, priced = summary["methods"]["helper"], summary["methods"]["helper_priced"]
+    never = summary["methods"]["never"]["success"][0]
+    assert priced["interventions"][0] == 0 and priced["success"][0] == never
+    for budget in (1, 2):  # the budgets the helper was solved for
+        # Priced to expect C - 1/2 on the training model: below the budget the unpriced helper spends,
+        assert priced["interventions"][budget] < helper["interventions"][budget] <= budget
+        # keeping the interventions that gain more than an average one.
+        per_call = {name: (m["success"][budget] - never) / m["interventions"][budget] for name, m in
+                    (("helper", helper), ("priced", priced))}
+        assert per_call["priced"] >= per_call["helper"], (budget, per_call)
 
 
 def test_oracle_is_an_upper_bound_episode_by_episode(swept):

@@ -9,7 +9,8 @@ import pytest
 
 from helper.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, TabularModel, estimate, evaluate, label, simulate
-from tabular_rl.solve_priced import advice_price, solve_priced
+from tabular_rl.solve_exact import solve_exact
+from tabular_rl.solve_priced import advice_price, solve_priced, solve_spending
 
 
 def random_model(seed: int, T: int = 3, S: int = 2) -> TabularModel:
@@ -38,6 +39,42 @@ def test_priced_policy_is_the_best_deterministic_policy(seed, price):
     # The table is budget-left independent (no budget binds) and never intervenes with nothing left.
     assert sol.budget == model.horizon and np.all(sol.policy[:, :, 0] == 0)
     assert np.all(sol.policy[:, :, 1:] == sol.policy[:, :, 1:2])
+
+
+def best_within_budget(model: TabularModel, budget: int, price: float) -> float:
+    """max over every deterministic hard-budget policy (an action per step, state and budget left
+    1..budget) of return - price * interventions."""
+    T, S = model.horizon, model.n_states
+    best = -np.inf
+    for bits in itertools.product((0.0, 1.0), repeat=T * S * budget):
+        policy = np.zeros((T, S, budget + 1))
+        policy[:, :, 1:] = np.array(bits).reshape(T, S, budget)
+        ev = evaluate(model, policy, budget, hard_budget=True)
+        best = max(best, ev.expected_return - price * ev.expected_interventions)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("budget", [1, 2])
+@pytest.mark.parametrize("price", [0.0, 0.15, 0.4])
+def test_priced_budgeted_policy_is_the_best_deterministic_one(seed, budget, price):
+    model = random_model(seed)
+    sol = solve_exact(model, budget, price)
+    assert sol.expected_return - price * sol.expected_interventions == pytest.approx(
+        best_within_budget(model, budget, price), abs=1e-12)
+    assert sol.expected_interventions <= budget
+
+
+def test_spending_target_finds_the_cheapest_price_that_meets_it():
+    model = random_model(5, T=4, S=3)
+    unpriced = solve_exact(model, 2)
+    assert solve_spending(model, 2, 2.0).expected_return == unpriced.expected_return  # price 0 meets it
+    target = unpriced.expected_interventions - 0.5
+    sol = solve_spending(model, 2, target)
+    assert sol.expected_interventions <= target and sol.lam > 0
+    # A slightly lower price spends more than the target: the price is the cheapest that meets it.
+    assert solve_exact(model, 2, sol.lam * 0.999).expected_interventions > target
+    assert solve_spending(model, 2, 0.0).expected_interventions == 0.0
 
 
 def test_a_higher_price_buys_less_advice():
