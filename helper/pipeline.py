@@ -63,9 +63,10 @@ class PipelineConfig:
     prm_layers: int | None = None
     """Keep only the first this many backbone layers for the PRM's features (0: all of them).
     Default: 8 for the embedded SmolLM2 (a quarter of its 30 layers, a quarter of the cost), all otherwise."""
-    prm_folds: int = 5
+    prm_folds: int | None = None
     """PRM folds: training rows get out-of-fold scores (1: a held-out split, and training rows get
-    the in-sample scores of the head fitted on them; for the ablation only)."""
+    the in-sample scores of the head fitted on them; for the ablation only). Default: 5, or 3 with
+    --quick (its 16 episodes leave three or four per fold at 5)."""
     bins: int = 6
     """PRM-score bins of the tabular MDP."""
     rl_use_prm: bool = False
@@ -98,6 +99,9 @@ class PipelineConfig:
         if self.prm_layers is None:
             return 8 if self.prm_model == "smollm2" else None
         return self.prm_layers or None
+
+    def fold_count(self) -> int:
+        return self.prm_folds if self.prm_folds is not None else (3 if self.quick else 5)
 
     def sizes(self) -> tuple[int, int]:
         train = self.episodes or (16 if self.quick else 64)
@@ -159,7 +163,7 @@ def run(cfg: PipelineConfig) -> dict:
         # A process label is the base agent's own correctness at that step; rows where the human
         # answered say nothing about it.
         base_only=cfg.prm_target_name() == "process",
-        seed=cfg.seed, device=cfg.device, layers=cfg.prm_layer_count(), folds=cfg.prm_folds,
+        seed=cfg.seed, device=cfg.device, layers=cfg.prm_layer_count(), folds=cfg.fold_count(),
     )))
     _stage(out, "score", cfg.redo, lambda: prm_score.run_score(prm_score.ScoreConfig(
         data=trajectories, model=str(out / "prm"), device=cfg.device,
@@ -183,6 +187,7 @@ def run(cfg: PipelineConfig) -> dict:
         split="test", episodes=n_eval, seed=cfg.seed + 1000, questions_per_episode=cfg.questions_per_episode,
         agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
         gold_features=cfg.gold_features, decide_after=cfg.decide_after, methods=methods,
+        random_rounds=3 if cfg.quick else 8,  # a first look matches random's spend more loosely
         # The online-RL baseline plays training episodes. With an LLM agent it plays at most as many
         # as the offline collection did (equal interaction with the environment; it is the slow part
         # on a CPU), half as many with --quick: a timestep is a decision with budget left, so an

@@ -42,7 +42,7 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     # Evidence that holds: the solver and the helper fitted on out-of-fold scores, and on features
     # a deployed agent has (no question type) since --gold-features was not given.
     metrics = json.loads((out / "prm" / "metrics.json").read_text())
-    assert metrics["folds"]["k"] >= 2 and metrics["oof_auroc"] == metrics["validation"]["auroc"]
+    assert metrics["folds"]["k"] == 3 and metrics["oof_auroc"] == metrics["validation"]["auroc"]  # --quick: 3
     oof = pl.read_parquet(out / "prm" / "oof_scores.parquet")
     labels = pl.read_parquet(out / "solve" / "labels.parquet").join(oof, on=["episode_id", "step"], suffix="_oof")
     assert labels.height == oof.height and (labels["prm_score"] == labels["prm_score_oof"]).all()
@@ -55,6 +55,14 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     text = evidence.tables([out])
     assert "| helper | " in text and "| random | " in text and "Δ " in text
     assert f"| {out.name} | label_proposal | {metrics['oof_auroc']:.3f} |" in text
+
+    # The priced helper is on the default sweep, below its budget; a resweep plays the same episodes.
+    priced = sweep.filter(pl.col("method") == "helper_priced")
+    assert sorted(priced["budget"].to_list()) == [0, 1, 2] and (priced["interventions"] <= priced["budget"]).all()
+    benchmark_module("resweep").main([str(out), "again", "helper", "--backend", "table"])
+    episodes = {name: pl.read_csv(out / name / "episodes.csv").filter(pl.col("method") == "helper")
+                for name in ("sweep", "again")}
+    assert episodes["again"]["episode_id"].to_list() == episodes["sweep"]["episode_id"].to_list()
 
     capsys.readouterr()
     assert main(args) == 0  # every stage is marked finished: nothing is redone

@@ -1,0 +1,50 @@
+"""More sweeps on a finished ``helpgate pipeline`` run: other methods, another helper backend, more
+held-out episodes, without collecting, training or solving again.
+
+    python benchmarks/resweep.py runs/evidence/main-proposal/seed0 sweep_table helper helper_priced --backend table
+    python benchmarks/resweep.py runs/evidence/main-proposal/seed0 sweep64 helper random --episodes 64 --max-budget 2
+
+The held-out episodes are the run's own (its env, split, seed + 1000, questions per episode and
+mode from ``pipeline.json``): with the run's episode count the rows pair episode by episode with
+its ``sweep/``; with more episodes the first ones are the same. Writes ``RUN/NAME/`` as ``helpgate
+sweep`` does (sweep.csv, episodes.csv, summary.json, sweep.png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helper import sweep
+from helper.pipeline import PipelineConfig
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="a finished pipeline folder (pipeline.json, helper/, solve/)")
+    parser.add_argument("name", help="output folder inside the run")
+    parser.add_argument("methods", nargs="+", choices=sweep.METHODS)
+    parser.add_argument("--episodes", type=int, help="held-out episodes (default: the run's own count)")
+    parser.add_argument("--max-budget", type=int, help="largest budget (default: the run's own)")
+    parser.add_argument("--backend", choices=("features", "text", "table"), help="override the helper's backend")
+    args = parser.parse_args(argv)
+    if not (args.run / "pipeline.json").exists():
+        raise SystemExit(f"{args.run / 'pipeline.json'}: not found; give a folder written by `helpgate pipeline`.")
+    saved = json.loads((args.run / "pipeline.json").read_text())
+    cfg = PipelineConfig(**{f.name: saved[f.name] for f in fields(PipelineConfig) if f.name in saved})
+    held_out = args.episodes or cfg.sizes()[1]
+    return sweep.run(sweep.SweepConfig(
+        env=cfg.env, helper=str(args.run / "helper"), out=str(args.run / args.name),
+        max_budget=cfg.max_budget if args.max_budget is None else args.max_budget,
+        data=cfg.data, split="test", episodes=held_out, seed=cfg.seed + 1000,
+        questions_per_episode=cfg.questions_per_episode, agent=cfg.agent, train_data=str(args.run / "solve"),
+        memory_boost=0.0, gold_features=cfg.gold_features, decide_after=cfg.decide_mode(), methods=args.methods,
+        helper_backend=args.backend, device=cfg.device))
+
+
+if __name__ == "__main__":
+    main()
