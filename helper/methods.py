@@ -211,10 +211,11 @@ class HelperPriced(Method):
         from helper.solve_command import parse_backoff
         from tabular_rl import Discretizer, estimate
 
-        source = ctx.helper_config.get("labels_from")
-        if ctx.helper is None or ctx.scorer is None or not source:
-            return "needs a helper with a PRM, distilled from a solve folder"
-        source = Path(source)
+        # The solve folder the helper came from, or --train-data when that is one (a moved run).
+        candidates = [ctx.helper_config.get("labels_from"), ctx.cfg.train_data]
+        source = next((Path(c) for c in candidates if c and (Path(c) / "solution.json").exists()), None)
+        if ctx.helper is None or ctx.scorer is None or source is None:
+            return "needs a helper with a PRM and its solve folder (solution.json; --train-data may name it)"
         solved = json.loads((source / "solution.json").read_text()).get("config", {})
         if solved.get("advice_cost") is not None:
             return "the helper was solved at an advice cost (no budget): it is priced already"
