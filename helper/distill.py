@@ -37,7 +37,7 @@ import polars as pl
 
 from agile.seeding import stable_uniform
 from helper.features import SCORE_FEATURE, FeatureClassifier, default_feature_names, frame_features
-from helper.gate import HelperGate
+from helper.gate import HelperGate, recorded_path
 from helper.schema import read_shard
 from helper.trained_on import trained_on
 
@@ -234,7 +234,7 @@ def run(cfg: DistillConfig) -> dict:
         prm_path = out / "prm"
     gate = HelperGate(cfg.backend, classifier, fallback, table=solution, discretizer=discretizer,
                       max_budget=solution.budget, decide_after=prm_decide_after(prm_path))
-    summary = {"report": report, "training_calls": training_calls(logged), "labels_from": str(source.resolve()),
+    summary = {"report": report, "training_calls": training_calls(logged), **recorded_path(out, source, "labels_from"),
                "trained_on": trained_on(logged, solution, _advice_cost(source)),
                "solution": solution.summary(), "distill_config": asdict(cfg)}
     gate.save(out, prm=None if prm_path is None else str(prm_path), extra=summary)

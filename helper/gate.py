@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import warnings
 from pathlib import Path
@@ -197,12 +198,9 @@ class HelperGate(ScoredGate):
         if self.table is not None:
             self.discretizer.save(directory / "discretizer.json")
             self.table.save(directory / "policy.npz")
-        prm_ref = None
-        if prm:
-            path = Path(prm).resolve()
-            prm_ref = str(path.relative_to(directory.resolve())) if path.is_relative_to(directory.resolve()) else str(path)
+        prm_ref = recorded_path(directory, prm) if prm else {"prm": None}
         config = {"kind": KIND, "backend": self.backend, "max_budget": self.max_budget,
-                  "threshold": self.threshold, "prm": prm_ref, "decide_after": self.decide_after} | (extra or {})
+                  "threshold": self.threshold, "decide_after": self.decide_after} | prm_ref | (extra or {})
         write_json_atomic(config, directory / CONFIG_FILE)
         return directory
 
@@ -241,7 +239,7 @@ class HelperGate(ScoredGate):
         scorer = None
         needs_score = backend == "table" or (classifier is not None and SCORE_FEATURE in getattr(
             classifier, "feature_names", ()))
-        prm_path = prm if isinstance(prm, str) else _resolve(directory, config.get("prm"))
+        prm_path = prm if isinstance(prm, str) else resolve_recorded(directory, config, "prm")
         if prm is not False and needs_score and prm_path:
             scorer = _load_scorer(prm_path, device)
         decide_after = config.get("decide_after", "state")
@@ -256,11 +254,23 @@ class HelperGate(ScoredGate):
                 f"prm={'yes' if self.scorer is not None else 'no'}, decide_after={self.decide_after!r})")
 
 
-def _resolve(directory: Path, path: str | None) -> str | None:
-    if not path:
+def recorded_path(directory: str | Path, path: str | Path, key: str = "prm") -> dict[str, str]:
+    """How a helper folder records a folder it depends on: relative to itself, so a run folder moved
+    or copied whole keeps working, and absolute as a second try for a helper folder moved alone."""
+    target = Path(path).resolve()
+    relative = os.path.relpath(target, Path(directory).resolve())
+    return {key: relative, f"{key}_absolute": str(target)}
+
+
+def resolve_recorded(directory: str | Path, config: dict, key: str = "prm") -> str | None:
+    """The recorded folder ``key`` of a helper folder: the relative path if it exists, else the
+    absolute one, else the relative one (so the caller's message names where it was expected)."""
+    recorded = config.get(key)
+    if not recorded:
         return None
-    candidate = Path(path)
-    return str(candidate if candidate.is_absolute() else directory / candidate)
+    first = Path(os.path.normpath(Path(directory) / recorded))  # an absolute `recorded` stays as it is
+    candidates = [first] + ([Path(config[f"{key}_absolute"])] if config.get(f"{key}_absolute") else [])
+    return str(next((c for c in candidates if c.exists()), first))
 
 
 def _load_scorer(path: str, device: str | None):

@@ -66,6 +66,7 @@ import polars as pl
 from helper import baselines as B
 from helper.environment import Environment
 from helper.evaluate import evaluate_gate
+from helper.gate import resolve_recorded
 from helper.metrics import ALWAYS, ORACLE, ORACLE_1STEP
 from helper.schema import read_shard, read_trajectories
 
@@ -140,7 +141,7 @@ class SweepContext:
                 read = read_shard if path.is_file() else read_trajectories
                 self._train_rows = read(path, require=("episode_id", "step"))
             else:
-                source = self.helper_config.get("labels_from")
+                source = resolve_recorded(self.cfg.helper, self.helper_config, "labels_from")
                 if source and (Path(source) / "labels.parquet").exists():
                     self._train_rows = read_shard(Path(source) / "labels.parquet", require=("episode_id", "step"))
         return self._train_rows
@@ -211,8 +212,8 @@ class HelperPriced(Method):
         from helper.solve_command import parse_backoff
         from tabular_rl import Discretizer, estimate
 
-        # The solve folder the helper came from, or --train-data when that is one (a moved run).
-        candidates = [ctx.helper_config.get("labels_from"), ctx.cfg.train_data]
+        # The solve folder the helper came from, or --train-data when that is one.
+        candidates = [resolve_recorded(ctx.cfg.helper, ctx.helper_config, "labels_from"), ctx.cfg.train_data]
         source = next((Path(c) for c in candidates if c and (Path(c) / "solution.json").exists()), None)
         if ctx.helper is None or ctx.scorer is None or source is None:
             return "needs a helper with a PRM and its solve folder (solution.json; --train-data may name it)"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -353,3 +355,25 @@ def test_helper_decides_advice_in_agile_eval(helper_dir, tmp_path):
         if group.name in groups:
             reasoning = sum(q.type == "reasoning_qa" for q in group.questions[:6])
             assert by[("gate:HelperGate", group.name)]["advice_rate"] == pytest.approx(min(reasoning, 3) / 6)
+
+
+def test_helper_finds_its_prm_after_the_run_folder_moves(tiny_prm, tmp_path):
+    """The helper folder records its PRM relative to itself (a run folder moved whole keeps
+    working) and absolute (a helper folder moved alone still finds it)."""
+    import shutil
+
+    frame, y = _training_frame()
+    names = ["prm_score", "step", "budget_left"]
+    run = tmp_path / "run"
+    tiny_prm.save(run / "prm")
+    HelperGate("features", FeatureClassifier("logreg", names).fit(frame_features(frame, names), y),
+               max_budget=2).save(run / "helper", prm=str(run / "prm"))
+    config = json.loads((run / "helper" / "helper.json").read_text())
+    assert config["prm"] == "../prm" and Path(config["prm_absolute"]).is_absolute()
+
+    alone = Path(shutil.copytree(run / "helper", tmp_path / "deploy" / "helper"))  # ../prm is not there
+    assert HelperGate.load(alone).scorer is not None
+    moved = Path(shutil.move(run, tmp_path / "elsewhere"))  # the whole run: the absolute path is stale
+    assert HelperGate.load(moved / "helper").scorer is not None
+    with pytest.warns(UserWarning, match=r"could not load the PRM at .*deploy/prm"):  # names where it looked
+        assert HelperGate.load(alone).scorer is None
