@@ -30,6 +30,11 @@ the helper of ``<setup>-proposal`` beside the helper of ``<setup>-state`` (both 
 per C paired on the same held-out episodes, APGR and the PRM's out-of-fold AUROC.
 
     python benchmarks/evidence.py main --seeds 0 1 2 --compare-modes
+
+``--compare-gold`` is the gold-features ablation: the methods that read features, run once with the
+dataset's question type among them (``--gold-features``) and once without, on the same episodes.
+
+    python benchmarks/evidence.py productqa --seeds 0 1 2 --decide-after proposal --compare-gold
 """
 
 from __future__ import annotations
@@ -57,11 +62,11 @@ def setup_folder(out: Path, setup: str, decide_after: str | None) -> Path:
     return out / (setup if decide_after is None else f"{setup}-{decide_after}")
 
 
-def run_seed(folder: Path, setup: str, seed: int, decide_after: str | None) -> Path:
+def run_seed(folder: Path, setup: str, seed: int, decide_after: str | None, **switches) -> Path:
     from helper.pipeline import PipelineConfig, run
 
     mode = {} if decide_after is None else {"decide_after": decide_after}
-    run(PipelineConfig(out=str(folder), seed=seed, **SETUPS[setup], **mode))
+    run(PipelineConfig(out=str(folder), seed=seed, **SETUPS[setup], **mode, **switches))
     return folder
 
 
@@ -188,6 +193,43 @@ def modes_table(proposal: list[Path], state: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def gold_table(plain: list[Path], gold: list[Path], methods: tuple[str, ...]) -> str:
+    """Each method with the dataset's question type as features against without, paired on the same
+    held-out episodes (same seed), and the helper against each method within each arm."""
+    sweeps = {a: [pd.read_csv(f / "sweep" / "sweep.csv") for f in fs] for a, fs in (("plain", plain), ("gold", gold))}
+    episodes = {a: [pd.read_csv(f / "sweep" / "episodes.csv") for f in fs] for a, fs in (("plain", plain), ("gold", gold))}
+    apgr = {a: [json.loads((f / "sweep" / "summary.json").read_text())["methods"] for f in fs]
+            for a, fs in (("plain", plain), ("gold", gold))}
+    budgets = sorted(int(b) for b in sweeps["plain"][0].query("method == 'helper'").budget if 0 < b)
+    lines = ["| method | APGR plain | APGR gold | " + " | ".join(f"gold − plain C={c}" for c in budgets) + " |",
+             "|---|---|---|" + "---|" * len(budgets)]
+    for method in methods:
+        means = {a: np.mean([m[method]["apgr"] for m in apgr[a]]) for a in apgr}
+        cells = []
+        for c in budgets:
+            mean, low, high = paired_difference(episodes["gold"], method, episodes["plain"], method, c)
+            cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
+        lines.append(f"| {method} | {means['plain']:.3f} | {means['gold']:.3f} | " + " | ".join(cells) + " |")
+    lines += ["", "| helper minus | " + " | ".join(f"C={c}" for c in budgets) + " |", "|---|" + "---|" * len(budgets)]
+    for arm in ("plain", "gold"):
+        for method in methods:
+            if method == "helper":
+                continue
+            cells = []
+            for c in budgets:
+                mean, low, high = paired_difference(episodes[arm], "helper", episodes[arm], method, c)
+                cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
+            lines.append(f"| {method} ({arm}) | " + " | ".join(cells) + " |")
+    lines += ["", f"{len(plain)} seeds; APGR is the mean over seeds; differences pair each held-out episode "
+              "with itself, pooled over seeds, 95% bootstrap interval within seeds."]
+    return "\n".join(lines)
+
+
+# What the question type can change: the methods that read features (online_rl equals first_k with an
+# LLM agent at the pipeline's interaction budget, and prm_threshold reads the score alone).
+GOLD_READERS = ("helper", "router")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("setup", choices=sorted(SETUPS))
@@ -198,7 +240,22 @@ def main() -> None:
     p.add_argument("--tables-only", action="store_true", help="only print the tables of finished runs")
     p.add_argument("--compare-modes", action="store_true",
                    help="the helper deciding after the proposal against deciding before it (runs both modes)")
+    p.add_argument("--compare-gold", action="store_true",
+                   help="the gold-features ablation: the feature-reading methods with the dataset's question "
+                        "type as features against without (runs <setup>[-mode]-plain and -gold, those methods only)")
     args = p.parse_args()
+    if args.compare_gold:
+        root = setup_folder(args.out, args.setup, args.decide_after)
+        arms = {}
+        for arm in ("plain", "gold"):
+            arms[arm] = [root.with_name(f"{root.name}-{arm}") / f"seed{s}" for s in args.seeds]
+            if not args.tables_only:
+                arms[arm] = [run_seed(f, args.setup, s, args.decide_after, gold_features=arm == "gold",
+                                      methods=list(GOLD_READERS)) for f, s in zip(arms[arm], args.seeds)]
+        text = gold_table(arms["plain"], arms["gold"], GOLD_READERS)
+        (args.out / f"{root.name}-gold-ablation.md").write_text(text + "\n")
+        print(f"\n### {root.name}: with the question type as features against without\n\n{text}")
+        return
     if args.compare_modes:
         both = {}
         for mode in ("proposal", "state"):

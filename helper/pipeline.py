@@ -77,6 +77,9 @@ class PipelineConfig:
     gold_features: bool = False
     """ProductQA: give the helper and every baseline the dataset's question type as features (an
     ablation: a deployed agent never has it)."""
+    methods: list[str] | None = None
+    """Methods of the sweep stage (default: all; see `helpgate sweep --help`). Fewer methods, a shorter
+    sweep: for an ablation that changes only some of them."""
     seed: int = 0
     """Seed of collection (evaluation uses seed + 1000 on the test groups)."""
     redo: bool = False
@@ -169,8 +172,8 @@ def run(cfg: PipelineConfig) -> dict:
         data=trajectories, model=str(out / "prm"), device=cfg.device,
     )))
     budgets = list(range(1, top + 1))
-    methods = list(sweep.METHODS)
-    if cfg.quick and llm:
+    methods = list(cfg.methods or sweep.METHODS)
+    if cfg.quick and llm and "online_rl" in methods:
         # An online learner given a first look's interaction learns nothing (its rows equal
         # first_k's) and playing it with an LLM agent is a third of the look's time.
         methods.remove("online_rl")

@@ -57,3 +57,15 @@ def test_tables_and_mode_comparison(tmp_path):
     assert "| decide after the proposal | 0.750 | 0.500 | 0.650 |" in table
     assert "| decide after the state | 0.625 | 0.500 | 0.600 |" in table
     assert "| proposal minus state (paired) | +0.125 [" in table
+
+
+def test_gold_table_pairs_each_method_with_itself(tmp_path):
+    evidence = benchmark_module("evidence")
+    plain = [_run(tmp_path / "plain" / "seed0", [1, 0, 0, 1], [0, 0, 0, 0], 0.7)]
+    gold = [_run(tmp_path / "gold" / "seed0", [1, 1, 0, 1], [1, 1, 1, 0], 0.7)]
+    table = evidence.gold_table(plain, gold, ("helper", "random"))
+    # gold minus plain, same episodes: helper gains one episode of four, random three of four.
+    assert "| helper | 0.500 | 0.500 | +0.250 [" in table
+    assert "| random | 0.500 | 0.500 | +0.750 [" in table
+    # Within each arm, the helper against the other method: +2/4 plain, 0 gold.
+    assert "| random (plain) | +0.500 [" in table and "| random (gold) | +0.000 [" in table

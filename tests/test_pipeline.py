@@ -74,7 +74,10 @@ def test_gold_features_ablation_reaches_the_helper(tmp_path):
     out = tmp_path / "gold"
     args = ["pipeline", "--out", str(out), "--quick", "--agent", "simulator", "--prm-model", "tiny",
             "--episodes", "16", "--eval-episodes", "4", "--questions-per-episode", "3", "--max-budget", "1",
-            "--gold-features", "--decide-after", "state"]
+            "--gold-features", "--decide-after", "state", "--methods", "helper", "router"]
     assert main(args) == 0
     assert {"f_type_fact_qa", "f_type_search_qa", "f_type_reasoning_qa"} <= set(_helper_features(out))
-    assert json.loads((out / "sweep" / "summary.json").read_text())["decide_after"] == "state"
+    summary = json.loads((out / "sweep" / "summary.json").read_text())
+    assert summary["decide_after"] == "state"
+    # --methods: the sweep plays those (and never / always, which PGR needs) and nothing else.
+    assert set(pl.read_csv(out / "sweep" / "sweep.csv")["method"]) == {"helper", "router", "never", "always"}
