@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
         data=cfg.data, split="test", episodes=held_out, seed=cfg.seed + 1000,
         questions_per_episode=cfg.questions_per_episode, agent=cfg.agent, train_data=str(args.run / "solve"),
         memory_boost=0.0, gold_features=cfg.gold_features, decide_after=cfg.decide_mode(), methods=args.methods,
-        helper_backend=args.backend, device=cfg.device))
+        helper_backend=args.backend, device=cfg.device, agent_dtype=cfg.agent_dtype))
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ class CollectConfig(AgentEnvParams):
 
 IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url")
 """Fields that may change between a run and its resumption (they do not change the data)."""
-ADDED_SINCE = {"decide_after": "state"}
+ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto"}
 """Fields added since older folders were collected, with the value those folders had."""
 ENV_ONLY = {
     "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features"),

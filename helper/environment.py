@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Literal
 
 from agile.envs.productqa import QUESTION_TYPES
 from agile.protocol import BASE, STRONG
@@ -53,6 +54,7 @@ from helper.plugins import (
 ENVS = ("productqa", "textworld", "agile")
 HUMAN_STRONG = ("human", "human-cli")
 OPENAI_PREFIX = "openai:"
+AGENT_DTYPES = ("auto", "float32", "bfloat16")
 """An actor named ``openai:MODEL`` is ``agile.agents.openai_agent.OpenAIAgent`` on that served model."""
 
 
@@ -77,6 +79,8 @@ class EnvSpec:
     """Seed of the strong LLM's draws."""
     device: str | None = None
     """Torch device of the LLMs (default: cuda when available, else cpu)."""
+    agent_dtype: str = "auto"
+    """Weights of a local LLM base agent: auto (bfloat16 on a GPU, float32 on a CPU), float32 or bfloat16."""
     data: str | None = None
     """ProductQA root (default: the embedded generated catalog of seed 0)."""
     groups: tuple[str, ...] | None = None
@@ -107,6 +111,13 @@ class EnvSpec:
         for name in (self.agent, self.strong):
             if is_plugin(name, AGENT_GROUP):
                 resolve(name, AGENT_GROUP)  # not importable: refused before any file is written
+        if self.agent_dtype not in AGENT_DTYPES:
+            raise ValueError(f"agent_dtype={self.agent_dtype!r}: choose one of {AGENT_DTYPES}.")
+        local_llm = not (self.plugin or self.env == "agile" or self.agent == "simulator"
+                         or is_plugin(self.agent, AGENT_GROUP) or self.agent.startswith(OPENAI_PREFIX))
+        if self.agent_dtype != "auto" and not local_llm:
+            raise ValueError(f"agent_dtype={self.agent_dtype!r}: it sets a local LLM base agent's weights, and "
+                             f"agent={self.agent!r} on env={self.env!r} is none; leave it at auto.")
         if self.plugin:
             if self.agent == "simulator":
                 raise PluginError(f"env={self.env!r} is a plug-in environment, which has no built-in simulator: "
@@ -139,6 +150,10 @@ class EnvSpec:
                                  f"{list(self.tw_quest_lengths)}.")
             if not 0.0 <= self.tw_sim_p <= 1.0:
                 raise ValueError(f"tw_sim_p must lie in [0, 1], got {self.tw_sim_p}.")
+
+    def dtype(self) -> str | None:
+        """The base agent's weight type for the model loader (None: its default for the device)."""
+        return None if self.agent_dtype == "auto" else self.agent_dtype
 
     @property
     def plugin(self) -> bool:
@@ -238,7 +253,7 @@ class EnvSetup:
 
             if s.agent == "simulator":
                 return TextWorldSimulatorAgent(p=s.tw_sim_p, seed=s.agent_seed)
-            return TextWorldLLMAgent(s.agent, device=s.device, seed=s.agent_seed)
+            return TextWorldLLMAgent(s.agent, device=s.device, seed=s.agent_seed, dtype=s.dtype())
         if s.agent == "simulator":
             from agile.agents.simulator_agent import SimulatorAgent
 
@@ -246,7 +261,7 @@ class EnvSetup:
             return SimulatorAgent(accuracy, memory_boost=s.memory_boost, seed=s.agent_seed)
         from agile.agents.llm_agent import LLMAgent
 
-        return LLMAgent(s.agent, device=s.device, seed=s.agent_seed)
+        return LLMAgent(s.agent, device=s.device, seed=s.agent_seed, dtype=s.dtype())
 
     def strong_actor(self):
         """The actor of an intervention; ``None`` is the human (``episode.expert_action()``)."""
@@ -306,6 +321,10 @@ class AgentEnvParams:
     """TextWorld simulator: probability of playing the expert's move on purpose."""
     base_url: str | None = None
     """Endpoint of openai:MODEL actors, e.g. http://127.0.0.1:8000/v1 (helpgate serve); key from $OPENAI_API_KEY."""
+    agent_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Weights of a local LLM base agent: auto (bfloat16 on a GPU, float32 on a CPU), or named. bfloat16 on
+    a CPU with native BF16 collects about 3x faster (benchmarks/RESULTS.md) but is not the same model:
+    some answers change, so keep one dtype for collection and evaluation."""
 
 
 @dataclass

@@ -158,3 +158,21 @@ def test_help_lists_every_field(capsys):
     text = capsys.readouterr().out
     for name in CollectConfig.__dataclass_fields__:
         assert "--" + name.replace("_", "-") in text
+
+
+def test_agent_dtype_reaches_the_llm_and_the_manifest(tmp_path, catalog):
+    """--agent-dtype bfloat16 loads the base agent's weights in bfloat16, is part of the collection's
+    identity (a resume with other weights is refused), and is refused where no local LLM plays."""
+    import torch
+
+    from helper.collect import env_setup
+
+    config = small(catalog, tmp_path / "bf16", agent="llm", model="tiny", agent_dtype="bfloat16", episodes=2)
+    assert env_setup(config).base_agent().model.dtype == torch.bfloat16
+    assert env_setup(replace(config, agent_dtype="auto")).base_agent().model.dtype == torch.float32  # CPU default
+    run(config)
+    assert read_trajectories(tmp_path / "bf16").height == 2 * 4
+    with pytest.raises(ConfigMismatch, match="agent_dtype"):
+        run(replace(config, agent_dtype="float32"))
+    with pytest.raises(ValueError, match="agent_dtype='bfloat16'.*agent='simulator'"):
+        run(small(catalog, tmp_path / "sim", agent_dtype="bfloat16"))

@@ -116,12 +116,16 @@ class TextWorldLLMAgent:
         actor: str = BASE,
         name: str | None = None,
         lm=None,
+        dtype: str | None = None,
     ):
-        """``lm``: an already loaded ``(model, tokenizer)`` pair to share (e.g. between tests)."""
+        """``lm``: an already loaded ``(model, tokenizer)`` pair to share (e.g. between tests).
+        ``dtype``: the weights' type (default: ``agile.models.default_dtype`` of the device)."""
         if lm is None:
+            import torch
+
             from agile.models import load_causal_lm  # torch loads only when an LLM is asked for
 
-            lm = load_causal_lm(model, device=device, seed=seed)
+            lm = load_causal_lm(model, device=device, seed=seed, dtype=getattr(torch, dtype) if dtype else None)
         self.model, self.tokenizer = lm
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}.")
