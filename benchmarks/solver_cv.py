@@ -28,6 +28,17 @@ The replay assumes a decision does not change the later proposals (no memory eff
 measurement of the solver on the training distribution, not of the deployed gate. The tables pool
 every run's episodes: success, interventions per episode, gain per intervention over never, and
 helper minus method on the same episodes with a 95% paired bootstrap interval.
+
+``--transfer ROWS`` asks the same question across a shift: every policy is fitted on all of the run's
+rows and replayed on other logged rows (e.g. the test groups' episodes, collected with the base
+agent alone and scored by the run's PRM), and a second table sets the two score distributions side
+by side (quantiles, the share of rows in each of the training bins, the score's AUROC for the
+proposal's correctness). One run folder with ``--transfer``:
+
+    collect-offline-trajectories --data ../shared/productqa --split test --agent llm --model smollm2 \
+        --decide-after proposal --explore-p 0 --episodes 64 --budget 4 --seed 1000 --out runs/test-rows
+    helpgate prm score --data runs/test-rows --model RUN/prm
+    python benchmarks/solver_cv.py RUN --transfer runs/test-rows
 """
 
 from __future__ import annotations
@@ -63,6 +74,20 @@ def load_run(folder: Path) -> tuple[pl.DataFrame, int]:
                          f"missing {missing or ['proposal_reward values']}.")
     config = json.loads((folder / "pipeline.json").read_text()) if (folder / "pipeline.json").exists() else {}
     return rows.sort(["episode_id", "step"]), int(config.get("bins", 6))
+
+
+def load_transfer(folder: Path) -> pl.DataFrame:
+    """Scored trajectory shards of other episodes (``helpgate prm score`` output), sorted."""
+    from helper.schema import read_trajectories
+
+    rows = read_trajectories(folder)
+    needed = ("episode_id", "step", "proposal_reward", "prm_score")
+    missing = [c for c in needed if c not in rows.columns]
+    if missing or rows["proposal_reward"].null_count() or rows["prm_score"].null_count():
+        raise SystemExit(f"{folder}: needs {list(needed)} on every row (collect with --decide-after proposal, "
+                         f"then `helpgate prm score --data {folder} --model RUN/prm`); missing "
+                         f"{missing or ['values']}.")
+    return rows.sort(["episode_id", "step"])
 
 
 class Episode:
@@ -122,33 +147,66 @@ def priced_gate(train: pl.DataFrame, bins: int, budget: int, target: float):
     return table_gate(train, bins, budget, high)[0]
 
 
+def episodes_of(rows: pl.DataFrame, helped: float) -> list[Episode]:
+    return [Episode(frame, helped) for _, frame in rows.group_by("episode_id", maintain_order=True)]
+
+
+def replay(train: pl.DataFrame, test: list[Episode], bins: int, budgets: list[int], helped: float) -> list[dict]:
+    """Every method fitted on ``train`` and replayed on ``test``: success and interventions per episode."""
+    train_episodes = episodes_of(train, helped)
+    decisions = float(np.mean([len(e.kept) for e in train_episodes]))
+    records = []
+    for budget in budgets:
+        threshold = calibrate_threshold(train["prm_score"].to_numpy(), decisions, budget)
+        by_threshold = lambda step, score, left, t=threshold: score <= t  # noqa: E731
+        spent = float(np.mean([e.play(by_threshold, budget)[1] for e in train_episodes]))
+        gates = {"helper": table_gate(train, bins, budget)[0],
+                 "helper_priced": priced_gate(train, bins, budget, spent),
+                 "prm_threshold": by_threshold,
+                 "first_k": lambda step, score, left: True}
+        for episode in test:
+            outcomes = {name: episode.play(gate, budget) for name, gate in gates.items()}
+            outcomes |= {"random": episode.random(budget), "oracle": episode.oracle(budget)}
+            records += [{"episode": episode.id, "method": name, "budget": budget, "success": s,
+                         "interventions": u} for name, (s, u) in outcomes.items()]
+    return records
+
+
+def intervention_reward(rows: pl.DataFrame) -> float:
+    """What an intervention earns: the mean reward of the logged intervened rows."""
+    return float(rows.filter(pl.col("intervened"))["reward"].mean())
+
+
 def run_folds(rows: pl.DataFrame, bins: int, budgets: list[int], folds: int, seed: int) -> list[dict]:
     """Per held-out episode, method and budget: the replayed success and interventions."""
-    helped = float(rows.filter(pl.col("intervened"))["reward"].mean())
+    helped = intervention_reward(rows)
     ids = np.array(sorted(rows["episode_id"].unique().to_list()))
     order = np.random.default_rng(seed).permutation(len(ids))
     records = []
     for fold in range(folds):
         test_ids = set(ids[order[fold::folds]])
         train = rows.filter(~pl.col("episode_id").is_in(test_ids))
-        test = [Episode(frame, helped) for _, frame in
-                rows.filter(pl.col("episode_id").is_in(test_ids)).group_by("episode_id", maintain_order=True)]
-        train_episodes = [Episode(frame, helped) for _, frame in train.group_by("episode_id", maintain_order=True)]
-        decisions = float(np.mean([len(e.kept) for e in train_episodes]))
-        for budget in budgets:
-            threshold = calibrate_threshold(train["prm_score"].to_numpy(), decisions, budget)
-            by_threshold = lambda step, score, left, t=threshold: score <= t  # noqa: E731
-            spent = float(np.mean([e.play(by_threshold, budget)[1] for e in train_episodes]))
-            gates = {"helper": table_gate(train, bins, budget)[0],
-                     "helper_priced": priced_gate(train, bins, budget, spent),
-                     "prm_threshold": by_threshold,
-                     "first_k": lambda step, score, left: True}
-            for episode in test:
-                outcomes = {name: episode.play(gate, budget) for name, gate in gates.items()}
-                outcomes |= {"random": episode.random(budget), "oracle": episode.oracle(budget)}
-                records += [{"episode": episode.id, "method": name, "budget": budget, "success": s,
-                             "interventions": u} for name, (s, u) in outcomes.items()]
+        test = episodes_of(rows.filter(pl.col("episode_id").is_in(test_ids)), helped)
+        records += replay(train, test, bins, budgets, helped)
     return records
+
+
+def score_shift(train: pl.DataFrame, other: pl.DataFrame, bins: int) -> str:
+    """The score on the training rows (out of fold) against the other rows: where it lies and what it ranks."""
+    from prm.quality import auroc
+
+    disc = Discretizer(bins, "quantile", 0).fit(train["prm_score"], train["step"])
+    lines = ["| rows | decisions | proposals right | score p10 / p50 / p90 | AUROC (proposal right) | "
+             "share of rows per training bin, lowest first |", "|---|---|---|---|---|---|"]
+    for name, frame in (("training (out of fold)", train), ("transfer", other)):
+        score = frame["prm_score"].to_numpy()
+        right = frame["proposal_reward"].to_numpy()
+        state = disc.transform(score, frame["step"].to_numpy())
+        share = np.bincount(state, minlength=disc.n_score_states)[:disc.bins] / len(state)
+        p10, p50, p90 = np.quantile(score, [0.1, 0.5, 0.9])
+        lines.append(f"| {name} | {len(frame)} | {right.mean():.3f} | {p10:.3f} / {p50:.3f} / {p90:.3f} | "
+                     f"{auroc(score, right):.3f} | " + " ".join(f"{v:.2f}" for v in share) + " |")
+    return "\n".join(lines)
 
 
 def report(records: pl.DataFrame, never: float, runs: int) -> str:
@@ -179,7 +237,11 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--budgets", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0, help="seed of the fold split")
+    parser.add_argument("--transfer", type=Path, default=None,
+                        help="scored trajectory folder of other episodes: fit on all of the run's rows, replay there")
     args = parser.parse_args(argv)
+    if args.transfer is not None:
+        return transfer_main(args)
     frames, never = [], []
     for folder in args.runs:
         rows, bins = load_run(folder)
@@ -187,6 +249,20 @@ def main(argv: list[str] | None = None) -> str:
         frames.append(records.with_columns((pl.lit(f"{folder}:") + pl.col("episode")).alias("episode")))
         never.append(rows.group_by("episode_id").agg(pl.col("proposal_reward").mean())["proposal_reward"].to_numpy())
     text = report(pl.concat(frames), float(np.concatenate(never).mean()), len(args.runs))
+    print(text)
+    return text
+
+
+def transfer_main(args) -> str:
+    if len(args.runs) != 1:
+        raise SystemExit(f"--transfer takes one run folder, got {len(args.runs)}.")
+    rows, bins = load_run(args.runs[0])
+    other = load_transfer(args.transfer)
+    helped = intervention_reward(rows)
+    records = pl.DataFrame(replay(rows, episodes_of(other, helped), bins, args.budgets, helped))
+    never = float(other.group_by("episode_id").agg(pl.col("proposal_reward").mean())["proposal_reward"].mean())
+    text = (f"Fitted on {args.runs[0]} ({rows['episode_id'].n_unique()} episodes), replayed on {args.transfer}\n\n"
+            + report(records, never, 1) + "\n\n" + score_shift(rows, other, bins))
     print(text)
     return text
 

@@ -64,3 +64,30 @@ def test_report_pairs_the_helper_with_each_method(tmp_path):
     _rows(episodes=4).drop("proposal_reward").write_parquet(bad / "solve" / "labels.parquet")
     with pytest.raises(SystemExit, match="proposal_reward"):
         cv.main([str(bad)])
+
+
+def test_transfer_replays_on_other_rows_and_shows_the_score_shift(tmp_path):
+    """Fitted on a run's rows, replayed on other scored shards: a shifted score moves the helper's bins."""
+    from helper.schema import write_shard
+
+    cv = benchmark_module("solver_cv")
+    run = tmp_path / "run"
+    (run / "solve").mkdir(parents=True)
+    _rows(episodes=40).write_parquet(run / "solve" / "labels.parquet")
+    other = _rows(episodes=12, seed=1)
+    # Every score of the other episodes lies below the training median: they fill the lowest bins.
+    other = other.with_columns(pl.col("prm_score") * 0.4)
+    shards = tmp_path / "other"
+    shards.mkdir()
+    full = other.with_columns(pl.lit("test").alias("env"), pl.col("episode_id").alias("task_id"),
+                              pl.lit("s").alias("state_text"), pl.lit("a").alias("action_text"),
+                              pl.lit("base").alias("actor"), pl.lit(0.0).alias("explore_p"), pl.lit(0).alias("seed"),
+                              pl.lit("a").alias("proposal_text"), pl.col("proposal_reward"))
+    write_shard(full, shards / "shard-00000.parquet")
+    text = cv.main([str(run), "--transfer", str(shards), "--budgets", "1"])
+    assert "12 episodes" in text and "| transfer | 48 |" in text
+    transfer_row = next(line for line in text.splitlines() if line.startswith("| transfer |"))
+    shares = [float(v) for v in transfer_row.rstrip(" |").split("|")[-1].split()]
+    assert sum(shares[:3]) == pytest.approx(1.0, abs=0.02)  # below the training median: the lower half of the bins
+    with pytest.raises(SystemExit, match="one run folder"):
+        cv.main([str(run), str(run), "--transfer", str(shards)])
