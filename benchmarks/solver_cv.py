@@ -22,7 +22,11 @@ hard-budget solve; the table itself, no distillation) and replayed on the fold:
   *where* at the threshold's intervention count;
 - ``prm_threshold``: the score's ``C / decisions`` quantile of the training folds, capped at C;
 - ``first_k``, ``random`` (C of the episode's decisions uniformly: its exact expectation) and
-  ``oracle`` (per episode the C decisions whose proposals were wrong: the hindsight optimum).
+  ``oracle`` (per episode the C decisions whose proposals were wrong: the hindsight optimum);
+- ``score_ceiling``: per episode the C decisions with the lowest scores, all of the episode's scores
+  known in hindsight. No gate can do this (it decides before later scores exist); it is how much a
+  per-episode budget can gain from the score's ranking at all, so ``score_ceiling`` minus ``random``
+  is the room the score leaves any score-reading gate.
 
 The replay assumes a decision does not change the later proposals (no memory effect); it is a
 measurement of the solver on the training distribution, not of the deployed gate. The tables pool
@@ -58,7 +62,7 @@ from tabular_rl.discretize import Discretizer
 from tabular_rl.estimate import estimate
 from tabular_rl.solve import solve
 
-METHODS = ("helper", "helper_priced", "prm_threshold", "first_k", "random", "oracle")
+METHODS = ("helper", "helper_priced", "prm_threshold", "first_k", "random", "score_ceiling", "oracle")
 NEEDED = ("episode_id", "step", "intervened", "reward", "proposal_reward", "prm_score")
 
 
@@ -114,6 +118,13 @@ class Episode:
         share = min(budget, len(self.kept)) / len(self.kept)
         return float(np.mean(share * self.helped + (1 - share) * self.kept)), min(budget, len(self.kept))
 
+    def score_ceiling(self, budget: int) -> tuple[float, int]:
+        """Intervene at the ``budget`` lowest scores of the episode (stable order on ties)."""
+        chosen = np.argsort(self.scores, kind="stable")[:budget]
+        outcome = self.kept.copy()
+        outcome[chosen] = self.helped
+        return float(outcome.mean()), len(chosen)
+
     def oracle(self, budget: int) -> tuple[float, int]:
         gains = np.sort(np.maximum(self.helped - self.kept, 0.0))[::-1]
         used = int(min(budget, (gains > 0).sum()))
@@ -166,7 +177,8 @@ def replay(train: pl.DataFrame, test: list[Episode], bins: int, budgets: list[in
                  "first_k": lambda step, score, left: True}
         for episode in test:
             outcomes = {name: episode.play(gate, budget) for name, gate in gates.items()}
-            outcomes |= {"random": episode.random(budget), "oracle": episode.oracle(budget)}
+            outcomes |= {"random": episode.random(budget), "score_ceiling": episode.score_ceiling(budget),
+                         "oracle": episode.oracle(budget)}
             records += [{"episode": episode.id, "method": name, "budget": budget, "success": s,
                          "interventions": u} for name, (s, u) in outcomes.items()]
     return records
@@ -197,15 +209,19 @@ def score_shift(train: pl.DataFrame, other: pl.DataFrame, bins: int) -> str:
 
     disc = Discretizer(bins, "quantile", 0).fit(train["prm_score"], train["step"])
     lines = ["| rows | decisions | proposals right | score p10 / p50 / p90 | AUROC (proposal right) | "
-             "share of rows per training bin, lowest first |", "|---|---|---|---|---|---|"]
+             "AUROC within episodes | share of rows per training bin, lowest first |", "|---|---|---|---|---|---|---|"]
     for name, frame in (("training (out of fold)", train), ("transfer", other)):
         score = frame["prm_score"].to_numpy()
         right = frame["proposal_reward"].to_numpy()
         state = disc.transform(score, frame["step"].to_numpy())
         share = np.bincount(state, minlength=disc.n_score_states)[:disc.bins] / len(state)
         p10, p50, p90 = np.quantile(score, [0.1, 0.5, 0.9])
+        # A per-episode budget chooses among one episode's decisions: what counts is the ranking
+        # within an episode, so the score minus its episode's mean is ranked too.
+        centred = frame.select(pl.col("prm_score") - pl.col("prm_score").mean().over("episode_id"))
         lines.append(f"| {name} | {len(frame)} | {right.mean():.3f} | {p10:.3f} / {p50:.3f} / {p90:.3f} | "
-                     f"{auroc(score, right):.3f} | " + " ".join(f"{v:.2f}" for v in share) + " |")
+                     f"{auroc(score, right):.3f} | {auroc(centred.to_series().to_numpy(), right):.3f} | "
+                     + " ".join(f"{v:.2f}" for v in share) + " |")
     return "\n".join(lines)
 
 

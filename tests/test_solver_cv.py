@@ -32,6 +32,10 @@ def test_replay_of_one_episode_by_hand():
     assert episode.play(lambda *a: True, 1) == (0.5, 1)  # first_k spends it on a right proposal
     assert episode.random(1) == (pytest.approx(0.5 + 0.25 * 0.5), 1)  # one of four: +1/4 where wrong
     assert episode.oracle(1) == (0.75, 1) and episode.oracle(3) == (1.0, 2)  # never on a right proposal
+    assert episode.score_ceiling(1) == (0.75, 1)  # the lowest score (0.1) is a wrong proposal
+    assert episode.score_ceiling(3) == (1.0, 3)  # the third (0.8) is spent on a right proposal
+    misranked = cv.Episode(frame.with_columns(pl.Series("prm_score", [0.05, 0.1, 0.2, 0.8])), 1.0)
+    assert misranked.score_ceiling(1) == (0.5, 1)  # its lowest score is a right proposal: no gain
 
 
 def test_oracle_bounds_every_method_and_the_helper_uses_the_score():
