@@ -37,7 +37,8 @@ helper minus method on the same episodes with a 95% paired bootstrap interval.
 rows and replayed on other logged rows (e.g. the test groups' episodes, collected with the base
 agent alone and scored by the run's PRM), and a second table sets the two score distributions side
 by side (quantiles, the share of rows in each of the training bins, the score's AUROC for the
-proposal's correctness). One run folder with ``--transfer``:
+proposal's correctness). Give one transfer folder per run folder, in the same order (each scored
+by its own run's PRM); the replay table pools them:
 
     collect-offline-trajectories --data ../shared/productqa --split test --agent llm --model smollm2 \
         --decide-after proposal --explore-p 0 --episodes 64 --budget 4 --seed 1000 --out runs/test-rows
@@ -253,8 +254,9 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--budgets", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0, help="seed of the fold split")
-    parser.add_argument("--transfer", type=Path, default=None,
-                        help="scored trajectory folder of other episodes: fit on all of the run's rows, replay there")
+    parser.add_argument("--transfer", type=Path, nargs="+", default=None,
+                        help="per run folder, a scored trajectory folder of other episodes: fit on all of the run's "
+                             "rows, replay there")
     args = parser.parse_args(argv)
     if args.transfer is not None:
         return transfer_main(args)
@@ -270,18 +272,23 @@ def main(argv: list[str] | None = None) -> str:
 
 
 def transfer_main(args) -> str:
-    if len(args.runs) != 1:
-        raise SystemExit(f"--transfer takes one run folder, got {len(args.runs)}.")
-    rows, bins = load_run(args.runs[0])
-    other = load_transfer(args.transfer)
-    helped = intervention_reward(rows)
-    records = pl.DataFrame(replay(rows, episodes_of(other, helped), bins, args.budgets, helped))
-    never = float(other.group_by("episode_id").agg(pl.col("proposal_reward").mean())["proposal_reward"].mean())
-    text = (f"Fitted on {args.runs[0]} ({rows['episode_id'].n_unique()} episodes), replayed on {args.transfer}\n\n"
-            + report(records, never, 1) + "\n\n" + score_shift(rows, other, bins))
+    if len(args.transfer) != len(args.runs):
+        raise SystemExit(f"--transfer: give one folder per run folder ({len(args.runs)} runs, "
+                         f"{len(args.transfer)} transfer folders).")
+    frames, never, shifts = [], [], []
+    for run, folder in zip(args.runs, args.transfer):
+        rows, bins = load_run(run)
+        other = load_transfer(folder)
+        helped = intervention_reward(rows)
+        records = pl.DataFrame(replay(rows, episodes_of(other, helped), bins, args.budgets, helped))
+        frames.append(records.with_columns((pl.lit(f"{folder}:") + pl.col("episode")).alias("episode")))
+        never.append(other.group_by("episode_id").agg(pl.col("proposal_reward").mean())["proposal_reward"].to_numpy())
+        shifts.append(f"{run} -> {folder}\n\n" + score_shift(rows, other, bins))
+    text = ("Each run's policies fitted on all of its rows, replayed on its transfer rows\n\n"
+            + report(pl.concat(frames), float(np.concatenate(never).mean()), len(args.runs)) + "\n\n"
+            + "\n\n".join(shifts))
     print(text)
     return text
-
 
 if __name__ == "__main__":
     main()

@@ -93,5 +93,5 @@ def test_transfer_replays_on_other_rows_and_shows_the_score_shift(tmp_path):
     transfer_row = next(line for line in text.splitlines() if line.startswith("| transfer |"))
     shares = [float(v) for v in transfer_row.rstrip(" |").split("|")[-1].split()]
     assert sum(shares[:3]) == pytest.approx(1.0, abs=0.02)  # below the training median: the lower half of the bins
-    with pytest.raises(SystemExit, match="one run folder"):
+    with pytest.raises(SystemExit, match="one folder per run folder"):
         cv.main([str(run), str(run), "--transfer", str(shards)])
