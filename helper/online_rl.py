@@ -191,6 +191,9 @@ class _Curve(BaseCallback):
                 "calls": sum(self.report.calls.values()), **self.report.calls, "budget": budget, "success": value,
             })
         mean = float(np.mean(list(success.values())))
+        # One line per curve point: a run that trains until its curve flattens can take an hour.
+        print(f"online_rl: {self.report.timesteps:,} timesteps, {sum(self.report.calls.values()):,} training calls, "
+              "validation success " + " ".join(f"C={c}:{v:.3f}" for c, v in sorted(success.items())), flush=True)
         if mean > self.best:
             self.best, self.best_state = mean, copy.deepcopy(self.model.policy.state_dict())
             self.report.best_timesteps = self.report.timesteps
