@@ -95,3 +95,10 @@ def test_transfer_replays_on_other_rows_and_shows_the_score_shift(tmp_path):
     assert sum(shares[:3]) == pytest.approx(1.0, abs=0.02)  # below the training median: the lower half of the bins
     with pytest.raises(SystemExit, match="one folder per run folder"):
         cv.main([str(run), str(run), "--transfer", str(shards)])
+
+
+def test_transfer_script_refuses_a_setup_without_finished_runs(tmp_path):
+    transfer = benchmark_module("transfer")
+    (tmp_path / "seed0").mkdir()
+    with pytest.raises(SystemExit, match="not a finished pipeline run"):
+        transfer.main([str(tmp_path), "--seeds", "0"])
