@@ -13,7 +13,9 @@ proposal mode), this script:
    helper takes, and how the score moved between the training groups and the test groups;
 3. pools the seeds' training trajectories (3 x 64 = 192 episodes of the training groups, disjoint
    episodes), trains one PRM on them exactly as the pipeline does (proposal target, first 8 layers,
-   5 group folds, out-of-fold scores), solves, and replays that helper on the same test episodes.
+   5 group folds, out-of-fold scores), solves, and replays that helper on the same test episodes;
+   a last table keeps the pooled PRM's scores but fits each seed's solve on its own 64 episodes, to
+   tell what the larger PRM training set gives from what the larger solve gives.
 
 A first table checks the replay against the live sweep on the sweep's own held-out episodes (the
 first 32 of each seed): the same never, and the helper within a few hundredths (the replay plays the
@@ -122,6 +124,26 @@ def replay_against_live(runs: list[Path], scored: list[Path], budgets: list[int]
     return "\n".join(lines)
 
 
+def pooled_scores_own_solve(runs: list[Path], pooled: Path, scored: list[Path], budgets: list[int]) -> str:
+    """Which half of "more data" helps: the pooled PRM's scores, each seed's solve fitted on its own 64
+    episodes only (their out-of-fold scores from the pooled PRM), replayed on the same test episodes."""
+    import polars as pl
+
+    rows, bins = solver_cv.load_run(pooled)
+    helped = solver_cv.intervention_reward(rows)
+    frames, never = [], []
+    for run, folder in zip(runs, scored):
+        own_ids = solver_cv.load_run(run)[0]["episode_id"].unique()
+        other = solver_cv.load_transfer(folder)
+        records = pl.DataFrame(solver_cv.replay(rows.filter(pl.col("episode_id").is_in(own_ids)),
+                                                solver_cv.episodes_of(other, helped), bins, budgets, helped))
+        frames.append(records.with_columns((pl.lit(f"{folder}:") + pl.col("episode")).alias("episode")))
+        never.append(other.group_by("episode_id").agg(pl.col("proposal_reward").mean())["proposal_reward"].to_numpy())
+    import numpy as np
+
+    return solver_cv.report(pl.concat(frames), float(np.concatenate(never).mean()), len(runs))
+
+
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("setup", type=Path, help="an evidence.py productqa set-up folder in proposal mode")
@@ -154,11 +176,13 @@ def main(argv: list[str] | None = None) -> str:
     budgets = ["--budgets", *map(str, args.budgets)]
     each = solver_cv.main([*map(str, runs), "--transfer", *map(str, own), *budgets])
     together = solver_cv.main([*[str(pooled)] * len(runs), "--transfer", *map(str, pooled_scores), *budgets])
+    split = pooled_scores_own_solve(runs, pooled, pooled_scores, args.budgets)
     check = replay_against_live(runs, own, args.budgets)
     print(check)
     text = (f"### Is the replay the live sweep? The sweep's held-out episodes, replayed and live\n\n{check}\n\n"
             f"### Each seed's helper (64 training episodes) on the test groups\n\n{each}\n\n"
-            f"### One helper from the {len(runs)} seeds' training episodes pooled, on the same test episodes\n\n{together}")
+            f"### One helper from the {len(runs)} seeds' training episodes pooled, on the same test episodes\n\n{together}"
+            f"\n\n### The pooled PRM's scores, each seed's solve on its own 64 episodes\n\n{split}")
     (args.setup / "transfer.md").write_text(text + "\n")
     return text
 
