@@ -32,7 +32,8 @@ same, except for the oracle where it is not an upper bound: ``oracle_1step``).
   decisions per episode fall there. It decides when the helper does (``decide_after``: a PRM
   trained with ``--tag-after proposal`` scores the base agent's proposal, for both).
 - ``router``: a classifier of the base agent's failure from what a deployed agent sees (no PRM,
-  no budget, no dataset annotation such as the question type), thresholded like
+  no budget, no dataset annotation such as the question type unless the sweep runs the
+  ``--gold-features`` ablation), thresholded like
   ``prm_threshold`` on its out-of-fold predictions for the training rows. In ``proposal`` mode
   (the sweep's ``decide_after``) it decides after the proposal too: it learns whether the
   proposal is right (``proposal_reward``, logged at every row) and also reads the proposal's
@@ -72,7 +73,8 @@ from helper.schema import read_shard, read_trajectories
 
 ZERO_CALLS = {"strong": 0, "human": 0}
 ANNOTATION_PREFIXES = ("type_",)
-"""Feature keys that are dataset annotations (the question type), never router features."""
+"""Feature keys that are dataset annotations (the question type): router features only in the
+``--gold-features`` ablation, never by default (training rows collected with them stay usable)."""
 
 
 @dataclass
@@ -318,7 +320,8 @@ class Router(Method):
         rows = ctx.train_rows()
         if rows is None:
             return "needs training rows (--train-data, or a helper distilled from a solve folder)"
-        keys = [k for k in feature_keys(rows) if not k.startswith(ANNOTATION_PREFIXES)]
+        gold = getattr(ctx.cfg, "gold_features", False)
+        keys = [k for k in feature_keys(rows) if gold or not k.startswith(ANNOTATION_PREFIXES)]
         self.names = ["step", "horizon", "progress", "steps_left"] + [f"f_{k}" for k in keys]
         self.decide_after = ctx.decide_after
         proposals = self.decide_after == "proposal"
@@ -339,6 +342,7 @@ class Router(Method):
             return "the base agent's training rows all succeed or all fail: nothing to route on"
         seed = ctx.cfg.seed
         self.columns = self.names + [f"p_{k}" for k in self.signals]
+        ctx.extra["router"] = {"features": self.columns}  # what it read, in summary.json
         self.model = FeatureClassifier("gbm", self.columns, random_state=seed).fit(X[base], fail[base])
         # Calibrate on out-of-fold predictions (folds of whole episodes): in-sample predictions of a
         # boosted model are over-confident, and the threshold would not fire as often as planned.

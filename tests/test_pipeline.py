@@ -48,6 +48,7 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     assert labels.height == oof.height and (labels["prm_score"] == labels["prm_score_oof"]).all()
     assert not any(k.startswith("type_") for f in labels["features"] for k in json.loads(f))
     assert not any(n.startswith("f_type_") for n in _helper_features(out))
+    assert summary["router"]["features"] and not any("type_" in n for n in summary["router"]["features"])
 
     # The evidence script's tables read this folder: the helper's row unpaired, the others paired
     # against it on the same held-out episodes, and the PRM's out-of-fold AUROC.
@@ -76,8 +77,10 @@ def test_gold_features_ablation_reaches_the_helper(tmp_path):
             "--episodes", "16", "--eval-episodes", "4", "--questions-per-episode", "3", "--max-budget", "1",
             "--gold-features", "--decide-after", "state", "--methods", "helper", "router"]
     assert main(args) == 0
-    assert {"f_type_fact_qa", "f_type_search_qa", "f_type_reasoning_qa"} <= set(_helper_features(out))
+    gold = {"f_type_fact_qa", "f_type_search_qa", "f_type_reasoning_qa"}
+    assert gold <= set(_helper_features(out))
     summary = json.loads((out / "sweep" / "summary.json").read_text())
+    assert gold <= set(summary["router"]["features"])  # the ablation switches them on for every reader
     assert summary["decide_after"] == "state"
     # --methods: the sweep plays those (and never / always, which PGR needs) and nothing else.
     assert set(pl.read_csv(out / "sweep" / "sweep.csv")["method"]) == {"helper", "router", "never", "always"}
