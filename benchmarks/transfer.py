@@ -34,8 +34,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import solver_cv  # noqa: E402
+from benchmarks import solver_cv  # noqa: E402
 
 TEST_EPISODES = 64
 
