@@ -132,7 +132,7 @@ def pooled_scores_own_solve(runs: list[Path], pooled: Path, scored: list[Path], 
     helped = solver_cv.intervention_reward(rows)
     frames, never = [], []
     for run, folder in zip(runs, scored):
-        own_ids = solver_cv.load_run(run)[0]["episode_id"].unique()
+        own_ids = solver_cv.load_run(run)[0]["episode_id"].unique().to_list()
         other = solver_cv.load_transfer(folder)
         records = pl.DataFrame(solver_cv.replay(rows.filter(pl.col("episode_id").is_in(own_ids)),
                                                 solver_cv.episodes_of(other, helped), bins, budgets, helped))
