@@ -100,7 +100,7 @@ def tables(folders: list[Path]) -> str:
     episodes = [pd.read_csv(f / "sweep" / "episodes.csv") for f in folders]
     summaries = [json.loads((f / "sweep" / "summary.json").read_text()) for f in folders]
     budgets = sorted(int(b) for b in sweeps[0].loc[sweeps[0].method == "helper", "budget"] if b > 0)
-    methods = [m for m in summaries[0]["methods"] if m not in ("never", "always")]
+    methods = [m for m in dict.fromkeys(k for s in summaries for k in s["methods"]) if m not in ("never", "always")]
     lines = ["| method | " + " | ".join(f"C={c}" for c in budgets) + " |", "|---|" + "---|" * len(budgets)]
     for method in methods:
         cells = []
@@ -125,10 +125,12 @@ def tables(folders: list[Path]) -> str:
     def mean_of(method, key):
         values = [s["methods"][method].get(key) for s in summaries if method in s["methods"]]
         values = [v for v in values if v is not None]
-        return f"{np.mean(values):.3f}" if values else "none"
+        seeds = "" if len(values) == len(summaries) else f" ({len(values)} of {len(summaries)} seeds)"
+        return f"{np.mean(values):.3f}{seeds}" if values else "none"
 
     for method in methods:
-        calls = [s["methods"][method].get("training_calls") or {} for s in summaries]
+        # A method a seed skipped (its reason is in that summary's "skipped") counts over the others.
+        calls = [s["methods"][method].get("training_calls") or {} for s in summaries if method in s["methods"]]
         strong = np.mean([c.get("strong", 0) for c in calls])
         human = np.mean([c.get("human", 0) for c in calls])
         lines.append(f"| {method} | {mean_of(method, 'apgr')} | {mean_of(method, 'apgr_extrapolated_share')} | "
