@@ -31,6 +31,11 @@ per C paired on the same held-out episodes, APGR and the PRM's out-of-fold AUROC
 
     python benchmarks/evidence.py main --seeds 0 1 2 --compare-modes
 
+``--episodes N`` gives each seed N training episodes instead of the set-up's (its own folder,
+``<setup>[-mode]-e<N>``): the live counterpart of ``benchmarks/transfer.py``'s pooled helper.
+
+    python benchmarks/evidence.py productqa --seeds 0 1 2 --decide-after proposal --episodes 192
+
 ``--compare-gold`` is the gold-features ablation: the methods that read features, run once with the
 dataset's question type among them (``--gold-features``) and once without, on the same episodes.
 
@@ -58,15 +63,21 @@ SETUPS = {
 NOT_COMPARED = ("never", "always", "counterfactual", "helper")
 
 
-def setup_folder(out: Path, setup: str, decide_after: str | None) -> Path:
-    return out / (setup if decide_after is None else f"{setup}-{decide_after}")
+def setup_folder(out: Path, setup: str, decide_after: str | None, episodes: int | None = None) -> Path:
+    name = setup if decide_after is None else f"{setup}-{decide_after}"
+    return out / (name if episodes is None else f"{name}-e{episodes}")
 
 
 def run_seed(folder: Path, setup: str, seed: int, decide_after: str | None, **switches) -> Path:
     from helper.pipeline import PipelineConfig, run
 
     mode = {} if decide_after is None else {"decide_after": decide_after}
-    run(PipelineConfig(out=str(folder), seed=seed, **SETUPS[setup], **mode, **switches))
+    sizes = dict(SETUPS[setup])
+    if switches.get("episodes") is None:
+        switches.pop("episodes", None)
+    else:
+        sizes.pop("episodes", None)
+    run(PipelineConfig(out=str(folder), seed=seed, **sizes, **mode, **switches))
     return folder
 
 
@@ -239,6 +250,8 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("runs/evidence"))
     p.add_argument("--decide-after", choices=["state", "proposal"], default=None,
                    help="when score-reading methods decide (default: the pipeline's)")
+    p.add_argument("--episodes", type=int, default=None,
+                   help="training episodes per seed instead of the set-up's (its own folder, <setup>[-mode]-e<N>)")
     p.add_argument("--tables-only", action="store_true", help="only print the tables of finished runs")
     p.add_argument("--compare-modes", action="store_true",
                    help="the helper deciding after the proposal against deciding before it (runs both modes)")
@@ -247,12 +260,13 @@ def main() -> None:
                         "type as features against without (runs <setup>[-mode]-plain and -gold, those methods only)")
     args = p.parse_args()
     if args.compare_gold:
-        root = setup_folder(args.out, args.setup, args.decide_after)
+        root = setup_folder(args.out, args.setup, args.decide_after, args.episodes)
         arms = {}
         for arm in ("plain", "gold"):
             arms[arm] = [root.with_name(f"{root.name}-{arm}") / f"seed{s}" for s in args.seeds]
             if not args.tables_only:
-                arms[arm] = [run_seed(f, args.setup, s, args.decide_after, gold_features=arm == "gold",
+                arms[arm] = [run_seed(f, args.setup, s, args.decide_after, episodes=args.episodes,
+                                      gold_features=arm == "gold",
                                       methods=list(GOLD_READERS)) for f, s in zip(arms[arm], args.seeds)]
         text = gold_table(arms["plain"], arms["gold"], GOLD_READERS)
         (args.out / f"{root.name}-gold-ablation.md").write_text(text + "\n")
@@ -261,18 +275,20 @@ def main() -> None:
     if args.compare_modes:
         both = {}
         for mode in ("proposal", "state"):
-            root = setup_folder(args.out, args.setup, mode)
+            root = setup_folder(args.out, args.setup, mode, args.episodes)
             both[mode] = [root / f"seed{s}" for s in args.seeds]
             if not args.tables_only:
-                both[mode] = [run_seed(f, args.setup, s, mode) for f, s in zip(both[mode], args.seeds)]
+                both[mode] = [run_seed(f, args.setup, s, mode, episodes=args.episodes)
+                              for f, s in zip(both[mode], args.seeds)]
         text = modes_table(both["proposal"], both["state"])
         (args.out / f"{args.setup}-modes.md").write_text(text + "\n")
         print(f"\n### {args.setup}: proposal against state\n\n{text}")
         return
-    root = setup_folder(args.out, args.setup, args.decide_after)
+    root = setup_folder(args.out, args.setup, args.decide_after, args.episodes)
     folders = [root / f"seed{s}" for s in args.seeds]
     if not args.tables_only:
-        folders = [run_seed(f, args.setup, s, args.decide_after) for f, s in zip(folders, args.seeds)]
+        folders = [run_seed(f, args.setup, s, args.decide_after, episodes=args.episodes)
+                   for f, s in zip(folders, args.seeds)]
     text = tables(folders)
     root.mkdir(parents=True, exist_ok=True)
     (root / "evidence.md").write_text(text + "\n")

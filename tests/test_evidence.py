@@ -69,3 +69,17 @@ def test_gold_table_pairs_each_method_with_itself(tmp_path):
     assert "| random | 0.500 | 0.500 | +0.750 [" in table
     # Within each arm, the helper against the other method: +2/4 plain, 0 gold.
     assert "| random (plain) | +0.500 [" in table and "| random (gold) | +0.000 [" in table
+
+
+def test_episodes_switch_sizes_the_runs_and_names_their_folder(tmp_path, monkeypatch):
+    import helper.pipeline
+
+    evidence = benchmark_module("evidence")
+    seen = []
+    monkeypatch.setattr(helper.pipeline, "run", lambda cfg: seen.append(cfg))
+    folder = evidence.setup_folder(tmp_path, "productqa", "proposal", 192)
+    assert folder.name == "productqa-proposal-e192" and evidence.setup_folder(tmp_path, "productqa", None).name == "productqa"
+    evidence.run_seed(folder / "seed0", "productqa", 0, "proposal", episodes=192)
+    evidence.run_seed(tmp_path / "plain", "productqa", 1, None, episodes=None)
+    assert (seen[0].episodes, seen[0].eval_episodes, seen[0].decide_after) == (192, 32, "proposal")
+    assert (seen[1].episodes, seen[1].seed) == (64, 1)  # the set-up's own size when not named
