@@ -91,7 +91,8 @@ def pool_and_train(runs: list[Path], root: Path) -> Path:
         score(pooled, prm)  # out-of-fold scores of the training rows
         mark(prm)
     if not done(solved):
-        solve(SolveConfig(data=str(pooled), budget=[1, 2, 3, 4], bins=config["bins"], out=str(solved)))
+        budgets = list(range(1, config["questions_per_episode"] + 1))  # as the pipeline: up to the horizon
+        solve(SolveConfig(data=str(pooled), budget=budgets, bins=config["bins"], out=str(solved)))
         (root / "pipeline.json").write_text(json.dumps({"bins": config["bins"]}))
         mark(solved)
     return root
