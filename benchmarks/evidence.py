@@ -68,15 +68,12 @@ def setup_folder(out: Path, setup: str, decide_after: str | None, episodes: int 
     return out / (name if episodes is None else f"{name}-e{episodes}")
 
 
-def run_seed(folder: Path, setup: str, seed: int, decide_after: str | None, **switches) -> Path:
+def run_seed(folder: Path, setup: str, seed: int, decide_after: str | None, episodes: int | None = None,
+             **switches) -> Path:
     from helper.pipeline import PipelineConfig, run
 
     mode = {} if decide_after is None else {"decide_after": decide_after}
-    sizes = dict(SETUPS[setup])
-    if switches.get("episodes") is None:
-        switches.pop("episodes", None)
-    else:
-        sizes.pop("episodes", None)
+    sizes = SETUPS[setup] | ({} if episodes is None else {"episodes": episodes})
     run(PipelineConfig(out=str(folder), seed=seed, **sizes, **mode, **switches))
     return folder
 

@@ -185,6 +185,23 @@ def replay(train: pl.DataFrame, test: list[Episode], bins: int, budgets: list[in
     return records
 
 
+def never_of(rows: pl.DataFrame) -> np.ndarray:
+    """Each logged episode's success had every proposal been kept."""
+    return rows.group_by("episode_id").agg(pl.col("proposal_reward").mean())["proposal_reward"].to_numpy()
+
+
+def replay_pairs(pairs: list[tuple[pl.DataFrame, int, pl.DataFrame, str]], budgets: list[int]) -> str:
+    """Per (training rows, bins, other rows, name): every policy fitted on the first, replayed on the
+    other rows; one report pooling every pair's episodes."""
+    frames, never = [], []
+    for train, bins, other, name in pairs:
+        helped = intervention_reward(train)
+        records = pl.DataFrame(replay(train, episodes_of(other, helped), bins, budgets, helped))
+        frames.append(records.with_columns((pl.lit(f"{name}:") + pl.col("episode")).alias("episode")))
+        never.append(never_of(other))
+    return report(pl.concat(frames), float(np.concatenate(never).mean()), len(pairs))
+
+
 def intervention_reward(rows: pl.DataFrame) -> float:
     """What an intervention earns: the mean reward of the logged intervened rows."""
     return float(rows.filter(pl.col("intervened"))["reward"].mean())
@@ -265,7 +282,7 @@ def main(argv: list[str] | None = None) -> str:
         rows, bins = load_run(folder)
         records = pl.DataFrame(run_folds(rows, bins, args.budgets, args.folds, args.seed))
         frames.append(records.with_columns((pl.lit(f"{folder}:") + pl.col("episode")).alias("episode")))
-        never.append(rows.group_by("episode_id").agg(pl.col("proposal_reward").mean())["proposal_reward"].to_numpy())
+        never.append(never_of(rows))
     text = report(pl.concat(frames), float(np.concatenate(never).mean()), len(args.runs))
     print(text)
     return text
@@ -275,18 +292,14 @@ def transfer_main(args) -> str:
     if len(args.transfer) != len(args.runs):
         raise SystemExit(f"--transfer: give one folder per run folder ({len(args.runs)} runs, "
                          f"{len(args.transfer)} transfer folders).")
-    frames, never, shifts = [], [], []
+    pairs, shifts = [], []
     for run, folder in zip(args.runs, args.transfer):
         rows, bins = load_run(run)
         other = load_transfer(folder)
-        helped = intervention_reward(rows)
-        records = pl.DataFrame(replay(rows, episodes_of(other, helped), bins, args.budgets, helped))
-        frames.append(records.with_columns((pl.lit(f"{folder}:") + pl.col("episode")).alias("episode")))
-        never.append(other.group_by("episode_id").agg(pl.col("proposal_reward").mean())["proposal_reward"].to_numpy())
+        pairs.append((rows, bins, other, str(folder)))
         shifts.append(f"{run} -> {folder}\n\n" + score_shift(rows, other, bins))
     text = ("Each run's policies fitted on all of its rows, replayed on its transfer rows\n\n"
-            + report(pl.concat(frames), float(np.concatenate(never).mean()), len(args.runs)) + "\n\n"
-            + "\n\n".join(shifts))
+            + replay_pairs(pairs, args.budgets) + "\n\n" + "\n\n".join(shifts))
     print(text)
     return text
 

@@ -130,18 +130,37 @@ def pooled_scores_own_solve(runs: list[Path], pooled: Path, scored: list[Path], 
     import polars as pl
 
     rows, bins = solver_cv.load_run(pooled)
-    helped = solver_cv.intervention_reward(rows)
-    frames, never = [], []
+    pairs = []
     for run, folder in zip(runs, scored):
         own_ids = solver_cv.load_run(run)[0]["episode_id"].unique().to_list()
-        other = solver_cv.load_transfer(folder)
-        records = pl.DataFrame(solver_cv.replay(rows.filter(pl.col("episode_id").is_in(own_ids)),
-                                                solver_cv.episodes_of(other, helped), bins, budgets, helped))
-        frames.append(records.with_columns((pl.lit(f"{folder}:") + pl.col("episode")).alias("episode")))
-        never.append(other.group_by("episode_id").agg(pl.col("proposal_reward").mean())["proposal_reward"].to_numpy())
-    import numpy as np
+        pairs.append((rows.filter(pl.col("episode_id").is_in(own_ids)), bins, solver_cv.load_transfer(folder),
+                      str(folder)))
+    return solver_cv.replay_pairs(pairs, budgets)
 
-    return solver_cv.report(pl.concat(frames), float(np.concatenate(never).mean()), len(runs))
+
+def replay_against_live(runs: list[Path], scored: list[Path], budgets: list[int]) -> str:
+    """The replayed helper (the solved table, logged proposals) against the live sweep's helper (the
+    distilled classifier, an intervention's answer in memory) on the sweep's own held-out episodes."""
+    import pandas as pd
+    import polars as pl
+
+    lines = ["| seed | episodes | never (live / logged) | " + " | ".join(f"helper C={c} (replay / live)" for c in budgets)
+             + " |", "|---|---|---|" + "---|" * len(budgets)]
+    for run, folder in zip(runs, scored):
+        rows, bins = solver_cv.load_run(run)
+        live = pd.read_csv(run / "sweep" / "episodes.csv")
+        other = solver_cv.load_transfer(folder).filter(pl.col("episode_id").is_in(live.episode_id.tolist()))
+        helped = solver_cv.intervention_reward(rows)
+        replayed = pd.DataFrame(solver_cv.replay(rows, solver_cv.episodes_of(other, helped), bins, budgets, helped))
+        cells = []
+        for c in budgets:
+            mine = replayed[(replayed.method == "helper") & (replayed.budget == c)].set_index("episode").success
+            theirs = live[(live.method == "helper") & (live.budget == c)].set_index("episode_id").success
+            mine, theirs = mine.align(theirs, join="inner")
+            cells.append(f"{mine.mean():.3f} / {theirs.mean():.3f}")
+        lines.append(f"| {run.name} | {other['episode_id'].n_unique()} | {live[live.method == 'never'].success.mean():.3f}"
+                     f" / {solver_cv.never_of(other).mean():.3f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> str:
