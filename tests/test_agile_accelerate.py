@@ -63,6 +63,7 @@ SCRIPT = textwrap.dedent('''
                "sft": digest(sft["model"]), "ppo_update": digest(model),
                "ppo_run_sessions": ppo["history"][0]["sessions"]},
               open(f"{out}/rank{rank}.json", "w"))
+    accelerator.end_training()  # leaving gloo's threads to interpreter exit can abort the process
 ''')
 
 
@@ -127,6 +128,7 @@ UNEVEN = textwrap.dedent('''
     json.dump({"rank": rank, "sft_steps": sft["steps"], "sft_dropped": sft["dropped_samples"],
                "sft": digest(sft["model"]), "ppo_steps": stats["optimizer_steps"], "ppo": digest(model)},
               open(f"{out}/rank{rank}.json", "w"))
+    accelerator.end_training()  # leaving gloo's threads to interpreter exit can abort the process
 ''')
 
 

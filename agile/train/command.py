@@ -53,6 +53,24 @@ def parse_command(argv: list[str]) -> tuple[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     command, cfg = parse_command(list(sys.argv[1:] if argv is None else argv))
+    try:
+        result = _run(command, cfg)
+    finally:
+        _leave_process_group()
+    print(json.dumps(result, default=str)[:2000])
+    return 0
+
+
+def _leave_process_group() -> None:
+    """Tear the process group down before exit: left to interpreter shutdown, gloo's threads can
+    abort the process ("terminate called without an active exception") after the work is done."""
+    import torch.distributed
+
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+def _run(command: str, cfg) -> dict:
     if command == "sft":
         result = run_sft(cfg)
         result.pop("model", None)
@@ -61,8 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {"history": result["history"], "model_dir": result.get("model_dir")}
     else:
         result = {"rows": run_eval(cfg)}
-    print(json.dumps(result, default=str)[:2000])
-    return 0
+    return result
 
 
 if __name__ == "__main__":
