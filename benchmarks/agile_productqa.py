@@ -63,8 +63,9 @@ def evaluate(args, model: str, out: Path, label: str, ablations=("full",), gate=
     return {"rows": rows, "config": asdict(cfg)}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser(description: str = __doc__) -> argparse.ArgumentParser:
+    """The run's sizes; ``benchmarks/agile_join.py`` shares them, so it reuses this run's models."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/bench_agile")
     p.add_argument("--model", default="smollm2")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
@@ -81,38 +82,36 @@ def main() -> None:
     p.add_argument("--estimator", default="gae", choices=["gae", "loop", "grpo"])
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--stages", default="prompt,sft,ppo,ablations",
-                   help="comma list of prompt, sft, ppo, ablations, cost")
     p.add_argument("--costs", default="0.1,0.2,0.3,0.4,0.5")
-    args = p.parse_args()
+    return p
+
+
+def prepare(args) -> list[str]:
+    """Threads and groups of the run: returns the train group names, sets ``args.test_group_names``."""
     torch.set_num_threads(args.threads)
-    out = Path(args.out)
-    stages = set(args.stages.split(","))
     root = default_productqa_root()
     train_groups = [g.name for g in list_groups(root, "train")][:args.train_groups]
     args.test_group_names = [g.name for g in list_groups(root, "test")][:args.test_groups]
     log(f"train groups {train_groups}; test groups {args.test_group_names}")
-    results = {}
+    return train_groups
 
-    if "prompt" in stages:
-        results["prompt"] = stage(out / "prompt.json", lambda: evaluate(args, args.model, out, "prompt-only"))
 
-    sft_dir = out / "sft"
-    if stages & {"sft", "ppo", "ablations", "cost"}:
-        def do_sft():
-            cfg = SFTConfig(model=args.model, groups=train_groups, questions_per_group=args.train_questions,
-                            epochs=args.sft_epochs, lr=args.sft_lr, batch_size=4, micro_batch_size=2,
-                            device="cpu", out_dir=str(sft_dir), log_every=5)
-            summary = run_sft(cfg)
-            summary.pop("model", None)
-            return summary
-        results["sft_train"] = stage(out / "sft_train.json", do_sft)
-        if "sft" in stages:
-            results["sft"] = stage(out / "sft_eval.json",
-                                   lambda: evaluate(args, str(sft_dir / "model"), out, "SFT"))
+def sft_stage(args, out: Path, train_groups: list[str]) -> dict:
+    """Imitation training on the train groups' gold sessions (model in ``out/sft/model``)."""
+    def do_sft():
+        cfg = SFTConfig(model=args.model, groups=train_groups, questions_per_group=args.train_questions,
+                        epochs=args.sft_epochs, lr=args.sft_lr, batch_size=4, micro_batch_size=2,
+                        device="cpu", out_dir=str(out / "sft"), log_every=5)
+        summary = run_sft(cfg)
+        summary.pop("model", None)
+        return summary
+    return stage(out / "sft_train.json", do_sft)
 
-    def do_ppo(advice_cost: float, tag: str):
-        cfg = PPOConfig(model=str(sft_dir / "model"), groups=train_groups,
+
+def ppo_stage(args, out: Path, train_groups: list[str], advice_cost: float, tag: str) -> dict:
+    """Session-level PPO from the SFT model at ``advice_cost`` (model in ``out/<tag>/model``)."""
+    def do_ppo():
+        cfg = PPOConfig(model=str(out / "sft" / "model"), groups=train_groups,
                         questions_per_episode=args.ppo_questions, episodes_per_iteration=args.ppo_episodes,
                         iterations=args.ppo_iterations, estimator=args.estimator,
                         rollouts_per_task=1 if args.estimator == "gae" else 2, advice_cost=advice_cost,
@@ -120,10 +119,40 @@ def main() -> None:
                         micro_batch_size=2, rollout_batch_size=args.batch_size, device="cpu",
                         out_dir=str(out / tag))
         result = train(cfg, log=log)
-        return {"history": result["history"], "model_dir": result.get("model_dir")}
+        return {"history": result["history"], "model_dir": result.get("model_dir"),
+                "training_human_calls": result.get("training_human_calls")}
+    return stage(out / f"{tag}_train.json", do_ppo)
 
+
+def cost_stage(args, out: Path, train_groups: list[str], advice_cost: float) -> dict:
+    """A PPO run trained at ``advice_cost`` and evaluated at it with its own advice: the eval stage."""
+    tag = f"ppo_c{advice_cost:g}"
+    ppo_stage(args, out, train_groups, advice_cost, tag)
+    return stage(out / f"{tag}_eval.json", lambda: evaluate(
+        args, str(out / tag / "model"), out, f"PPO c={advice_cost:g}", gate="none", advice_cost=advice_cost))
+
+
+def main() -> None:
+    p = parser()
+    p.add_argument("--stages", default="prompt,sft,ppo,ablations",
+                   help="comma list of prompt, sft, ppo, ablations, cost")
+    args = p.parse_args()
+    out = Path(args.out)
+    stages = set(args.stages.split(","))
+    train_groups = prepare(args)
+    results = {}
+
+    if "prompt" in stages:
+        results["prompt"] = stage(out / "prompt.json", lambda: evaluate(args, args.model, out, "prompt-only"))
+
+    sft_dir = out / "sft"
+    if stages & {"sft", "ppo", "ablations", "cost"}:
+        results["sft_train"] = sft_stage(args, out, train_groups)
+        if "sft" in stages:
+            results["sft"] = stage(out / "sft_eval.json",
+                                   lambda: evaluate(args, str(sft_dir / "model"), out, "SFT"))
     if stages & {"ppo", "ablations"}:
-        results["ppo_train"] = stage(out / "ppo_train.json", lambda: do_ppo(0.3, "ppo"))
+        results["ppo_train"] = ppo_stage(args, out, train_groups, 0.3, "ppo")
         if "ppo" in stages:
             results["ppo"] = stage(out / "ppo_eval.json",
                                    lambda: evaluate(args, str(out / "ppo" / "model"), out, "PPO"))
@@ -133,10 +162,7 @@ def main() -> None:
             ablations=("no_memory", "no_tools", "no_advice", "no_reflection"), gate="none"))
     if "cost" in stages:
         for c in [float(x) for x in args.costs.split(",")]:
-            tag = f"ppo_c{c:g}"
-            stage(out / f"{tag}_train.json", lambda c=c, tag=tag: do_ppo(c, tag))
-            results[tag] = stage(out / f"{tag}_eval.json", lambda c=c, tag=tag: evaluate(
-                args, str(out / tag / "model"), out, f"PPO c={c:g}", gate="none", advice_cost=c))
+            results[f"ppo_c{c:g}"] = cost_stage(args, out, train_groups, c)
 
     print("\n## ProductQA results\n")
     rows = [r for key in ("prompt", "sft", "ppo", "ablations") if key in results

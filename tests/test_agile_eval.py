@@ -7,7 +7,7 @@ import json
 import pytest
 
 from agile.envs.productqa import default_productqa_root
-from agile.executor.evaluate import NoveltyGate, RandomGate, markdown_table, run_eval
+from agile.executor.evaluate import NoveltyGate, RandomGate, UniformGate, markdown_table, run_eval
 from agile.models import load_causal_lm
 from agile.protocol import Gate, Observation
 from agile.train.command import EvalConfig, PPOConfig, SFTConfig, parse_command
@@ -27,6 +27,36 @@ def test_builtin_gates_follow_the_protocol():
     assert not NoveltyGate(0.5).should_intervene(obs, 0)
     assert not NoveltyGate(0.1).should_intervene(obs, 1)
     assert not RandomGate(1.0).should_intervene(obs, 0)
+
+
+def test_uniform_gate_spends_exactly_its_budget_at_uniformly_drawn_questions():
+    """Every episode spends the whole budget; over many episodes each 2-of-5 set of questions is
+    drawn about equally often (10 sets, 1/10 each)."""
+    from collections import Counter
+    from itertools import combinations
+
+    gate, sets, episodes = UniformGate(seed=4), Counter(), 20_000
+    for e in range(episodes):
+        left, asked = 2, []
+        for step in range(5):
+            if gate.should_intervene(Observation(f"e{e}", "agile", "q", step, "", 5), left):
+                left, asked = left - 1, asked + [step]
+        assert len(asked) == 2
+        sets[tuple(asked)] += 1
+    assert set(sets) == set(combinations(range(5), 2))
+    assert all(abs(n / episodes - 0.1) < 0.01 for n in sets.values())
+    assert not gate.should_intervene(Observation("x", "agile", "q", 0, "", 5), 0)
+
+
+@pytest.mark.skipif(not (ROOT / "test" / "leggings").is_dir(), reason=f"ProductQA not found at {ROOT}")
+def test_the_gate_run_alone_skips_the_policy_run(tmp_path):
+    model, tokenizer = load_causal_lm("tiny", device="cpu")
+    cfg = EvalConfig(model="tiny", groups=["leggings"], questions_per_group=3, gate="uniform", gate_budget=0.67,
+                     policy_run=False, max_new_tokens=4, out_dir=str(tmp_path))
+    rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
+    assert {r["mode"] for r in rows} == {"gate:UniformGate"}
+    assert rows[-1]["advice_rate"] == pytest.approx(2 / 3)  # round(0.67 x 3) = 2 of 3, all spent
+    assert len((tmp_path / "sessions.jsonl").read_text().splitlines()) == 3
 
 
 @pytest.mark.skipif(not (ROOT / "test" / "leggings").is_dir(), reason=f"ProductQA not found at {ROOT}")

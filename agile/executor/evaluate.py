@@ -10,7 +10,9 @@ reported side by side:
 
 Ablations switch components off through ``ExecutorConfig`` (memory, tools, advice, reflection).
 Two simple gates ship here so that the comparison runs with no trained helper: ``NoveltyGate``
-(advice when memory holds nothing close to the question) and ``RandomGate``.
+(advice when memory holds nothing close to the question), ``RandomGate`` (advice with a fixed
+probability) and ``UniformGate`` (the budget spent at questions drawn uniformly: random at exactly
+a given rate).
 """
 
 from __future__ import annotations
@@ -63,6 +65,19 @@ class RandomGate:
         return budget_left > 0 and self.rng.random() < self.p
 
 
+class UniformGate:
+    """Spends its whole budget at questions drawn uniformly from the episode's: asks with
+    probability budget left / questions left, so every set of ``budget`` questions is equally likely
+    and the advice rate is exactly budget / questions (random at a given rate, never under it)."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = random.Random(seed)
+
+    def should_intervene(self, observation: Observation, budget_left: int) -> bool:
+        questions_left = max(observation.horizon - observation.step, 1)
+        return budget_left > 0 and self.rng.random() < budget_left / questions_left
+
+
 @dataclass
 class EvalConfig:
     """``helpgate agile eval``: accuracy / advice rate / total score per group, policy vs gate."""
@@ -81,10 +96,13 @@ class EvalConfig:
     """Advice cost c in total score = accuracy - c * advice rate."""
     ablations: list[str] = field(default_factory=lambda: ["full"])
     """Any of full, no_memory, no_tools, no_advice, no_reflection."""
-    gate: Literal["none", "novelty", "random"] = "novelty"
+    gate: Literal["none", "novelty", "random", "uniform"] = "novelty"
     """Built-in gate evaluated beside the policy's own advice; none skips the gate run."""
     gate_budget: float = 0.25
     """Advice budget of the gate run, as a share of the questions of an episode."""
+    policy_run: bool = True
+    """Evaluate the policy's own advice too; off runs the gate's run alone (the policy's row is the
+    same for every gate of one model, so a comparison of gates needs it once)."""
     gate_threshold: float = 0.6
     """NoveltyGate: advice when the best memory match has a cosine below this."""
     gate_p: float = 0.25
@@ -133,6 +151,8 @@ def make_gate(cfg: EvalConfig):
         return NoveltyGate(cfg.gate_threshold)
     if cfg.gate == "random":
         return RandomGate(cfg.gate_p, cfg.seed)
+    if cfg.gate == "uniform":
+        return UniformGate(cfg.seed)
     return None
 
 
@@ -168,7 +188,7 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
     rows, logs = [], []
     for ablation in cfg.ablations:
         exec_cfg = replace(base, **ABLATIONS[ablation])
-        modes = [("policy", None, exec_cfg)]
+        modes = [("policy", None, exec_cfg)] if cfg.policy_run or gate is None else []
         if gate is not None and exec_cfg.use_advice:
             budget = gate_advice if gate_advice is not None else \
                 max(int(round(cfg.gate_budget * cfg.questions_per_group)), 0)

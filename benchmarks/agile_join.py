@@ -1,0 +1,171 @@
+"""The helper decides the AGILE agent's advice, against the advice PPO learns online (issue 14, item 4).
+
+For each advice cost c, on the test groups of ../shared/productqa (one episode per group, the same
+questions for every row), accuracy / advice rate / total score = accuracy - c x advice rate of:
+
+- ``PPO`` - the PPO agent trained at c, its own ``[SeekAdvice]`` (``agile_productqa.py``'s cost runs);
+- ``helper@c`` - the SFT agent, advice decided by a helper solved at c (Lagrangian, no budget);
+- ``helper@rate`` - the SFT agent, a helper solved for a hard budget of B = PPO's advice per episode;
+- ``novelty@rate`` / ``random@rate`` - the SFT agent, NoveltyGate / uniformly drawn questions within B;
+- ``SFT`` - the SFT agent alone (it never asks).
+
+The helpers learn from one offline collection through the SFT agent itself (the AGILE executor,
+random advice, the train groups, episodes as long as the evaluated ones), a PRM on it with
+out-of-fold scores, then ``solve`` and ``distill`` per c. Training human calls: PPO's rollouts
+(every ``[SeekAdvice]`` is a human answer) against the collection's advice rows.
+
+Shares ``agile_productqa.py``'s flags and ``--out``: the SFT model and the PPO cost runs are those
+of that script (trained here if missing). Every stage is a file under ``--out``; a stopped run resumes.
+
+    python benchmarks/agile_join.py --out runs/bench_agile --threads 1 --test-questions 10 \\
+        --collect-episodes 48 --costs 0.3,0.1,0.5,0.2,0.4
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from agile_productqa import cost_stage, log, parser, prepare, sft_stage, stage  # noqa: E402
+from helper.agile_advice import AgileEvalConfig  # noqa: E402
+from helper.agile_advice import run as agile_eval  # noqa: E402
+
+ROUTES = ("PPO", "helper@c", "helper@rate", "novelty@rate", "random@rate", "SFT")
+
+
+def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
+    """Collection through the SFT agent with random advice, then PRM train and out-of-fold scores."""
+    from helper.collect import CollectConfig
+    from helper.collect import run as collect
+    from prm.score import ScoreConfig, run_score
+    from prm.train import TrainConfig, run_train
+
+    data, prm = out / "join" / "trajectories", out / "join" / "prm"
+    q = args.test_questions
+    collected = stage(out / "join" / "collect.json", lambda: collect(CollectConfig(
+        env="agile", agent="llm", model=str(out / "sft" / "model"), groups=train_groups, split="train",
+        episodes=args.collect_episodes, questions_per_episode=q, budget=q, explore_p=[0.0, 0.1, 0.2, 0.4],
+        max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=8, seed=args.seed,
+        device="cpu", out=str(data))))
+    stage(out / "join" / "prm.json", lambda: run_train(TrainConfig(
+        data=str(data), out=str(prm), model=args.prm_model, head="value", tag_after="state", target="process",
+        base_only=True, layers=8 if args.prm_model == "smollm2" else None, folds=5, seed=args.seed,
+        device="cpu")))
+    stage(out / "join" / "score.json", lambda: run_score(ScoreConfig(data=str(data), model=str(prm), device="cpu")))
+    return collected
+
+
+def helper_stage(args, out: Path, name: str, advice_cost: float | None, budget: int | None) -> Path:
+    """Solve (at a cost, or for a budget) and distill one helper; returns its folder."""
+    from helper.distill import DistillConfig
+    from helper.distill import run as distill
+    from helper.solve_command import SolveConfig
+    from helper.solve_command import run as solve
+
+    folder = out / "join" / name
+    data = out / "join" / "trajectories"
+    stage(folder / "solve.json", lambda: solve(SolveConfig(
+        data=str(data), budget=[budget or 0], bins=6, advice_cost=advice_cost, out=str(folder / "solve"))))
+    stage(folder / "distill.json", lambda: distill(DistillConfig(
+        labels=str(folder / "solve"), prm=str(out / "join" / "prm"), out=str(folder / "helper"), seed=args.seed,
+        device="cpu")))
+    return folder / "helper"
+
+
+def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> dict:
+    """The SFT agent with its advice decided by a gate (a helper folder or a built-in gate), gate run only."""
+    def run():
+        cfg = AgileEvalConfig(model=str(out / "sft" / "model"), groups=args.test_group_names,
+                              questions_per_group=args.test_questions, advice_cost=advice_cost,
+                              max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, policy_run=False,
+                              device="cpu", seed=args.seed, out_dir=str(out / "join" / f"eval_{label}"), **gate)
+        return {"rows": agile_eval(cfg, log=log), "config": asdict(cfg)}
+    return stage(out / "join" / f"eval_{label}.json", run)
+
+
+def sessions(eval_dir: Path, advice_cost: float) -> dict[tuple, float]:
+    """Total score of every session of one evaluation, keyed by (group, question index)."""
+    scores = {}
+    for line in (eval_dir / "sessions.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        scores[(r["group"], r["index"])] = float(r["correct"]) - advice_cost * float(r["advised"])
+    return scores
+
+
+def paired_interval(a: dict, b: dict, resamples: int = 4000) -> tuple[float, float, float]:
+    """Mean of a - b over the sessions both played, with a 95% bootstrap interval over sessions."""
+    keys = sorted(set(a) & set(b))
+    diff = np.array([a[k] - b[k] for k in keys])
+    rng = np.random.default_rng(0)
+    means = diff[rng.integers(0, diff.size, (resamples, diff.size))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(diff.mean()), float(low), float(high)
+
+
+def average_row(result: dict) -> dict:
+    return next(r for r in result["rows"] if r["group"] == "average")
+
+
+def main() -> None:
+    p = parser(__doc__)
+    p.add_argument("--collect-episodes", type=int, default=48, help="offline episodes through the SFT agent")
+    p.add_argument("--prm-model", default="smollm2", help="PRM backbone (first 8 layers of the embedded SmolLM2)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    out = Path(args.out)
+    train_groups = prepare(args)
+    q = args.test_questions
+    sft_stage(args, out, train_groups)
+    collected = offline_stages(args, out, train_groups)
+    sft_alone = stage(out / "join" / "eval_SFT.json", lambda: {"rows": agile_eval(AgileEvalConfig(
+        model=str(out / "sft" / "model"), groups=args.test_group_names, questions_per_group=q, gate="none",
+        max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, device="cpu",
+        out_dir=str(out / "join" / "eval_SFT")), log=log)})
+    table = ["| c | route | accuracy | advice rate | total score | total − PPO's [95% CI] | training human calls |",
+             "|---|---|---|---|---|---|---|"]
+    for c in [float(x) for x in args.costs.split(",")]:
+        ppo = cost_stage(args, out, train_groups, c)
+        ppo_train = json.loads((out / f"ppo_c{c:g}_train.json").read_text())
+        ppo_calls = ppo_train.get("training_human_calls") or sum(h["human_calls"] for h in ppo_train["history"])
+        rate_budget = int(round(average_row(ppo)["advice_rate"] * q))
+        results = {"PPO": (ppo, out / f"eval_PPO c={c:g}")}
+        priced = helper_stage(args, out, f"helper_c{c:g}", c, None)
+        results["helper@c"] = (gate_eval(args, out, f"helper_c{c:g}", c, helper=str(priced)),
+                               out / "join" / f"eval_helper_c{c:g}")
+        if rate_budget > 0:
+            budgeted = helper_stage(args, out, f"helper_b{rate_budget}", None, rate_budget)
+            for route, tag, gate in (("helper@rate", f"helper_b{rate_budget}",
+                                      dict(helper=str(budgeted), budget=rate_budget)),
+                                     ("novelty@rate", f"novelty_b{rate_budget}",
+                                      dict(gate="novelty", gate_budget=rate_budget / q)),
+                                     ("random@rate", f"uniform_b{rate_budget}",
+                                      dict(gate="uniform", gate_budget=rate_budget / q))):
+                results[route] = (gate_eval(args, out, f"{tag}_c{c:g}", c, **gate), out / "join" / f"eval_{tag}_c{c:g}")
+        results["SFT"] = (sft_alone, out / "join" / "eval_SFT")
+        reference = sessions(results["PPO"][1], c)
+        for route in ROUTES:
+            if route not in results:
+                continue
+            result, folder = results[route]
+            row = average_row(result)
+            accuracy, rate = row["accuracy"], row["advice_rate"]
+            mean, low, high = paired_interval(sessions(folder, c), reference)
+            delta = "" if route == "PPO" else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+            calls = {"PPO": ppo_calls, "SFT": 0}.get(route, collected["human_calls"] if "helper" in route else 0)
+            table.append(f"| {c:g} | {route}{f' (B={rate_budget})' if route.endswith('rate') else ''} | "
+                         f"{accuracy:.3f} | {rate:.3f} | {accuracy - c * rate:.3f} | {delta} | {calls} |")
+        log("\n".join(table))
+    print("\n## The helper against PPO's own advice (test groups)\n")
+    print("\n".join(table))
+    print(f"\nOffline collection: {collected['human_calls']} human calls in {collected['episodes']} episodes "
+          f"({collected.get('decision_points')} decisions) through the SFT agent; helpers share it for every c.")
+
+
+if __name__ == "__main__":
+    main()
