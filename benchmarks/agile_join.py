@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from agile_productqa import cost_stage, log, parser, prepare, sft_stage, stage  # noqa: E402
+from benchmarks.agile_productqa import cost_stage, log, parser, prepare, sft_stage, stage  # noqa: E402
 from helper.agile_advice import AgileEvalConfig  # noqa: E402
 from helper.agile_advice import run as agile_eval  # noqa: E402
 
