@@ -18,7 +18,10 @@ Shares ``agile_productqa.py``'s flags and ``--out``: the SFT model and the PPO c
 of that script (trained here if missing). Every stage is a file under ``--out``; a stopped run resumes.
 
     python benchmarks/agile_join.py --out runs/bench_agile --threads 1 --test-questions 10 \\
-        --collect-episodes 48 --costs 0.3,0.1,0.5,0.2,0.4
+        --collect-episodes 48 --costs 0.3,0.1,0.5,0.2,0.4 --budgets 2
+
+``--budgets``: where a fixed number of advice per episode goes (helper, NoveltyGate, random), the
+comparison that does not depend on how often PPO learned to ask.
 """
 
 from __future__ import annotations
@@ -108,6 +111,20 @@ def paired_interval(a: dict, b: dict, resamples: int = 4000) -> tuple[float, flo
     return float(diff.mean()), float(low), float(high)
 
 
+def budget_routes(args, out: Path, budget: int, advice_cost: float) -> dict:
+    """The SFT agent with B pieces of advice per episode placed by the helper solved for B, by
+    NoveltyGate and at uniformly drawn questions: route -> (result, eval folder)."""
+    q = args.test_questions
+    helper = helper_stage(args, out, f"helper_b{budget}", None, budget)
+    routes = {}
+    for route, tag, gate in (("helper@rate", f"helper_b{budget}", dict(helper=str(helper), budget=budget)),
+                             ("novelty@rate", f"novelty_b{budget}", dict(gate="novelty", gate_budget=budget / q)),
+                             ("random@rate", f"uniform_b{budget}", dict(gate="uniform", gate_budget=budget / q))):
+        label = f"{tag}_c{advice_cost:g}"
+        routes[route] = (gate_eval(args, out, label, advice_cost, **gate), out / "join" / f"eval_{label}")
+    return routes
+
+
 def average_row(result: dict) -> dict:
     return next(r for r in result["rows"] if r["group"] == "average")
 
@@ -116,6 +133,8 @@ def main() -> None:
     p = parser(__doc__)
     p.add_argument("--collect-episodes", type=int, default=48, help="offline episodes through the SFT agent")
     p.add_argument("--prm-model", default="smollm2", help="PRM backbone (first 8 layers of the embedded SmolLM2)")
+    p.add_argument("--budgets", type=int, nargs="*", default=[],
+                   help="also compare helper, NoveltyGate and random at these fixed advice budgets per episode")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     out = Path(args.out)
@@ -139,14 +158,7 @@ def main() -> None:
         results["helper@c"] = (gate_eval(args, out, f"helper_c{c:g}", c, helper=str(priced)),
                                out / "join" / f"eval_helper_c{c:g}")
         if rate_budget > 0:
-            budgeted = helper_stage(args, out, f"helper_b{rate_budget}", None, rate_budget)
-            for route, tag, gate in (("helper@rate", f"helper_b{rate_budget}",
-                                      dict(helper=str(budgeted), budget=rate_budget)),
-                                     ("novelty@rate", f"novelty_b{rate_budget}",
-                                      dict(gate="novelty", gate_budget=rate_budget / q)),
-                                     ("random@rate", f"uniform_b{rate_budget}",
-                                      dict(gate="uniform", gate_budget=rate_budget / q))):
-                results[route] = (gate_eval(args, out, f"{tag}_c{c:g}", c, **gate), out / "join" / f"eval_{tag}_c{c:g}")
+            results |= budget_routes(args, out, rate_budget, c)
         results["SFT"] = (sft_alone, out / "join" / "eval_SFT")
         reference = sessions(results["PPO"][1], c)
         for route in ROUTES:
@@ -163,6 +175,19 @@ def main() -> None:
         log("\n".join(table))
     print("\n## The helper against PPO's own advice (test groups)\n")
     print("\n".join(table))
+    if args.budgets:
+        c = float(args.costs.split(",")[0])
+        print(f"\n## Where B pieces of advice per episode go (SFT agent; total score at c = {c:g})\n")
+        print("| B | route | accuracy | advice rate | total score | helper − route [95% CI] |\n|---|---|---|---|---|---|")
+        for budget in args.budgets:
+            routes = budget_routes(args, out, budget, c)
+            helper = sessions(routes["helper@rate"][1], c)
+            for route, (result, folder) in routes.items():
+                row = average_row(result)
+                mean, low, high = paired_interval(helper, sessions(folder, c))
+                delta = "" if route == "helper@rate" else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+                print(f"| {budget} | {route.split('@')[0]} | {row['accuracy']:.3f} | {row['advice_rate']:.3f} | "
+                      f"{row['accuracy'] - c * row['advice_rate']:.3f} | {delta} |")
     print(f"\nOffline collection: {collected['human_calls']} human calls in {collected['episodes']} episodes "
           f"({collected.get('decision_points')} decisions) through the SFT agent; helpers share it for every c.")
 
