@@ -98,32 +98,6 @@ def pool_and_train(runs: list[Path], root: Path) -> Path:
     return root
 
 
-def replay_against_live(runs: list[Path], scored: list[Path], budgets: list[int]) -> str:
-    """The replayed helper (the solved table, logged proposals) against the live sweep's helper (the
-    distilled classifier, an intervention's answer in memory) on the sweep's own held-out episodes."""
-    import pandas as pd
-    import polars as pl
-
-    lines = ["| seed | episodes | never (live / logged) | " + " | ".join(f"helper C={c} (replay / live)" for c in budgets)
-             + " |", "|---|---|---|" + "---|" * len(budgets)]
-    for run, folder in zip(runs, scored):
-        rows, bins = solver_cv.load_run(run)
-        live = pd.read_csv(run / "sweep" / "episodes.csv")
-        other = solver_cv.load_transfer(folder).filter(pl.col("episode_id").is_in(set(live.episode_id)))
-        helped = solver_cv.intervention_reward(rows)
-        replayed = pd.DataFrame(solver_cv.replay(rows, solver_cv.episodes_of(other, helped), bins, budgets, helped))
-        logged = other.group_by("episode_id").agg(pl.col("proposal_reward").mean())["proposal_reward"].mean()
-        cells = []
-        for c in budgets:
-            mine = replayed[(replayed.method == "helper") & (replayed.budget == c)].set_index("episode").success
-            theirs = live[(live.method == "helper") & (live.budget == c)].set_index("episode_id").success
-            mine, theirs = mine.align(theirs, join="inner")
-            cells.append(f"{mine.mean():.3f} / {theirs.mean():.3f}")
-        lines.append(f"| {run.name} | {other['episode_id'].n_unique()} | {live[live.method == 'never'].success.mean():.3f}"
-                     f" / {logged:.3f} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def pooled_scores_own_solve(runs: list[Path], pooled: Path, scored: list[Path], budgets: list[int]) -> str:
     """Which half of "more data" helps: the pooled PRM's scores, each seed's solve fitted on its own 64
     episodes only (their out-of-fold scores from the pooled PRM), replayed on the same test episodes."""
