@@ -180,7 +180,7 @@ def replay(episode: Episode, actions: Sequence[Action]) -> _Decision:
     return _Decision("\n".join(transcript), actions[-1].actor, result, list(actions))
 
 
-def _proposal(decision: _Decision) -> Action:
+def proposal_action(decision: _Decision) -> Action:
     """What a proposal-reading gate is shown: the transcript and the final action's signals."""
     final = decision.actions[-1] if decision.actions else None
     return Action(decision.action_text, BASE, dict(final.signals) if final is not None else {})
@@ -235,7 +235,7 @@ def run_episodes(
             if left > 0:
                 if gate is not None:
                     if gate_mode == "proposal":
-                        wants = bool(gate.should_intervene(obs, left, proposal=_proposal(proposals[i][0])))
+                        wants = bool(gate.should_intervene(obs, left, proposal=proposal_action(proposals[i][0])))
                     else:
                         wants = bool(gate.should_intervene(obs, left))
                 p = ps[i]
@@ -250,7 +250,7 @@ def run_episodes(
                 if i in direct:
                     decisions[i] = direct[i]
                 elif not intervene[i]:
-                    decisions[i] = _replay_checked(episodes[i], proposals[i][0])
+                    decisions[i] = replay_checked(episodes[i], proposals[i][0])
             decisions = [decisions[i] for i in live]
         else:
             decisions = decide([episodes[i] for i in live], chosen)
@@ -268,7 +268,7 @@ def run_episodes(
                 proposed = proposals[i][0]
                 record.proposal_text = proposed.action_text
                 record.proposal_reward = float(proposed.result.reward)
-                record.proposal_signals = json.dumps(_proposal(proposed).signals, sort_keys=True)
+                record.proposal_signals = json.dumps(proposal_action(proposed).signals, sort_keys=True)
             records[i].append(record)
             budgets[i] -= int(intervene[i])
             # Optional gate hooks: a PRM-backed gate reads earlier actions, and frees per-episode state.
@@ -300,7 +300,7 @@ def _propose(episodes: list[Episode], live: list[int], budgets: list[int],
 _warned_replay: set[str] = set()
 
 
-def _replay_checked(episode: Episode, proposed: _Decision) -> _Decision:
+def replay_checked(episode: Episode, proposed: _Decision) -> _Decision:
     """Replay a kept proposal on the real episode; warn once per environment when the replay's
     outcome differs from the clone's (an environment that is not deterministic given actions)."""
     decision = replay(episode, proposed.actions)

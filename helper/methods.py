@@ -410,11 +410,6 @@ class OnlineRL(Method):
                                 n_steps=cfg.rl_n_steps, eval_every=cfg.rl_eval_every,
                                 val_episodes=cfg.rl_val_episodes, lr=cfg.rl_lr, seed=cfg.seed)
         self.score = ctx.scorer if cfg.rl_use_prm else None
-        if getattr(self.score, "decide_after", "state") == "proposal":
-            # Its training environment (helper.online_env) decides before the base agent acts, so a
-            # proposal-reading PRM has nothing to read there: it learns without the score.
-            self.score = None
-            ctx.extra["online_rl_prm"] = "not used: the PRM reads proposals, online_rl decides on the state"
         self.policy, report = train(ctx.env, rl_cfg, self.score)
         self.report = report
         # The helper's success on the curve's validation episodes (its test rows are other groups).

@@ -21,6 +21,13 @@ indices ``rank, rank + stride, ...`` of seed ``episode_seed``, so parallel copie
   TextWorld: 1 at the winning move).
 - **Calls.** Every intervention is counted in ``calls`` (``strong`` or ``human``, by the actor that
   answered).
+- **Deciding after the proposal** (``decide_after="proposal"``, what ``train`` picks for a PRM that
+  reads proposals): as ``run_episodes`` does it, at a decision point with budget left the base agent
+  first plays the decision on a clone of the episode; the observation's score is the scorer's score
+  of that proposal; keeping it (action 0) replays the proposal on the real episode, so the base
+  agent is asked once per decision; intervening (action 1) lets the strong actor play instead.
+  Where no budget is left the base agent acts directly. The policy thus sees exactly what the
+  helper and ``prm_threshold`` see in that mode.
 
 Each decision goes through ``agile.rollout.decide``, the loop's own per-step function (tool rounds
 included). ``HelpVecEnv`` steps PPO's copies of the env together (``step_many``): one ``decide``
@@ -37,8 +44,8 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from agile.protocol import STRONG
-from agile.rollout import decide
+from agile.protocol import DECIDE_AFTER, STRONG
+from agile.rollout import decide, proposal_action, replay_checked
 from helper.features import observation_features
 
 
@@ -48,7 +55,9 @@ class HelpEnv(gym.Env):
     metadata = {"render_modes": []}  # noqa: RUF012 - gymnasium's class attribute
 
     def __init__(self, env, names: list[str], scale: list[float], max_budget: int, episode_seed: int,
-                 scorer=None, split: str = "train", rank: int = 0, stride: int = 1):
+                 scorer=None, split: str = "train", rank: int = 0, stride: int = 1, decide_after: str = "state"):
+        if decide_after not in DECIDE_AFTER:
+            raise ValueError(f"decide_after={decide_after!r}: use one of {DECIDE_AFTER}.")
         if max_budget < 1:
             raise ValueError(f"max_budget must be >= 1 for online RL (budgets are drawn from 1..max_budget), "
                              f"got {max_budget}.")
@@ -67,6 +76,9 @@ class HelpEnv(gym.Env):
         self.episodes_played = 0
         self.episode = None
         self.budget_left = 0
+        self.decide_after = decide_after
+        self.proposal = None
+        """The base agent's proposal at the current decision point (proposal mode), played on a clone."""
 
     # -- gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -76,7 +88,9 @@ class HelpEnv(gym.Env):
         self.episode = self.env.episodes(1, seed=self.episode_seed, start=self.next_index, split=self.split)[0]
         self.next_index += self.stride
         self.episodes_played += 1
+        self.proposal = None
         # A fresh episode has at least one decision and budget >= 1: the first one is ours to make.
+        _propose([self])
         return self._observe(), {"budget": self.budget}
 
     def step(self, action):
@@ -98,6 +112,7 @@ class HelpEnv(gym.Env):
         return obs, reward, terminated, False, info
 
     def _played(self, observation, decision, intervened: bool) -> None:
+        self.proposal = None
         if intervened:
             self.calls["strong" if decision.actor == STRONG else "human"] += 1
             self.budget_left -= 1
@@ -106,7 +121,8 @@ class HelpEnv(gym.Env):
 
     def _observe(self) -> np.ndarray:
         observation = self.episode.observe()
-        score = score_or_nan(self.scorer, observation)
+        proposal = None if self.proposal is None else proposal_action(self.proposal)
+        score = score_or_nan(self.scorer, observation, proposal)
         row = observation_features(observation, self.budget_left, score, self.names)[0]
         return scaled(row, self.scale)
 
@@ -121,16 +137,33 @@ def step_many(genvs: list[HelpEnv], actions) -> list[tuple]:
     _play(genvs, [bool(int(a)) and genv.budget_left > 0 for genv, a in zip(genvs, actions)])
     while auto := [genv for genv in genvs if not genv.episode.done and genv.budget_left == 0]:
         _play(auto, [False] * len(auto))
+    _propose(genvs)
     return [genv._finish(b) for genv, b in zip(genvs, before)]
 
 
 def _play(genvs: list[HelpEnv], intervene: list[bool]) -> None:
-    """One decision point in each env's episode, by the strong actor (``None``: the human) or the base agent."""
+    """One decision point in each env's episode, by the strong actor (``None``: the human) or the base
+    agent; a kept proposal is replayed rather than asked for again."""
     observations = [genv.episode.observe() for genv in genvs]
-    actors = [genv.env.strong if i else genv.env.base for genv, i in zip(genvs, intervene)]
-    decisions = decide([genv.episode for genv in genvs], actors)
-    for genv, observation, decision, i in zip(genvs, observations, decisions, intervene):
-        genv._played(observation, decision, i)
+    kept = [genv.proposal is not None and not i for genv, i in zip(genvs, intervene)]
+    asked = [k for k in range(len(genvs)) if not kept[k]]
+    actors = [genvs[k].env.strong if intervene[k] else genvs[k].env.base for k in asked]
+    decisions = dict(zip(asked, decide([genvs[k].episode for k in asked], actors)))
+    for k in range(len(genvs)):
+        if kept[k]:
+            decisions[k] = replay_checked(genvs[k].episode, genvs[k].proposal)
+    for k, (genv, observation, i) in enumerate(zip(genvs, observations, intervene)):
+        genv._played(observation, decisions[k], i)
+
+
+def _propose(genvs: list[HelpEnv]) -> None:
+    """Proposal mode: the base agent's proposal at each env's next decision point with budget left,
+    played on clones in one batched ``decide``."""
+    due = [genv for genv in genvs
+           if genv.decide_after == "proposal" and not genv.episode.done and genv.budget_left > 0]
+    if due:
+        for genv, decision in zip(due, decide([g.episode.clone() for g in due], [g.env.base for g in due])):
+            genv.proposal = decision
 
 
 class HelpVecEnv(DummyVecEnv):
@@ -147,12 +180,14 @@ class HelpVecEnv(DummyVecEnv):
         return self._obs_from_buf(), np.copy(self.buf_rews), np.copy(self.buf_dones), copy.deepcopy(self.buf_infos)
 
 
-def score_or_nan(scorer, observation) -> float:
-    """The scorer's P(success), NaN without a scorer or when scoring fails (a missing feature, as for
-    the helper)."""
+def score_or_nan(scorer, observation, proposal=None) -> float:
+    """The scorer's P(success) (of ``proposal`` when one is given), NaN without a scorer or when
+    scoring fails (a missing feature, as for the helper)."""
     if scorer is None:
         return math.nan
     try:
+        if proposal is not None:
+            return float(scorer.score(observation, proposal))
         return float(scorer.score(observation))
     except Exception:  # noqa: BLE001 - a failed score is a missing feature
         return math.nan

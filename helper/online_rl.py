@@ -101,6 +101,8 @@ class RLPolicy:
     model: PPO
     names: list[str]
     scale: list[float]
+    decide_after: str = "state"
+    """``"proposal"``: the score feature is the PRM's score of the base agent's proposal."""
 
     def intervene(self, rows: np.ndarray, deterministic: bool = True) -> np.ndarray:
         """Whether to intervene, one bool per (unscaled) feature row."""
@@ -118,9 +120,10 @@ class OnlineRLGate(ScoredGate):
         super().__init__(budget)
         self.policy = policy
         self.scorer = scorer
+        self.decide_after = policy.decide_after
 
-    def wants(self, observation: Observation, budget_left: int) -> bool:
-        score = score_or_nan(self.scorer, observation)
+    def wants(self, observation: Observation, budget_left: int, proposal=None) -> bool:
+        score = score_or_nan(self.scorer, observation, proposal)
         row = observation_features(observation, budget_left, score, self.policy.names)
         return bool(self.policy.intervene(row)[0])
 
@@ -214,14 +217,16 @@ def train(env, cfg: OnlineRLConfig, scorer=None) -> tuple[RLPolicy, OnlineRLRepo
     """Train PPO in ``env`` (an ``helper.environment.Environment``); see the module docstring."""
     cfg.check()
     names, scale = feature_names(env, scorer is not None)
-    genvs = [HelpEnv(env, names, scale, cfg.max_budget, cfg.episode_seed, scorer, rank=i, stride=cfg.n_envs)
-             for i in range(cfg.n_envs)]
+    # A PRM that reads proposals is read after the base agent proposes, as the helper reads it.
+    mode = getattr(scorer, "decide_after", "state") if scorer is not None else "state"
+    genvs = [HelpEnv(env, names, scale, cfg.max_budget, cfg.episode_seed, scorer, rank=i, stride=cfg.n_envs,
+                     decide_after=mode) for i in range(cfg.n_envs)]
     vec = HelpVecEnv([lambda g=g: g for g in genvs])
     batch_size = min(cfg.batch_size, cfg.n_steps * cfg.n_envs)  # a short run has short rollouts
     model = PPO("MlpPolicy", vec, learning_rate=cfg.lr, n_steps=cfg.n_steps, batch_size=batch_size,
                 n_epochs=cfg.n_epochs, gamma=1.0, gae_lambda=cfg.gae_lambda, ent_coef=cfg.ent_coef,
                 policy_kwargs={"net_arch": [cfg.hidden, cfg.hidden]}, seed=cfg.seed, device="cpu", verbose=0)
-    policy = RLPolicy(model, names, scale)
+    policy = RLPolicy(model, names, scale, mode)
     report = OnlineRLReport()
     curve = _Curve(env, policy, cfg, scorer, genvs, report)
     model.learn(total_timesteps=cfg.total_timesteps, callback=curve)

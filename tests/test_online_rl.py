@@ -10,6 +10,7 @@ first-k gets that plus 1/HORIZON times P(key first).
 
 from __future__ import annotations
 
+import copy
 import random
 
 import numpy as np
@@ -185,3 +186,93 @@ def test_batched_vec_env_plays_exactly_as_one_env_at_a_time():
     (one, one_batches, one_actors), (many, many_batches, many_actors) = runs
     assert one_actors == many_actors and one == many and any(True in step for step in one[3::4])
     assert max(one_batches) == 1 and max(many_batches) == 3  # the batched env asks the agent for all copies at once
+
+
+class ProposalScorer:
+    """Reads only the proposal: 0 where the base agent proposes a wrong answer, 1 elsewhere."""
+
+    decide_after = "proposal"
+
+    def __init__(self):
+        self.calls = []
+
+    def score(self, observation, proposal=None):
+        if proposal is None:
+            raise ValueError("this scorer reads the proposal")
+        self.calls.append((observation.episode_id, observation.step, proposal.text))
+        return 0.0 if proposal.text == "wrong" else 1.0
+
+
+class HiddenKeyEpisode(KeyEpisode):
+    """The key decision is in no numeric feature (the policy's input), only in the state text the
+    base agent reads: the learner can find it only through the base agent's proposal."""
+
+    def observe(self) -> Observation:
+        text = f"step {self.position}" + (" (the hard one)" if self.position == self.key else "")
+        return Observation(self.episode_id, "toy", "key", self.position, text, HORIZON,
+                           {"noise": self.noise[self.position]})
+
+    def clone(self):
+        return copy.deepcopy(self)
+
+
+class HiddenKeyAgent(KeyAgent):
+    def __init__(self):
+        self.asked = 0
+
+    def act(self, observations):
+        self.asked += len(observations)
+        return [Action("wrong" if "hard" in o.state_text else "right", actor=BASE) for o in observations]
+
+
+class HiddenKeyEnvironment(KeyEnvironment):
+    def __init__(self):
+        super().__init__()
+        self.base = HiddenKeyAgent()
+
+    def episodes(self, n, seed, start=0, split="train"):
+        assert split == "train"
+        episodes = [HiddenKeyEpisode(seed, i) for i in range(start, start + n)]
+        self.made += episodes
+        return episodes
+
+
+def test_proposal_mode_env_scores_the_proposal_and_replays_it_when_kept():
+    env = HiddenKeyEnvironment()
+    scorer = ProposalScorer()
+    names, scale = feature_names(env, use_score=True)
+    genv = HelpEnv(env, names, scale, max_budget=2, episode_seed=3, scorer=scorer, decide_after="proposal")
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        obs, info = genv.reset(seed=0)
+        episode, done = env.made[-1], False
+        while not done:
+            # The score is the proposal's: 0 exactly at the key decision.
+            assert obs[names.index("prm_score")] == (0.0 if episode.position == episode.key else 1.0)
+            action = int(rng.integers(0, 2))
+            played = len(episode.actors)
+            obs, _, done, _, info = genv.step(action)
+            # Kept: the real episode played the base agent's answer; intervened: the human's.
+            assert episode.actors[played] == (HUMAN if action else BASE)
+        assert episode.actors.count(HUMAN) <= info["budget"]
+    # The base agent is asked exactly once per decision: a kept proposal is replayed, never asked
+    # again (where no budget is left it acts directly).
+    assert env.base.asked == sum(len(e.actors) for e in env.made) == 30 * HORIZON
+    assert genv.calls["human"] == sum(e.actors.count(HUMAN) for e in env.made) > 0
+
+
+def test_ppo_in_proposal_mode_finds_the_mistake_only_the_proposal_shows():
+    cfg = OnlineRLConfig(max_budget=1, total_timesteps=6_000, n_envs=2, n_steps=128, batch_size=64, eval_every=512,
+                         val_episodes=64, patience=1536, seed=0, episode_seed=11, val_seed=22)
+    results = {}
+    for mode, scorer in (("state", None), ("proposal", ProposalScorer())):
+        env = HiddenKeyEnvironment()
+        policy, _ = train(env, cfg, scorer)
+        assert policy.decide_after == mode
+        episodes = env.episodes(64, seed=33)
+        run_episodes(episodes, env.base, env.strong, gate=OnlineRLGate(policy, 1, scorer), budget=1)
+        results[mode] = float(np.mean([e.success() for e in episodes]))
+    # Reading the proposal's score, the learner intervenes at the key: every episode fully right.
+    assert results["proposal"] == 1.0
+    # On the state's features the key is invisible: at best first-k's luck, below 1.
+    assert results["state"] < 1.0 - 0.5 / HORIZON
