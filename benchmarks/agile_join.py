@@ -21,7 +21,9 @@ of that script (trained here if missing). Every stage is a file under ``--out``;
         --collect-episodes 48 --costs 0.3,0.1,0.5,0.2,0.4 --budgets 2
 
 ``--budgets``: where a fixed number of advice per episode goes (helper, NoveltyGate, random), the
-comparison that does not depend on how often PPO learned to ask.
+comparison that does not depend on how often PPO learned to ask. ``--decide-after proposal``: the
+helpers read the session the SFT agent proposes (collection, PRM and helpers in ``join-proposal/``;
+the evaluation lets the agent propose each session on a copy of the executor and replays it when kept).
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ from helper.agile_advice import run as agile_eval  # noqa: E402
 ROUTES = ("PPO", "helper@c", "helper@rate", "novelty@rate", "random@rate", "SFT")
 
 
+def joined(args, out: Path) -> Path:
+    """The folder of the helper's stages: ``join`` (decide on the state) or ``join-proposal``."""
+    return out / ("join" if args.decide_after == "state" else "join-proposal")
+
+
 def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
     """Collection through the SFT agent with random advice, then PRM train and out-of-fold scores."""
     from helper.collect import CollectConfig
@@ -49,18 +56,21 @@ def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
     from prm.score import ScoreConfig, run_score
     from prm.train import TrainConfig, run_train
 
-    data, prm = out / "join" / "trajectories", out / "join" / "prm"
+    data, prm = joined(args, out) / "trajectories", joined(args, out) / "prm"
     q = args.test_questions
-    collected = stage(out / "join" / "collect.json", lambda: collect(CollectConfig(
+    # Deciding after the proposal, the PRM scores the session the SFT agent proposes (was it right?);
+    # on the state, the agent's correctness on the sessions it answered itself.
+    target = "proposal" if args.decide_after == "proposal" else "process"
+    collected = stage(joined(args, out) / "collect.json", lambda: collect(CollectConfig(
         env="agile", agent="llm", model=str(out / "sft" / "model"), groups=train_groups, split="train",
         episodes=args.collect_episodes, questions_per_episode=q, budget=q, explore_p=[0.0, 0.1, 0.2, 0.4],
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=8, seed=args.seed,
-        device="cpu", out=str(data))))
-    stage(out / "join" / "prm.json", lambda: run_train(TrainConfig(
-        data=str(data), out=str(prm), model=args.prm_model, head="value", tag_after="state", target="process",
-        base_only=True, layers=8 if args.prm_model == "smollm2" else None, folds=5, seed=args.seed,
+        device="cpu", decide_after=args.decide_after, out=str(data))))
+    stage(joined(args, out) / "prm.json", lambda: run_train(TrainConfig(
+        data=str(data), out=str(prm), model=args.prm_model, head="value", tag_after=args.decide_after, target=target,
+        base_only=target == "process", layers=8 if args.prm_model == "smollm2" else None, folds=5, seed=args.seed,
         device="cpu")))
-    stage(out / "join" / "score.json", lambda: run_score(ScoreConfig(data=str(data), model=str(prm), device="cpu")))
+    stage(joined(args, out) / "score.json", lambda: run_score(ScoreConfig(data=str(data), model=str(prm), device="cpu")))
     return collected
 
 
@@ -71,25 +81,34 @@ def helper_stage(args, out: Path, name: str, advice_cost: float | None, budget: 
     from helper.solve_command import SolveConfig
     from helper.solve_command import run as solve
 
-    folder = out / "join" / name
-    data = out / "join" / "trajectories"
+    folder = joined(args, out) / name
+    data = joined(args, out) / "trajectories"
     stage(folder / "solve.json", lambda: solve(SolveConfig(
         data=str(data), budget=[budget or 0], bins=6, advice_cost=advice_cost, out=str(folder / "solve"))))
     stage(folder / "distill.json", lambda: distill(DistillConfig(
-        labels=str(folder / "solve"), prm=str(out / "join" / "prm"), out=str(folder / "helper"), seed=args.seed,
+        labels=str(folder / "solve"), prm=str(joined(args, out) / "prm"), out=str(folder / "helper"), seed=args.seed,
         device="cpu")))
     return folder / "helper"
 
 
 def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> dict:
-    """The SFT agent with its advice decided by a gate (a helper folder or a built-in gate), gate run only."""
+    """The SFT agent with its advice decided by a gate (a helper folder or a built-in gate), gate run
+    only; in ``eval_dir(args, out, label, gate)``."""
+    folder = eval_dir(args, out, label, gate)
+
     def run():
         cfg = AgileEvalConfig(model=str(out / "sft" / "model"), groups=args.test_group_names,
                               questions_per_group=args.test_questions, advice_cost=advice_cost,
                               max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, policy_run=False,
-                              device="cpu", seed=args.seed, out_dir=str(out / "join" / f"eval_{label}"), **gate)
+                              device="cpu", seed=args.seed, out_dir=str(folder), **gate)
         return {"rows": agile_eval(cfg, log=log), "config": asdict(cfg)}
-    return stage(out / "join" / f"eval_{label}.json", run)
+    return stage(folder.parent / f"eval_{label}.json", run)
+
+
+def eval_dir(args, out: Path, label: str, gate: dict) -> Path:
+    """A helper's evaluation lives with its mode's stages; a built-in gate's (which reads no
+    proposal) in ``join``, shared by both modes."""
+    return (joined(args, out) if gate.get("helper") else out / "join") / f"eval_{label}"
 
 
 def sessions(eval_dir: Path, advice_cost: float) -> dict[tuple, float]:
@@ -121,7 +140,7 @@ def budget_routes(args, out: Path, budget: int, advice_cost: float) -> dict:
                              ("novelty@rate", f"novelty_b{budget}", dict(gate="novelty", gate_budget=budget / q)),
                              ("random@rate", f"uniform_b{budget}", dict(gate="uniform", gate_budget=budget / q))):
         label = f"{tag}_c{advice_cost:g}"
-        routes[route] = (gate_eval(args, out, label, advice_cost, **gate), out / "join" / f"eval_{label}")
+        routes[route] = (gate_eval(args, out, label, advice_cost, **gate), eval_dir(args, out, label, gate))
     return routes
 
 
@@ -135,6 +154,9 @@ def main() -> None:
     p.add_argument("--prm-model", default="smollm2", help="PRM backbone (first 8 layers of the embedded SmolLM2)")
     p.add_argument("--budgets", type=int, nargs="*", default=[],
                    help="also compare helper, NoveltyGate and random at these fixed advice budgets per episode")
+    p.add_argument("--decide-after", choices=("state", "proposal"), default="state",
+                   help="the helper decides on the session's start (state) or after the SFT agent's proposed "
+                        "session (proposal: its own collection, PRM and helpers in join-proposal/)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     out = Path(args.out)
@@ -156,7 +178,7 @@ def main() -> None:
         results = {"PPO": (ppo, out / f"eval_PPO c={c:g}")}
         priced = helper_stage(args, out, f"helper_c{c:g}", c, None)
         results["helper@c"] = (gate_eval(args, out, f"helper_c{c:g}", c, helper=str(priced)),
-                               out / "join" / f"eval_helper_c{c:g}")
+                               joined(args, out) / f"eval_helper_c{c:g}")
         if rate_budget > 0:
             results |= budget_routes(args, out, rate_budget, c)
         results["SFT"] = (sft_alone, out / "join" / "eval_SFT")

@@ -116,3 +116,46 @@ def test_every_config_field_has_a_docstring():
                       if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr)
                       and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)}
         assert {f.name for f in dataclasses.fields(cls)} == documented, cls.__name__
+
+
+class StepGate:
+    """Asks at fixed session indices; remembers what it was shown."""
+
+    decide_after = "state"
+
+    def __init__(self, steps):
+        self.steps, self.seen = set(steps), []
+
+    def should_intervene(self, observation, budget_left, proposal=None):
+        self.seen.append((observation.step, proposal))
+        return budget_left > 0 and observation.step in self.steps
+
+
+class ProposalStepGate(StepGate):
+    decide_after = "proposal"
+
+
+@pytest.mark.skipif(not (ROOT / "test" / "leggings").is_dir(), reason=f"ProductQA not found at {ROOT}")
+def test_a_gate_reading_proposals_sees_the_llms_session_and_changes_nothing_else(tmp_path):
+    """The same advice decisions taken after the LLM's proposal (episode loop, proposal on a copy,
+    replayed when kept) give exactly the sessions of the gate inside the executor."""
+    model, tokenizer = load_causal_lm("tiny", device="cpu")
+    logs = {}
+    for gate in (StepGate({1}), ProposalStepGate({1})):
+        out = tmp_path / gate.decide_after
+        cfg = EvalConfig(model="tiny", groups=["leggings", "motherboards"], questions_per_group=3, policy_run=False,
+                         max_new_tokens=6, out_dir=str(out))
+        rows = run_eval(cfg, gate=gate, model=model, tokenizer=tokenizer, log=lambda *_: None, gate_advice=1)
+        assert rows[-1]["advice_rate"] == pytest.approx(1 / 3)
+        # The loop hands the executor each turn as text (re-tokenised), the executor's own loop as
+        # token ids: the tiny random model's ids do not survive decoding, so token counts differ.
+        logs[gate.decide_after] = [{k: v for k, v in json.loads(line).items() if k != "n_action_tokens"}
+                                   for line in (out / "sessions.jsonl").read_text().splitlines()]
+        if gate.decide_after == "proposal":
+            # Shown at every decision with budget left: before the advice, sessions 0 and 1 of each group.
+            assert sorted(step for step, _ in gate.seen) == [0, 0, 1, 1]
+            assert all(proposal is not None and proposal.actor == "base" and proposal.text for _, proposal in gate.seen)
+        else:
+            assert all(proposal is None for _, proposal in gate.seen)
+    assert logs["proposal"] == logs["state"]
+    assert [r["advised"] for r in logs["state"]] == [False, True, False] * 2

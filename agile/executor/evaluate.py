@@ -129,10 +129,13 @@ def evaluate(model, tokenizer, groups: list[ProductGroup], questions_per_group: 
              batch_size: int = 8) -> dict:
     """Run one greedy episode per group; returns per-group and averaged metrics and the records."""
     start = time.perf_counter()
-    executors = [Executor(g, g.questions[:questions_per_group], tokenizer, Memory(embedder),
-                          exec_cfg, gate=gate, episode_id=f"eval-{g.name}") for g in groups]
     policy = LLMPolicy(model, tokenizer, max_new_tokens, greedy=True, batch_size=batch_size)
-    run_executors(executors, policy)
+    if getattr(gate, "decide_after", "state") == "proposal":
+        executors = _run_reading_proposals(groups, questions_per_group, tokenizer, exec_cfg, embedder, gate, policy)
+    else:
+        executors = [Executor(g, g.questions[:questions_per_group], tokenizer, Memory(embedder),
+                              exec_cfg, gate=gate, episode_id=f"eval-{g.name}") for g in groups]
+        run_executors(executors, policy)
     # The same episode ids are played again by the next ablation: a gate that counts its budget
     # per episode must start them afresh (see agile.protocol.Gate).
     if gate is not None and hasattr(gate, "end_episode"):
@@ -144,6 +147,22 @@ def evaluate(model, tokenizer, groups: list[ProductGroup], questions_per_group: 
     records = [r for e in executors for r in e.records]
     return {"groups": per_group, "average": average(list(per_group.values())), "records": records,
             "seconds": time.perf_counter() - start, "generated_tokens": policy.generated_tokens}
+
+
+def _run_reading_proposals(groups, questions_per_group, tokenizer, exec_cfg, embedder, gate, policy) -> list:
+    """A gate that reads the agent's proposal (``decide_after = "proposal"``): the sessions go
+    through the episode loop (``agile.rollout.run_episodes``), which lets the LLM write each session
+    on a copy of the executor, shows that proposal to the gate, and replays it when kept; the same
+    episodes and decision points as the gate inside the executor, which cannot show a proposal."""
+    from agile.executor.episode import AgileAgent, AgileEpisode, ExternalAdvice
+    from agile.rollout import run_episodes
+
+    executors = [Executor(g, g.questions[:questions_per_group], tokenizer, Memory(embedder),
+                          exec_cfg, gate=ExternalAdvice(), episode_id=f"eval-{g.name}") for g in groups]
+    episodes = [AgileEpisode(e, policy, e.episode_id) for e in executors]
+    budget = exec_cfg.advice_budget if exec_cfg.advice_budget >= 0 else questions_per_group
+    run_episodes(episodes, AgileAgent(policy), None, gate=gate, budget=budget, decide_after="proposal")
+    return executors
 
 
 def make_gate(cfg: EvalConfig):
