@@ -54,7 +54,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 SETUPS = {
-    "simulator": dict(agent="simulator", episodes=64, eval_episodes=64),
+    # online_rl reads the PRM score here, as the helper does (a PRM pass per training decision: cheap
+    # next to an LLM agent's, affordable with the simulator agent).
+    "simulator": dict(agent="simulator", episodes=64, eval_episodes=64, rl_use_prm=True),
     "productqa": dict(agent="smollm2", data=str(Path(__file__).resolve().parents[2] / "shared" / "productqa"),
                       episodes=64, eval_episodes=32),
     "textworld": dict(env="textworld", agent="simulator", prm_layers=2, episodes=96, eval_episodes=24),
@@ -103,10 +105,10 @@ def paired_difference(first: list[pd.DataFrame], method: str, second: list[pd.Da
     return pooled_difference([h for h, _ in pairs], [o for _, o in pairs])
 
 
-def tables(folders: list[Path]) -> str:
-    sweeps = [pd.read_csv(f / "sweep" / "sweep.csv") for f in folders]
-    episodes = [pd.read_csv(f / "sweep" / "episodes.csv") for f in folders]
-    summaries = [json.loads((f / "sweep" / "summary.json").read_text()) for f in folders]
+def tables(folders: list[Path], sweep: str = "sweep") -> str:
+    sweeps = [pd.read_csv(f / sweep / "sweep.csv") for f in folders]
+    episodes = [pd.read_csv(f / sweep / "episodes.csv") for f in folders]
+    summaries = [json.loads((f / sweep / "summary.json").read_text()) for f in folders]
     budgets = sorted(int(b) for b in sweeps[0].loc[sweeps[0].method == "helper", "budget"] if b > 0)
     methods = [m for m in dict.fromkeys(k for s in summaries for k in s["methods"]) if m not in ("never", "always")]
     lines = ["| method | " + " | ".join(f"C={c}" for c in budgets) + " |", "|---|" + "---|" * len(budgets)]
@@ -144,9 +146,29 @@ def tables(folders: list[Path]) -> str:
         lines.append(f"| {method} | {mean_of(method, 'apgr')} | {mean_of(method, 'apgr_extrapolated_share')} | "
                      f"{mean_of(method, 'cpt50')} | {mean_of(method, 'cpt80')} | {strong:.0f} / {human:.0f} |")
     lines += ["", prm_table(folders)]
+    if any("online_rl" in summary for summary in summaries):
+        lines += ["", online_rl_table(summaries)]
     never = np.mean([s.loc[s.method == "never", "success"].mean() for s in sweeps])
     always = np.mean([s.loc[s.method == "always", "success"].max() for s in sweeps])
     lines += ["", f"{len(folders)} seeds; never = {never:.3f}, always = {always:.3f} (means over seeds)."]
+    return "\n".join(lines)
+
+
+def online_rl_table(summaries: list[dict]) -> str:
+    """Per seed: how online_rl's training ended and the training calls at which its learning curve
+    first reached the helper's validation success at each C (``summary.json`` -> ``online_rl``)."""
+    lines = ["| online_rl, seed | stopped | timesteps | training calls | helper's validation success | "
+             "training calls to reach it, per C |", "|---|---|---|---|---|---|"]
+    for k, summary in enumerate(summaries):
+        rl = summary.get("online_rl") or {}
+        calls = (summary.get("methods", {}).get("online_rl", {}).get("training_calls") or {})
+        reached = rl.get("calls_to_reach_helper") or {}
+        helper = rl.get("helper_validation_success") or {}
+        lines.append(f"| {k} | {rl.get('stopped', '')} | {rl.get('timesteps', '')} | "
+                     f"{calls.get('strong', 0) + calls.get('human', 0)} | "
+                     + " ".join(f"C={c}:{v:.3f}" for c, v in sorted(helper.items(), key=lambda x: int(x[0]))) + " | "
+                     + " ".join(f"C={c}:{'not reached' if v is None else v}"
+                                for c, v in sorted(reached.items(), key=lambda x: int(x[0]))) + " |")
     return "\n".join(lines)
 
 
@@ -250,6 +272,8 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=None,
                    help="training episodes per seed instead of the set-up's (its own folder, <setup>[-mode]-e<N>)")
     p.add_argument("--tables-only", action="store_true", help="only print the tables of finished runs")
+    p.add_argument("--sweep", default="sweep",
+                   help="the sweep folder of each run to tabulate (e.g. one written by benchmarks/resweep.py)")
     p.add_argument("--compare-modes", action="store_true",
                    help="the helper deciding after the proposal against deciding before it (runs both modes)")
     p.add_argument("--compare-gold", action="store_true",
@@ -286,9 +310,9 @@ def main() -> None:
     if not args.tables_only:
         folders = [run_seed(f, args.setup, s, args.decide_after, episodes=args.episodes)
                    for f, s in zip(folders, args.seeds)]
-    text = tables(folders)
+    text = tables(folders, args.sweep)
     root.mkdir(parents=True, exist_ok=True)
-    (root / "evidence.md").write_text(text + "\n")
+    (root / ("evidence.md" if args.sweep == "sweep" else f"evidence-{args.sweep}.md")).write_text(text + "\n")
     print(f"\n### {root.name}\n\n{text}")
 
 

@@ -83,3 +83,15 @@ def test_episodes_switch_sizes_the_runs_and_names_their_folder(tmp_path, monkeyp
     evidence.run_seed(tmp_path / "plain", "productqa", 1, None, episodes=None)
     assert (seen[0].episodes, seen[0].eval_episodes, seen[0].decide_after) == (192, 32, "proposal")
     assert (seen[1].episodes, seen[1].seed) == (64, 1)  # the set-up's own size when not named
+
+
+def test_online_rl_table_reads_the_curve_summary():
+    evidence = benchmark_module("evidence")
+    summaries = [{"methods": {"online_rl": {"training_calls": {"strong": 0, "human": 13283}}},
+                  "online_rl": {"stopped": "flattened", "timesteps": 16388,
+                                "helper_validation_success": {"2": 0.8, "1": 0.7},
+                                "calls_to_reach_helper": {"1": 2636, "2": None}}},
+                 {"methods": {}}]
+    text = evidence.online_rl_table(summaries)
+    assert "| 0 | flattened | 16388 | 13283 | C=1:0.700 C=2:0.800 | C=1:2636 C=2:not reached |" in text
+    assert "| 1 |  |  | 0 |  |  |" in text  # a seed without online_rl: an empty row, not a crash
