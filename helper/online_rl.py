@@ -6,7 +6,8 @@
     save_learning_curve(report, "runs/demo/sweep", helper_success)
 
 It sees the same features as the features-backend helper (``helper.online_env.HelpEnv``: PRM score
-when a scorer is given, step, progress, budget left, the observation's numeric features) and learns
+when a scorer is given, of the base agent's proposal when that PRM reads proposals, as the helper's
+is; step, progress, budget left, the observation's numeric features) and learns
 by playing fresh training-split episodes with the real base agent and strong actor. Every
 intervention it makes while learning is a strong-model / human call, all counted
 (``OnlineRLReport.calls``): that count is what the offline helper saves.
