@@ -56,21 +56,22 @@ def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
     from prm.score import ScoreConfig, run_score
     from prm.train import TrainConfig, run_train
 
-    data, prm = joined(args, out) / "trajectories", joined(args, out) / "prm"
+    folder = joined(args, out)
+    data, prm = folder / "trajectories", folder / "prm"
     q = args.test_questions
     # Deciding after the proposal, the PRM scores the session the SFT agent proposes (was it right?);
     # on the state, the agent's correctness on the sessions it answered itself.
     target = "proposal" if args.decide_after == "proposal" else "process"
-    collected = stage(joined(args, out) / "collect.json", lambda: collect(CollectConfig(
+    collected = stage(folder / "collect.json", lambda: collect(CollectConfig(
         env="agile", agent="llm", model=str(out / "sft" / "model"), groups=train_groups, split="train",
         episodes=args.collect_episodes, questions_per_episode=q, budget=q, explore_p=[0.0, 0.1, 0.2, 0.4],
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=8, seed=args.seed,
         device="cpu", decide_after=args.decide_after, out=str(data))))
-    stage(joined(args, out) / "prm.json", lambda: run_train(TrainConfig(
+    stage(folder / "prm.json", lambda: run_train(TrainConfig(
         data=str(data), out=str(prm), model=args.prm_model, head="value", tag_after=args.decide_after, target=target,
         base_only=target == "process", layers=8 if args.prm_model == "smollm2" else None, folds=5, seed=args.seed,
         device="cpu")))
-    stage(joined(args, out) / "score.json", lambda: run_score(ScoreConfig(data=str(data), model=str(prm), device="cpu")))
+    stage(folder / "score.json", lambda: run_score(ScoreConfig(data=str(data), model=str(prm), device="cpu")))
     return collected
 
 
@@ -82,19 +83,20 @@ def helper_stage(args, out: Path, name: str, advice_cost: float | None, budget: 
     from helper.solve_command import run as solve
 
     folder = joined(args, out) / name
-    data = joined(args, out) / "trajectories"
+    data = folder.parent / "trajectories"
     stage(folder / "solve.json", lambda: solve(SolveConfig(
         data=str(data), budget=[budget or 0], bins=6, advice_cost=advice_cost, out=str(folder / "solve"))))
     stage(folder / "distill.json", lambda: distill(DistillConfig(
-        labels=str(folder / "solve"), prm=str(joined(args, out) / "prm"), out=str(folder / "helper"), seed=args.seed,
+        labels=str(folder / "solve"), prm=str(folder.parent / "prm"), out=str(folder / "helper"), seed=args.seed,
         device="cpu")))
     return folder / "helper"
 
 
-def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> dict:
+def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> tuple[dict, Path]:
     """The SFT agent with its advice decided by a gate (a helper folder or a built-in gate), gate run
-    only; in ``eval_dir(args, out, label, gate)``."""
-    folder = eval_dir(args, out, label, gate)
+    only: the result and its evaluation folder (a helper's with its mode's stages; a built-in gate's,
+    which reads no proposal, in ``join``, shared by both modes)."""
+    folder = (joined(args, out) if gate.get("helper") else out / "join") / f"eval_{label}"
 
     def run():
         cfg = AgileEvalConfig(model=str(out / "sft" / "model"), groups=args.test_group_names,
@@ -102,13 +104,7 @@ def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> dict:
                               max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, policy_run=False,
                               device="cpu", seed=args.seed, out_dir=str(folder), **gate)
         return {"rows": agile_eval(cfg, log=log), "config": asdict(cfg)}
-    return stage(folder.parent / f"eval_{label}.json", run)
-
-
-def eval_dir(args, out: Path, label: str, gate: dict) -> Path:
-    """A helper's evaluation lives with its mode's stages; a built-in gate's (which reads no
-    proposal) in ``join``, shared by both modes."""
-    return (joined(args, out) if gate.get("helper") else out / "join") / f"eval_{label}"
+    return stage(folder.parent / f"eval_{label}.json", run), folder
 
 
 def sessions(eval_dir: Path, advice_cost: float) -> dict[tuple, float]:
@@ -139,8 +135,7 @@ def budget_routes(args, out: Path, budget: int, advice_cost: float) -> dict:
     for route, tag, gate in (("helper@rate", f"helper_b{budget}", dict(helper=str(helper), budget=budget)),
                              ("novelty@rate", f"novelty_b{budget}", dict(gate="novelty", gate_budget=budget / q)),
                              ("random@rate", f"uniform_b{budget}", dict(gate="uniform", gate_budget=budget / q))):
-        label = f"{tag}_c{advice_cost:g}"
-        routes[route] = (gate_eval(args, out, label, advice_cost, **gate), eval_dir(args, out, label, gate))
+        routes[route] = gate_eval(args, out, f"{tag}_c{advice_cost:g}", advice_cost, **gate)
     return routes
 
 
@@ -177,8 +172,7 @@ def main() -> None:
         rate_budget = int(round(average_row(ppo)["advice_rate"] * q))
         results = {"PPO": (ppo, out / f"eval_PPO c={c:g}")}
         priced = helper_stage(args, out, f"helper_c{c:g}", c, None)
-        results["helper@c"] = (gate_eval(args, out, f"helper_c{c:g}", c, helper=str(priced)),
-                               joined(args, out) / f"eval_helper_c{c:g}")
+        results["helper@c"] = gate_eval(args, out, f"helper_c{c:g}", c, helper=str(priced))
         if rate_budget > 0:
             results |= budget_routes(args, out, rate_budget, c)
         results["SFT"] = (sft_alone, out / "join" / "eval_SFT")

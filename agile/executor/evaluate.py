@@ -130,11 +130,16 @@ def evaluate(model, tokenizer, groups: list[ProductGroup], questions_per_group: 
     """Run one greedy episode per group; returns per-group and averaged metrics and the records."""
     start = time.perf_counter()
     policy = LLMPolicy(model, tokenizer, max_new_tokens, greedy=True, batch_size=batch_size)
-    if getattr(gate, "decide_after", "state") == "proposal":
-        executors = _run_reading_proposals(groups, questions_per_group, tokenizer, exec_cfg, embedder, gate, policy)
+    # A gate that reads the agent's proposal decides outside the executor, which cannot show one.
+    reads_proposals = getattr(gate, "decide_after", "state") == "proposal"
+    if reads_proposals:
+        from agile.executor.episode import ExternalAdvice
+    executors = [Executor(g, g.questions[:questions_per_group], tokenizer, Memory(embedder), exec_cfg,
+                          gate=ExternalAdvice() if reads_proposals else gate, episode_id=f"eval-{g.name}")
+                 for g in groups]
+    if reads_proposals:
+        _run_reading_proposals(executors, questions_per_group, exec_cfg, gate, policy)
     else:
-        executors = [Executor(g, g.questions[:questions_per_group], tokenizer, Memory(embedder),
-                              exec_cfg, gate=gate, episode_id=f"eval-{g.name}") for g in groups]
         run_executors(executors, policy)
     # The same episode ids are played again by the next ablation: a gate that counts its budget
     # per episode must start them afresh (see agile.protocol.Gate).
@@ -149,20 +154,17 @@ def evaluate(model, tokenizer, groups: list[ProductGroup], questions_per_group: 
             "seconds": time.perf_counter() - start, "generated_tokens": policy.generated_tokens}
 
 
-def _run_reading_proposals(groups, questions_per_group, tokenizer, exec_cfg, embedder, gate, policy) -> list:
+def _run_reading_proposals(executors, questions_per_group, exec_cfg, gate, policy) -> None:
     """A gate that reads the agent's proposal (``decide_after = "proposal"``): the sessions go
     through the episode loop (``agile.rollout.run_episodes``), which lets the LLM write each session
     on a copy of the executor, shows that proposal to the gate, and replays it when kept; the same
-    episodes and decision points as the gate inside the executor, which cannot show a proposal."""
-    from agile.executor.episode import AgileAgent, AgileEpisode, ExternalAdvice
+    episodes and decision points as the gate inside the executor."""
+    from agile.executor.episode import AgileAgent, AgileEpisode
     from agile.rollout import run_episodes
 
-    executors = [Executor(g, g.questions[:questions_per_group], tokenizer, Memory(embedder),
-                          exec_cfg, gate=ExternalAdvice(), episode_id=f"eval-{g.name}") for g in groups]
     episodes = [AgileEpisode(e, policy, e.episode_id) for e in executors]
     budget = exec_cfg.advice_budget if exec_cfg.advice_budget >= 0 else questions_per_group
     run_episodes(episodes, AgileAgent(policy), None, gate=gate, budget=budget, decide_after="proposal")
-    return executors
 
 
 def make_gate(cfg: EvalConfig):
