@@ -28,6 +28,21 @@ TINY_LLM = "tiny"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+def cache_arg(model, cache) -> dict:
+    """The keyword that passes a key/value cache to ``model``: ``cache`` from transformers 5 on,
+    ``past_key_values`` before (the old name still works there but warns at every call)."""
+    import inspect
+
+    takes_new = "cache" in inspect.signature(model.forward).parameters
+    return {"cache" if takes_new else "past_key_values": cache}
+
+
+def returned_cache(output):
+    """The key/value cache a forward pass returned, under either transformers' name for it."""
+    fields = getattr(output, "__dataclass_fields__", {})
+    return output["cache"] if "cache" in fields else output.past_key_values
+
+
 def cache_root() -> Path:
     """Where converted models and generated data live (``$HELPGATE_CACHE`` overrides)."""
     root = Path(os.environ.get("HELPGATE_CACHE", Path.home() / ".cache" / "helpgate"))

@@ -57,6 +57,7 @@ import threading
 import warnings
 from collections import OrderedDict
 
+from agile.models import cache_arg, returned_cache
 from agile.protocol import Action, Observation
 
 
@@ -90,7 +91,10 @@ class PrmScorer:
         self._history: OrderedDict[str, _Episode] = OrderedDict()
         tag_after = getattr(getattr(prm, "settings", None), "tag_after", "state")
         self.tag_after = tag_after
-        self.incremental = bool(incremental) and tag_after in ("state", "proposal") and hasattr(prm, "renderer")
+        self.history = getattr(getattr(prm, "settings", None), "history", None)
+        # The key/value cache grows with the episode; a history window reads a sliding slice of it.
+        self.incremental = (bool(incremental) and tag_after in ("state", "proposal") and hasattr(prm, "renderer")
+                            and self.history is None)
         if tag_after == "action":
             warnings.warn(
                 "this PRM reads its tag after the action (tag_after='action'), but a gate decides "
@@ -175,11 +179,14 @@ class PrmScorer:
         """Hash of the text the PRM reads for step ``t``'s score (everything before its tag)."""
         from prm.render import prefix_keys
 
-        steps = range(t + 1)
+        # A PRM with a history window reads steps first..t only: the same text in another
+        # episode (or at another budget) is the same score.
+        first = 0 if self.history is None else max(0, t - self.history)
+        steps = range(first, t + 1)
         states = [entry.states.get(s, "") for s in steps]
         actions = [entry.actions.get(s, "") for s in steps[:-1]] + [""]
         proposals = [self._proposal(entry, s) for s in steps] if self.tag_after == "proposal" else None
-        return prefix_keys(states, actions, self.tag_after, proposals)[-1]
+        return f"{first}:" + prefix_keys(states, actions, self.tag_after, proposals)[-1]
 
     def _evict(self, keep: _Episode) -> None:
         """Drop the least recently used caches while all of them outgrow ``cache_bytes`` (busy
@@ -225,14 +232,7 @@ class PrmScorer:
         actions = [entry.actions.get(s, "") for s in steps[:-1]] + [""]
         episode = (states, actions) if self.tag_after != "proposal" else (
             states, actions, [self._proposal(entry, s) for s in steps])
-        if signals is None:
-            return float(self.prm.score_episodes([episode])[0][-1])
-        from prm.signals import missing_block
-
-        # Only this step's score is read: earlier steps' signals do not matter.
-        rows = missing_block(t + 1, self.prm.settings.signal_keys)
-        rows[-1] = signals
-        return float(self.prm.score_episodes([episode], signals=[rows])[0][-1])
+        return self.prm.score_last(episode, signals)
 
     @staticmethod
     def _proposal(entry: _Episode, s: int) -> str:
@@ -280,11 +280,11 @@ class PrmScorer:
             out = core.get_decoder()(
                 input_ids=torch.tensor([ids], device=device),
                 position_ids=torch.arange(entry.fed, entry.fed + len(ids), device=device)[None],
-                past_key_values=entry.cache,
+                **cache_arg(core.get_decoder(), entry.cache),
                 use_cache=True,
             )
             hidden = out.last_hidden_state[0, -1:]
             row = None if signals is None else signals[None]
             value = float(self.prm.probabilities(self.prm.head(self.prm.head_input(hidden, row)))[0])
-        entry.cache, entry.fed, entry.next_step = out.past_key_values, entry.fed + len(ids), t + 1
+        entry.cache, entry.fed, entry.next_step = returned_cache(out), entry.fed + len(ids), t + 1
         return value

@@ -50,7 +50,7 @@ from agile.models import TINY_LLM, load_causal_lm
 from prm.batch import Batch, collate, pack
 from prm.calibration import CALIBRATION_FILE, Calibrator
 from prm.signals import missing_block
-from prm.render import DEFAULT_TAG, Renderer, Window, prefix_windows, truncation_note, windows
+from prm.render import DEFAULT_TAG, Renderer, Window, history_windows, prefix_windows, truncation_note, windows
 
 HEADS = ("tag", "value")
 CONFIG_FILE = "prm_config.json"
@@ -90,6 +90,9 @@ class PRMSettings:
     lora_merged: bool = False
     signal_keys: list[str] | None = None
     """Names of the agent signals the head reads after the hidden state (``prm.signals``), in order."""
+    history: int | None = None
+    """Earlier steps each score reads besides its own (``prm.render.history_windows``); None: the whole
+    episode so far, in one pass."""
     format: int = FORMAT_VERSION
 
     @property
@@ -178,6 +181,7 @@ class ProcessRewardModel(nn.Module):
         max_length: int | None = None,
         layers: int | None = None,
         signal_keys: Sequence[str] | None = None,
+        history: int | None = None,
         device: str | None = None,
         dtype: torch.dtype | None = None,
         seed: int = 0,
@@ -187,8 +191,11 @@ class ProcessRewardModel(nn.Module):
         ``layers`` keeps only the first that many decoder layers (features from a middle layer:
         proportionally cheaper, and often as good for a probe); the tag head then reads the LM
         head rows against a middle layer, so it suits the value head best. ``signal_keys``: the
-        agent signals the value head reads beside the hidden state (``prm.signals``).
+        agent signals the value head reads beside the hidden state (``prm.signals``). ``history``:
+        each step's score reads only that many earlier steps (None: all, one pass per episode).
         """
+        if history is not None and history < 0:
+            raise ValueError(f"history={history}: keep 0 or more earlier steps, or None for the whole episode.")
         if head not in HEADS:
             raise ValueError(f"head={head!r}: use one of {HEADS}.")
         if signal_keys and (head != "value" or lora):
@@ -218,6 +225,7 @@ class ProcessRewardModel(nn.Module):
             minus_id=minus_id,
             hidden_size=hidden,
             signal_keys=list(signal_keys) if signal_keys else None,
+            history=history,
         )
         if head == "tag":
             head_module = TagHead(*_lm_rows(model, [plus_id, minus_id]))
@@ -287,8 +295,12 @@ class ProcessRewardModel(nn.Module):
     def windows_for(self, episodes: Episodes, per_prefix: bool = False, warn: bool = True) -> list[Window]:
         """Render episodes and cut them into context-sized windows (one per step if per_prefix)."""
         rendered = self.renderer.render_many(episodes)
-        cut = prefix_windows if per_prefix else windows
-        found = [w for i, r in enumerate(rendered) for w in cut(i, r, self.context)]
+        history = self.settings.history
+        if history is not None:
+            found = [w for i, r in enumerate(rendered) for w in history_windows(i, r, history, self.context)]
+        else:
+            cut = prefix_windows if per_prefix else windows
+            found = [w for i, r in enumerate(rendered) for w in cut(i, r, self.context)]
         note = truncation_note(found, len(episodes), self.context)
         if note and warn:
             warnings.warn(note, ContextTruncationWarning, stacklevel=2)
@@ -356,6 +368,24 @@ class ProcessRewardModel(nn.Module):
             with torch.inference_mode():
                 return [self.probabilities(self.head(self.head_input(torch.from_numpy(x).to(self.device), s)))
                         for x, s in zip(hidden, signals)]
+        finally:
+            self.train(was_training)
+
+    @torch.inference_mode()
+    def score_last(self, episode: tuple[Sequence[str], ...], signals: np.ndarray | None = None) -> float:
+        """P(success) at the last step of one episode, feeding only the window that holds its tag
+        (a gate's decision-time score); ``signals``: that step's signal row, or None (missing)."""
+        was_training = self.training
+        self.eval()
+        try:
+            rendered = self.renderer.render_many([episode])[0]
+            history = self.settings.history
+            window = (history_windows(0, rendered, history, self.context) if history is not None
+                      else windows(0, rendered, self.context))[-1]
+            pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+            hidden = self.hidden_at_tags(collate([window], pad, self.device))[-1:]
+            row = None if signals is None else np.asarray(signals)[None]
+            return float(self.probabilities(self.head(self.head_input(hidden, row)))[0])
         finally:
             self.train(was_training)
 

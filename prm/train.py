@@ -131,6 +131,9 @@ class TrainConfig:
     """Fit and judge only rows where the base agent acted (actor == base): its value, not the helper's."""
     layers: int | None = None
     """Keep only the first this many backbone layers (cheaper features from a middle layer; value head)."""
+    history: int | None = None
+    """Earlier steps each step's score reads besides its own (0: the step alone); unset: the whole episode
+    so far. A short context ranks late steps better where each state already carries the agent's memory."""
     feature_cache: str | None = None
     """.npz file that keeps frozen-backbone features between runs (to try other targets or heads)."""
     save_backbone: bool = False
@@ -233,8 +236,10 @@ def episode_features(prm, frame: pl.DataFrame, cfg: TrainConfig) -> dict[str, np
 
 def feature_key(prm, model: str, seed: int) -> str:
     """Everything that changes the features: backbone (and its seed when random), layers, rendering."""
+    # history joins the key only when set, so caches written before it existed stay valid.
+    history = {} if prm.settings.history is None else {"history": prm.settings.history}
     return json.dumps(
-        {
+        history | {
             "model": model,
             "seed": seed if model == "tiny" else None,
             "layers": prm.settings.layers,
@@ -368,6 +373,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         tag_after=cfg.tag_after,
         max_length=cfg.max_length,
         layers=cfg.layers,
+        history=cfg.history,
         signal_keys=keys,
         device=cfg.device,
         dtype=parse_dtype(cfg.dtype),

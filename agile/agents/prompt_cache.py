@@ -26,6 +26,8 @@ from collections.abc import Sequence
 import torch
 from transformers import DynamicCache
 
+from agile.models import cache_arg, returned_cache
+
 KV = list[tuple[torch.Tensor, torch.Tensor]]
 """Per layer ``(keys, values)``, each ``[1, kv_heads, tokens, head_dim]``."""
 
@@ -96,9 +98,9 @@ class PromptKVCache:
             self.reused_tokens += reuse
         self.prompts += 1
         self.prompt_tokens += len(tokens)
-        output = self.model(input_ids=tokens[reuse:].unsqueeze(0).to(device), past_key_values=cache,
+        output = self.model(input_ids=tokens[reuse:].unsqueeze(0).to(device), **cache_arg(self.model, cache),
                             use_cache=True, logits_to_keep=1)
-        kv = [(layer.keys, layer.values) for layer in output.past_key_values.layers]
+        kv = [(layer.keys, layer.values) for layer in returned_cache(output).layers]
         # A prompt that extends a cached one serves every lookup that one served: replace it.
         extends = key is not None and common == len(self._entries[key][0])
         self._store(tokens, kv, superseded=key if extends else None)
@@ -185,8 +187,8 @@ def greedy_continue(
     for step in range(1, max_new_tokens):
         mask = torch.cat([mask, mask.new_ones(len(alive), 1)], dim=1)
         output = model(input_ids=torch.tensor(last, device=device).unsqueeze(1), attention_mask=mask,
-                       position_ids=positions.unsqueeze(1), past_key_values=cache, use_cache=True)
-        cache = output.past_key_values
+                       position_ids=positions.unsqueeze(1), **cache_arg(model, cache), use_cache=True)
+        cache = returned_cache(output)
         tokens = output.logits[:, -1].argmax(-1).tolist()
         if with_log_probs:
             chosen = torch.log_softmax(output.logits[:, -1].float(), -1).gather(

@@ -29,6 +29,7 @@ import random
 from collections.abc import Mapping, Sequence
 
 from agile.envs.textworld_env import admissible_commands
+from agile.models import cache_arg, returned_cache
 from agile.protocol import BASE, Action, Episode, Observation
 from agile.seeding import derive_seed, stable_uniform
 
@@ -164,7 +165,7 @@ class TextWorldLLMAgent:
             result: list[float] = []
             for start in range(0, len(commands), self.max_batch):
                 chunk = commands[start:start + self.max_batch]
-                result += self._score_chunk(chunk, out.past_key_values, first)
+                result += self._score_chunk(chunk, returned_cache(out), first)
         return result
 
     def _score_chunk(self, commands: list[str], prefix_cache, first_log_probs) -> list[float]:
@@ -179,7 +180,7 @@ class TextWorldLLMAgent:
         batch = torch.tensor([x + [pad] * (width - len(x)) for x in ids], device=self.model.device)
         cache = copy.deepcopy(prefix_cache)
         cache.batch_repeat_interleave(len(commands))
-        logits = self.model(input_ids=batch, past_key_values=cache, use_cache=True).logits.float()
+        logits = self.model(input_ids=batch, **cache_arg(self.model, cache), use_cache=True).logits.float()
         log_probs = torch.log_softmax(logits, dim=-1)
         scores = []
         for row, tokens in enumerate(ids):

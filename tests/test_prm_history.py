@@ -1,0 +1,83 @@
+"""A PRM whose scores read a window of recent steps (``history``) rather than the whole episode."""
+
+import numpy as np
+import pytest
+import torch
+
+from agile.protocol import Observation
+from helper.prm_scorer import PrmScorer
+from prm.model import ProcessRewardModel
+
+STATES = ["Question 1 of 3.\nCustomer: is it red?", "Question 2 of 3.\nFind a kettle.",
+          "Question 3 of 3.\nIs it big?"]
+ACTIONS = ["[PredictAnswer] yes", "[PredictAnswer] B01", "[PredictAnswer] no"]
+
+
+def _prm(history, tag_after="state", tmp_path=None):
+    prm = ProcessRewardModel.create("tiny", tag_after=tag_after, device="cpu", seed=0, history=history)
+    torch.manual_seed(0)
+    prm.head.linear.weight.data.normal_(0, 1.0)  # an untrained value head is 0.5 everywhere
+    return prm
+
+
+def _scores(prm, states, actions=ACTIONS):
+    return prm.score_episodes([(states, actions)])[0]
+
+
+def test_a_step_reads_only_the_steps_its_history_keeps():
+    changed_first = ["Question 1 of 3.\nCustomer: is it blue and heavy?"] + STATES[1:]
+    for history, unchanged_steps in ((0, [1, 2]), (1, [2]), (None, [])):
+        prm = _prm(history)
+        before, after = _scores(prm, STATES), _scores(prm, changed_first)
+        assert before[0] != pytest.approx(after[0], abs=1e-6)  # step 0 itself changed
+        for t in (1, 2):
+            if t in unchanged_steps:
+                assert after[t] == pytest.approx(before[t], abs=1e-6)
+            else:  # the changed step is inside this step's window
+                assert after[t] != pytest.approx(before[t], abs=1e-6)
+
+
+def test_a_history_as_long_as_the_episode_scores_as_the_whole_episode():
+    prm = _prm(None)
+    whole = _scores(prm, STATES)
+    prm.settings.history = 5
+    assert _scores(prm, STATES) == pytest.approx(whole.tolist(), abs=1e-5)
+    prm.settings.history = 0
+    assert _scores(prm, STATES)[0] == pytest.approx(float(whole[0]), abs=1e-5)  # nothing before step 0
+
+
+def test_the_gate_scorer_reproduces_the_logged_scores_and_memoises_the_window(tmp_path):
+    prm = ProcessRewardModel.load(_prm(0).save(tmp_path / "prm"), device="cpu")
+    assert prm.settings.history == 0
+    logged = _scores(prm, STATES)
+    scorer = PrmScorer(prm)
+    assert not scorer.incremental  # a sliding window is not an extension of one cache
+    for episode_id, first_state in (("a", STATES[0]), ("b", "Question 1 of 3.\nCustomer: is it green?")):
+        online = []
+        for t, state in enumerate([first_state] + STATES[1:]):
+            observation = Observation(episode_id, "test", "t", t, state, 3, {})
+            online.append(scorer.score(observation))
+            scorer.record_action(observation, ACTIONS[t])
+        if episode_id == "a":
+            assert online == pytest.approx(logged.tolist(), abs=1e-5)
+    # Episode b differs only at step 0: its steps 1 and 2 read the same windows as a's.
+    assert scorer.memo_hits == 2 and scorer.forward_scores == 4
+
+
+def test_proposal_mode_with_history_scores_the_latest_proposal(tmp_path):
+    prm = _prm(0, tag_after="proposal")
+    proposals = ["[PredictAnswer] no", "[PredictAnswer] B02", "[PredictAnswer] no"]
+    logged = prm.score_episodes([(STATES, ACTIONS, proposals)])[0]
+    scorer = PrmScorer(prm)
+    online = []
+    for t, state in enumerate(STATES):
+        observation = Observation("p", "test", "t", t, state, 3, {})
+        online.append(scorer.score(observation, proposal=proposals[t]))
+        scorer.record_action(observation, ACTIONS[t])
+    assert online == pytest.approx(logged.tolist(), abs=1e-5)
+    assert np.unique(np.round(online, 6)).size == 3
+
+
+def test_a_negative_history_is_refused():
+    with pytest.raises(ValueError, match="history=-1"):
+        ProcessRewardModel.create("tiny", device="cpu", history=-1)
