@@ -106,6 +106,21 @@ class PipelineConfig:
             return 8 if self.prm_model == "smollm2" else None
         return self.prm_layers or None
 
+    def prm_train_config(self, trajectories, out, **changes):
+        """The PRM stage's ``prm train`` settings (``changes`` override fields, for ablations)."""
+        from prm import train as prm_train
+
+        return prm_train.TrainConfig(**{**dict(
+            # The gate scores a decision before the action is taken: the tag goes after the state, or
+            # after the base agent's proposal when the gate reads it.
+            data=str(trajectories), out=str(out), model=self.prm_model, head="value", tag_after=self.decide_mode(),
+            target=self.prm_target_name(),
+            # A process label is the base agent's own correctness at that step; rows where the human
+            # answered say nothing about it.
+            base_only=self.prm_target_name() == "process",
+            seed=self.seed, device=self.device, layers=self.prm_layer_count(), folds=self.fold_count(),
+        ), **changes})
+
     def fold_count(self) -> int:
         return self.prm_folds if self.prm_folds is not None else (3 if self.quick else 5)
 
@@ -162,16 +177,7 @@ def run(cfg: PipelineConfig) -> dict:
         memory_boost=0.0, gold_features=cfg.gold_features, decide_after=cfg.decide_after,
         agent_dtype=cfg.agent_dtype,
     )))
-    _stage(out, "prm", cfg.redo, lambda: prm_train.run_train(prm_train.TrainConfig(
-        # The gate scores a decision before the action is taken: the tag goes after the state, or
-        # after the base agent's proposal when the gate reads it.
-        data=trajectories, out=str(out / "prm"), model=cfg.prm_model, head="value", tag_after=cfg.decide_after,
-        target=cfg.prm_target_name(),
-        # A process label is the base agent's own correctness at that step; rows where the human
-        # answered say nothing about it.
-        base_only=cfg.prm_target_name() == "process",
-        seed=cfg.seed, device=cfg.device, layers=cfg.prm_layer_count(), folds=cfg.fold_count(),
-    )))
+    _stage(out, "prm", cfg.redo, lambda: prm_train.run_train(cfg.prm_train_config(trajectories, out / "prm")))
     _stage(out, "score", cfg.redo, lambda: prm_score.run_score(prm_score.ScoreConfig(
         data=trajectories, model=str(out / "prm"), device=cfg.device,
     )))

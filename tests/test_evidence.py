@@ -95,3 +95,25 @@ def test_online_rl_table_reads_the_curve_summary():
     text = evidence.online_rl_table(summaries)
     assert "| 0 | flattened | 16388 | 13283 | C=1:0.700 C=2:0.800 | C=1:2636 C=2:not reached |" in text
     assert "| 1 |  |  | 0 |  |  |" in text  # a seed without online_rl: an empty row, not a crash
+
+
+def test_prm_variants_table_reads_finished_variants_and_averages_them(tmp_path):
+    variants = benchmark_module("prm_variants")
+    assert variants.parse_variant("layers=16,history=0") == {"layers": 16, "history": 0}
+    assert variants.parse_variant("layers=0") == {"layers": None}  # every layer
+    with pytest.raises(SystemExit, match="integer values"):
+        variants.parse_variant("lora=yes")
+    runs = []
+    for seed, (auroc, fact) in enumerate(((0.70, 0.8), (0.80, 0.6))):
+        run = tmp_path / "evidence" / f"seed{seed}"
+        run.mkdir(parents=True)
+        (run / "pipeline.json").write_text(json.dumps({"seed": seed}))
+        done = tmp_path / "out" / f"evidence-seed{seed}" / "layers16"
+        done.mkdir(parents=True)
+        (done / "metrics.json").write_text(json.dumps({
+            "oof_auroc": auroc, "oof_auroc_per_type": {"fact_qa": fact}, "seconds": 10 * (seed + 1),
+            "validation": {"per_step": {"0": {"auroc": auroc}, "1": {"auroc": 0.5}}}}))
+        runs.append(str(run))
+    text = variants.main(runs + ["--variants", "layers=16", "--out", str(tmp_path / "out")])
+    row = text.splitlines()[-1]
+    assert row.startswith("| layers=16 | 0.700 | 0.800 | **0.750** | fact 0.700 | 0.75 / 0.50 | 15 |")

@@ -1,0 +1,99 @@
+"""Which PRM ranks the base agent's mistakes best: the pipeline's PRM stage re-run on finished runs'
+trajectories with other backbone depths or history windows, out-of-fold AUROC side by side.
+
+    python benchmarks/prm_variants.py runs/evidence/productqa-proposal/seed0 runs/evidence/productqa-proposal/seed1 \\
+        --variants layers=8 layers=16 layers=30 layers=8,history=0 --out runs/prm-variants
+
+Each run folder is one ``helpgate pipeline`` output; its PRM stage is re-run exactly as the pipeline
+ran it (``PipelineConfig.prm_train_config``: same target, tag, folds by group, seed) with the variant's
+fields changed, into ``OUT/<run>/<variant>/`` (a finished one is read back, not trained again).
+Prints, per variant: out-of-fold AUROC per run and their mean, per question type and per step
+(means over runs), and the training time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from helper.pipeline import PipelineConfig  # noqa: E402
+from prm import train as prm_train  # noqa: E402
+
+INT_FIELDS = {"layers", "history", "folds"}
+
+
+def parse_variant(text: str) -> dict:
+    """``layers=16,history=0`` -> {"layers": 16, "history": 0}; ``layers=0`` keeps every layer."""
+    out = {}
+    for part in filter(None, text.split(",")):
+        key, _, value = part.partition("=")
+        if key not in INT_FIELDS or not value.lstrip("-").isdigit():
+            raise SystemExit(f"--variants {text!r}: use fields {sorted(INT_FIELDS)} with integer values, "
+                             "e.g. layers=16,history=0.")
+        out[key] = int(value)
+    if out.get("layers") == 0:
+        out["layers"] = None  # all layers
+    return out
+
+
+def run_name(run: Path) -> str:
+    return f"{run.parent.name}-{run.name}"
+
+
+def trained(run: Path, variant: str, out: Path) -> dict:
+    """metrics.json of the variant's PRM on this run (trained now unless already there)."""
+    folder = out / run_name(run) / variant.replace("=", "").replace(",", "-")
+    if (folder / "metrics.json").exists():
+        return json.loads((folder / "metrics.json").read_text())
+    saved = json.loads((run / "pipeline.json").read_text())
+    cfg = PipelineConfig(**{f.name: saved[f.name] for f in fields(PipelineConfig) if f.name in saved})
+    return prm_train.run_train(cfg.prm_train_config(run / "trajectories", folder, progress=False,
+                                                    **parse_variant(variant)))
+
+
+def mean_of(dicts: list[dict]) -> dict:
+    keys = sorted({k for d in dicts for k in d}, key=lambda k: (len(k), k))
+    return {k: float(np.nanmean([d.get(k, np.nan) for d in dicts])) for k in keys}
+
+
+def table(results: dict[str, list[dict]], runs: list[Path]) -> str:
+    lines = ["| variant | " + " | ".join(run_name(r) for r in runs) + " | mean | per type (mean) | per step (mean) | "
+             "training s (mean) |", "|---" * (len(runs) + 5) + "|"]
+    for variant, metrics in results.items():
+        aurocs = [m["oof_auroc"] for m in metrics]
+        types = mean_of([m.get("oof_auroc_per_type") or {} for m in metrics])
+        steps = mean_of([{k: v["auroc"] for k, v in m["validation"].get("per_step", {}).items()} for m in metrics])
+        lines.append(
+            f"| {variant} | " + " | ".join(f"{a:.3f}" for a in aurocs) + f" | **{np.mean(aurocs):.3f}** | "
+            + ", ".join(f"{k.removesuffix('_qa')} {v:.3f}" for k, v in types.items()) + " | "
+            + " / ".join(f"{v:.2f}" for v in steps.values()) + f" | {np.mean([m['seconds'] for m in metrics]):.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, nargs="+", help="finished `helpgate pipeline` folders")
+    parser.add_argument("--variants", nargs="+", default=["layers=8", "layers=16", "layers=0"],
+                        help="comma-separated field=value changes to the PRM stage (layers=0: all layers)")
+    parser.add_argument("--out", type=Path, default=Path("runs/prm-variants"))
+    args = parser.parse_args(argv)
+    for run in args.runs:
+        if not (run / "pipeline.json").exists():
+            raise SystemExit(f"{run / 'pipeline.json'}: not found; give folders written by `helpgate pipeline`.")
+    for variant in args.variants:
+        parse_variant(variant)  # every variant checked before the first hour of training
+    results = {v: [trained(run, v, args.out) for run in args.runs] for v in args.variants}
+    text = table(results, args.runs)
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()
