@@ -31,7 +31,10 @@ re-feeds its whole prefix. When an episode outgrows the PRM's context, its cache
 the latest steps that fill half the context (the history is cut from the left, as ``prm score``
 cuts long episodes, though at other step boundaries than its windows, so those scores can differ
 slightly from the logged ones) and later decisions are incremental again. With
-``tag_after="action"`` the whole prefix is re-scored with ``score_episodes`` at every decision.
+``tag_after="action"`` the whole prefix is re-scored at every decision. A PRM trained with a history
+window (``prm train --history K``) reads each step's K latest steps only: no cache (the window slides),
+one short forward pass per decision (``ProcessRewardModel.score_last``), and the memo below matches
+equal windows across episodes.
 
 Signals and calibration. A PRM trained with the base agent's signals (``prm.signals``) reads
 them from the proposal: ``score(observation, proposal=action)`` uses ``action.signals`` at this
