@@ -45,6 +45,9 @@ class Action:
     signals: dict[str, float] = field(default_factory=dict, compare=False)
     """Numbers the agent gives about this action for free (e.g. the answer's log-probability);
     carried into the logged ``proposal_signals``, never read by the environment."""
+    token_ids: tuple[int, ...] | None = field(default=None, compare=False)
+    """The token ids an LLM agent generated, for an environment that takes them as they are (the
+    AGILE executor): decoding and encoding again need not give the same ids."""
 
 
 @dataclass(frozen=True)

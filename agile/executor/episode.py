@@ -81,7 +81,7 @@ class AgileEpisode:
         if call is not None and call.name == fn.SEEK_ADVICE and action.actor != BASE:
             executor.seek_advice()
         else:
-            executor.act(action.text)
+            executor.act(list(action.token_ids) if action.token_ids is not None else action.text)
         # After advice the LLM reflects; that turn belongs to this decision, not to the loop.
         while not executor.done and executor.session == session and executor.awaiting == "reflection":
             executor.act(self.policy([executor])[0])
@@ -119,7 +119,8 @@ class AgileAgent:
             raise ValueError("AgileAgent.act needs the live episodes (it continues their executors' context).")
         turns = self.policy([e.executor for e in episodes])
         tokenizer = self.policy.tokenizer
-        return [Action(tokenizer.decode(ids, skip_special_tokens=True), actor=BASE) for ids in turns]
+        return [Action(tokenizer.decode(ids, skip_special_tokens=True), actor=BASE, token_ids=tuple(ids))
+                for ids in turns]
 
 
 class AgileSource:
