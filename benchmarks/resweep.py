@@ -3,6 +3,7 @@ held-out episodes, without collecting, training or solving again.
 
     python benchmarks/resweep.py runs/evidence/main-proposal/seed0 sweep_table helper helper_priced --backend table
     python benchmarks/resweep.py runs/evidence/main-proposal/seed0 sweep64 helper random --episodes 64 --max-budget 2
+    python benchmarks/resweep.py runs/evidence/productqa-proposal/seed0 sweep_rl helper online_rl --rl-train-episodes 64
 
 The held-out episodes are the run's own (its env, split, seed + 1000, questions per episode and
 mode from ``pipeline.json``): with the run's episode count the rows pair episode by episode with
@@ -31,6 +32,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--episodes", type=int, help="held-out episodes (default: the run's own count)")
     parser.add_argument("--max-budget", type=int, help="largest budget (default: the run's own)")
     parser.add_argument("--backend", choices=("features", "text", "table"), help="override the helper's backend")
+    parser.add_argument("--rl-train-episodes", type=int,
+                        help="online_rl replays this many training episodes (default: a fresh one each time)")
+    parser.add_argument("--rl-val-episodes", type=int, help="online_rl's validation episodes per curve point")
     args = parser.parse_args(argv)
     if not (args.run / "pipeline.json").exists():
         raise SystemExit(f"{args.run / 'pipeline.json'}: not found; give a folder written by `helpgate pipeline`.")
@@ -43,7 +47,9 @@ def main(argv: list[str] | None = None) -> dict:
         data=cfg.data, split="test", episodes=held_out, seed=cfg.seed + 1000,
         questions_per_episode=cfg.questions_per_episode, agent=cfg.agent, train_data=str(args.run / "solve"),
         memory_boost=0.0, gold_features=cfg.gold_features, decide_after=cfg.decide_mode(), methods=args.methods,
-        helper_backend=args.backend, device=cfg.device, agent_dtype=cfg.agent_dtype))
+        helper_backend=args.backend, device=cfg.device, agent_dtype=cfg.agent_dtype,
+        rl_train_episodes=args.rl_train_episodes,
+        **({} if args.rl_val_episodes is None else {"rl_val_episodes": args.rl_val_episodes})))
 
 
 if __name__ == "__main__":

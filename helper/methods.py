@@ -408,7 +408,8 @@ class OnlineRL(Method):
         cfg = ctx.cfg
         rl_cfg = OnlineRLConfig(max_budget=max(ctx.budgets[-1], 1), total_timesteps=cfg.rl_timesteps,
                                 n_steps=cfg.rl_n_steps, eval_every=cfg.rl_eval_every,
-                                val_episodes=cfg.rl_val_episodes, lr=cfg.rl_lr, seed=cfg.seed)
+                                val_episodes=cfg.rl_val_episodes, lr=cfg.rl_lr, seed=cfg.seed,
+                                train_episodes=cfg.rl_train_episodes)
         self.score = ctx.scorer if cfg.rl_use_prm else None
         self.policy, report = train(ctx.env, rl_cfg, self.score)
         self.report = report

@@ -5,7 +5,9 @@
     obs, reward, terminated, truncated, info = genv.step(1)              # 1: intervene, 0: let the agent act
 
 One gymnasium episode is one helpgate episode of the training split (a fresh one at every reset,
-indices ``rank, rank + stride, ...`` of seed ``episode_seed``, so parallel copies never share one).
+indices ``rank, rank + stride, ...`` of seed ``episode_seed``, so parallel copies never share one;
+with ``pool=N`` those indices wrap at N: the learner replays a fixed set of N training episodes, as
+the offline helper learns from a fixed collection).
 
 - **Budget.** At reset a budget C is drawn uniformly from 1..max_budget; ``budget_left`` is in the
   observation, so one policy serves every C (as the helper does).
@@ -55,7 +57,10 @@ class HelpEnv(gym.Env):
     metadata = {"render_modes": []}  # noqa: RUF012 - gymnasium's class attribute
 
     def __init__(self, env, names: list[str], scale: list[float], max_budget: int, episode_seed: int,
-                 scorer=None, split: str = "train", rank: int = 0, stride: int = 1, decide_after: str = "state"):
+                 scorer=None, split: str = "train", rank: int = 0, stride: int = 1, decide_after: str = "state",
+                 pool: int | None = None):
+        if pool is not None and pool < 1:
+            raise ValueError(f"pool={pool}: the number of training episodes replayed must be >= 1 (None: fresh ones).")
         if decide_after not in DECIDE_AFTER:
             raise ValueError(f"decide_after={decide_after!r}: use one of {DECIDE_AFTER}.")
         if max_budget < 1:
@@ -70,6 +75,7 @@ class HelpEnv(gym.Env):
         self.split = split
         self.next_index = int(rank)
         self.stride = int(stride)
+        self.pool = pool
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, shape=(len(self.names),), dtype=np.float32)
         self.action_space = gym.spaces.Discrete(2)
         self.calls = {"strong": 0, "human": 0}
@@ -85,7 +91,8 @@ class HelpEnv(gym.Env):
         super().reset(seed=seed)
         self.budget = int(self.np_random.integers(1, self.max_budget + 1))
         self.budget_left = self.budget
-        self.episode = self.env.episodes(1, seed=self.episode_seed, start=self.next_index, split=self.split)[0]
+        index = self.next_index if self.pool is None else self.next_index % self.pool
+        self.episode = self.env.episodes(1, seed=self.episode_seed, start=index, split=self.split)[0]
         self.next_index += self.stride
         self.episodes_played += 1
         self.proposal = None

@@ -84,6 +84,10 @@ class OnlineRLConfig:
     """Seed of the networks, PPO's action draws and the budget draws."""
     episode_seed: int = 500
     """Seed of the training episodes (keep it apart from the evaluation seed)."""
+    train_episodes: int | None = None
+    """Replay this many training episodes in turn instead of a fresh one at every reset (None). With an
+    LLM base agent a replayed episode's proposals come from its answer cache, so interaction costs
+    LLM calls only for histories not met before: what makes a flattened curve affordable on a CPU."""
     val_seed: int = 700
     """Seed of the validation episodes (training split; apart from episode_seed and the evaluation seed)."""
 
@@ -93,6 +97,9 @@ class OnlineRLConfig:
                      "val_episodes", "patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"OnlineRLConfig.{name} must be >= 1, got {getattr(self, name)}.")
+        if self.train_episodes is not None and self.train_episodes < 1:
+            raise ValueError(f"OnlineRLConfig.train_episodes must be >= 1 or None (fresh episodes), "
+                             f"got {self.train_episodes}.")
 
 
 @dataclass
@@ -221,7 +228,7 @@ def train(env, cfg: OnlineRLConfig, scorer=None) -> tuple[RLPolicy, OnlineRLRepo
     # A PRM that reads proposals is read after the base agent proposes, as the helper reads it.
     mode = getattr(scorer, "decide_after", "state") if scorer is not None else "state"
     genvs = [HelpEnv(env, names, scale, cfg.max_budget, cfg.episode_seed, scorer, rank=i, stride=cfg.n_envs,
-                     decide_after=mode) for i in range(cfg.n_envs)]
+                     decide_after=mode, pool=cfg.train_episodes) for i in range(cfg.n_envs)]
     vec = HelpVecEnv([lambda g=g: g for g in genvs])
     batch_size = min(cfg.batch_size, cfg.n_steps * cfg.n_envs)  # a short run has short rollouts
     model = PPO("MlpPolicy", vec, learning_rate=cfg.lr, n_steps=cfg.n_steps, batch_size=batch_size,

@@ -68,6 +68,9 @@ class SweepConfig(EnvConfig):
     """online_rl: training-split validation episodes per budget at each learning-curve point."""
     rl_lr: float = 1e-3
     """online_rl: Adam learning rate."""
+    rl_train_episodes: int | None = None
+    """online_rl: replay this many training episodes in turn (default: a fresh episode at every reset). An LLM
+    base agent answers a replayed history from its cache: the way to a flattened curve on a CPU."""
     rl_use_prm: bool = True
     """online_rl: give the policy the PRM score too (one PRM pass per training decision)."""
     ci_resamples: int = 2000

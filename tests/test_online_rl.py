@@ -14,6 +14,7 @@ import copy
 import random
 
 import numpy as np
+import pytest
 import torch
 
 from agile.protocol import BASE, HUMAN, Action, Observation, StepResult
@@ -276,3 +277,24 @@ def test_ppo_in_proposal_mode_finds_the_mistake_only_the_proposal_shows():
     assert results["proposal"] == 1.0
     # On the state's features the key is invisible: at best first-k's luck, below 1.
     assert results["state"] < 1.0 - 0.5 / HORIZON
+
+
+def test_a_pool_of_training_episodes_is_replayed_in_turn_and_still_learns():
+    env = KeyEnvironment()
+    names, scale = feature_names(env, use_score=False)
+    copies = [HelpEnv(env, names, scale, 2, 9, rank=r, stride=2, pool=3) for r in range(2)]
+    for _ in range(3):
+        for genv in copies:
+            genv.reset(seed=0)
+    replayed = [e.episode_id for e in env.made if e.seed == 9]
+    assert replayed == [f"key-9-{i}" for i in (0, 1, 2, 0, 1, 2)]  # indices wrap at 3
+    with pytest.raises(ValueError, match="pool=0"):
+        HelpEnv(env, names, scale, 2, 9, pool=0)
+    with pytest.raises(ValueError, match="train_episodes"):
+        train(env, OnlineRLConfig(train_episodes=0))
+    # Eight training episodes, replayed, are enough to learn the key decision of unseen validation ones.
+    env = KeyEnvironment()
+    _, report = train(env, OnlineRLConfig(**{**vars(CFG), "train_episodes": 8}))
+    played = {e.episode_id for e in env.made if e.seed == CFG.episode_seed}
+    assert len(played) == 8
+    assert calls_to_reach(report, {1: 1.0})[1] is not None
