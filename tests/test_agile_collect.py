@@ -96,3 +96,19 @@ def test_advice_through_the_loop_reaches_the_executor():
     assert all(r.by_gate for r in sessions[:2]) and sessions[2].turns >= 1
     assert episode.success() == pytest.approx(sum(r.correct for r in sessions) / 3)
     assert not branch.executor.records and branch.observe().step == 0  # the clone did not move
+
+
+def test_both_productqa_stacks_hold_the_same_sessions():
+    """One home for ProductQA sessions: episode i of (split, seed) is the same group and the same
+    questions on the light stack and on the AGILE executor, so a helper collected on one is
+    replayed on the other's sessions question for question."""
+    from agile.envs.productqa_env import ProductQASource
+
+    groups = ["all_pans", "leggings"]
+    agile_source = AgileSource(ROOT, "test", groups, model="tiny", max_new_tokens=4)
+    light = ProductQASource(ROOT, "test", groups).episodes(range(5), seed=11, questions_per_episode=4)
+    executors = [e.executor for e in agile_source.episodes(range(5), seed=11, questions_per_episode=4)]
+    assert [e.resources.group.name for e in light] == [x.group.name for x in executors] == groups * 2 + groups[:1]
+    assert [[q.id for q in e.questions] for e in light] == [[q.id for q in x.questions] for x in executors]
+    assert len({tuple(q.id for q in e.questions) for e in light}) == 5  # the windows do differ
+    assert [e.episode_id for e in light] == [x.episode_id.removeprefix("agile-") for x in executors]

@@ -37,11 +37,11 @@ from pathlib import Path
 
 from agile.envs.answer_eval import is_correct, parse_product_ids
 from agile.envs.product_db import ProductDB, SQLError
-from agile.envs.productqa import QUESTION_TYPES, ProductGroup, Question, list_groups, load_group
+from agile.envs.productqa import QUESTION_TYPES, ProductGroup, Question, load_group
+from agile.envs.sessions import SplitSessions, session_window
 from agile.envs.session_memory import SessionMemory
 from agile.executor.functions import PREDICT_ANSWER, SEARCH_PRODUCT, SEARCH_RESULT, SEEK_ADVICE, parse_call
 from agile.protocol import BASE, HUMAN, Action, Observation, StepResult
-from agile.seeding import derive_seed
 
 ENV_NAME = "productqa"
 PREDICT, SEARCH, SEEK = PREDICT_ANSWER, SEARCH_PRODUCT, SEEK_ADVICE
@@ -117,9 +117,7 @@ class ProductQAEpisode:
             self.resources = GroupResources(self.resources)
         group = self.resources.group
         if not self.questions:
-            n = min(self.questions_per_episode, len(group.questions))
-            start = random.Random(self.seed).randrange(len(group.questions) - n + 1)
-            self.questions = group.questions[start:start + n]
+            self.questions = session_window(group, self.seed, self.questions_per_episode)
         self.questions_per_episode = len(self.questions)
         if not self.episode_id:
             self.episode_id = f"{group.name}-{self.seed}"
@@ -294,46 +292,30 @@ def search_result_ids(state_text: str) -> list[str]:
     return parse_product_ids(lines[-1]) if lines else []
 
 
-class ProductQASource:
-    """The groups of one ProductQA split, loaded once, and the episodes drawn from them.
+class ProductQASource(SplitSessions):
+    """The groups of one ProductQA split and this stack's episodes of them.
 
-    Episode ``i`` is fully determined by ``(seed, i)``: its group is the ``i``-th in round-robin
-    order over the (sorted) groups, its seed is ``derive_seed(seed, i)``. Any subset of indices
-    can therefore be built alone (collection writes shards of index ranges and resumes).
+    Episode ``i`` holds the session ``agile.envs.sessions.SplitSessions`` draws for ``(seed, i)``
+    (the AGILE stack draws the same), so any subset of indices can be built alone.
     """
 
     def __init__(self, root: str | Path, split: str = "train", groups: list[str] | None = None):
-        paths = list_groups(root, split)
-        available = [p.name for p in paths]
-        if groups:
-            unknown = [g for g in groups if g not in available]
-            if unknown:
-                raise ValueError(
-                    f"groups: {unknown} not found in {Path(root) / split}; available: {available}."
-                )
-            paths = [p for p in paths if p.name in groups]
-        if not paths:
-            raise FileNotFoundError(f"{Path(root) / split}: holds no ProductQA group folders.")
-        self.root, self.split, self.paths = Path(root), split, paths
+        super().__init__(root, split, groups)
         self._resources: dict[str, GroupResources] = {}
-
-    @property
-    def group_names(self) -> list[str]:
-        return [p.name for p in self.paths]
 
     def resources(self, name: str) -> GroupResources:
         if name not in self._resources:
-            path = next(p for p in self.paths if p.name == name)
-            self._resources[name] = GroupResources(load_group(path))
+            self._resources[name] = GroupResources(self.group(name))
         return self._resources[name]
 
     def episode(self, index: int, seed: int, questions_per_episode: int = 8, **kwargs) -> ProductQAEpisode:
-        name = self.paths[index % len(self.paths)].name
+        group, questions = self.window(index, seed, questions_per_episode)
         return ProductQAEpisode(
-            self.resources(name),
-            derive_seed(seed, index),
+            self.resources(group.name),
+            self.episode_seed(index, seed),
             questions_per_episode,
-            episode_id=f"{self.split}-s{seed}-{index:06d}-{name}",
+            episode_id=self.episode_name(index, seed),
+            questions=questions,
             **kwargs,
         )
 

@@ -27,17 +27,16 @@ episode's accuracy: the advice cost is the solver's price per intervention (``he
 from __future__ import annotations
 
 import dataclasses
-import random
 from collections.abc import Sequence
 from pathlib import Path
 
 from agile.envs.product_db import ProductDB
-from agile.envs.productqa import ProductGroup, Question, list_groups, load_group
+from agile.envs.productqa import ProductGroup
+from agile.envs.sessions import SplitSessions
 from agile.executor import functions as fn
 from agile.executor.executor import Executor, ExecutorConfig
 from agile.executor.memory import Embedder, Memory
 from agile.protocol import BASE, HUMAN, Action, Observation, StepResult
-from agile.seeding import derive_seed
 
 
 class ExternalAdvice:
@@ -123,37 +122,25 @@ class AgileAgent:
                 for ids in turns]
 
 
-class AgileSource:
+class AgileSource(SplitSessions):
     """The groups of one ProductQA split and the AGILE episodes drawn from them.
 
-    Episode ``i`` is fully determined by ``(seed, i)``: group ``i mod G`` (sorted folder names),
-    a window of consecutive questions starting at an offset drawn from ``derive_seed(seed, i)``.
-    The model, tokenizer and embedder load on first use, so a bad data root or group is refused
-    before anything heavy loads.
+    Episode ``i`` holds the session ``agile.envs.sessions.SplitSessions`` draws for ``(seed, i)``,
+    the same group and questions as the ``productqa`` stack's episode ``i``. The model, tokenizer
+    and embedder load on first use, so a bad data root or group is refused before anything heavy
+    loads.
     """
 
     def __init__(self, root: str | Path, split: str = "train", groups: Sequence[str] | None = None,
                  model: str = "smollm2", device: str | None = None, max_new_tokens: int = 96,
                  batch_size: int = 16, config: ExecutorConfig | None = None):
-        paths = list_groups(root, split)
-        available = [p.name for p in paths]
-        unknown = [g for g in groups or () if g not in available]
-        if unknown:
-            raise ValueError(f"groups: {unknown} not found in {Path(root) / split}; available: {available}.")
-        paths = [p for p in paths if not groups or p.name in groups]
-        if not paths:
-            raise FileNotFoundError(f"{Path(root) / split}: holds no ProductQA group folders.")
-        self.root, self.split, self.paths = Path(root), split, paths
+        super().__init__(root, split, groups)
         self.model_name, self.device = model, device
         self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
         self.config = config or ExecutorConfig()
-        self._groups: dict[str, tuple[ProductGroup, ProductDB]] = {}
+        self._databases: dict[str, ProductDB] = {}
         self._policy = None
         self._embedder: Embedder | None = None
-
-    @property
-    def group_names(self) -> list[str]:
-        return [p.name for p in self.paths]
 
     @property
     def policy(self):
@@ -170,18 +157,10 @@ class AgileSource:
     def agent(self) -> AgileAgent:
         return AgileAgent(self.policy, name=f"agile:{self.model_name}")
 
-    def _group(self, name: str) -> tuple[ProductGroup, ProductDB]:
-        if name not in self._groups:
-            group = load_group(next(p for p in self.paths if p.name == name))
-            self._groups[name] = (group, ProductDB(group))
-        return self._groups[name]
-
-    def window(self, index: int, seed: int, questions_per_episode: int) -> tuple[ProductGroup, list[Question]]:
-        """The group and questions of episode ``index``."""
-        group, _ = self._group(self.paths[index % len(self.paths)].name)
-        n = min(questions_per_episode, len(group.questions))
-        start = random.Random(derive_seed(seed, index)).randrange(len(group.questions) - n + 1)
-        return group, group.questions[start:start + n]
+    def database(self, group: ProductGroup) -> ProductDB:
+        if group.name not in self._databases:
+            self._databases[group.name] = ProductDB(group)
+        return self._databases[group.name]
 
     def episodes(self, indices, seed: int, questions_per_episode: int = 8) -> list[AgileEpisode]:
         if questions_per_episode < 1:
@@ -192,8 +171,8 @@ class AgileSource:
         out = []
         for index in indices:
             group, questions = self.window(index, seed, questions_per_episode)
-            episode_id = f"agile-{self.split}-s{seed}-{index:06d}-{group.name}"
+            episode_id = f"agile-{self.episode_name(index, seed)}"
             executor = Executor(group, questions, policy.tokenizer, Memory(self._embedder), self.config,
-                                gate=ExternalAdvice(), db=self._group(group.name)[1], episode_id=episode_id)
+                                gate=ExternalAdvice(), db=self.database(group), episode_id=episode_id)
             out.append(AgileEpisode(executor, policy, episode_id))
         return out
