@@ -23,6 +23,10 @@ from helper.schema import write_json_atomic
 STAGES = ("collect", "prm", "score", "solve", "distill", "sweep")
 
 
+QUESTION_SESSIONS = ("productqa", "agile")
+"""Environments whose episode is a session of questions, one decision each (both ProductQA stacks)."""
+
+
 @dataclass
 class PipelineConfig:
     out: str = "runs/demo"
@@ -30,8 +34,9 @@ class PipelineConfig:
     quick: bool = False
     """A first look: fewer episodes, smaller budgets (about 3 minutes on a 2-core CPU)."""
     env: str = "productqa"
-    """Environment: productqa, textworld (needs the textworld extra), or a plug-in env (module:factory or a
-    helpgate.envs entry point)."""
+    """Environment: productqa, agile (ProductQA through the AGILE executor and LLM policy; --agent names its
+    model: the embedded SmolLM2 or an SFT / PPO output folder), textworld (needs the textworld extra), or a
+    plug-in env (module:factory or a helpgate.envs entry point)."""
     agent: str = "smollm2"
     """Base agent: 'smollm2' (embedded LLM), another model name or folder, 'simulator', or a plug-in agent."""
     data: str | None = None
@@ -99,7 +104,7 @@ class PipelineConfig:
             return self.prm_target
         if self.decide_mode() == "proposal":
             return "proposal"
-        return "process" if self.env == "productqa" else "soft"
+        return "process" if self.env in QUESTION_SESSIONS else "soft"
 
     def prm_layer_count(self) -> int | None:
         if self.prm_layers is None:
@@ -148,7 +153,7 @@ def _horizon(cfg: PipelineConfig) -> int:
     session; in TextWorld the expert wins in the quest's length of moves, so the longest quest."""
     from helper.environment import AgentEnvParams
 
-    if cfg.env == "productqa":
+    if cfg.env in QUESTION_SESSIONS:
         return cfg.questions_per_episode
     return max(AgentEnvParams().tw_quest_lengths)
 

@@ -112,3 +112,25 @@ def test_both_productqa_stacks_hold_the_same_sessions():
     assert [[q.id for q in e.questions] for e in light] == [[q.id for q in x.questions] for x in executors]
     assert len({tuple(q.id for q in e.questions) for e in light}) == 5  # the windows do differ
     assert [e.episode_id for e in light] == [x.episode_id.removeprefix("agile-") for x in executors]
+
+
+def test_pipeline_runs_every_stage_on_the_agile_stack(tmp_path):
+    """`helpgate pipeline --env agile`: collection, PRM, solve, distill and sweep all through the AGILE
+    executor and LLM policy (a tiny model), one decision per question of the session."""
+    from helper.cli import main
+    from helper.pipeline import STAGES
+
+    out = tmp_path / "agile-run"
+    args = ["pipeline", "--env", "agile", "--agent", "tiny", "--prm-model", "tiny", "--out", str(out), "--quick",
+            "--data", str(ROOT), "--episodes", "8", "--eval-episodes", "2", "--questions-per-episode", "3",
+            "--methods", "helper", "random"]
+    assert main(args) == 0
+    assert all((out / stage / ".done").exists() for stage in STAGES)
+    assert set(read_trajectories(out / "trajectories")["env"]) == {"agile"}
+    # Each question is scored on its own, as on the light ProductQA stack.
+    assert json.loads((out / "prm" / "metrics.json").read_text())["target"] == "label_process"
+    helper = pl.read_csv(out / "sweep" / "sweep.csv").filter(pl.col("method") == "helper")
+    assert sorted(helper["budget"].to_list()) == [0, 1, 2, 3]  # up to always's: every question of the session
+    assert (helper["interventions"] <= helper["budget"]).all()
+    trained = json.loads((out / "helper" / "helper.json").read_text())["trained_on"]
+    assert trained["env"] == ["agile"] and trained["horizon"] == 3
