@@ -215,3 +215,23 @@ def test_a_turn_is_the_first_non_empty_line(tokenizer):
     assert end.cut([tokenizer.eos_token_id, 5]) == 1
     no_end = tokenizer("[SeekAdvice]", add_special_tokens=False).input_ids
     assert end.cut(no_end) == len(no_end)
+
+
+def test_greedy_memo_answers_a_prompt_met_before_with_the_same_turn(tokenizer):
+    from agile.executor.policy import LLMPolicy
+    from agile.models import load_causal_lm
+
+    model, _ = load_causal_lm("tiny")
+    prompts = [tokenizer(text, add_special_tokens=False).input_ids
+               for text in ("Q: is it sharp?\n", "Q: which blade fits a 10 inch saw?\n")]
+    plain = LLMPolicy(model, tokenizer, max_new_tokens=5, greedy=True, batch_size=1)
+    memo = LLMPolicy(model, tokenizer, max_new_tokens=5, greedy=True, batch_size=1, memo=True)
+    expected = [plain.generate([p])[0] for p in prompts]
+    assert memo.generate([prompts[0], prompts[1], prompts[0]]) == expected + expected[:1]
+    assert memo.memo_hits == 1 and memo.generated_tokens == sum(map(len, expected))  # the repeat was not generated
+    turns = memo.generate(prompts[::-1])
+    assert turns == expected[::-1] and memo.memo_hits == 3
+    turns[0].append(0)  # a caller extending its turn does not change what the memo answers next
+    assert memo.generate(prompts[1:]) == expected[1:]
+    with pytest.raises(ValueError, match="greedy"):
+        LLMPolicy(model, tokenizer, greedy=False, memo=True)

@@ -150,8 +150,10 @@ class AgileSource(SplitSessions):
             from agile.models import load_causal_lm
 
             model, tokenizer = load_causal_lm(model_folder(self.model_name), device=self.device)
+            # The weights stay as loaded: a prompt met again (another method or budget replaying
+            # the same sessions) gets the turn it got before.
             self._policy = LLMPolicy(model, tokenizer, self.max_new_tokens, greedy=True,
-                                     batch_size=self.batch_size)
+                                     batch_size=self.batch_size, memo=True)
         return self._policy
 
     def agent(self) -> AgileAgent:

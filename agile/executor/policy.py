@@ -12,7 +12,9 @@ works (the LLM, the gold imitation policy of ``agile.train.sft_data``).
 
 from __future__ import annotations
 
+import hashlib
 import time
+from array import array
 from collections.abc import Callable, Sequence
 
 import torch
@@ -82,10 +84,18 @@ class LLMPolicy:
     With ``seed`` set, torch's global generator is reseeded before each generate call (from the
     seed and the tokens generated so far), so a run of the same calls samples the same turns.
     ``generated_tokens``, ``prompt_tokens`` and ``seconds`` add up over calls (throughput).
+
+    ``memo=True`` (greedy only, for a model whose weights no longer change) answers a prompt seen
+    before with the turn it got then: a sweep replays the same sessions under every method and
+    budget, and their contexts agree up to the first decision that differs. ``memo_hits`` counts
+    the turns answered so.
     """
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 96, greedy: bool = False,
-                 temperature: float = 1.0, batch_size: int = 8, seed: int | None = None):
+                 temperature: float = 1.0, batch_size: int = 8, seed: int | None = None,
+                 memo: bool = False):
+        if memo and not greedy:
+            raise ValueError("memo=True needs greedy=True: a sampled turn is a new draw each time.")
         from transformers import GenerationConfig
 
         self.model = model
@@ -105,13 +115,28 @@ class LLMPolicy:
         self.generated_tokens = 0
         self.prompt_tokens = 0
         self.seconds = 0.0
+        self._memo: dict[bytes, list[int]] | None = {} if memo else None
+        self.memo_hits = 0
 
     def __call__(self, executors: Sequence[Executor]) -> list[list[int]]:
         return self.generate([e.prompt_ids() for e in executors])
 
-    @torch.no_grad()
     def generate(self, prompts: list[list[int]]) -> list[list[int]]:
         """One turn for each prompt (lists of ids); returns the new ids up to the stop token."""
+        if self._memo is None:
+            return self._generate(prompts)
+        keys = [_prompt_key(p) for p in prompts]
+        missing = list(dict.fromkeys(k for k in keys if k not in self._memo))
+        first = {k: i for i, k in reversed(list(enumerate(keys)))}
+        for key, turn in zip(missing, self._generate([prompts[first[k]] for k in missing])):
+            self._memo[key] = turn
+        self.memo_hits += len(keys) - len(missing)
+        return [list(self._memo[k]) for k in keys]
+
+    @torch.no_grad()
+    def _generate(self, prompts: list[list[int]]) -> list[list[int]]:
+        if not prompts:
+            return []
         start = time.perf_counter()
         device = next(self.model.parameters()).device
         # Similar lengths together waste less padding.
@@ -138,6 +163,11 @@ class LLMPolicy:
                 self.prompt_tokens += len(prompts[i])
         self.seconds += time.perf_counter() - start
         return out
+
+
+def _prompt_key(ids: list[int]) -> bytes:
+    # A digest, not the ids: prompts run to thousands of tokens and a sweep sees tens of thousands.
+    return hashlib.blake2b(array("q", ids).tobytes(), digest_size=16).digest()
 
 
 def run_executors(executors: Sequence[Executor], policy: Policy) -> None:
