@@ -132,6 +132,9 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
         summary["helper_stats"] = helper.stats()
     if hasattr(ctx.scorer, "memo_hits"):  # how much PRM work the shared prefixes saved
         summary["prm_scores"] = {"forward": ctx.scorer.forward_scores, "reused": ctx.scorer.memo_hits}
+    policy = getattr(ctx.env.base, "policy", None)
+    if getattr(policy, "memo_hits", 0):  # the base agent's turns that replayed sessions shared
+        summary["agent_turns"] = {"generated_tokens": policy.generated_tokens, "reused_turns": policy.memo_hits}
     write_json_atomic(summary, out / "summary.json")
     save_sweep_plot(frame, out / "sweep.png", cfg.title)
     _print(summary, out)

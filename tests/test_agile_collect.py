@@ -132,5 +132,7 @@ def test_pipeline_runs_every_stage_on_the_agile_stack(tmp_path):
     helper = pl.read_csv(out / "sweep" / "sweep.csv").filter(pl.col("method") == "helper")
     assert sorted(helper["budget"].to_list()) == [0, 1, 2, 3]  # up to always's: every question of the session
     assert (helper["interventions"] <= helper["budget"]).all()
+    summary = json.loads((out / "sweep" / "summary.json").read_text())
+    assert summary["agent_turns"]["reused_turns"] > 0  # every method replays the same held-out sessions
     trained = json.loads((out / "helper" / "helper.json").read_text())["trained_on"]
     assert trained["env"] == ["agile"] and trained["horizon"] == 3
