@@ -2,11 +2,11 @@
 trajectories with other backbone depths or history windows, out-of-fold AUROC side by side.
 
     python benchmarks/prm_variants.py runs/evidence/productqa-proposal/seed0 runs/evidence/productqa-proposal/seed1 \\
-        --variants layers=8 layers=16 layers=30 layers=8,history=0 --out runs/prm-variants
+        --variants layers=8 layers=16 layers=30 layers=8,history=0 mode=state --out runs/prm-variants
 
 Each run folder is one ``helpgate pipeline`` output; its PRM stage is re-run exactly as the pipeline
 ran it (``PipelineConfig.prm_train_config``: same target, tag, folds by group, seed) with the variant's
-fields changed, into ``OUT/<run>/<variant>/`` (a finished one is read back, not trained again).
+fields changed (``mode=state``: the PRM a state-mode run trains, on the same decision points), into ``OUT/<run>/<variant>/`` (a finished one is read back, not trained again).
 Prints, per variant: out-of-fold AUROC per run and their mean, per question type and per step
 (means over runs), and the training time.
 """
@@ -27,16 +27,26 @@ from helper.pipeline import PipelineConfig  # noqa: E402
 from prm import train as prm_train  # noqa: E402
 
 INT_FIELDS = {"layers", "history", "folds"}
+DECIDE_MODES = {
+    # What the pipeline's PRM stage trains in each mode (``PipelineConfig.prm_train_config``): after the
+    # state the label is the base agent's own correctness, on the rows where it answered.
+    "state": {"tag_after": "state", "target": "process", "base_only": True},
+    "proposal": {"tag_after": "proposal", "target": "proposal", "base_only": False},
+}
 
 
 def parse_variant(text: str) -> dict:
-    """``layers=16,history=0`` -> {"layers": 16, "history": 0}; ``layers=0`` keeps every layer."""
+    """``layers=16,history=0`` -> {"layers": 16, "history": 0}; ``layers=0`` keeps every layer;
+    ``mode=state`` trains the PRM the state mode's pipeline would (tag, target and rows)."""
     out = {}
     for part in filter(None, text.split(",")):
         key, _, value = part.partition("=")
+        if key == "mode" and value in DECIDE_MODES:
+            out.update(DECIDE_MODES[value])
+            continue
         if key not in INT_FIELDS or not value.lstrip("-").isdigit():
             raise SystemExit(f"--variants {text!r}: use fields {sorted(INT_FIELDS)} with integer values, "
-                             "e.g. layers=16,history=0.")
+                             f"or mode={'|'.join(DECIDE_MODES)}; e.g. layers=16,history=0.")
         out[key] = int(value)
     if out.get("layers") == 0:
         out["layers"] = None  # all layers

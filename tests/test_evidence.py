@@ -101,6 +101,8 @@ def test_prm_variants_table_reads_finished_variants_and_averages_them(tmp_path):
     variants = benchmark_module("prm_variants")
     assert variants.parse_variant("layers=16,history=0") == {"layers": 16, "history": 0}
     assert variants.parse_variant("layers=0") == {"layers": None}  # every layer
+    assert variants.parse_variant("mode=state,layers=4") == {
+        "tag_after": "state", "target": "process", "base_only": True, "layers": 4}
     with pytest.raises(SystemExit, match="integer values"):
         variants.parse_variant("lora=yes")
     runs = []
