@@ -40,7 +40,8 @@ class PipelineConfig:
     agent: str = "smollm2"
     """Base agent: 'smollm2' (embedded LLM), another model name or folder, 'simulator', or a plug-in agent."""
     data: str | None = None
-    """ProductQA root with train/ and test/ groups (default: the embedded generated catalog)."""
+    """ProductQA root with train/ and test/ groups (default: the embedded generated catalog; for agile,
+    ../shared/productqa or $HELPGATE_PRODUCTQA)."""
     episodes: int | None = None
     """Training episodes to collect (default: 64, or 16 with --quick)."""
     eval_episodes: int | None = None
