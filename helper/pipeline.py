@@ -166,6 +166,11 @@ def run(cfg: PipelineConfig) -> dict:
     from prm import train as prm_train
 
     cfg = replace(cfg, decide_after=cfg.decide_mode())
+    if cfg.env == "agile" and cfg.agent == "smollm2":
+        # Measured: 0 of 135 base-agent answers right on ../shared/productqa (it writes questions, not calls).
+        print("[pipeline] note: the untuned SmolLM2 rarely writes AGILE's function calls, so its answers may all be "
+              "wrong and the PRM stage then refuses; pass --agent with an SFT model folder (`helpgate agile sft`).",
+              flush=True)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(asdict(cfg), out / "pipeline.json")

@@ -333,6 +333,15 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     outcome = pl.col(label if target in ("process", "proposal") else "label_hard") >= 0.5
     used = (pl.col("actor") == "base") if cfg.base_only else pl.lit(True)
     frame = frame.with_columns(outcome.cast(pl.Float64).alias("outcome"), used.alias("used"))
+    judged_outcomes = frame.filter("used")["outcome"]
+    if target in ("process", "proposal") and judged_outcomes.n_unique() < 2:
+        right = int(judged_outcomes.sum())
+        raise L.SingleClassError(
+            f"Refusing to train on {cfg.data}: the base agent's {'proposals' if target == 'proposal' else 'answers'} "
+            f"are {'all right' if right else 'all wrong'} ({right} of {judged_outcomes.len()}{' base rows' if cfg.base_only else ''}), "
+            "so there is no mistake to rank. Use a base agent that is sometimes right (with --env agile: an SFT "
+            "model folder, `helpgate agile sft`; the untuned SmolLM2 does not write AGILE's function calls) or more episodes."
+        )
     folds = cfg.folds if cfg.folds is not None else (1 if cfg.lora else 5)
     if folds < 1:
         raise ValueError(f"folds={folds}: use 1 (a held-out split) or more (out-of-fold scores).")

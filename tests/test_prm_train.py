@@ -77,6 +77,20 @@ def test_lora_refuses_folds(tmp_path):
                               progress=False), frame=synthetic_frame(episodes=8, seed=2))
 
 
+def test_process_target_refuses_a_base_agent_that_is_never_right(tmp_path):
+    """Episodes succeed where the human answered, but every base-agent answer is wrong: the process
+    label of the rows it judges has one class, so nothing could be ranked (AUROC would be nan)."""
+    from prm.labels import SingleClassError
+
+    frame = synthetic_frame(episodes=12, steps=(2, 3), seed=3)
+    human = (pl.col("step") == 0) & (pl.int_range(pl.len()) % 2 == 0)
+    frame = frame.with_columns(pl.when(human).then(pl.lit("human")).otherwise(pl.lit("base")).alias("actor"),
+                               pl.when(human).then(1.0).otherwise(0.0).alias("reward"))
+    with pytest.raises(SingleClassError, match=r"all wrong \(0 of \d+ base rows\).*agile sft"):
+        run_train(TrainConfig(data="synthetic", out=str(tmp_path), model="tiny", target="process", base_only=True,
+                              folds=3, progress=False), frame=frame)
+
+
 def test_save_load_round_trip_gives_identical_scores(trained):
     out, _ = trained
     _, episodes = episodes_of(FRAME.head(40))
