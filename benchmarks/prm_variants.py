@@ -57,9 +57,13 @@ def run_name(run: Path) -> str:
     return f"{run.parent.name}-{run.name}"
 
 
+def variant_folder(run: Path, variant: str, out: Path) -> Path:
+    return out / run_name(run) / variant.replace("=", "").replace(",", "-")
+
+
 def trained(run: Path, variant: str, out: Path) -> dict:
     """metrics.json of the variant's PRM on this run (trained now unless already there)."""
-    folder = out / run_name(run) / variant.replace("=", "").replace(",", "-")
+    folder = variant_folder(run, variant, out)
     if (folder / "metrics.json").exists():
         return json.loads((folder / "metrics.json").read_text())
     saved = json.loads((run / "pipeline.json").read_text())
@@ -87,12 +91,31 @@ def table(results: dict[str, list[dict]], runs: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def rank_mean_auroc(run: Path, variants: list[str], out: Path) -> float:
+    """Out-of-fold AUROC of the mean rank of several variants' out-of-fold scores on one run's judged rows."""
+    import polars as pl
+    from scipy.stats import rankdata
+
+    from prm.quality import auroc
+
+    keys = ["episode_id", "step"]
+    joined = None
+    for i, variant in enumerate(variants):
+        scores = pl.read_parquet(variant_folder(run, variant, out) / "validation_scores.parquet").filter("used")
+        scores = scores.select(*keys, "outcome", pl.col("prm_score").alias(f"s{i}"))
+        joined = scores if joined is None else joined.join(scores.drop("outcome"), on=keys)
+    ranks = sum(rankdata(joined[f"s{i}"].to_numpy()) for i in range(len(variants)))
+    return auroc(ranks, joined["outcome"].to_numpy())
+
+
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, nargs="+", help="finished `helpgate pipeline` folders")
     parser.add_argument("--variants", nargs="+", default=["layers=8", "layers=16", "layers=0"],
                         help="comma-separated field=value changes to the PRM stage (layers=0: all layers)")
     parser.add_argument("--out", type=Path, default=Path("runs/prm-variants"))
+    parser.add_argument("--rank-mean", action="store_true",
+                        help="also score the mean rank of every variant's out-of-fold scores (an ensemble)")
     args = parser.parse_args(argv)
     for run in args.runs:
         if not (run / "pipeline.json").exists():
@@ -101,6 +124,10 @@ def main(argv: list[str] | None = None) -> str:
         parse_variant(variant)  # every variant checked before the first hour of training
     results = {v: [trained(run, v, args.out) for run in args.runs] for v in args.variants}
     text = table(results, args.runs)
+    if args.rank_mean:
+        aurocs = [rank_mean_auroc(run, args.variants, args.out) for run in args.runs]
+        text += (f"\n| rank mean of {' + '.join(args.variants)} | " + " | ".join(f"{a:.3f}" for a in aurocs)
+                 + f" | **{np.mean(aurocs):.3f}** | | | |")
     print(text)
     return text
 

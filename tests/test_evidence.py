@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
 from imports import benchmark_module
 
@@ -119,3 +120,16 @@ def test_prm_variants_table_reads_finished_variants_and_averages_them(tmp_path):
     text = variants.main(runs + ["--variants", "layers=16", "--out", str(tmp_path / "out")])
     row = text.splitlines()[-1]
     assert row.startswith("| layers=16 | 0.700 | 0.800 | **0.750** | fact 0.700 | 0.75 / 0.50 | 15 |")
+
+    # The rank mean of two variants' out-of-fold scores, on the judged rows both scored.
+    outcome = [1.0, 0.0, 1.0, 0.0]
+    for seed in range(2):
+        for name, scores in (("layers16", [0.9, 0.1, 0.8, 0.2]), ("layers4", [0.1, 0.2, 0.3, 0.4])):
+            folder = tmp_path / "out" / f"evidence-seed{seed}" / name
+            folder.mkdir(exist_ok=True)
+            pl.DataFrame({"episode_id": ["a", "a", "b", "c"], "step": [0, 1, 0, 0], "outcome": outcome,
+                          "used": [True] * 4, "prm_score": scores}).write_parquet(folder / "validation_scores.parquet")
+    assert variants.rank_mean_auroc(Path(runs[0]), ["layers16"], tmp_path / "out") == pytest.approx(1.0)
+    assert variants.rank_mean_auroc(Path(runs[0]), ["layers4"], tmp_path / "out") == pytest.approx(0.25)
+    # rank sums 4+1, 1+2, 3+3, 2+4 = 5, 3, 6, 6: positives 5 and 6 against 3 and 6 (one tie) = 2.5 / 4.
+    assert variants.rank_mean_auroc(Path(runs[0]), ["layers16", "layers4"], tmp_path / "out") == pytest.approx(0.625)
