@@ -38,8 +38,8 @@ from pathlib import Path
 from agile.envs.answer_eval import is_correct, parse_product_ids
 from agile.envs.product_db import ProductDB, SQLError
 from agile.envs.productqa import QUESTION_TYPES, ProductGroup, Question, load_group
-from agile.envs.sessions import SplitSessions, session_window
 from agile.envs.session_memory import SessionMemory
+from agile.envs.sessions import SplitSessions, session_window
 from agile.executor.functions import PREDICT_ANSWER, SEARCH_PRODUCT, SEARCH_RESULT, SEEK_ADVICE, parse_call
 from agile.protocol import BASE, HUMAN, Action, Observation, StepResult
 
