@@ -27,12 +27,13 @@ from helper.pipeline import PipelineConfig  # noqa: E402
 from prm import train as prm_train  # noqa: E402
 
 INT_FIELDS = {"layers", "history", "folds"}
-DECIDE_MODES = {
-    # What the pipeline's PRM stage trains in each mode (``PipelineConfig.prm_train_config``): after the
-    # state the label is the base agent's own correctness, on the rows where it answered.
-    "state": {"tag_after": "state", "target": "process", "base_only": True},
-    "proposal": {"tag_after": "proposal", "target": "proposal", "base_only": False},
-}
+DECIDE_MODES = ("state", "proposal")
+
+
+def mode_fields(mode: str) -> dict:
+    """The PRM fields the pipeline's PRM stage sets in this decide-after mode (its own definition)."""
+    train = PipelineConfig(decide_after=mode).prm_train_config("", "")
+    return {"tag_after": train.tag_after, "target": train.target, "base_only": train.base_only}
 
 
 def parse_variant(text: str) -> dict:
@@ -42,7 +43,7 @@ def parse_variant(text: str) -> dict:
     for part in filter(None, text.split(",")):
         key, _, value = part.partition("=")
         if key == "mode" and value in DECIDE_MODES:
-            out.update(DECIDE_MODES[value])
+            out.update(mode_fields(value))
             continue
         if key not in INT_FIELDS or not value.lstrip("-").isdigit():
             raise SystemExit(f"--variants {text!r}: use fields {sorted(INT_FIELDS)} with integer values, "

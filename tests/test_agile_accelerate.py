@@ -20,6 +20,16 @@ pytestmark = [
     pytest.mark.skipif(not (ROOT / "train" / "blades").is_dir(), reason=f"ProductQA not found at {ROOT}"),
 ]
 
+EXIT_WITHOUT_TEARDOWN = textwrap.dedent('''
+    accelerator.end_training()  # leaving gloo's threads to interpreter exit can abort the process
+    # Even after it, torch 2.13's gloo aborts interpreter teardown now and then ("terminate called
+    # without an active exception", about 1 run in 12 on 2 cores) after every result is written:
+    # leave without the teardown, so the test judges the training, not the upstream exit.
+    sys.stdout.flush(); sys.stderr.flush()
+    import os; os._exit(0)
+''')
+"""The end of each two-process script, after its results are written."""
+
 SCRIPT = textwrap.dedent('''
     import json, random, sys
     import torch
@@ -63,13 +73,7 @@ SCRIPT = textwrap.dedent('''
                "sft": digest(sft["model"]), "ppo_update": digest(model),
                "ppo_run_sessions": ppo["history"][0]["sessions"]},
               open(f"{out}/rank{rank}.json", "w"))
-    accelerator.end_training()  # leaving gloo's threads to interpreter exit can abort the process
-    # Even after it, torch 2.13's gloo aborts interpreter teardown now and then ("terminate called
-    # without an active exception", about 1 run in 12 on 2 cores) after every result is written:
-    # leave without the teardown, so the test judges the training, not the upstream exit.
-    sys.stdout.flush(); sys.stderr.flush()
-    import os; os._exit(0)
-''')
+''') + EXIT_WITHOUT_TEARDOWN
 
 
 def test_two_cpu_processes_keep_identical_weights(tmp_path):
@@ -133,13 +137,7 @@ UNEVEN = textwrap.dedent('''
     json.dump({"rank": rank, "sft_steps": sft["steps"], "sft_dropped": sft["dropped_samples"],
                "sft": digest(sft["model"]), "ppo_steps": stats["optimizer_steps"], "ppo": digest(model)},
               open(f"{out}/rank{rank}.json", "w"))
-    accelerator.end_training()  # leaving gloo's threads to interpreter exit can abort the process
-    # Even after it, torch 2.13's gloo aborts interpreter teardown now and then ("terminate called
-    # without an active exception", about 1 run in 12 on 2 cores) after every result is written:
-    # leave without the teardown, so the test judges the training, not the upstream exit.
-    sys.stdout.flush(); sys.stderr.flush()
-    import os; os._exit(0)
-''')
+''') + EXIT_WITHOUT_TEARDOWN
 
 
 HANG_TIMEOUT_S = 240
