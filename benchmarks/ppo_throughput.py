@@ -7,6 +7,7 @@ tokens/s against the no-grad scoring pass over the same sessions::
 
     python benchmarks/ppo_throughput.py --model tiny --threads 1
     python benchmarks/ppo_throughput.py --model smollm2 --episodes 2 --questions 2 --iterations 1
+    python benchmarks/ppo_throughput.py --model smollm2 --device cuda --episodes 8 --batch-size 32   # on a GPU
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def run(args, rollout_batch_size: int, out: str) -> dict:
     cfg = PPOConfig(model=args.model, groups=args.groups, questions_per_episode=args.questions,
                     episodes_per_iteration=args.episodes, iterations=args.iterations,
                     max_new_tokens=args.max_new_tokens, rollout_batch_size=rollout_batch_size,
-                    minibatch_size=4, micro_batch_size=2, update_epochs=1, device="cpu",
+                    minibatch_size=4, micro_batch_size=2, update_epochs=1, device=args.device,
                     out_dir=out, save=False, seed=args.seed)
     result = train(cfg, log=lambda *_: None)
     # The last iteration is warm (allocator, caches); its numbers are the ones reported.
@@ -45,6 +46,7 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=8, help="prompts per generate call")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="cpu or cuda (the accelerator the phases run on)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default="", help="also write the numbers to this file")
     args = p.parse_args()
@@ -69,7 +71,8 @@ def main() -> None:
         "update seconds": batched["update_seconds"],
         "peak memory (MiB, process RSS)": batched["peak_memory_mb"],
     }
-    print(f"\nPPO throughput: model={args.model}, threads={args.threads}, {args.episodes} episodes x "
+    where = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
+    print(f"\nPPO throughput: model={args.model}, device={args.device} ({where}), threads={args.threads}, {args.episodes} episodes x "
           f"{args.questions} sessions, max_new_tokens={args.max_new_tokens} "
           f"({time.perf_counter() - start:.0f}s in all)\n")
     print("| measure | value |\n|---|---|")
