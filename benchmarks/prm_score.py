@@ -11,6 +11,8 @@ only the redundant prefix tokens differ) and with one sequence per forward call 
 often called). Throughput is episode tokens scored per second (the same numerator for both, so
 the ratio is the time ratio); "fed ratio" is tokens pushed through the model, per-prefix over
 one-pass; "max |diff|" is the largest score difference between the two (they must agree).
+The phase rows split the batched one-pass time: rendering and tokenizing on the CPU, then the model's
+forward passes alone (batches collated on the device beforehand), so a GPU figure says which bounds it.
 """
 
 from __future__ import annotations
@@ -43,6 +45,22 @@ def score(prm, episodes, batch_tokens: int, per_prefix: bool):
     if prm.device.type == "cuda":
         torch.cuda.synchronize()  # kernels run asynchronously; time them to completion
     return scores, prm.last_run["tokens"]
+
+
+def phases(prm, episodes, batch_tokens: int, repeats: int) -> tuple[float, float, int]:
+    """Seconds to render + tokenize, seconds of the forward passes alone, and the tokens they cover."""
+    t_render, found = timed(lambda: prm.windows_for(episodes), repeats)
+    batches = list(prm.batches(found, batch_tokens))
+
+    def forward():
+        with torch.inference_mode():
+            for batch in batches:
+                prm(batch)
+        if prm.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    t_forward, _ = timed(forward, repeats)
+    return t_render, t_forward, sum(len(w.ids) for w in found)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -98,6 +116,9 @@ def main(argv: list[str] | None = None) -> None:
             row.append(f"{tokens / t_one:>9.0f} {tokens / t_per:>10.0f} {t_per / t_one:>7.1f}x")
         row += [f"{'-':>9} {'-':>10} {'-':>8}"] * (2 - len(row))
         print(f"{steps:>5} {tokens / len(episodes):>9.0f} | {row[0]} | {row[1]} | {fed / tokens:>9.2f} {diff:>10.1e}")
+        t_render, t_forward, covered = phases(prm, episodes, args.batch_tokens, args.repeats)
+        print(f"{'':>15} | one-pass phases: render + tokenize {covered / t_render:,.0f} tokens/s, "
+              f"forward passes alone {covered / t_forward:,.0f} tokens/s")
 
 
 if __name__ == "__main__":
