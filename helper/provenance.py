@@ -4,7 +4,7 @@
         ...                                     # the stage's work; recorded only when it finishes
 
     {"stages": {"collect": {"command": ["helpgate", "pipeline", "--out", "runs/demo"],
-                            "started": "2026-11-25T08:30:00Z", "seconds": 41.2,
+                            "started": "2026-11-25T08:30:00.000Z", "seconds": 41.2,
                             "commit": {"describe": "a675940-dirty", "hash": "a675940...", "dirty": true},
                             "machine": {"cpu": "...", "cores": 2, "gpu": null, ...}}, ...}}
 
@@ -106,7 +106,8 @@ def write_stage(folder: str | Path, stage: str, started: float, seconds: float,
     data = read(folder)
     data["stages"][stage] = {
         "command": list(sys.argv if command is None else command),
-        "started": datetime.fromtimestamp(started, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        # Milliseconds: stages of one pipeline can start within the same second, and the report orders by it.
+        "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "seconds": round(float(seconds), 2),
         "commit": commit(),
         "machine": machine(),
