@@ -49,7 +49,7 @@ COMPLETED = "†"
 
 @dataclass
 class ReportConfig:
-    runs: Annotated[list[str], tyro.conf.Positional]
+    runs: Annotated[list[str], tyro.conf.Positional, tyro.conf.arg(metavar="RUN")]
     """Finished run folders (a pipeline's --out or a sweep folder); NAME=RUN names the set-up."""
     out: str = "report.md"
     """Markdown file to write; the figures go beside it."""
