@@ -4,7 +4,9 @@
 
 Each ``RUN`` is a folder ``helpgate pipeline`` wrote (its ``sweep/``) or a ``helpgate sweep``
 folder (``episodes.csv``, ``summary.json``). Runs that share a set-up name pool as seeds of one
-set-up; the name is the sweep's environment (and base agent), or ``NAME=RUN`` names it.
+set-up; the name is the sweep's environment (and base agent), or ``NAME=RUN`` names it. Runs of
+one name whose sweeps differ in more than seeds and paths (``PER_SEED``) are refused, naming the
+setting: another data root or ``decide_after`` is another set-up.
 
 Per set-up, from the pooled ``episodes.csv`` (one row per method, budget and episode):
 
@@ -73,6 +75,8 @@ class Run:
     episodes: pd.DataFrame
     grouped: bool
     """Whether episodes.csv has the group column (runs before it resample episodes alone)."""
+    config: dict = field(default_factory=dict)
+    """The sweep's config (summary.json)."""
 
 
 def sweep_folder(path: Path) -> Path:
@@ -110,7 +114,24 @@ def load_run(spec: str) -> Run:
     if not grouped:
         frame["group"] = frame["episode_id"]
     frame["group"] = frame["group"].astype(str)
-    return Run(path, sweep, name or setup_name(config), frame, grouped)
+    return Run(path, sweep, name or setup_name(config), frame, grouped, config)
+
+
+PER_SEED = ("seed", "agent_seed", "strong_seed", "out", "helper", "train_data", "prm", "title", "device")
+"""Sweep settings that may differ between the seeds of one set-up (paths, seeds, where it ran)."""
+
+
+def check_pooled(name: str, runs: list[Run]) -> None:
+    """Refuse to pool runs whose sweeps differ in more than their seed: they are other set-ups."""
+    first = runs[0]
+    for other in runs[1:]:
+        keys = (set(first.config) | set(other.config)) - set(PER_SEED)
+        differing = sorted(k for k in keys if first.config.get(k) != other.config.get(k))
+        if differing:
+            key = differing[0]
+            raise ValueError(f"runs {first.path} and {other.path} share the set-up name {name!r} but their sweeps "
+                             f"differ in {', '.join(differing)} ({key}: {first.config.get(key)!r} vs "
+                             f"{other.config.get(key)!r}); name them apart with NAME=RUN.")
 
 
 # -- one set-up ----------------------------------------------------------------------------------
@@ -266,6 +287,8 @@ def run(cfg: ReportConfig) -> str:
     out = Path(cfg.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows, figures = [], []
+    for name, members in setups.items():
+        check_pooled(name, members)
     for name, members in setups.items():
         these, frame = setup_rows(name, members, cfg)
         rows += these

@@ -61,6 +61,8 @@ def test_every_methods_c0_row_is_the_same_and_order_does_not_matter(env):
     first = {name: _play(env, gate, [0, 1, horizon], name) for name, gate in gates.items()}
     # Run order 2: reversed, and the budgets too.
     second = {name: _play(env, gate, [horizon, 1, 0], name) for name, gate in reversed(gates.items())}
+    # Each episode's group is its product group (what the report resamples above episodes).
+    assert {row["group"] for row in first["never"][0]} <= set(env.source.group_names)
     reference = first["never"][1][0]
     for name in gates:
         assert first[name][1][0] == reference, name  # the same actions at C = 0, decision by decision

@@ -18,7 +18,7 @@ H = 4  # decisions per episode: always intervenes 4 times
 
 
 def _write_run(folder: Path, outcomes: dict[tuple[str, int], list[float]], used: dict[tuple[str, int], float],
-               groups: list[str], env: str = "toy") -> Path:
+               groups: list[str], env: str = "toy", **config) -> Path:
     """A sweep folder: episodes.csv (one row per method, budget, episode) and summary.json's config."""
     rows = []
     for (method, budget), values in outcomes.items():
@@ -27,17 +27,19 @@ def _write_run(folder: Path, outcomes: dict[tuple[str, int], list[float]], used:
                          "group": groups[k], "success": value, "interventions": used[(method, budget)]})
     folder.mkdir(parents=True)
     pd.DataFrame(rows).to_csv(folder / "episodes.csv", index=False)
-    (folder / "summary.json").write_text(json.dumps({"config": {"env": env, "agent": "simulator"}}))
+    config = {"env": env, "agent": "simulator", "seed": 1000, "out": str(folder)} | config
+    (folder / "summary.json").write_text(json.dumps({"config": config}))
     return folder
 
 
-def _standard(folder: Path, helper: list[float], rival: list[float], groups=("a", "a", "b", "b"), env="toy"):
+def _standard(folder: Path, helper: list[float], rival: list[float], groups=("a", "a", "b", "b"), env="toy",
+              **config):
     n = len(helper)
     outcomes = {("never", 0): [0.0] * n, ("always", H): [1.0] * n,
                 ("helper", 1): helper, ("helper", 2): helper, ("random", 1): rival, ("random", 2): rival}
     used = {("never", 0): 0.0, ("always", H): float(H), ("helper", 1): 1.0, ("helper", 2): 2.0,
             ("random", 1): 1.0, ("random", 2): 2.0}
-    return _write_run(folder, outcomes, used, list(groups), env)
+    return _write_run(folder, outcomes, used, list(groups), env, **config)
 
 
 def _row(text: str, baseline: str) -> list[str]:
@@ -74,8 +76,8 @@ def test_seeds_are_a_level_of_the_interval(tmp_path):
     # Resampling seeds, a resample holds seed 0 twice, once, or never: mean 1, 0.5, 0 (1/4, 1/2,
     # 1/4), so the 95% interval is [0, 1]: a tie. Resampling the 8 episodes alone would give a
     # narrow interval around 0.5 (P(mean = 0) = 1/256) and call it a win.
-    _standard(tmp_path / "s0", [1, 1, 1, 1], [0, 0, 0, 0])
-    _standard(tmp_path / "s1", [1, 1, 1, 1], [1, 1, 1, 1])
+    _standard(tmp_path / "s0", [1, 1, 1, 1], [0, 0, 0, 0], seed=1000)
+    _standard(tmp_path / "s1", [1, 1, 1, 1], [1, 1, 1, 1], seed=1001)
     text = run(ReportConfig(runs=[str(tmp_path / "s0"), str(tmp_path / "s1")], out=str(tmp_path / "r.md"),
                             resamples=4000, figures=False))
     cells = _row(text, "random")
@@ -133,3 +135,11 @@ def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys):
         folder / "episodes.csv", index=False)
     assert main(["report", str(folder), "--out", str(tmp_path / "r.md")]) == 2
     assert "same episodes" in capsys.readouterr().err
+    # Two runs of one name that differ in more than their seed are two set-ups.
+    _standard(tmp_path / "d0", [1, 1, 1, 1], [0, 1, 0, 1], decide_after="state")
+    _standard(tmp_path / "d1", [1, 1, 1, 1], [0, 1, 0, 1], decide_after="proposal", seed=1001)
+    assert main(["report", str(tmp_path / "d0"), str(tmp_path / "d1"), "--out", str(tmp_path / "r.md")]) == 2
+    err = capsys.readouterr().err
+    assert "differ in decide_after (decide_after: 'state' vs 'proposal')" in err and "NAME=RUN" in err
+    assert main(["report", str(tmp_path / "d0"), f"proposal={tmp_path / 'd1'}", "--out", str(tmp_path / "r.md"),
+                 "--no-figures"]) == 0
