@@ -107,7 +107,7 @@ def write_stage(folder: str | Path, stage: str, started: float, seconds: float,
     data["stages"][stage] = {
         "command": list(sys.argv if command is None else command),
         # Milliseconds: stages of one pipeline can start within the same second, and the report orders by it.
-        "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z",
         "seconds": round(float(seconds), 2),
         "commit": commit(),
         "machine": machine(),

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from helper.cli import main
 from helper.provenance import write_stage
