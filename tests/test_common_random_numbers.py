@@ -74,3 +74,24 @@ def test_every_methods_c0_row_is_the_same_and_order_does_not_matter(env):
     # The runs did intervene (so the test could see a shared stream move): always used its budget.
     assert any(episode != reference_episode for episode, reference_episode in
                zip(first["always"][1][horizon], reference))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0])
+def test_per_decision_noise_samples_the_softmax(temperature):
+    import math
+
+    import torch
+
+    from agile.agents.llm_agent import _DecisionGumbel
+
+    # Probabilities 1/6, 2/6, 3/6 at T = 1; at T = 2 they go as sqrt(1), sqrt(2), sqrt(3).
+    logits = torch.log(torch.tensor([[1.0, 2.0, 3.0]])).repeat(20_000, 1)
+    noise = _DecisionGumbel(list(range(20_000)), temperature, prompt_width=5)
+    chosen = noise(torch.zeros((20_000, 7), dtype=torch.long), logits).argmax(dim=1)
+    expected = torch.tensor([1.0, 2.0, 3.0]) ** (1 / temperature)
+    expected = expected / expected.sum()
+    frequencies = torch.bincount(chosen, minlength=3) / 20_000
+    assert torch.allclose(frequencies, expected, atol=0.015), (frequencies, expected)
+    # The draw of a row is its seed's and position's alone: the same in a batch of one.
+    alone = noise.__class__([7], temperature, prompt_width=5)(torch.zeros((1, 7), dtype=torch.long), logits[:1])
+    assert alone.argmax().item() == chosen[7].item() and not math.isnan(alone.sum().item())
