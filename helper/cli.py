@@ -48,10 +48,10 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
                         "Evaluate an AGILE agent (advice by its policy, a built-in gate or a helper)."),
 }
 
-RECORDED_IN: dict[tuple[str, ...], str | None] = {("prm", "score"): "data", ("serve",): None, ("serve-gate",): None,
-                                                  ("report",): None}
-"""The config field naming the folder a command's provenance goes to, where not ``out`` (None: none;
-servers run until stopped, and a report writes no run folder)."""
+RECORDED_IN: dict[tuple[str, ...], tuple[str, ...]] = {("prm", "score"): ("out", "data"), ("serve",): (),
+                                                       ("serve-gate",): (), ("report",): ()}
+"""The config fields naming the folder a command's provenance goes to, the first one set wins, where
+not ``out`` (none: servers run until stopped, and a report writes no run folder)."""
 
 
 def _usage() -> str:
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: error: unavailable here: {error}", file=sys.stderr)
         return 2
     config = parse_config(getattr(module, config_name), rest, prog=prog)
-    folder = getattr(config, RECORDED_IN.get(path, "out") or "", None)
+    folder = next(filter(None, (getattr(config, name, None) for name in RECORDED_IN.get(path, ("out",)))), None)
     started, clock = time.time(), time.perf_counter()
     code, _ = run_reporting_errors(prog, getattr(module, run_name), config, debug)
     if code == 0 and folder and Path(folder).is_dir():

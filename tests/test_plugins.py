@@ -75,6 +75,14 @@ def test_report_reads_the_finished_run(pipeline_dir, tmp_path):
     assert (tmp_path / "report-arith-chain.png").exists()
 
 
+def test_a_stage_run_alone_records_itself_where_it_writes(pipeline_dir, tmp_path):
+    scored = tmp_path / "scored"
+    assert main(["prm", "score", "--data", str(pipeline_dir / "trajectories"), "--model", str(pipeline_dir / "prm"),
+                 "--out", str(scored), "--device", "cpu", "--no-progress"]) == 0
+    assert set(json.loads((scored / "provenance.json").read_text())["stages"]) == {"prm score"}
+    assert not (pipeline_dir / "trajectories" / "provenance.json").exists()  # --out, not --data, when given
+
+
 def test_sweep_command_takes_the_names(pipeline_dir, tmp_path):
     out = tmp_path / "sweep"
     assert main(["sweep", *NAMES, "--helper", str(pipeline_dir / "helper"), "--out", str(out), "--episodes", "6",
