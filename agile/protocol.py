@@ -81,7 +81,17 @@ class Episode(Protocol):
 
 
 class Agent(Protocol):
-    """Anything that maps a batch of observations to a batch of actions."""
+    """Anything that maps a batch of observations to a batch of actions.
+
+    An agent that draws at random (sampling, a simulated slip) must draw per decision: seed each
+    draw from what identifies the decision, ``observation.episode_id`` and ``observation.step``
+    (and the agent's own seed), e.g. ``agile.seeding.stable_uniform(seed, obs.episode_id,
+    obs.step, "slip")`` or ``random.Random(derive_seed(seed, obs.episode_id, obs.step))``, never
+    from one generator shared across calls. Then an answer does not depend on the batch, on the
+    calls before it, or on which method of a sweep played first and where it intervened: every
+    method meets the same draws (common random numbers), so the comparisons are paired and every
+    method's C = 0 row is the same. The bundled agents all do this.
+    """
 
     name: str
 

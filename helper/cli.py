@@ -12,7 +12,9 @@
 Each subcommand's options are generated from its config dataclass by ``tyro`` (the field
 docstrings are the help; ``helper.config_cli``). Only the chosen command's module is imported, so
 ``helpgate --help`` stays fast. A user error prints one line and exits 2; ``--debug`` (anywhere on
-the line) shows the traceback. A new command is one line in ``COMMANDS``.
+the line) shows the traceback. A new command is one line in ``COMMANDS``. A command that finishes
+records itself (command line, commit, machine, times) in the folder it wrote
+(``helper.provenance``): ``--out``, or the field ``RECORDED_IN`` names.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from __future__ import annotations
 import importlib
 import itertools
 import sys
+import time
+from pathlib import Path
 
 from helper.config_cli import parse_config, run_reporting_errors, split_debug
+from helper.provenance import write_stage
 
 # (command path) -> (module, config class, run function, one-line help)
 COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
@@ -34,6 +39,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
     ("distill",): ("helper.distill", "DistillConfig", "run", "Distill the helper classifier."),
     ("evaluate",): ("helper.evaluate", "EvaluateConfig", "run", "Evaluate one helper online."),
     ("sweep",): ("helper.sweep", "SweepConfig", "run", "Budget sweep against every baseline."),
+    ("report",): ("helper.report", "ReportConfig", "run", "Headline table of finished runs (win / tie / loss)."),
     ("serve",): ("helper.serve_model", "ServeConfig", "run", "Serve a model behind OpenAI-compatible chat completions."),
     ("serve-gate",): ("helper.serve_gate", "ServeGateConfig", "run", "Serve a helper gate over HTTP."),
     ("agile", "sft"): ("agile.train.command", "SFTConfig", "run_sft", "Imitation-train the agent."),
@@ -41,6 +47,11 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
     ("agile", "eval"): ("helper.agile_advice", "AgileEvalConfig", "run",
                         "Evaluate an AGILE agent (advice by its policy, a built-in gate or a helper)."),
 }
+
+RECORDED_IN: dict[tuple[str, ...], tuple[str, ...]] = {("prm", "score"): ("out", "data"), ("serve",): (),
+                                                       ("serve-gate",): (), ("report",): ()}
+"""The config fields naming the folder a command's provenance goes to, the first one set wins, where
+not ``out`` (none: servers run until stopped, and a report writes no run folder)."""
 
 
 def _usage() -> str:
@@ -81,7 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: error: unavailable here: {error}", file=sys.stderr)
         return 2
     config = parse_config(getattr(module, config_name), rest, prog=prog)
+    folder = next(filter(None, (getattr(config, name, None) for name in RECORDED_IN.get(path, ("out",)))), None)
+    started, clock = time.time(), time.perf_counter()
     code, _ = run_reporting_errors(prog, getattr(module, run_name), config, debug)
+    if code == 0 and folder and Path(folder).is_dir():
+        write_stage(folder, " ".join(path), started, time.perf_counter() - clock, ["helpgate", *argv])
     return code
 
 

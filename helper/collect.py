@@ -266,10 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     prog = "collect-offline-trajectories"
     argv, debug = split_debug(list(sys.argv[1:] if argv is None else argv))
     config = parse_config(CollectConfig, argv, prog=prog)
-    started = time.perf_counter()
+    wall, started = time.time(), time.perf_counter()
     code, summary = run_reporting_errors(prog, run, config, debug)
     if code == 0:
         print_summary(summary, time.perf_counter() - started)
+        if Path(config.out).is_dir():
+            from helper.provenance import write_stage
+
+            write_stage(config.out, "collect", wall, time.perf_counter() - started, [prog, *argv])
     return code
 
 

@@ -9,7 +9,11 @@ bootstrap interval of the success (``helper.metrics``). ``helpgate sweep`` runs 
 through the same function.
 
 Writes ``out/evaluate.csv`` (the ``sweep.csv`` columns) and ``out/episodes.csv`` (one row per
-method, budget and episode: success and interventions).
+method, budget and episode: its group, success and interventions). An episode's ``group``
+(``episode_group``) is the unit a hierarchical bootstrap resamples above the episodes: the
+episode's own ``group`` attribute when it has a string one (the AGILE executor's ProductQA
+group; a plug-in env may set it), else its first decision's ``task_id`` up to the first ``/``
+(ProductQA's ``group/question``; TextWorld's game; a plug-in's task).
 """
 
 from __future__ import annotations
@@ -63,12 +67,22 @@ def evaluate_gate(env: Environment, gate_for_budget: Callable[[int], object], bu
         rows.append({"method": method, "budget": int(budget), "success": float(sum(success) / len(success)),
                      "interventions": float(sum(used) / len(used)), "episodes": len(episodes),
                      "ci_low": low, "ci_high": high})
-        per_episode += [{"method": method, "budget": int(budget), "episode_id": e.episode_id, "success": s,
-                         "interventions": u} for e, s, u in zip(episodes, success, used)]
+        per_episode += [{"method": method, "budget": int(budget), "episode_id": e.episode_id,
+                         "group": episode_group(e, r), "success": s, "interventions": u}
+                        for e, r, s, u in zip(episodes, records, success, used)]
         all_records[int(budget)] = records
         print(f"{method:>14s}  C={budget:<2d} success {rows[-1]['success']:.3f} [{low:.3f}, {high:.3f}]  "
               f"interventions {rows[-1]['interventions']:.2f}  ({time.perf_counter() - started:.1f}s)")
     return rows, per_episode, all_records
+
+
+def episode_group(episode, records) -> str:
+    """The group an episode belongs to (see the module docstring)."""
+    own = getattr(episode, "group", None)
+    if isinstance(own, str):
+        return own
+    task = records[0].task_id if records else episode.episode_id
+    return str(task).split("/", 1)[0]
 
 
 def load_helper(cfg: EvaluateConfig | object, backend: str | None = None):

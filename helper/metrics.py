@@ -34,7 +34,10 @@ the same curve reaches PGR >= level, found exactly on the segments; None when it
 ``oracle``, which is an upper bound (``oracle_1step``, a hindsight heuristic where decisions
 interact, gets no ratio); ``bootstrap_ci`` a percentile bootstrap interval of the mean success
 over episodes (``scipy.stats.bootstrap``); ``paired_difference`` the same for the difference of
-two methods on the same episodes; ``total_score`` the AGILE score
+two methods on the same episodes; ``hierarchical_weights`` the draws of a hierarchical bootstrap
+(seeds, then groups or games within a seed, then episodes within a group), shared by every method
+so comparisons stay paired, and ``hierarchical_ci`` / ``paired_hierarchical_difference`` its
+percentile intervals; ``total_score`` the AGILE score
 ``accuracy - c * advice_rate`` (re-exported from ``agile.executor.metrics``, its one home).
 """
 
@@ -112,6 +115,87 @@ def paired_difference(
     diff = a - b
     low, high = bootstrap_ci(diff, level, resamples, seed)
     return (float(diff.mean()) if diff.size else math.nan), low, high
+
+
+# -- hierarchical bootstrap --------------------------------------------------------------------
+def hierarchical_weights(levels: Sequence[Sequence], resamples: int = 2000, seed: int = 0) -> np.ndarray:
+    """Multiplicities ``(resamples, n)`` of ``n`` episodes under a hierarchical bootstrap.
+
+    ``levels`` holds one label per episode for each level above the episode, outermost first (e.g.
+    ``[seed_of_episode, group_of_episode]``); a label names a unit within its parent (group "a"
+    of seed 1 and group "a" of seed 2 are two units). One resample draws the top level's units
+    with replacement (as many as there are), then, inside each unit drawn, that unit's children
+    with replacement (as many as it has), down to its episodes; an episode's weight is how often
+    it was drawn. A unit drawn ``m`` times contributes ``m`` independent resamples of its
+    children, whose summed counts are one multinomial of ``m * k`` draws over its ``k`` children:
+    that is how it is drawn here (exact, one call per unit instead of one per resample). Every
+    method's statistic computed with the same weights is paired: the same draws for all.
+    A level with one unit (one seed) adds no variance; with no level it is the episode bootstrap.
+    """
+    labels = [np.asarray(level, dtype=object) for level in levels]
+    n = len(labels[0]) if labels else None
+    if any(len(level) != n for level in labels):
+        raise ValueError(f"every level needs one label per episode: got lengths {[len(level) for level in labels]}")
+    if resamples < 1:
+        raise ValueError(f"resamples={resamples}: draw at least one resample")
+    rng = np.random.default_rng(seed)
+    if n is None:
+        raise ValueError("hierarchical_weights needs at least one level (use [[0] * n] for a plain bootstrap)")
+    weights = np.zeros((resamples, n), dtype=np.int64)
+
+    def draw(rows: np.ndarray, depth: int, times: np.ndarray) -> None:
+        if depth == len(labels):
+            units = [rows[i:i + 1] for i in range(rows.size)]
+        else:
+            # Units in order of first appearance: the draws depend on the data, not on a sort of labels.
+            names = list(dict.fromkeys(labels[depth][rows].tolist()))
+            units = [rows[labels[depth][rows] == name] for name in names]
+        counts = rng.multinomial(times * len(units), np.full(len(units), 1.0 / len(units)))
+        for k, unit in enumerate(units):
+            if depth == len(labels):
+                weights[:, unit[0]] += counts[:, k]
+            else:
+                draw(unit, depth + 1, counts[:, k])
+
+    if n:
+        draw(np.arange(n), 0, np.ones(resamples, dtype=np.int64))
+    return weights
+
+
+def weighted_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``(resamples, k)`` means of the ``(n, k)`` per-episode ``values`` under each resample's weights."""
+    values = np.asarray(values, dtype=np.float64)
+    return (weights @ values.reshape(values.shape[0], -1)) / weights.sum(axis=1, keepdims=True)
+
+
+def percentile_interval(draws: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """The ``level`` percentile interval of bootstrap draws."""
+    if not 0 < level < 1:
+        raise ValueError(f"level={level}: a confidence level must lie strictly between 0 and 1")
+    low, high = np.quantile(np.asarray(draws, dtype=np.float64), [(1 - level) / 2, (1 + level) / 2])
+    return float(low), float(high)
+
+
+def hierarchical_ci(outcomes: Sequence[float], levels: Sequence[Sequence], level: float = 0.95,
+                    resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile interval of the mean of ``outcomes`` under ``hierarchical_weights(levels)``."""
+    values = np.asarray(outcomes, dtype=np.float64)
+    if values.size == 0:
+        return math.nan, math.nan
+    return percentile_interval(weighted_means(values, hierarchical_weights(levels, resamples, seed))[:, 0], level)
+
+
+def paired_hierarchical_difference(first: Sequence[float], second: Sequence[float], levels: Sequence[Sequence],
+                                   level: float = 0.95, resamples: int = 2000,
+                                   seed: int = 0) -> tuple[float, float, float]:
+    """Mean of ``first - second`` over the same episodes and its hierarchical bootstrap interval."""
+    a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"paired outcomes need the same episodes: got {a.size} and {b.size} values")
+    if a.size == 0:
+        return math.nan, math.nan, math.nan
+    low, high = hierarchical_ci(a - b, levels, level, resamples, seed)
+    return float((a - b).mean()), low, high
 
 
 # -- curves ----------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ Every stage writes its own sub-folder of ``--out`` and is an ordinary command of
 (``helpgate collect|prm train|prm score|solve|distill|sweep``), so any stage can be re-run alone
 on the same folder. A finished stage leaves ``<stage>/.done``; running the pipeline again skips
 finished stages (``--redo`` runs them all again), so a killed pipeline resumes where it stopped.
+Each finished stage is also recorded in ``<out>/provenance.json`` (command line, commit, machine,
+start time, wall time: ``helper.provenance``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from helper.provenance import write_stage
 from helper.schema import write_json_atomic
 
 STAGES = ("collect", "prm", "score", "solve", "distill", "sweep")
@@ -142,10 +145,11 @@ def _stage(out: Path, name: str, redo: bool, work) -> None:
         print(f"[pipeline] {name}: already finished ({marker}), skipping")
         return
     print(f"\n[pipeline] === {name} ===", flush=True)
-    start = time.perf_counter()
+    started, start = time.time(), time.perf_counter()
     work()
     seconds = time.perf_counter() - start
     write_json_atomic({"seconds": round(seconds, 2)}, marker)
+    write_stage(out, name, started, seconds)
     print(f"[pipeline] {name}: {seconds:.1f} s", flush=True)
 
 

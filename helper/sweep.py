@@ -15,7 +15,8 @@ measured (``apgr_extrapolated_share``, see ``helper.metrics``).
 
 Training rows (for ``prm_threshold`` and ``router``) default to the ``labels.parquet`` of the
 solve folder the helper was distilled from. Writes ``out``: ``sweep.csv`` (method, budget,
-success, interventions, episodes, ci_low, ci_high), ``episodes.csv``, ``summary.json``
+success, interventions, episodes, ci_low, ci_high), ``episodes.csv`` (method, budget, episode_id,
+group, success, interventions: what ``helpgate report`` resamples), ``summary.json``
 (``helper.metrics.summarize`` plus training calls, skipped methods, config), ``sweep.png``, and
 ``online_rl_curve.png`` when the online-RL report can draw one.
 """

@@ -103,12 +103,16 @@ def test_both_productqa_stacks_hold_the_same_sessions():
     questions on the light stack and on the AGILE executor, so a helper collected on one is
     replayed on the other's sessions question for question."""
     from agile.envs.productqa_env import ProductQASource
+    from helper.evaluate import episode_group
 
     groups = ["all_pans", "leggings"]
     agile_source = AgileSource(ROOT, "test", groups, model="tiny", max_new_tokens=4)
     light = ProductQASource(ROOT, "test", groups).episodes(range(5), seed=11, questions_per_episode=4)
-    executors = [e.executor for e in agile_source.episodes(range(5), seed=11, questions_per_episode=4)]
+    agile_episodes = agile_source.episodes(range(5), seed=11, questions_per_episode=4)
+    executors = [e.executor for e in agile_episodes]
     assert [e.resources.group.name for e in light] == [x.group.name for x in executors] == groups * 2 + groups[:1]
+    # The group a report resamples is the same on both stacks (the light one's from its task ids).
+    assert [episode_group(e, []) for e in agile_episodes] == [e.observe().task_id.split("/")[0] for e in light]
     assert [[q.id for q in e.questions] for e in light] == [[q.id for q in x.questions] for x in executors]
     assert len({tuple(q.id for q in e.questions) for e in light}) == 5  # the windows do differ
     assert [e.episode_id for e in light] == [x.episode_id.removeprefix("agile-") for x in executors]

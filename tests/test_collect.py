@@ -176,3 +176,12 @@ def test_agent_dtype_reaches_the_llm_and_the_manifest(tmp_path, catalog):
         run(replace(config, agent_dtype="float32"))
     with pytest.raises(ValueError, match="agent_dtype='bfloat16'.*agent='simulator'"):
         run(small(catalog, tmp_path / "sim", agent_dtype="bfloat16"))
+
+
+def test_the_command_records_its_provenance(tmp_path, catalog):
+    out = tmp_path / "t"
+    assert main(["--data", catalog, "--out", str(out), "--episodes", "2", "--questions-per-episode", "2"]) == 0
+    entry = json.loads((out / "provenance.json").read_text())["stages"]["collect"]
+    assert entry["command"][:3] == ["collect-offline-trajectories", "--data", catalog]
+    assert entry["seconds"] >= 0 and entry["machine"]["cores"] >= 1 and "dirty" in entry["commit"]
+    assert read_trajectories(out)["episode_id"].n_unique() == 2  # the file beside the shards is not a shard

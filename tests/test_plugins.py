@@ -59,6 +59,30 @@ def test_example_env_runs_every_stage_by_name(pipeline_dir):
     assert "arith_chain" in summary["skipped"]["exact_optimal"]
 
 
+def test_report_reads_the_finished_run(pipeline_dir, tmp_path):
+    episodes = pd.read_csv(pipeline_dir / "sweep" / "episodes.csv")
+    # The example's task ids are its episodes: each episode is its own group.
+    assert (episodes["group"] == "test-" + episodes["episode_id"].str.rsplit("-", n=1).str[1]).all()
+    stages = json.loads((pipeline_dir / "provenance.json").read_text())["stages"]
+    assert set(STAGES) | {"pipeline"} <= set(stages)
+    assert stages["pipeline"]["command"][1:3] == ["pipeline", "--out"] and stages["sweep"]["seconds"] > 0
+    assert {"describe", "hash", "dirty"} <= set(stages["sweep"]["commit"])
+    assert main(["report", str(pipeline_dir), "--out", str(tmp_path / "report.md"), "--resamples", "200"]) == 0
+    text = (tmp_path / "report.md").read_text()
+    assert "| arith_chain | 1 | 12 | first_k |" in text and "| random |" in text
+    # stages in the order they started: the pipeline first (it holds the others), then its stages
+    assert "wall time: pipeline" in text and "collect" in text.split("wall time: pipeline")[1].split(",")[1]
+    assert (tmp_path / "report-arith-chain.png").exists()
+
+
+def test_a_stage_run_alone_records_itself_where_it_writes(pipeline_dir, tmp_path):
+    scored = tmp_path / "scored"
+    assert main(["prm", "score", "--data", str(pipeline_dir / "trajectories"), "--model", str(pipeline_dir / "prm"),
+                 "--out", str(scored), "--device", "cpu", "--no-progress"]) == 0
+    assert set(json.loads((scored / "provenance.json").read_text())["stages"]) == {"prm score"}
+    assert not (pipeline_dir / "trajectories" / "provenance.json").exists()  # --out, not --data, when given
+
+
 def test_sweep_command_takes_the_names(pipeline_dir, tmp_path):
     out = tmp_path / "sweep"
     assert main(["sweep", *NAMES, "--helper", str(pipeline_dir / "helper"), "--out", str(out), "--episodes", "6",
@@ -70,6 +94,7 @@ def test_sweep_command_takes_the_names(pipeline_dir, tmp_path):
     # the hindsight oracle (counterfactual clones of the plug-in episodes) is an upper bound of first_k
     at_one = sweep[sweep["budget"] == 1].set_index("method")["success"]
     assert at_one["oracle_1step"] >= at_one["first_k"]
+    assert json.loads((out / "provenance.json").read_text())["stages"]["sweep"]["command"][:2] == ["helpgate", "sweep"]
 
 
 def test_collect_by_name_resumes_and_matches_run_episodes(tmp_path):

@@ -49,9 +49,13 @@ logits the call computes anyway; the chosen actions are the same with or without
 Probabilities are the model's own (temperature 1, before ``yes_bias``). An answer given without
 a model call (``none`` after an empty search) has no signals.
 
-Sampling (``temperature > 0``) seeds torch's global generator from ``(seed, call index)`` before
-each call: reproducible for the same sequence of calls and batches, but a different batching
-gives different samples. Greedy results do not depend on batching (up to float rounding).
+Sampling (``temperature > 0``) draws per decision: a yes/no answer compares one uniform that is a
+pure function of ``(seed, episode_id, step, mode)`` with P(yes); a generated answer samples each
+token by the Gumbel-max trick (``argmax(logits / T + Gumbel noise)`` is a draw from
+``softmax(logits / T)``) with noise from a generator seeded by ``(seed, episode_id, step, mode,
+token position)``. So an answer depends on its decision only, not on the batch it shares, the
+calls made before it, or which method of a sweep played first: common random numbers, every
+method meets the same draws. Greedy results do not depend on batching (up to float rounding).
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
 from agile.envs.answer_eval import parse_product_ids
@@ -76,7 +80,7 @@ from agile.envs.productqa_env import (
 )
 from agile.models import load_causal_lm
 from agile.protocol import BASE, Action, Observation
-from agile.seeding import derive_seed
+from agile.seeding import derive_seed, stable_uniform
 
 SHORT_SYSTEM_PROMPT = "You are a customer-service assistant of an online shop."
 SYSTEM_PROMPT = (
@@ -328,11 +332,13 @@ class LLMAgent:
         if self.prefix_cache is not None and self.temperature == 0:
             self._act_with_prefix_cache(observations, modes, prompts, yes_no, generate, texts, signals)
             yes_no, generate = [], []
+        keys = [(o.episode_id, o.step, mode) for o, mode in zip(observations, modes)]
         for chunk in self._batches(yes_no, prompts):
-            for i, (answer, said) in zip(chunk, zip(*self._yes_no([prompts[i] for i in chunk]))):
+            for i, (answer, said) in zip(chunk, zip(*self._yes_no([prompts[i] for i in chunk],
+                                                                   [keys[i] for i in chunk]))):
                 texts[i], signals[i] = f"{PREDICT} {answer}", said
         for chunk in self._batches(generate, prompts):
-            outputs = self._generate([prompts[i] for i in chunk], [modes[i] for i in chunk])
+            outputs = self._generate([prompts[i] for i in chunk], [modes[i] for i in chunk], [keys[i] for i in chunk])
             for i, (output, said) in zip(chunk, zip(*outputs)):
                 texts[i], signals[i] = self.finish(observations[i], modes[i], output), said
         if use_cache:
@@ -410,7 +416,7 @@ class LLMAgent:
         batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         return {k: v.to(self.model.device) for k, v in batch.items()}
 
-    def _yes_no(self, prompts: list[str]) -> tuple[list[str], list[dict[str, float]]]:
+    def _yes_no(self, prompts: list[str], keys: list[tuple] | None = None) -> tuple[list[str], list[dict[str, float]]]:
         batch = self._encode(prompts)
         mask = batch["attention_mask"]
         # Left padding: positions must count real tokens only, as generate() does.
@@ -419,18 +425,18 @@ class LLMAgent:
             output = self.model(**batch, position_ids=positions, logits_to_keep=1)
         except TypeError:  # a model class without logits_to_keep
             output = self.model(**batch, position_ids=positions)
-        return self._yes_no_answers(output.logits[:, -1, :].float())
+        return self._yes_no_answers(output.logits[:, -1, :].float(), keys)
 
-    def _yes_no_answers(self, logits: torch.Tensor) -> tuple[list[str], list[dict[str, float]]]:
+    def _yes_no_answers(self, logits: torch.Tensor,
+                        keys: list[tuple] | None = None) -> tuple[list[str], list[dict[str, float]]]:
         """``yes``/``no`` per row of last-position logits (see ``yes_bias`` and sampling), and
-        each answer's signals."""
+        each answer's signals. ``keys``: each row's ``(episode_id, step, mode)``, needed to sample."""
         log_probs = torch.log_softmax(logits, dim=-1)
         yes = torch.logsumexp(log_probs[:, self._yes], dim=-1)
         no = torch.logsumexp(log_probs[:, self._no], dim=-1)
         margin = yes - no + self.yes_bias
         if self.temperature > 0:
-            generator = torch.Generator().manual_seed(derive_seed(self.seed, self.calls, "yesno"))
-            draws = torch.rand(len(logits), generator=generator)
+            draws = torch.tensor([stable_uniform(self.seed, *key, "yesno") for key in keys], dtype=torch.float32)
             says_yes = draws < torch.sigmoid(margin.cpu() / self.temperature)
         else:
             says_yes = margin.cpu() > 0
@@ -445,19 +451,23 @@ class LLMAgent:
             signals = [{} for _ in signals]
         return ["yes" if flag else "no" for flag in says_yes.tolist()], signals
 
-    def _generate(self, prompts: list[str], modes: list[str]) -> tuple[list[str], list[dict[str, float]]]:
-        """The continuations of ``prompts`` and their signals (``modes`` sets where answers end)."""
+    def _generate(self, prompts: list[str], modes: list[str],
+                  keys: list[tuple] | None = None) -> tuple[list[str], list[dict[str, float]]]:
+        """The continuations of ``prompts`` and their signals (``modes`` sets where answers end;
+        ``keys``, each row's ``(episode_id, step, mode)``, seed its draws when sampling)."""
         batch = self._encode(prompts)
         kwargs = {
             "max_new_tokens": self.max_new_tokens,
             "pad_token_id": self.tokenizer.pad_token_id,
             "stopping_criteria": StoppingCriteriaList([_StopAtNewline(self._newline_ids())]),
+            # Sampling is greedy decoding on Gumbel-perturbed logits (module docstring), so the raw
+            # logits behind the signals are the model's own either way.
+            "do_sample": False, "temperature": None, "top_p": None, "top_k": None,
         }
         if self.temperature > 0:
-            torch.manual_seed(derive_seed(self.seed, self.calls, "generate"))
-            kwargs.update(do_sample=True, temperature=self.temperature, top_p=1.0, top_k=0)
-        else:
-            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            seeds = [derive_seed(self.seed, *key, "generate") for key in keys]
+            kwargs["logits_processor"] = LogitsProcessorList(
+                [_DecisionGumbel(seeds, self.temperature, batch["input_ids"].shape[1])])
         if not self.signals:
             out = self.model.generate(**batch, **kwargs)
             continuations = out[:, batch["input_ids"].shape[1]:]
@@ -473,6 +483,23 @@ class LLMAgent:
             n = answer_length(tokens, self._stops(mode), eos)
             signals.append(generation_signals(out.logits[0][row], chosen[row, :n].tolist()))
         return self.tokenizer.batch_decode(continuations, skip_special_tokens=True), signals
+
+
+class _DecisionGumbel(LogitsProcessor):
+    """``logits / T + Gumbel noise``, the noise of row r at generated token t drawn from a generator
+    seeded by ``(seeds[r], t)``: the argmax is a sample of ``softmax(logits / T)`` that depends on
+    the row's decision only (not on the batch, its padding, or earlier calls)."""
+
+    def __init__(self, seeds: list[int], temperature: float, prompt_width: int):
+        self.seeds, self.temperature, self.prompt_width = seeds, temperature, prompt_width
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        position = input_ids.shape[1] - self.prompt_width  # tokens generated so far: padding-free
+        uniform = torch.stack([
+            torch.rand(scores.shape[1], generator=torch.Generator().manual_seed(derive_seed(seed, position)))
+            for seed in self.seeds]).to(scores.device)
+        gumbel = -torch.log(-torch.log(uniform.clamp(1e-12, 1 - 1e-7)))
+        return scores.float() / self.temperature + gumbel
 
 
 class _StopAtNewline(StoppingCriteria):

@@ -26,6 +26,10 @@ environment maps a command that is not admissible to the most similar admissible
 the move (``agile.envs.textworld_env``). The local agent ranks the admissible commands by likelihood
 instead, which chat completions cannot do, so the two play differently on the same model.
 
+Sampling (``temperature > 0``) draws per decision: each request's ``seed`` and a yes/no answer's
+uniform are pure functions of ``(seed, episode_id, step)``, so every method of a sweep meets the
+same draws (as far as the server honours seeds; ``helpgate serve`` does).
+
 Time-outs and retries are the ``openai`` client's (``timeout`` seconds per request,
 ``max_retries`` retries with exponential back-off on connection errors, 408/409/429/5xx). A
 server that stays unreachable raises ``ConnectionError`` naming the base URL. The API key is
@@ -118,7 +122,7 @@ class OpenAIAgent:
     # -- one observation -----------------------------------------------------------------------
     def _answer(self, observation: Observation, mode: str) -> str:
         if mode == COMMAND:
-            reply = self._create(textworld_messages(observation), "", max_tokens=self.max_tokens)
+            reply = self._create(textworld_messages(observation), "", observation, max_tokens=self.max_tokens)
             command = (reply.choices[0].message.content or "").strip().split("\n", 1)[0].strip()
             if command:
                 return command
@@ -134,16 +138,16 @@ class OpenAIAgent:
             messages.append({"role": "assistant", "content": prefix})
         if mode == "yesno":
             return f"{PREDICT} {self._yes_no(observation, messages, prefix)}"
-        reply = self._create(messages, prefix, max_tokens=self.max_tokens)
+        reply = self._create(messages, prefix, observation, max_tokens=self.max_tokens)
         return finish_action(observation, mode, reply.choices[0].message.content or "", constrained)
 
     def _yes_no(self, observation: Observation, messages: list[dict], prefix: str) -> str:
         if not prefix:  # no prefill: the model answers in words
-            reply = self._create(messages, prefix, max_tokens=4)
+            reply = self._create(messages, prefix, observation, max_tokens=4)
             word = (reply.choices[0].message.content or "").strip().lstrip("[").split(" ")[0].strip(".,!").lower()
             return "yes" if word == "yes" else "no"
         # No stop sequence: a newline as the likeliest token must still bring its log-probabilities.
-        reply = self._create(messages, prefix, max_tokens=1, logprobs=True, top_logprobs=self.top_logprobs,
+        reply = self._create(messages, prefix, observation, max_tokens=1, logprobs=True, top_logprobs=self.top_logprobs,
                              temperature=0.0, stop=None)
         choice = reply.choices[0]
         tops = choice.logprobs.content[0].top_logprobs if choice.logprobs and choice.logprobs.content else []
@@ -157,14 +161,15 @@ class OpenAIAgent:
             return "yes" if u < 1.0 / (1.0 + math.exp(-max(min(margin / self.temperature, 700), -700))) else "no"
         return "yes" if margin > 0 else "no"
 
-    def _create(self, messages: list[dict], prefix: str, **kwargs):
+    def _create(self, messages: list[dict], prefix: str, observation: Observation, **kwargs):
         import openai
 
         kwargs.setdefault("temperature", self.temperature)
         if kwargs.setdefault("stop", ["\n"]) is None:  # an action is one line, unless told otherwise
             del kwargs["stop"]
         if kwargs["temperature"] > 0:
-            kwargs["seed"] = self.seed
+            # One seed per decision (common random numbers across methods); 31 bits, what servers take.
+            kwargs["seed"] = derive_seed(self.seed, observation.episode_id, observation.step, "generate") % 2**31
         extra = {"continue_final_message": True, "add_generation_prompt": False} if prefix else None
         try:
             return self.client.chat.completions.create(model=self.model, messages=messages, extra_body=extra,

@@ -64,6 +64,11 @@ class AgileEpisode:
         self.horizon = len(executor.questions)
 
     @property
+    def group(self) -> str:
+        """The ProductQA group the session's questions come from (the unit intervals resample)."""
+        return self.executor.group.name
+
+    @property
     def done(self) -> bool:
         return self.executor.done
 

@@ -1,0 +1,144 @@
+"""``helpgate report`` on constructed finished sweeps: the verdict, the hierarchical interval, the
+CPT flag, provenance under the table and refusals (values worked out by hand in the comments)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from helper.cli import main
+from helper.provenance import write_stage
+from helper.report import ReportConfig, run, verdict
+
+H = 4  # decisions per episode: always intervenes 4 times
+
+
+def _write_run(folder: Path, outcomes: dict[tuple[str, int], list[float]], used: dict[tuple[str, int], float],
+               groups: list[str], env: str = "toy", **config) -> Path:
+    """A sweep folder: episodes.csv (one row per method, budget, episode) and summary.json's config."""
+    rows = []
+    for (method, budget), values in outcomes.items():
+        for k, value in enumerate(values):
+            rows.append({"method": method, "budget": budget, "episode_id": f"{folder.name}-{k}",
+                         "group": groups[k], "success": value, "interventions": used[(method, budget)]})
+    folder.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(folder / "episodes.csv", index=False)
+    config = {"env": env, "agent": "simulator", "seed": 1000, "out": str(folder)} | config
+    (folder / "summary.json").write_text(json.dumps({"config": config}))
+    return folder
+
+
+def _standard(folder: Path, helper: list[float], rival: list[float], groups=("a", "a", "b", "b"), env="toy",
+              **config):
+    n = len(helper)
+    outcomes = {("never", 0): [0.0] * n, ("always", H): [1.0] * n,
+                ("helper", 1): helper, ("helper", 2): helper, ("random", 1): rival, ("random", 2): rival}
+    used = {("never", 0): 0.0, ("always", H): float(H), ("helper", 1): 1.0, ("helper", 2): 2.0,
+            ("random", 1): 1.0, ("random", 2): 2.0}
+    return _write_run(folder, outcomes, used, list(groups), env, **config)
+
+
+def _row(text: str, baseline: str) -> list[str]:
+    line = next(line for line in text.splitlines() if f"| {baseline} |" in line)
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_verdict_words():
+    assert verdict([(0.01, 0.2), (-0.1, 0.3)]) == "win"
+    assert verdict([(-0.2, -0.01), (-0.1, 0.3)]) == "loss"
+    assert verdict([(0.01, 0.2), (-0.3, -0.1)]) == "mixed"
+    assert verdict([(0.0, 0.2), (-0.1, 0.0)]) == "tie"  # an interval touching 0 holds it
+
+
+def test_win_loss_and_tie_from_constructed_runs(tmp_path):
+    # Helper right on every episode, random wrong on every one: the difference is +1 on every
+    # episode, so every resample gives +1: interval [1, 1], a win. The reverse: a loss.
+    _standard(tmp_path / "w0", [1, 1, 1, 1], [0, 0, 0, 0])
+    _standard(tmp_path / "l0", [0, 0, 0, 0], [1, 1, 1, 1])
+    # Differences +1, -1 in each group: mean 0, and resamples on both sides: a tie.
+    _standard(tmp_path / "t0", [1, 0, 1, 0], [0, 1, 0, 1])
+    runs = [str(tmp_path / "w0"), f"lossy={tmp_path / 'l0'}", f"even={tmp_path / 't0'}"]
+    text = run(ReportConfig(runs=runs, out=str(tmp_path / "r.md"), resamples=500, figures=False))
+    win, loss, tie = (r for r in text.splitlines() if "| random |" in r)
+    assert "| +1.000 [+1.000, +1.000] | +1.000 [+1.000, +1.000] |" in win and win.endswith("| win |")
+    assert "| -1.000 [-1.000, -1.000] |" in loss and loss.endswith("| loss |")
+    assert "| +0.000 [-" in tie and tie.endswith("| tie |")
+    assert win.startswith("| toy (simulator) |") and loss.startswith("| lossy |")  # NAME=RUN names the set-up
+    assert (tmp_path / "r.md").read_text() == text
+
+
+def test_seeds_are_a_level_of_the_interval(tmp_path):
+    # Seed 0: the helper beats random on every episode (+1); seed 1: they tie (0). Pooled mean +0.5.
+    # Resampling seeds, a resample holds seed 0 twice, once, or never: mean 1, 0.5, 0 (1/4, 1/2,
+    # 1/4), so the 95% interval is [0, 1]: a tie. Resampling the 8 episodes alone would give a
+    # narrow interval around 0.5 (P(mean = 0) = 1/256) and call it a win.
+    _standard(tmp_path / "s0", [1, 1, 1, 1], [0, 0, 0, 0], seed=1000)
+    _standard(tmp_path / "s1", [1, 1, 1, 1], [1, 1, 1, 1], seed=1001)
+    text = run(ReportConfig(runs=[str(tmp_path / "s0"), str(tmp_path / "s1")], out=str(tmp_path / "r.md"),
+                            resamples=4000, figures=False))
+    cells = _row(text, "random")
+    assert cells[1:3] == ["2", "8"]  # two seeds, eight episodes pooled
+    assert cells[4] == "+0.500 [+0.000, +1.000]" and cells[-1] == "tie"
+
+
+def test_cpt_flagged_in_the_completed_part(tmp_path):
+    # The helper's measured points: share 1/4 (1 of always's 4 interventions) with success 0.5,
+    # share 1/2 with 0.5. never = 0, always = 1, so PGR 0.5 at both and the curve is completed by
+    # a line from (1/2, 0.5) to (1, 1): APGR = 1/4 * 0.25 + 1/4 * 0.5 + 1/2 * 0.75 = 0.5625, half
+    # of [0, 1] completed. CPT(50%) = 0.25 (measured); CPT(80%) = 0.5 + 0.3 / 1 * 0.5 = 0.8, in
+    # the completed part: flagged. Random: success 0.25 at share 1/4, 0.75 at share 1/2.
+    _standard(tmp_path / "c0", [1, 0, 1, 0], [0, 0, 1, 0])
+    frame = pd.read_csv(tmp_path / "c0" / "episodes.csv")
+    frame.loc[(frame.method == "random") & (frame.budget == 2), "success"] = [1, 1, 1, 0]
+    frame.to_csv(tmp_path / "c0" / "episodes.csv", index=False)
+    text = run(ReportConfig(runs=[str(tmp_path / "c0")], out=str(tmp_path / "r.md"), resamples=200))
+    cells = _row(text, "random")
+    assert cells[6].startswith("0.562 (50%)")
+    # Random: (0,0) (1/4,1/4) (1/2,3/4) (1,1): 1/32 + 1/8 + 7/16 = 0.59375; CPT(50%) = 3/8 (measured),
+    # CPT(80%) = 0.5 + 0.05 / 0.25 * 0.5 = 0.6 (completed).
+    assert cells[6] == "0.562 (50%) / 0.594 (50%)"
+    assert cells[7] == "0.25 / 0.38" and cells[8] == "0.80† / 0.60†"
+    assert (tmp_path / "r-toy-simulator.png").stat().st_size > 0
+
+
+def test_provenance_printed_under_the_table(tmp_path):
+    folder = _standard(tmp_path / "p0", [1, 1, 1, 1], [0, 1, 0, 1])
+    write_stage(folder, "sweep", time.time(), 12.5, ["helpgate", "sweep", "--out", str(folder)])
+    text = run(ReportConfig(runs=[str(folder)], out=str(tmp_path / "r.md"), resamples=100, figures=False))
+    provenance = text.split("Provenance:")[1]
+    assert f"`helpgate sweep --out {folder}`" in provenance and "sweep 12.5 s" in provenance
+    assert "cores" in provenance and "commit " in provenance
+
+
+def test_old_runs_without_groups_are_read_and_said(tmp_path):
+    folder = _standard(tmp_path / "o0", [1, 1, 1, 1], [0, 1, 0, 1])
+    frame = pd.read_csv(folder / "episodes.csv").drop(columns="group")
+    frame.to_csv(folder / "episodes.csv", index=False)
+    text = run(ReportConfig(runs=[str(folder)], out=str(tmp_path / "r.md"), resamples=100, figures=False))
+    assert "resampled without groups" in text and "no provenance.json" in text
+
+
+def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "missing"), "--out", str(tmp_path / "r.md")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing" in err
+    (tmp_path / "empty").mkdir()
+    assert main(["report", str(tmp_path / "empty"), "--out", str(tmp_path / "r.md")]) == 2
+    assert "episodes.csv" in capsys.readouterr().err
+    folder = _standard(tmp_path / "g0", [1, 1, 1, 1], [0, 1, 0, 1])
+    frame = pd.read_csv(folder / "episodes.csv")
+    frame[~((frame.method == "random") & (frame.budget == 2) & (frame.episode_id == "g0-3"))].to_csv(
+        folder / "episodes.csv", index=False)
+    assert main(["report", str(folder), "--out", str(tmp_path / "r.md")]) == 2
+    assert "same episodes" in capsys.readouterr().err
+    # Two runs of one name that differ in more than their seed are two set-ups.
+    _standard(tmp_path / "d0", [1, 1, 1, 1], [0, 1, 0, 1], decide_after="state")
+    _standard(tmp_path / "d1", [1, 1, 1, 1], [0, 1, 0, 1], decide_after="proposal", seed=1001)
+    assert main(["report", str(tmp_path / "d0"), str(tmp_path / "d1"), "--out", str(tmp_path / "r.md")]) == 2
+    err = capsys.readouterr().err
+    assert "differ in decide_after (decide_after: 'state' vs 'proposal')" in err and "NAME=RUN" in err
+    assert main(["report", str(tmp_path / "d0"), f"proposal={tmp_path / 'd1'}", "--out", str(tmp_path / "r.md"),
+                 "--no-figures"]) == 0
