@@ -155,11 +155,17 @@ def _stage(out: Path, name: str, redo: bool, work) -> None:
 
 def _horizon(cfg: PipelineConfig) -> int:
     """The most interventions always-intervene uses in an episode: every question of a ProductQA
-    session; in TextWorld the expert wins in the quest's length of moves, so the longest quest."""
+    session; in TextWorld the expert wins in the quest's length of moves, so the longest quest; a
+    plug-in environment's longest horizon among the training episodes it builds."""
     from helper.environment import AgentEnvParams
+    from helper.plugins import ENV_GROUP, PluginSource, is_plugin
 
     if cfg.env in QUESTION_SESSIONS:
         return cfg.questions_per_episode
+    if is_plugin(cfg.env, ENV_GROUP):
+        source = PluginSource(cfg.env, "train")
+        source.episodes(range(cfg.sizes()[0]), cfg.seed)
+        return source.max_horizon
     return max(AgentEnvParams().tw_quest_lengths)
 
 

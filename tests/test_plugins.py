@@ -250,3 +250,16 @@ def test_human_cli_end_of_input_is_one_clear_line(tmp_path):
             "'arith_chain-train-0-1' decision 0 waited for an action; give one line per intervention. "
             "(--debug shows the traceback)") in result.stderr.splitlines()
     assert "Traceback" not in result.stderr
+
+
+def test_pipeline_budget_bound_is_the_plug_in_envs_longest_horizon():
+    """Without --max-budget the pipeline's budgets run to the plug-in's own longest horizon (not
+    TextWorld's), so README's example command runs as written."""
+    from examples.arith_chain import make_episodes
+    from helper.pipeline import PipelineConfig, _horizon
+    from helper.plugins import episode_horizon
+
+    cfg = PipelineConfig(env="examples.arith_chain:make_episodes", quick=True, seed=3)
+    longest = max(episode_horizon(e) for e in make_episodes("train", cfg.sizes()[0], 3))
+    assert _horizon(cfg) == longest
+    assert longest != 8  # TextWorld's longest quest, the bound used before
