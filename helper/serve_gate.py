@@ -171,9 +171,17 @@ def create_app(gate: ServedGate, horizon: int, features: list[str] | None = None
     observation feature keys every request must carry exactly (None: not checked); ``degraded``:
     why the helper decides on its fallback although it has a PRM (reported by ``/health``)."""
     from fastapi import FastAPI, HTTPException
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
 
     app = FastAPI(title="helpgate gate server")
     wanted = None if features is None else set(features)
+
+    @app.exception_handler(RequestValidationError)
+    def invalid(request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's 422 without the rejected input: echoing a lone surrogate back cannot be encoded (a 500).
+        return JSONResponse({"detail": [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in exc.errors()]},
+                            status_code=422)
 
     def observation(episode_id: str, step: int, state_text: str, features=None, request_horizon=None,
                     env: str = "", task_id: str = "") -> Observation:
