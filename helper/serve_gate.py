@@ -64,8 +64,7 @@ class ServeGateConfig:
     budget: int | None = None
     """Interventions per episode (default: the largest budget the helper was trained for)."""
     horizon: int | None = None
-    """Decision points per episode for requests that do not give theirs (default: the helper's own; only for
-    older helper folders that do not record it)."""
+    """Decision points per episode, for an older helper folder that does not record its own (helper.json)."""
     allow_fallback: bool = False
     """Serve a helper whose PRM is missing, broken or not its own on its fallback classifier (/health: degraded)."""
     max_body_bytes: int = DEFAULT_MAX_BODY

@@ -212,3 +212,8 @@ def test_a_large_body_is_refused_at_once(served):
                 + json.dumps(observation.features).encode() + b"}")
         bad = http.post("/v1/gate", content=lone, headers={"content-type": "application/json"})
         assert bad.status_code == 422 and "state_text" in bad.text and "surrogate" in bad.text
+
+
+def test_a_body_limit_below_one_byte_is_refused(tmp_path, capsys):
+    assert main(["serve-gate", "--helper", str(tmp_path), "--max-body-bytes", "0"]) == 2
+    assert "max_body_bytes=0: must be at least 1 byte" in error_line(capsys.readouterr().err)
