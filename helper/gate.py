@@ -57,8 +57,8 @@ import warnings
 from pathlib import Path
 
 from agile.protocol import Observation
-from helper.budget import ScoredGate
 from helper import identity
+from helper.budget import ScoredGate
 from helper.features import SCORE_FEATURE, FeatureClassifier, observation_features
 from helper.identity import UntrustedPrm
 from helper.trained_on import mismatch

@@ -53,6 +53,7 @@ from helper.budget import BudgetedGate
 from helper.serve_guard import DEFAULT_MAX_BODY, BodyLimit, utf8_text
 
 Text = Annotated[str, AfterValidator(utf8_text)]
+Number = Annotated[float, Field(allow_inf_nan=False)]  # JSON's NaN would be imputed as a missing feature
 
 
 @dataclass
@@ -88,7 +89,7 @@ class GateRequest(BaseModel):
     episode_id: Text = Field(min_length=1)
     step: int = Field(ge=0)
     state_text: Text
-    features: dict[Text, float] = Field(default_factory=dict)
+    features: dict[Text, Number] = Field(default_factory=dict)
     proposal: Text | None = None
     horizon: int | None = Field(default=None, ge=1)
     env: Text = ""

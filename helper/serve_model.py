@@ -15,9 +15,9 @@ It serves the subset of the API that the agents use, so any OpenAI client (and t
 - ``GET /v1/models``, and ``GET /health`` (the served name and the completions answered).
 
 Text that is not UTF-8 (a lone surrogate such as ``"\\ud800"``, valid JSON that no tokenizer can
-encode) is a 400 naming the field. The prompt is the tokenizer's chat template. Requests are answered one at a time under a lock
-(one model, one forward at a time: on a CPU a batch brings no speed-up per token); the server
-listens on 127.0.0.1 unless told otherwise.
+encode) is a 400 naming the field. The prompt is the tokenizer's chat template. Requests are
+answered one at a time under a lock (one model, one forward at a time: on a CPU a batch brings no
+speed-up per token); the server listens on 127.0.0.1 unless told otherwise.
 """
 
 from __future__ import annotations

@@ -41,6 +41,11 @@ def served(run_dir):
         yield url
 
 
+def first_observation(seed: int):
+    """The first decision point of a held-out episode."""
+    return make_episodes(default_catalog_dir(0), "test", n=1, seed=seed, questions_per_episode=HORIZON)[0].observe()
+
+
 def body(observation, proposal: str, **changes) -> dict:
     """The README's request body: no horizon (the helper's), the observation's own features."""
     return {"episode_id": observation.episode_id, "step": observation.step, "state_text": observation.state_text,
@@ -95,7 +100,7 @@ def test_served_decisions_are_the_in_process_decisions(run_dir, served):
 
 
 def test_features_are_checked_on_every_request(run_dir, served):
-    observation = make_episodes(default_catalog_dir(0), "test", n=1, seed=7, questions_per_episode=HORIZON)[0].observe()
+    observation = first_observation(seed=7)
     good = body(observation, "[PredictAnswer] yes", episode_id="feat")
     with httpx.Client(base_url=served, timeout=60) as http:
         for round_ in range(3):  # after good requests as much as before them
@@ -108,6 +113,10 @@ def test_features_are_checked_on_every_request(run_dir, served):
             wrong = http.post("/v1/gate", json=good | {"step": round_, "features": partial})
             assert wrong.status_code == 422
             assert "features: missing ['memory_hits']; unknown ['colour']" in wrong.json()["detail"]
+            nan = json.dumps(good | {"step": round_, "features": observation.features | {"memory_hits": "NaN"}})
+            refused = http.post("/v1/gate", content=nan.replace('"NaN"', "NaN"),
+                                headers={"content-type": "application/json"})
+            assert refused.status_code == 422 and "memory_hits" in refused.text and "finite" in refused.text
         # Refused requests spend nothing: the episode's count is that of the three good ones.
         used = http.post("/v1/episodes/feat/end").json()["used"]
     gate = HelperGate.load(run_dir / "helper", budget=BUDGET)
@@ -122,7 +131,7 @@ def test_features_are_checked_on_every_request(run_dir, served):
 
 
 def test_the_horizon_is_the_helpers(run_dir, served, capsys):
-    observation = make_episodes(default_catalog_dir(0), "test", n=1, seed=8, questions_per_episode=HORIZON)[0].observe()
+    observation = first_observation(seed=8)
     with httpx.Client(base_url=served, timeout=60) as http:
         longer = http.post("/v1/gate", json=body(observation, "x", episode_id="h1", horizon=HORIZON + 4))
         assert longer.status_code == 422 and f"horizon={HORIZON + 4}" in longer.json()["detail"]
@@ -178,7 +187,7 @@ def test_a_missing_or_broken_prm_needs_allow_fallback(run_dir, capsys):
     with pytest.raises(UntrustedPrm, match="prm_fingerprint"):
         HelperGate.load(broken)
 
-    observation = make_episodes(default_catalog_dir(0), "test", n=1, seed=9, questions_per_episode=HORIZON)[0].observe()
+    observation = first_observation(seed=9)
     for folder, reason in ((missing, "gone"), (broken, "prm_fingerprint")):
         with cli_server(["serve-gate", "--helper", folder, "--allow-fallback"]) as url:
             health = httpx.get(f"{url}/health").json()
@@ -188,7 +197,7 @@ def test_a_missing_or_broken_prm_needs_allow_fallback(run_dir, capsys):
 
 
 def test_a_large_body_is_refused_at_once(served):
-    observation = make_episodes(default_catalog_dir(0), "test", n=1, seed=10, questions_per_episode=HORIZON)[0].observe()
+    observation = first_observation(seed=10)
     large = body(observation, "x", episode_id="big", state_text="word " * 800_000)  # 4 MB
     with httpx.Client(base_url=served, timeout=60) as http:
         small = http.post("/v1/gate", json=body(observation, "x", episode_id="small"))
