@@ -1,6 +1,7 @@
 """Decision latency of ``HelperGate.should_intervene`` on CPU, per backend, against the bare classifier.
 
     python benchmarks/gate.py [--decisions 2000] [--text-model tiny] [--prm tiny] [--no-http | --http-only]
+                              [--large-senders 2] [--large-mb 4]
 
 Builds, in this run, a features classifier (gradient boosting and logistic regression) on
 simulated decision points, a text classifier (``--text-model``; ``tiny`` is a random-initialised
@@ -22,11 +23,22 @@ classifier on the features alone (no PRM) is saved, served by ``helpgate serve-g
 process on 127.0.0.1, and timed over HTTP (one keep-alive client, one request per decision, the
 same observations) against ``HelperGate.load`` of the same folder called in this process. The
 second table prints both, and the HTTP / in-process ratio of p50 and of p99.
+
+Large bodies (``--http``, third table): a helper folder that reads a real PRM (``--prm``, ``tiny`` by
+default) is served by ``serve-gate`` with its default body limit (1 MiB). Small requests (one
+keep-alive client, fresh episode ids) are timed on distinct states (a PRM forward pass each), on the
+cache hit path (the same states again: the scorer's memo answers), and on the cache hit path while
+``--large-senders`` clients, each in its own process, post ``--large-mb`` MB bodies back to back.
+Each 413 is timed twice: when its first byte arrives (the server's answer; the default raw-socket
+sender reads while it writes) and when the body is written and the reply read (what a client that
+writes first waits; ``--large-client httpx`` times that client, whose own write loop adds its
+cost). The goal: 413 in under 100 ms, and small requests keep their latency.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import sys
@@ -44,6 +56,7 @@ from agile.protocol import Observation
 from agile.rollout import run_episodes
 from helper.features import FeatureClassifier, default_feature_names, frame_features, observation_features
 from helper.gate import HelperGate
+from prm.folds import task_type
 
 
 class LookupScorer:
@@ -64,8 +77,9 @@ def simulated(n_episodes: int, horizon: int = 8):
     records = run_episodes(episodes, agent, budget=horizon, explore_p=0.3, rng_seed=1)
     rows = [r.to_row() for episode in records for r in episode]
     frame = pl.DataFrame(rows).drop(["cf_base_success", "cf_intervene_success"])
-    scores = [LookupScorer().simulator.accuracy[next(k[5:] for k, v in json.loads(f).items() if k.startswith("type_") and v)]
-              for f in frame["features"]]
+    # The question type is an annotation, never a logged feature: read it back from the task id.
+    accuracy = LookupScorer().simulator.accuracy
+    scores = [accuracy[task_type(t)] for t in frame["task_id"]]
     frame = frame.with_columns(pl.Series("prm_score", scores))
     observations = [e.observe() for e in make_episodes(default_catalog_dir(0), "test", n=64, seed=9,
                                                        questions_per_episode=horizon)]
@@ -89,6 +103,10 @@ def main() -> None:
     parser.add_argument("--http", action=argparse.BooleanOptionalAction, default=True,
                         help="also time the gate over HTTP (helpgate serve-gate) against the in-process call")
     parser.add_argument("--http-only", action="store_true", help="time only the HTTP / in-process comparison")
+    parser.add_argument("--large-senders", type=int, default=2, help="clients posting large bodies at once")
+    parser.add_argument("--large-mb", type=float, default=4.0, help="size of each large body in MB")
+    parser.add_argument("--large-client", choices=("socket", "httpx"), default="socket",
+                        help="senders of large bodies: a raw socket (reads the reply while writing) or httpx")
     args = parser.parse_args()
 
     from dataclasses import replace
@@ -112,8 +130,12 @@ def main() -> None:
 
     if args.http or args.http_only:
         served = http_against_in_process(frame, y, observations, n)
+        large = http_under_large_bodies(frame, y, observations, n, args.prm, args.large_senders, args.large_mb,
+                                        args.large_client)
         if args.http_only:
             print_http(served)
+            print()
+            print_large(large, args.large_senders, args.large_mb, args.large_client)
             return
 
     row = observation_features(observations[0], 2, 0.4, names)
@@ -155,6 +177,8 @@ def main() -> None:
     if args.http:
         print()
         print_http(served)
+        print()
+        print_large(large, args.large_senders, args.large_mb, args.large_client)
 
 
 def free_port() -> int:
@@ -167,18 +191,15 @@ def free_port() -> int:
 
 def http_against_in_process(frame, y, observations, n: int) -> dict[str, np.ndarray]:
     """p50/p99 of one decision: ``HelperGate.load(dir)`` here, and ``serve-gate dir`` over HTTP."""
-    import os
-    import subprocess
     import tempfile
 
     import httpx
 
     names = [name for name in default_feature_names(frame) if name != "prm_score"]
     classifier = FeatureClassifier("gbm", names).fit(frame_features(frame, names), y)
-    root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
         # Without a PRM every decision takes the fallback classifier: here the same gbm.
-        HelperGate("features", classifier, classifier, max_budget=3).save(tmp)
+        HelperGate("features", classifier, classifier, max_budget=3, trained_on={"horizon": 8}).save(tmp)
         gate = HelperGate.load(tmp, budget=3)
 
         def request(i):
@@ -194,25 +215,143 @@ def http_against_in_process(frame, y, observations, n: int) -> dict[str, np.ndar
         for i in range(50):  # the same warm-up as the HTTP side gets
             gate.should_intervene(obs(n + i))
         in_process = timed(lambda i: gate.should_intervene(obs(i)), n)
-        port = free_port()
-        env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(root)}
-        server = subprocess.Popen([sys.executable, "-m", "helper.cli", "serve-gate", "--helper", tmp, "--budget", "3",
-                                   "--port", str(port)], cwd=root, env=env, stdout=subprocess.DEVNULL)
-        try:
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
-                for _ in range(600):  # up to 60 s for the server to load
-                    try:
-                        http.get("/health")
-                        break
-                    except httpx.TransportError:
-                        time.sleep(0.1)
-                for i in range(50):  # warm the connection and the server's code paths
-                    http.post("/v1/gate", json=request(n + i)).raise_for_status()
-                over_http = timed(lambda i: http.post("/v1/gate", json=request(i)).raise_for_status(), n)
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+        with serve_gate(tmp) as url, httpx.Client(base_url=url, timeout=30) as http:
+            for i in range(50):  # warm the connection and the server's code paths
+                http.post("/v1/gate", json=request(n + i)).raise_for_status()
+            over_http = timed(lambda i: http.post("/v1/gate", json=request(i)).raise_for_status(), n)
     return {"in-process HelperGate.should_intervene": in_process, "HTTP POST /v1/gate (serve-gate)": over_http}
+
+
+@contextlib.contextmanager
+def serve_gate(helper: str):
+    """``helpgate serve-gate --helper HELPER`` in its own process on 127.0.0.1; yields its URL."""
+    import os
+    import subprocess
+
+    import httpx
+
+    root = Path(__file__).resolve().parents[1]
+    port = free_port()
+    env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+    server = subprocess.Popen([sys.executable, "-m", "helper.cli", "serve-gate", "--helper", helper, "--budget", "3",
+                               "--port", str(port)], cwd=root, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(1200):  # up to 120 s for the server to load
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/health").raise_for_status()
+                break
+            except httpx.HTTPError:
+                if server.poll() is not None:
+                    raise RuntimeError(f"serve-gate exited with {server.returncode}") from None
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def http_under_large_bodies(frame, y, observations, n: int, prm: str, senders: int, megabytes: float,
+                            client: str = "socket"):
+    """Small requests to a served helper with a real PRM: distinct states, the cache hit path, and
+    the cache hit path while ``senders`` clients post large bodies (whose 413 times are kept)."""
+    import multiprocessing
+    import tempfile
+
+    import httpx
+
+    from prm.model import ProcessRewardModel
+
+    names = default_feature_names(frame)
+    classifier = FeatureClassifier("gbm", names).fit(frame_features(frame, names), y)
+    plain = [name for name in names if name != "prm_score"]
+    fallback = FeatureClassifier("gbm", plain).fit(frame_features(frame, plain), y)
+
+    def request(i, o=None):
+        o = o or observations[i % len(observations)]
+        return {"episode_id": f"bench-{i}", "step": o.step, "state_text": o.state_text, "features": o.features}
+
+    big = json.dumps(request(-1) | {"state_text": "word " * int(megabytes * 1e6 / 5)}).encode()
+    with tempfile.TemporaryDirectory() as tmp:
+        ProcessRewardModel.create("tiny" if prm == "none" else prm, tag_after="state", device="cpu").save(f"{tmp}/prm")
+        HelperGate("features", classifier, fallback, max_budget=3, trained_on={"horizon": 8}).save(
+            f"{tmp}/helper", prm=f"{tmp}/prm")
+        with serve_gate(f"{tmp}/helper") as url, httpx.Client(base_url=url, timeout=120) as http:
+            # Distinct states: each observation's first request runs the PRM (nothing cached yet).
+            distinct = timed(lambda i: http.post("/v1/gate", json=request(10 * n + i)).raise_for_status(),
+                             len(observations))
+            alone = timed(lambda i: http.post("/v1/gate", json=request(i)).raise_for_status(), n)
+            # Senders in their own processes: in this one they would hold the timing client's GIL.
+            context = multiprocessing.get_context("fork")
+            stop, answers = context.Event(), context.Queue()
+            target = send_large if client == "socket" else send_large_httpx
+            workers = [context.Process(target=target, args=(url, big, stop, answers)) for _ in range(senders)]
+            for worker in workers:
+                worker.start()
+            try:
+                time.sleep(1.0)  # every sender under way before the timing starts
+                busy = timed(lambda i: http.post("/v1/gate", json=request(n + i)).raise_for_status(), n)
+            finally:
+                stop.set()
+                results = [answers.get(timeout=300) for _ in workers]
+                for worker in workers:
+                    worker.join()
+    answered = [answer for result in results for answer in result]
+    statuses = {status for status, _, _ in answered}
+    if statuses != {413}:
+        raise RuntimeError(f"large bodies were answered {sorted(statuses)}, expected 413 only")
+    return {"distinct states (PRM forward pass)": distinct, "cache hit path, alone": alone,
+            "cache hit path, with large bodies": busy,
+            "large body: 413 sent (first byte)": np.asarray([ms for _, ms, _ in answered]),
+            "large body: written whole, 413 read": np.asarray([ms for _, _, ms in answered])}
+
+
+def send_large(url: str, body: bytes, stop, answers) -> None:
+    """Post ``body`` back to back on one connection until ``stop``; put (status, ms to the reply's
+    first byte, ms until the body is written and the reply read) of every answer on ``answers``.
+
+    A raw socket writes the body from a thread while the reply is read, so the first time is the
+    server's (when it answered); the second is what a client that writes its whole body before
+    reading (httpx, requests) waits."""
+    import re
+    import socket
+    import threading
+
+    host, port = url.removeprefix("http://").split(":")
+    request = (f"POST /v1/gate HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
+               f"content-length: {len(body)}\r\n\r\n").encode() + body
+    out = []
+    with socket.create_connection((host, int(port))) as sock:
+        while not stop.is_set():
+            start = time.perf_counter()
+            writer = threading.Thread(target=sock.sendall, args=(request,))
+            writer.start()
+            data = sock.recv(65536)
+            first = time.perf_counter()
+            while b"\r\n\r\n" not in data:
+                data += sock.recv(65536)
+            head, rest = data.split(b"\r\n\r\n", 1)
+            length = int(re.search(rb"content-length: *(\d+)", head, re.IGNORECASE).group(1))
+            while len(rest) < length:
+                rest += sock.recv(65536)
+            writer.join()
+            out.append((int(head.split()[1]), (first - start) * 1000.0, (time.perf_counter() - start) * 1000.0))
+    answers.put(out)
+
+
+def send_large_httpx(url: str, body: bytes, stop, answers) -> None:
+    """``send_large`` through ``httpx``, which reads the reply only once it has written the body
+    (both times are then the same: the client's whole wait)."""
+    import httpx
+
+    out = []
+    with httpx.Client(base_url=url, timeout=120) as client:
+        while not stop.is_set():
+            start = time.perf_counter()
+            answer = client.post("/v1/gate", content=body, headers={"content-type": "application/json"})
+            took = (time.perf_counter() - start) * 1000.0
+            out.append((answer.status_code, took, took))
+    answers.put(out)
 
 
 def print_http(results: dict[str, np.ndarray]) -> None:
@@ -225,6 +364,18 @@ def print_http(results: dict[str, np.ndarray]) -> None:
     ratio50 = np.percentile(http, 50) / np.percentile(local, 50)
     ratio99 = np.percentile(http, 99) / np.percentile(local, 99)
     print(f"{'HTTP / in-process':40s} {ratio50:7.2f}x {ratio99:7.2f}x")
+
+
+def print_large(results: dict[str, np.ndarray], senders: int, megabytes: float, client: str) -> None:
+    print(f"serve-gate with a tiny PRM, body limit 1 MiB; {senders} {client} clients post {megabytes:g} MB bodies "
+          "back to back during the third line")
+    print(f"{'request':40s} {'count':>6s} {'p50 ms':>8s} {'p99 ms':>8s} {'max ms':>8s}")
+    for name, times in results.items():
+        p50, p99 = np.percentile(times, [50, 99])
+        print(f"{name:40s} {len(times):6d} {p50:8.3f} {p99:8.3f} {times.max():8.3f}")
+    alone, busy = results["cache hit path, alone"], results["cache hit path, with large bodies"]
+    print(f"{'with large bodies / alone':40s} {'':6s} {np.percentile(busy, 50) / np.percentile(alone, 50):7.2f}x "
+          f"{np.percentile(busy, 99) / np.percentile(alone, 99):7.2f}x")
 
 
 if __name__ == "__main__":

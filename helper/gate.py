@@ -38,6 +38,13 @@ remaining decision (spending them then cannot take them from a later, better use
 On its first decision the gate compares the use with what it was trained on (``helper.trained_on``,
 stored by distill): a larger budget, a longer horizon or another env warns once, naming the fields;
 an observation that has none of the features the classifier reads is refused (``ValueError``).
+
+A helper folder is one unit (``helper.identity``): ``helper.json`` records the training horizon, the
+classifiers' feature names and a fingerprint of the PRM, and ``load`` refuses a folder whose files
+disagree with them, naming the field. A PRM that loads but is not the recorded one is always
+refused (``UntrustedPrm``; ``prm=False`` runs on the fallback instead). A recorded PRM that is
+missing or does not load takes the fallback above with a warning and ``gate.degraded`` saying why,
+or is refused with ``allow_fallback=False`` (what ``serve-gate`` does unless ``--allow-fallback``).
 """
 
 from __future__ import annotations
@@ -50,8 +57,10 @@ import warnings
 from pathlib import Path
 
 from agile.protocol import Observation
+from helper import identity
 from helper.budget import ScoredGate
 from helper.features import SCORE_FEATURE, FeatureClassifier, observation_features
+from helper.identity import UntrustedPrm
 from helper.trained_on import mismatch
 
 BACKENDS = ("features", "text", "table")
@@ -94,7 +103,11 @@ class HelperGate(ScoredGate):
         self._warned = False
         self.trained_on = trained_on or {}
         """What distill saw (env, horizon, budget, method): compared with the first use."""
+        self.horizon: int | None = self.trained_on.get("horizon")
+        """Decision points of the longest training episode (``serve-gate``'s horizon)."""
         self._use_checked = [False]  # a list: gates made by with_budget share it (one warning for all)
+        self.degraded: str | None = None
+        """Why decisions run on the fallback although the helper has a PRM (None: they do not)."""
 
     # -- decision --------------------------------------------------------------------------------
     def should_intervene(self, observation: Observation, budget_left: int | None = None, proposal=None) -> bool:
@@ -144,6 +157,7 @@ class HelperGate(ScoredGate):
         gate = HelperGate(self.backend, self.classifier, self.fallback, self.scorer, self.table, self.discretizer,
                           budget, self.max_budget, self.threshold, self.decide_after, self.trained_on)
         gate._stats, gate._stats_lock = self._stats, self._stats_lock
+        gate.degraded, gate.horizon = self.degraded, self.horizon
         if budget is None or self.budget is None or budget <= self.budget:
             gate._use_checked = self._use_checked  # a larger budget is a new use, checked on its own
         return gate
@@ -199,20 +213,25 @@ class HelperGate(ScoredGate):
             self.discretizer.save(directory / "discretizer.json")
             self.table.save(directory / "policy.npz")
         prm_ref = recorded_path(directory, prm) if prm else {"prm": None}
+        trained = (extra or {}).get("trained_on") or self.trained_on
         config = {"kind": KIND, "backend": self.backend, "max_budget": self.max_budget,
-                  "threshold": self.threshold, "decide_after": self.decide_after} | prm_ref | (extra or {})
+                  "threshold": self.threshold, "decide_after": self.decide_after} | prm_ref
+        config |= {"trained_on": trained} if trained else {}
+        config |= identity.recorded(trained.get("horizon"), self.classifier, self.fallback, prm) | (extra or {})
         write_json_atomic(config, directory / CONFIG_FILE)
         return directory
 
     @classmethod
     def load(cls, directory: str | Path, budget: int | None = None, backend: str | None = None,
-             prm: bool | str = True, device: str | None = None) -> HelperGate:
+             prm: bool | str = True, device: str | None = None, allow_fallback: bool = True) -> HelperGate:
         """Restore a helper folder written by ``helpgate distill``.
 
         ``budget``: per-episode interventions (default: the largest budget it was trained for).
         ``backend``: override the saved backend (``table`` follows the solved table directly).
         ``prm``: False skips the PRM (every decision takes the fallback), a path loads that PRM
-        instead of the one the folder names.
+        instead of the one the folder names (the caller's choice: its fingerprint is not compared).
+        ``allow_fallback``: a recorded PRM that is missing or does not load degrades to the
+        fallback with a warning (True) or raises ``UntrustedPrm`` (False).
         """
         directory = Path(directory)
         config_path = directory / CONFIG_FILE
@@ -236,18 +255,34 @@ class HelperGate(ScoredGate):
 
             discretizer = Discretizer.load(directory / "discretizer.json")
             table = Solution.load(directory / "policy.npz", discretizer)
-        scorer = None
+        identity.check_files(config_path, config, classifier, fallback)
+        missing = identity.missing_fields(config)
+        if missing:
+            warnings.warn(f"{config_path} records no {', '.join(missing)} (written by an older helpgate): loaded "
+                          "without those checks. Re-run `helpgate distill` to record them.", stacklevel=2)
+        scorer = degraded = None
         needs_score = backend == "table" or (classifier is not None and SCORE_FEATURE in getattr(
             classifier, "feature_names", ()))
         prm_path = prm if isinstance(prm, str) else resolve_recorded(directory, config, "prm")
         if prm is not False and needs_score and prm_path:
-            scorer = _load_scorer(prm_path, device)
+            try:
+                scorer = _load_scorer(prm_path, device, config_path, None if isinstance(prm, str) else config)
+            except _Unloadable as error:
+                if not allow_fallback:
+                    raise UntrustedPrm(f"{config_path}: {error}; the helper would decide on its fallback "
+                                       "classifier (no PRM score).") from error
+                degraded = str(error)
+                warnings.warn(f"{error}; the helper uses its fallback classifier (no PRM score) for every "
+                              "decision.", stacklevel=2)
         decide_after = config.get("decide_after", "state")
         if scorer is not None and scorer.decide_after != decide_after:
             raise ValueError(f"{config_path}: decide_after={decide_after!r}, but the PRM at {prm_path} was trained "
                              f"with tag_after={scorer.tag_after!r}; load the PRM the helper was distilled with.")
-        return cls(backend, classifier, fallback, scorer, table, discretizer, budget, config.get("max_budget"),
+        gate = cls(backend, classifier, fallback, scorer, table, discretizer, budget, config.get("max_budget"),
                    config.get("threshold", 0.5), decide_after, config.get("trained_on"))
+        gate.degraded = degraded
+        gate.horizon = identity.horizon_of(config)
+        return gate
 
     def __repr__(self) -> str:
         return (f"HelperGate(backend={self.backend!r}, budget={self.budget}, max_budget={self.max_budget}, "
@@ -273,18 +308,21 @@ def resolve_recorded(directory: str | Path, config: dict, key: str = "prm") -> s
     return str(next((c for c in candidates if c.exists()), first))
 
 
-def _load_scorer(path: str, device: str | None):
+class _Unloadable(Exception):
+    """A recorded PRM folder that is missing or does not load (its message names the folder)."""
+
+
+def _load_scorer(path: str, device: str | None, config_path: Path, config: dict | None):
+    """The PRM scorer at ``path``; its fingerprint is compared with ``config``'s (None: not compared)."""
     from helper.prm_scorer import PrmScorer
 
     if not (Path(path) / "prm_config.json").exists():
-        warnings.warn(f"could not load the PRM at {path} (no prm_config.json there); the helper uses its "
-                      "fallback classifier (no PRM score) for every decision.", stacklevel=3)
-        return None
+        raise _Unloadable(f"could not load the PRM at {path} (no prm_config.json there)")
+    if config is not None:
+        identity.check_prm(config_path, config, path)  # before loading: a wrong PRM is never run
     try:
         from prm.model import ProcessRewardModel
 
         return PrmScorer(ProcessRewardModel.load(path, device=device, merge_lora=True))
     except Exception as error:  # noqa: BLE001 - a broken PRM degrades to the documented fallback
-        warnings.warn(f"could not load the PRM at {path} ({error}); the helper uses its fallback "
-                      "classifier (no PRM score) for every decision.", stacklevel=3)
-        return None
+        raise _Unloadable(f"could not load the PRM at {path} ({error})") from error

@@ -4,7 +4,7 @@
 
     POST /v1/gate                      {"episode_id": "e1", "step": 0, "state_text": "...",
                                         "features": {"type_fact_qa": 1.0}, "proposal": "[PredictAnswer] yes"}
-                                    -> {"intervene": false, "budget_left": 2, "score": 0.31}
+                                    -> {"intervene": false, "budget_left": 2, "score": 0.31, "horizon": 4}
     POST /v1/episodes/e1/actions       {"step": 0, "action_text": "..."}   (optional, see below)
     POST /v1/episodes/e1/end        -> {"episode_id": "e1", "used": 1}
     GET  /health
@@ -18,6 +18,24 @@ that step, and the action played on an intervention can be sent to ``/actions``.
 decides after the proposal (its PRM was trained with ``--tag-after proposal``; ``/health`` says
 ``decide_after``) reads the ``proposal`` to decide, and requires it.
 
+Horizon: the episode's number of decision points comes from the helper (``horizon`` in its
+``helper.json``, the longest training episode). A request may send its own ``horizon`` (episodes of
+varying length) up to that one; a longer one is refused (the helper never saw such episodes), and
+every answer names the ``horizon`` it decided with. A helper folder that records no horizon (an
+older one) needs ``--horizon``; one that records it refuses a different ``--horizon``.
+
+Features: every request must carry exactly the observation features the helper reads (the
+``f_<key>`` inputs of its classifier and fallback, ``/health`` lists them): a missing or unknown
+key is a 422 naming it, on every request (an empty ``features`` would otherwise be imputed and
+decide, and spend budget, on nothing).
+
+PRM: a helper whose recorded PRM is missing, does not load, or is not the one it was distilled
+with does not start, unless ``--allow-fallback``: then it decides on its fallback classifier and
+``/health`` says ``"status": "degraded"`` with the reason.
+
+Limits: a body over ``--max-body-bytes`` (default 1 MiB) is a 413 before it is parsed
+(``helper.serve_guard``); text that is not UTF-8 (a lone surrogate) a 422 naming the field.
+
 Errors: an invalid body is a 422 naming the field, an unknown episode at ``/end`` or
 ``/actions`` a 404, and more live episodes than the gate can track a 503 (end your episodes).
 """
@@ -26,12 +44,16 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from agile.protocol import Action, Observation
 from helper.budget import BudgetedGate
+from helper.serve_guard import DEFAULT_MAX_BODY, BodyLimit, utf8_text
+
+Text = Annotated[str, AfterValidator(utf8_text)]
+Number = Annotated[float, Field(allow_inf_nan=False)]  # JSON's NaN would be imputed as a missing feature
 
 
 @dataclass
@@ -42,8 +64,12 @@ class ServeGateConfig:
     """Helper folder written by helpgate distill."""
     budget: int | None = None
     """Interventions per episode (default: the largest budget the helper was trained for)."""
-    horizon: int = 8
-    """Decision points per episode, for requests that do not give theirs."""
+    horizon: int | None = None
+    """Decision points per episode, for an older helper folder that does not record its own (helper.json)."""
+    allow_fallback: bool = False
+    """Serve a helper whose PRM is missing, broken or not its own on its fallback classifier (/health: degraded)."""
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    """Largest request body in bytes; a larger one is answered 413 without being parsed."""
     backend: Literal["features", "text", "table"] | None = None
     """Override the helper's saved backend (table follows the solved policy table)."""
     device: str | None = None
@@ -60,14 +86,14 @@ class GateRequest(BaseModel):
     """One decision point."""
 
     model_config = ConfigDict(extra="forbid")
-    episode_id: str = Field(min_length=1)
+    episode_id: Text = Field(min_length=1)
     step: int = Field(ge=0)
-    state_text: str
-    features: dict[str, float] = Field(default_factory=dict)
-    proposal: str | None = None
+    state_text: Text
+    features: dict[Text, Number] = Field(default_factory=dict)
+    proposal: Text | None = None
     horizon: int | None = Field(default=None, ge=1)
-    env: str = ""
-    task_id: str = ""
+    env: Text = ""
+    task_id: Text = ""
 
 
 class ActionReport(BaseModel):
@@ -75,8 +101,8 @@ class ActionReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     step: int = Field(ge=0)
-    action_text: str
-    state_text: str = ""
+    action_text: Text
+    state_text: Text = ""
 
 
 class ServedGate(BudgetedGate):
@@ -137,28 +163,58 @@ class ServedGate(BudgetedGate):
             self.gate.record_action(observation, action_text)
 
 
-def create_app(gate: ServedGate, horizon: int = 8):
-    """The FastAPI application around ``gate`` (a ``ServedGate``)."""
+def create_app(gate: ServedGate, horizon: int, features: list[str] | None = None, degraded: str | None = None,
+               max_body_bytes: int = DEFAULT_MAX_BODY):
+    """The FastAPI application around ``gate`` (a ``ServedGate``), wrapped in the body limit.
+
+    ``horizon``: the helper's (a request's own may be shorter, never longer); ``features``: the
+    observation feature keys every request must carry exactly (None: not checked); ``degraded``:
+    why the helper decides on its fallback although it has a PRM (reported by ``/health``)."""
     from fastapi import FastAPI, HTTPException
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
 
     app = FastAPI(title="helpgate gate server")
+    wanted = None if features is None else set(features)
+
+    @app.exception_handler(RequestValidationError)
+    def invalid(request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's 422 without the rejected input: echoing a lone surrogate back cannot be encoded (a 500).
+        return JSONResponse({"detail": [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in exc.errors()]},
+                            status_code=422)
 
     def observation(episode_id: str, step: int, state_text: str, features=None, request_horizon=None,
                     env: str = "", task_id: str = "") -> Observation:
         h = request_horizon or horizon
         if step >= h:
-            raise HTTPException(422, f"step={step} is not below the episode's horizon {h}; send 'horizon' "
-                                     "with the request (or start the server with a larger --horizon).")
+            raise HTTPException(422, f"step={step} is not below the episode's horizon {h}; send the episode's "
+                                     f"'horizon' with the request (at most the helper's {horizon}).")
         return Observation(episode_id, env, task_id, step, state_text, h, dict(features or {}))
+
+    def check(body: GateRequest) -> None:
+        if body.horizon is not None and body.horizon > horizon:
+            raise HTTPException(422, f"horizon={body.horizon}: this helper was trained on episodes of at most "
+                                     f"{horizon} decision points (helper.json horizon); its decisions on longer "
+                                     "ones would extrapolate. Distill a helper on such episodes.")
+        if wanted is None:
+            return
+        missing, unknown = sorted(wanted - set(body.features)), sorted(set(body.features) - wanted)
+        if missing or unknown:
+            said = "; ".join(f"{kind} {keys}" for kind, keys in (("missing", missing), ("unknown", unknown)) if keys)
+            raise HTTPException(422, f"features: {said}; this helper reads exactly {sorted(wanted)} "
+                                     "(helper.json feature_names, also on /health).")
 
     @app.get("/health")
     def health() -> dict:
-        return {"status": "ok", "gate": gate.name, "budget": gate.budget, "decide_after": gate.decide_after}
+        out = {"status": "degraded" if degraded else "ok", "gate": gate.name, "budget": gate.budget,
+               "decide_after": gate.decide_after, "horizon": horizon, "features": features}
+        return out | ({"reason": degraded} if degraded else {})
 
     # Plain defs: FastAPI runs them in worker threads, so a slow decision (a PRM forward pass)
     # does not hold up the others; the budget itself is guarded by the gate's lock.
     @app.post("/v1/gate")
     def decide(body: GateRequest) -> dict:
+        check(body)
         obs = observation(body.episode_id, body.step, body.state_text, body.features, body.horizon,
                           body.env, body.task_id)
         if gate.decide_after == "proposal" and body.proposal is None:
@@ -173,7 +229,7 @@ def create_app(gate: ServedGate, horizon: int = 8):
             raise HTTPException(422, str(error)) from error
         if body.proposal is not None and not intervene:
             gate.record_action(obs, body.proposal)  # the proposal is what will be played
-        return {"intervene": intervene, "budget_left": left, "score": score}
+        return {"intervene": intervene, "budget_left": left, "score": score, "horizon": obs.horizon}
 
     @app.post("/v1/episodes/{episode_id}/actions")
     def record(episode_id: str, body: ActionReport) -> dict:
@@ -191,21 +247,58 @@ def create_app(gate: ServedGate, horizon: int = 8):
         gate.end_episode(episode_id)
         return {"episode_id": episode_id, "used": used}
 
-    return app
+    return BodyLimit(app, max_body_bytes)
+
+
+def served_features(helper) -> list[str]:
+    """The observation feature keys a helper's decisions read: its classifier's (features backend)
+    and its fallback's (taken by the features and table backends when there is no PRM score)."""
+    from helper.identity import read_features
+
+    names = list(helper.classifier.feature_names) if helper.backend == "features" else []
+    if helper.backend != "text" and helper.fallback is not None:
+        names += helper.fallback.feature_names
+    return sorted(set(read_features(names)))
+
+
+def load_helper(config: ServeGateConfig):
+    """``(helper, horizon, degraded reason)``, refusing what cannot be served as trained."""
+    from helper.gate import HelperGate
+    from helper.identity import UntrustedPrm
+
+    common = dict(budget=config.budget, backend=config.backend, device=config.device)
+    degraded = None
+    try:
+        helper = HelperGate.load(config.helper, allow_fallback=False, **common)
+    except UntrustedPrm as error:
+        if not config.allow_fallback:
+            raise ValueError(f"{error} To serve it on the fallback classifier anyway, pass --allow-fallback "
+                             "(/health then reports degraded).") from error
+        helper, degraded = HelperGate.load(config.helper, prm=False, **common), str(error)
+    horizon = helper.horizon
+    if horizon is None and config.horizon is None:
+        raise ValueError(f"{config.helper}/helper.json records no horizon (an older helper folder): pass --horizon, "
+                         "the decision points per episode it was trained on, or re-run helpgate distill.")
+    if horizon is not None and config.horizon is not None and config.horizon != horizon:
+        raise ValueError(f"--horizon {config.horizon}: the helper was trained on horizon {horizon} (helper.json "
+                         "horizon); leave --horizon out (requests may send a shorter one of their own).")
+    return helper, horizon or config.horizon, degraded
 
 
 def run(config: ServeGateConfig) -> None:
     """Load the helper folder and serve it until interrupted."""
     import uvicorn
 
-    from helper.gate import HelperGate
-
     if not 0 < config.port < 65536:
         raise ValueError(f"port={config.port}: choose a TCP port in 1..65535.")
-    if config.horizon < 1:
-        raise ValueError(f"horizon must be >= 1, got {config.horizon}.")
-    helper = HelperGate.load(config.helper, budget=config.budget, backend=config.backend, device=config.device)
+    if config.horizon is not None and config.horizon < 1:
+        raise ValueError(f"horizon={config.horizon}: must be >= 1.")
+    if config.max_body_bytes < 1:
+        raise ValueError(f"max_body_bytes={config.max_body_bytes}: must be at least 1 byte.")
+    helper, horizon, degraded = load_helper(config)
     gate = ServedGate(helper, config.budget)
-    print(f"serving {helper!r} on http://{config.host}:{config.port}/v1/gate (budget {gate.budget} per episode)",
-          flush=True)
-    uvicorn.run(create_app(gate, config.horizon), host=config.host, port=config.port, log_level=config.log_level)
+    state = f"DEGRADED ({degraded})" if degraded else "ok"
+    print(f"serving {helper!r} on http://{config.host}:{config.port}/v1/gate (budget {gate.budget} per episode, "
+          f"horizon {horizon}); status {state}", flush=True)
+    app = create_app(gate, horizon, served_features(helper), degraded, config.max_body_bytes)
+    uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level)

@@ -14,9 +14,10 @@ It serves the subset of the API that the agents use, so any OpenAI client (and t
   a new turn: the agents use it to give the start of the reply (a function token).
 - ``GET /v1/models``, and ``GET /health`` (the served name and the completions answered).
 
-The prompt is the tokenizer's chat template. Requests are answered one at a time under a lock
-(one model, one forward at a time: on a CPU a batch brings no speed-up per token); the server
-listens on 127.0.0.1 unless told otherwise.
+Text that is not UTF-8 (a lone surrogate such as ``"\\ud800"``, valid JSON that no tokenizer can
+encode) is a 400 naming the field. The prompt is the tokenizer's chat template. Requests are
+answered one at a time under a lock (one model, one forward at a time: on a CPU a batch brings no
+speed-up per token); the server listens on 127.0.0.1 unless told otherwise.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from helper.serve_guard import utf8_text
 
 
 @dataclass
@@ -59,6 +62,15 @@ class Message(BaseModel):
     role: Literal["system", "user", "assistant", "developer"]
     content: str | list[dict]
 
+    @field_validator("content")
+    @classmethod
+    def _utf8(cls, content):
+        # A lone surrogate passes JSON and pydantic but no tokenizer: a 400 naming the field, not a 500.
+        for text in [content] if isinstance(content, str) else [p.get("text") for p in content]:
+            if isinstance(text, str):
+                utf8_text(text)
+        return content
+
     def text(self) -> str:
         if isinstance(self.content, str):
             return self.content
@@ -81,6 +93,13 @@ class ChatRequest(BaseModel):
     n: int = Field(default=1, ge=1, le=16)
     stop: str | list[str] | None = None
     seed: int | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _utf8_stop(cls, stop):
+        for text in [stop] if isinstance(stop, str) else stop or []:
+            utf8_text(text)
+        return stop
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     stream: bool = False

@@ -140,6 +140,13 @@ def test_logprobs_and_errors_match_the_model(model_server, tiny):
         client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "word " * 3000}])
     with pytest.raises(openai.BadRequestError, match=r"messages\.0\.role"):
         client.chat.completions.create(model="tiny", messages=[{"role": "robot", "content": "hi"}])
+    # A lone surrogate is valid JSON that no tokenizer encodes: a 400 naming the field, not a 500.
+    lone = b'{"model": "tiny", "messages": [{"role": "user", "content": "hi \\ud800"}], "max_tokens": 1}'
+    answer = httpx.post(f"{model_server}/v1/chat/completions", content=lone,
+                        headers={"content-type": "application/json"}, timeout=30)
+    assert answer.status_code == 400 and "messages.0.content" in answer.text and "surrogate" in answer.text
+    assert httpx.post(f"{model_server}/v1/chat/completions", timeout=30, json={
+        "model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}).status_code == 200
 
 
 def mixed_observations(n_episodes: int) -> list[Observation]:
@@ -298,8 +305,9 @@ def helper_dirs(tmp_path_factory):
     fallback = FeatureClassifier("logreg", names).fit(frame_features(frame, names), hard.astype(int))
     # No PRM: every decision takes the fallback classifier, which reads the question type.
     reads, always = tmp_path_factory.mktemp("helper"), tmp_path_factory.mktemp("always")
-    HelperGate("features", fallback, fallback, max_budget=2).save(reads)
-    HelperGate("features", fallback, fallback, max_budget=2, threshold=0.0).save(always)
+    trained = {"horizon": 6}  # what the server takes its horizon from
+    HelperGate("features", fallback, fallback, max_budget=2, trained_on=trained).save(reads)
+    HelperGate("features", fallback, fallback, max_budget=2, threshold=0.0, trained_on=trained).save(always)
     return reads, always
 
 
@@ -312,7 +320,8 @@ def test_serve_gate_never_grants_more_than_the_budget_under_16_clients(helper_di
                 for j in range(per_client):
                     episode = f"ep-{(c + j) % episodes}"
                     # One step per episode: the count must hold against concurrency alone.
-                    answer = http.post("/v1/gate", json={"episode_id": episode, "step": 0, "state_text": "s"})
+                    answer = http.post("/v1/gate", json={"episode_id": episode, "step": 0, "state_text": "s",
+                                                         "features": {"type_reasoning_qa": 1.0}})
                     assert answer.status_code == 200, answer.text
                     body = answer.json()
                     assert 0 <= body["budget_left"] <= budget
@@ -325,7 +334,8 @@ def test_serve_gate_never_grants_more_than_the_budget_under_16_clients(helper_di
         assert sum(totals.values()) == budget * episodes and set(totals.values()) == {budget}
         assert httpx.post(f"{url}/v1/episodes/ep-0/end").json() == {"episode_id": "ep-0", "used": budget}
         # A freed id starts a new episode with the whole budget.
-        again = httpx.post(f"{url}/v1/gate", json={"episode_id": "ep-0", "step": 0, "state_text": "s"}).json()
+        again = httpx.post(f"{url}/v1/gate", json={"episode_id": "ep-0", "step": 0, "state_text": "s",
+                                                   "features": {"type_reasoning_qa": 0.0}}).json()
         assert again["intervene"] and again["budget_left"] == budget - 1
 
 
@@ -363,7 +373,7 @@ def test_serve_gate_command_serves_a_helper_folder(helper_dirs):
         assert first["intervene"] and first["budget_left"] == 0 and first["score"] >= 0.5
         # Budget spent: no decision is made, and no score.
         assert http.post("/v1/gate", json=hard | {"step": 1}).json() == {"intervene": False, "budget_left": 0,
-                                                                        "score": None}
+                                                                        "score": None, "horizon": 6}
         easy = http.post("/v1/gate", json=hard | {"episode_id": "e2", "features": {"type_reasoning_qa": 0.0}})
         assert easy.json()["intervene"] is False and easy.json()["score"] < 0.5
         assert http.post("/v1/episodes/e1/actions", json={"step": 0, "action_text": "x"}).status_code == 200
@@ -372,7 +382,8 @@ def test_serve_gate_command_serves_a_helper_folder(helper_dirs):
         assert missing.status_code == 404 and "not open" in missing.json()["detail"]
         bad = http.post("/v1/gate", json={"episode_id": "e3", "step": -1, "state_text": "s"})
         assert bad.status_code == 422 and "step" in bad.text
-        late = http.post("/v1/gate", json={"episode_id": "e3", "step": 6, "state_text": "s"})
+        late = http.post("/v1/gate", json={"episode_id": "e3", "step": 6, "state_text": "s",
+                                           "features": {"type_reasoning_qa": 0.0}})
         assert late.status_code == 422 and "horizon" in late.text
         assert math.isclose(http.post("/v1/gate", json=hard | {"episode_id": "e1"}).json()["score"],
                             first["score"])
