@@ -144,12 +144,17 @@ def validate(frame: pl.DataFrame, source: str | os.PathLike = "<frame>",
                           "must be finite (null where none was logged).")
     if "proposal_signals" in frame.columns:
         _check_signals(frame["proposal_signals"], source)
-    for name in ("success", "explore_p"):
+    for name in ("success", "explore_p", "prm_score"):
         if name in frame.columns:
             outside = frame.filter((pl.col(name) < 0) | (pl.col(name) > 1)).height
             if outside:
-                raise SchemaError(f"{source}: column {name!r} has {outside} values outside [0, 1]; an episode's "
-                                  f"{name} is a probability or a mean outcome in [0, 1].")
+                what = ("a probability of success" if name == "prm_score"
+                        else "a probability or a mean outcome")
+                raise SchemaError(f"{source}: column {name!r} has {outside} values outside [0, 1]; "
+                                  f"{'a decision' if name == 'prm_score' else 'an episode'}'s {name} is {what} in [0, 1].")
+    for name, low in (("step", 0), ("budget_left", 0), ("horizon", 1)):
+        if name in frame.columns and frame.height and (smallest := frame[name].min()) is not None and smallest < low:
+            raise SchemaError(f"{source}: column {name!r} holds {smallest}; every {name} must be >= {low}.")
     return frame
 
 
