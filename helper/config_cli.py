@@ -53,9 +53,28 @@ def one_line(error: BaseException) -> str:
     return " ".join(text.split())
 
 
+def check_finite(config) -> None:
+    """Refuse a NaN or infinite number in any float option (NaN passes every ``<``/``>`` check)."""
+    import dataclasses
+    import math
+
+    if not dataclasses.is_dataclass(config):
+        return
+    for item in dataclasses.fields(config):
+        value = getattr(config, item.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            check_finite(value)  # a command's nested config (the pipeline's stages)
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        bad = [v for v in values if isinstance(v, float) and not math.isfinite(v)]
+        if bad:
+            raise ValueError(f"--{item.name.replace('_', '-')} {bad[0]}: give a finite number.")
+
+
 def run_reporting_errors(prog: str, run: Callable, config, debug: bool = False) -> tuple[int, object]:
     """``(0, run(config))``; a user error prints ``PROG: error: MESSAGE`` and gives ``(2, None)``."""
     try:
+        check_finite(config)
         return 0, run(config)
     except USER_ERRORS as error:
         if debug:

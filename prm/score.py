@@ -43,11 +43,11 @@ import numpy as np
 import polars as pl
 import torch
 
-from agile.dataset import Manifest, write_shard
+from agile.dataset import SCORE_MANIFEST, Manifest, write_shard
 from prm.shards import FEATURES_FILE, OOF_FILE, Validator, episodes_of, read_shard, score_columns, shard_files
 from prm.signals import signal_matrix
 
-MANIFEST = "prm_score.manifest.json"
+MANIFEST = SCORE_MANIFEST
 
 
 @dataclass
