@@ -17,7 +17,6 @@ import fcntl
 import functools
 import importlib.util
 import os
-import pickle
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -183,8 +182,9 @@ def load_causal_lm(
             kwargs["attn_implementation"] = "sdpa"
         try:
             model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-        except (OSError, ValueError, EOFError, RuntimeError, pickle.UnpicklingError) as error:
-            # Weights that are truncated, or a pickle that torch's weights_only refuses to run.
+        except Exception as error:  # noqa: BLE001
+            # Missing, truncated or foreign weights, or a pickle that torch's weights_only refuses
+            # (UnpicklingError): whatever the loader raises, the folder is what is wrong.
             raise _not_loadable(name, error) from error
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
