@@ -146,7 +146,9 @@ def validate(frame: pl.DataFrame, source: str | os.PathLike = "<frame>",
         _check_signals(frame["proposal_signals"], source)
     for name in ("success", "explore_p", "prm_score"):
         if name in frame.columns:
-            outside = frame.filter((pl.col(name) < 0) | (pl.col(name) > 1)).height
+            # polars orders NaN above every number; a NaN prm_score is a missing score, not out of range.
+            above = (pl.col(name) > 1) & (pl.col(name).is_not_nan() if name == "prm_score" else True)
+            outside = frame.filter((pl.col(name) < 0) | above).height
             if outside:
                 what = ("a probability of success" if name == "prm_score"
                         else "a probability or a mean outcome")
