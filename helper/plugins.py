@@ -76,7 +76,7 @@ def resolve(name: str, group: str) -> Callable:
                               "or run from the folder that holds it (or set PYTHONPATH).") from error
         except Exception as error:  # the module's own code failed on import (a SyntaxError, a raise)
             raise PluginError(f"{name}: importing module {module_name!r} raised {describe(error)}; fix the "
-                              "module (--debug shows the traceback).") from error
+                              "module.") from error
         factory = module
         for part in attribute.split("."):
             if not hasattr(factory, part):
@@ -106,8 +106,7 @@ def call_factory(name: str, factory: Callable, *args):
     except PluginError:
         raise
     except Exception as error:
-        raise PluginError(f"{name}: the factory raised {describe(error)} (--debug shows the traceback "
-                          "inside the factory).") from error
+        raise PluginError(f"{name}: the factory raised {describe(error)}.") from error
 
 
 def check_episodes(name: str, episodes, count: int) -> list:

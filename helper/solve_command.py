@@ -164,13 +164,13 @@ def run(config: SolveConfig) -> dict:
     shards = shard_paths(config.data)
     df = read_trajectories(config.data, require=REQUIRED)
     longest = int(df.group_by("episode_id").len()["len"].max())
-    check_memory(config, int(df["step"].max()) + 1, budgets)
     if config.advice_cost is not None:
         advice_price(config.advice_cost, config.objective, 1)  # a bad cost is refused before any work
     elif budgets[-1] > longest:
         # A budget past the longest episode changes nothing and would size the tables by it.
         raise ValueError(f"budget={budgets[-1]}: the longest episode in {config.data} has {longest} decisions, so "
                          f"any budget >= {longest} intervenes everywhere it can; give budgets up to {longest}.")
+    check_memory(config, int(df["step"].max()) + 1, budgets)
     cols = Columns()
     disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(df[cols.score], df[cols.step])
     model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=backoff,
