@@ -144,12 +144,19 @@ def validate(frame: pl.DataFrame, source: str | os.PathLike = "<frame>",
                           "must be finite (null where none was logged).")
     if "proposal_signals" in frame.columns:
         _check_signals(frame["proposal_signals"], source)
-    for name in ("success", "explore_p"):
+    for name in ("success", "explore_p", "prm_score"):
         if name in frame.columns:
-            outside = frame.filter((pl.col(name) < 0) | (pl.col(name) > 1)).height
+            # polars orders NaN above every number; a NaN prm_score is a missing score, not out of range.
+            above = (pl.col(name) > 1) & (pl.col(name).is_not_nan() if name == "prm_score" else True)
+            outside = frame.filter((pl.col(name) < 0) | above).height
             if outside:
-                raise SchemaError(f"{source}: column {name!r} has {outside} values outside [0, 1]; an episode's "
-                                  f"{name} is a probability or a mean outcome in [0, 1].")
+                what = ("a probability of success" if name == "prm_score"
+                        else "a probability or a mean outcome")
+                raise SchemaError(f"{source}: column {name!r} has {outside} values outside [0, 1]; "
+                                  f"{'a decision' if name == 'prm_score' else 'an episode'}'s {name} is {what} in [0, 1].")
+    for name, low in (("step", 0), ("budget_left", 0), ("horizon", 1)):
+        if name in frame.columns and frame.height and (smallest := frame[name].min()) is not None and smallest < low:
+            raise SchemaError(f"{source}: column {name!r} holds {smallest}; every {name} must be >= {low}.")
     return frame
 
 
@@ -200,6 +207,8 @@ def empty_frame() -> pl.DataFrame:
 # -- reading ---------------------------------------------------------------------------------------
 def shard_paths(data: str | os.PathLike) -> list[Path]:
     """The shards of ``data``: the file itself, or every ``*.parquet`` below the folder, sorted."""
+    if not str(data).strip():  # Path("") is the current folder: never search it by accident
+        raise ValueError("data='': name the trajectory folder (or one shard), e.g. --data runs/demo/trajectories")
     data = Path(data)
     if data.is_file():
         return [data]
@@ -233,7 +242,10 @@ def read_trajectories(data: str | os.PathLike, require: Iterable[str] | None = N
     """Every shard of ``data`` validated, concatenated (the columns all shards have), sorted by
     (episode_id, step); an empty dataset is refused."""
     require = None if require is None else list(require)
-    frames = [read_shard(path, require, whole_episodes) for path in shard_paths(data)]
+    paths = shard_paths(data)
+    frames = [read_shard(path, require, whole_episodes) for path in paths]
+    if Path(data).is_dir():
+        check_manifests(Path(data), dict(zip(paths, frames)))
     if any(name in f.columns for f in frames for name in PROPOSAL_DEFAULTS):
         # Shards from before the proposal columns keep their rows next to newer ones.
         frames = [with_proposal_defaults(f) for f in frames]
@@ -245,6 +257,91 @@ def read_trajectories(data: str | os.PathLike, require: Iterable[str] | None = N
     if whole_episodes and len(frames) > 1:
         check_episodes(frame, data)
     return frame.sort(["episode_id", "step"])
+
+
+# -- checking shards against their manifests ------------------------------------------------------
+SCORE_MANIFEST = "prm_score.manifest.json"
+"""The progress manifest ``prm score`` keeps in its output folder (shards it scored, with rows)."""
+
+
+def load_manifest(path: Path) -> dict[str, Any]:
+    """A manifest's JSON object, refused in one line (naming it) when it is not one."""
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise SchemaError(f"{path}: not valid JSON ({error.msg}); delete it and rerun the command that wrote the "
+                          "folder (a collect with the same arguments starts over).") from error
+    if not isinstance(data, dict) or not isinstance(data.get("shards", {}), dict):
+        raise SchemaError(f"{path}: a JSON {type(data).__name__}, not a manifest (an object whose 'shards' maps each "
+                          "finished shard to what was recorded); delete it and rerun the command that wrote the folder.")
+    return data
+
+
+def check_manifests(data: Path, frames: dict[Path, pl.DataFrame]) -> None:
+    """The shards of ``data`` are what its manifests recorded, or ``SchemaError`` naming the file.
+
+    Every shard a manifest lists exists and holds the recorded rows, episode count and episode ids;
+    a complete collection lists every shard there is; no episode is in two shards of it; and no
+    episode uses more interventions, or starts with more budget, than the collection's budget."""
+    by_name = {path.relative_to(data).as_posix(): frame for path, frame in frames.items()}
+    for name in (MANIFEST, SCORE_MANIFEST):
+        path = data / name
+        if not path.is_file():
+            continue
+        manifest = load_manifest(path)
+        for shard, info in manifest.get("shards", {}).items():
+            info = info if isinstance(info, dict) else {}
+            if shard not in by_name:
+                raise SchemaError(f"{data / shard}: listed as finished in {path} but missing; restore it, or delete "
+                                  f"{path} and rerun the command that wrote {data}.")
+            _check_recorded(data / shard, by_name[shard], info, path)
+        if name == MANIFEST and manifest.get("complete") is True:
+            _check_complete(data, path, manifest, by_name)
+
+
+def _check_recorded(shard: Path, frame: pl.DataFrame, info: dict, manifest: Path) -> None:
+    redo = f"delete {shard.name} and rerun the same command to re-create it"
+    if "rows" in info and frame.height != info["rows"]:
+        raise SchemaError(f"{shard}: holds {frame.height} rows, but {manifest} recorded {info['rows']}; {redo}.")
+    if "episode_id" not in frame.columns:
+        return
+    ids = frame["episode_id"].unique()
+    if "count" in info and ids.len() != info["count"]:
+        raise SchemaError(f"{shard}: holds {ids.len()} episodes, but {manifest} recorded {info['count']}; {redo}.")
+    if "episodes" in info and set(ids.to_list()) != set(info["episodes"]):
+        strange = sorted(set(ids.to_list()) ^ set(info["episodes"]))[:3]
+        raise SchemaError(f"{shard}: its episodes are not the ones {manifest} recorded (e.g. {strange}): a shard "
+                          f"of another run; {redo}.")
+
+
+def _check_complete(data: Path, path: Path, manifest: dict, by_name: dict[str, pl.DataFrame]) -> None:
+    listed = manifest.get("shards", {})
+    extra = sorted(name for name in by_name if name not in listed)
+    if extra:
+        raise SchemaError(f"{data / extra[0]}: not listed in {path}, which says the collection is complete: a shard "
+                          "of another run; move it out of the folder.")
+    frames = [by_name[name] for name in listed]
+    if not frames or "episode_id" not in frames[0].columns:
+        return
+    ids = pl.concat([f.select("episode_id").unique() for f in frames])
+    twice = ids.filter(ids["episode_id"].is_duplicated())["episode_id"].unique().sort()
+    if twice.len():
+        owners = [name for name in listed if by_name[name]["episode_id"].is_in(twice.implode()).any()]
+        raise SchemaError(f"{data}: episode {twice[0]!r} is in {owners[0]} and {owners[1]} ({twice.len()} such "
+                          "episodes): a shard copied over another; delete the copy and rerun the collect to "
+                          "re-create it.")
+    budget = manifest.get("config", {}).get("budget")
+    if not isinstance(budget, int) or not all({"budget_left", "intervened"} <= set(f.columns) for f in frames):
+        return
+    for name in listed:
+        episodes = by_name[name].group_by("episode_id").agg(pl.col("intervened").sum().alias("used"),
+                                                           pl.col("budget_left").max().alias("start"))
+        over = episodes.filter((pl.col("used") > budget) | (pl.col("start") > budget))
+        if over.height:
+            row = over.row(0, named=True)
+            raise SchemaError(f"{data / name}: episode {row['episode_id']!r} has {row['used']} interventions and "
+                              f"budget_left up to {row['start']}, but {path} says budget={budget}: a shard of "
+                              "another collection; move it out of the folder.")
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -322,25 +419,23 @@ class Manifest:
         path = out / name
         if path.exists():
             try:
-                data = json.loads(path.read_text())
-            except json.JSONDecodeError as error:
-                if on_change == "restart":
-                    data = {}
-                else:
-                    raise ValueError(
-                        f"{path}: not valid JSON ({error}); delete the folder or choose another --out."
-                    ) from error
-            stored = dict(defaults or {}) | data.get("config", {})
+                data = load_manifest(path)
+            except SchemaError:
+                if on_change != "restart":
+                    raise
+                data = {}
+            stored = dict(defaults or {}) | (data.get("config") if isinstance(data.get("config"), dict) else {})
             differing = [key for key in sorted(set(stored) | set(config))
                          if key not in ignore and stored.get(key) != config.get(key)]
             if not differing:
                 return cls(path, stored, data.get("shards", {}), bool(data.get("complete", False)), stamp)
-            if on_change == "refuse":
+            # A run that failed before finishing any shard kept nothing: its corrected rerun starts over.
+            if on_change == "refuse" and (data.get("shards") or data.get("complete")):
                 was = ", ".join(f"{key}={stored.get(key)!r}" for key in differing)
                 now = ", ".join(f"{key}={config.get(key)!r}" for key in differing)
                 raise ConfigMismatch(
                     f"{out} was written with {was}, but this run has {now}. Rerun with the same "
-                    f"arguments to resume, or choose another --out."
+                    f"arguments to resume, delete {out} to start over, or choose another --out."
                 )
         elif own_folder and out.exists() and any(p for p in out.iterdir() if not p.name.startswith(".")):
             raise FileExistsError(

@@ -182,7 +182,9 @@ def load_causal_lm(
             kwargs["attn_implementation"] = "sdpa"
         try:
             model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-        except OSError as error:
+        except Exception as error:  # noqa: BLE001
+            # Missing, truncated or foreign weights, or a pickle that torch's weights_only refuses
+            # (UnpicklingError): whatever the loader raises, the folder is what is wrong.
             raise _not_loadable(name, error) from error
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
@@ -190,8 +192,10 @@ def load_causal_lm(
     return model, tokenizer
 
 
-def _not_loadable(name, error: OSError) -> OSError:
+def _not_loadable(name, error: Exception) -> OSError:
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if not isinstance(error, OSError):
+        first = f"{type(error).__name__}: {first}"
     return OSError(
         f"Could not load model {str(name)!r} ({first}). Pass the embedded 'smollm2', 'tiny', "
         "a local folder, or a Hugging Face id that is available on this machine."

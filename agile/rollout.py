@@ -111,11 +111,15 @@ def _act(agent: Agent, episodes: list[Episode], observations: list[Observation])
         actions = agent.act(observations, episodes=episodes)
     else:
         actions = agent.act(observations)
-    if len(actions) != len(observations):
-        raise RuntimeError(
-            f"agent {getattr(agent, 'name', agent)!r} returned {len(actions)} actions for "
-            f"{len(observations)} observations; act() must return one action per observation."
-        )
+    name = getattr(agent, "name", type(agent).__name__)
+    if not isinstance(actions, (list, tuple)) or len(actions) != len(observations):
+        count = len(actions) if isinstance(actions, (list, tuple)) else type(actions).__name__
+        raise ValueError(f"agent {name!r} returned {count} for {len(observations)} observations; act() must "
+                         "return a list with one agile.protocol.Action per observation.")
+    wrong = next((a for a in actions if not isinstance(getattr(a, "text", None), str)), None)
+    if wrong is not None:  # a bare string would be played letter by letter or fail deep in the episode
+        raise ValueError(f"agent {name!r} returned a {type(wrong).__name__} ({str(wrong)[:40]!r}) where an "
+                         "agile.protocol.Action with a text is expected; return Action(text) objects.")
     return actions
 
 

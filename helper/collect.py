@@ -97,6 +97,8 @@ class CollectConfig(AgentEnvParams):
     """Number of Ray workers (default: one per GPU for an LLM agent, else one per CPU of the cluster)."""
 
 
+MAX_SHARDS = 100_000
+"""Shards one collection folder may hold (its manifest lists each one)."""
 IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url")
 """Fields that may change between a run and its resumption (they do not change the data)."""
 ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto"}
@@ -119,6 +121,11 @@ def check(config: CollectConfig) -> None:
             raise ValueError(f"{name} must be >= 1, got {value}.")
     if config.budget < 0:
         raise ValueError(f"budget must be >= 0, got {config.budget}.")
+    shards = -(-config.episodes // config.shard_size)
+    if shards > MAX_SHARDS:
+        # The manifest is rewritten after every shard: past this many the bookkeeping alone is days.
+        raise ValueError(f"episodes={config.episodes} in shards of shard_size={config.shard_size} make {shards:,} "
+                         f"shards, more than {MAX_SHARDS:,} per folder; raise --shard-size or lower --episodes.")
     if not config.explore_p or any(not 0.0 <= p <= 1.0 for p in config.explore_p):
         raise ValueError(f"explore_p must be one or more values in [0, 1], got {config.explore_p}.")
 
@@ -205,7 +212,8 @@ def run(config: CollectConfig) -> dict:
         write_shard(frame, out / shard_name(k))
         first, count = shard_episodes(config, k)
         manifest.mark_done(shard_name(k), first=first, count=count, rows=frame.height,
-                           human_calls=human_calls(frame))
+                           human_calls=human_calls(frame),
+                           episodes=frame["episode_id"].unique(maintain_order=True).to_list())
 
     with tqdm(total=config.episodes, initial=done_episodes, unit="ep", desc="collect", file=sys.stderr) as bar:
         if todo and config.ray:

@@ -9,7 +9,10 @@ its choices and an optional field also takes ``None``.
 
 A user error (a bad value, a missing or malformed file, a missing optional extra) is printed as
 one line, ``PROG: error: MESSAGE``, with exit code 2; ``--debug`` shows the traceback instead.
-Anything else is a bug and keeps its traceback.
+Any other exception is also one line, naming its type and the innermost frame outside the
+libraries: raised in a plug-in's own code (or out of memory) it is the user's to fix (exit 2);
+raised in this project's code it is reported as an internal error, a bug (exit 1). ``--debug``
+shows the traceback of either.
 """
 
 from __future__ import annotations
@@ -53,12 +56,68 @@ def one_line(error: BaseException) -> str:
     return " ".join(text.split())
 
 
+def check_finite(config) -> None:
+    """Refuse a NaN or infinite number in any float option (NaN passes every ``<``/``>`` check)."""
+    import dataclasses
+    import math
+
+    if not dataclasses.is_dataclass(config):
+        return
+    for item in dataclasses.fields(config):
+        value = getattr(config, item.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            check_finite(value)  # a command's nested config (the pipeline's stages)
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        bad = [v for v in values if isinstance(v, float) and not math.isfinite(v)]
+        if bad:
+            raise ValueError(f"--{item.name.replace('_', '-')} {bad[0]}: give a finite number.")
+
+
 def run_reporting_errors(prog: str, run: Callable, config, debug: bool = False) -> tuple[int, object]:
     """``(0, run(config))``; a user error prints ``PROG: error: MESSAGE`` and gives ``(2, None)``."""
     try:
+        check_finite(config)
         return 0, run(config)
     except USER_ERRORS as error:
         if debug:
             raise
         print(f"{prog}: error: {one_line(error)} (--debug shows the traceback)", file=sys.stderr)
         return 2, None
+    except Exception as error:  # not a known user error: say what and where, never hide it
+        if debug:
+            raise
+        where, ours = origin(error)
+        if ours and not isinstance(error, MemoryError):
+            print(f"{prog}: internal error: {type(error).__name__} at {where}: {one_line(error)}; this is a bug, "
+                  "please report it with the traceback that --debug shows.", file=sys.stderr)
+            return 1, None
+        print(f"{prog}: error: {type(error).__name__} raised at {where}: {one_line(error)} "
+              "(--debug shows the traceback)", file=sys.stderr)
+        return 2, None
+
+
+PACKAGES = ("agile", "helper", "prm", "tabular_rl")
+"""This project's packages: an exception raised in them that is not a user error is a bug."""
+
+
+def origin(error: BaseException) -> tuple[str, bool]:
+    """``("file:line in function", raised in this project's code)`` for the innermost frame that is
+    not a library's (a plug-in's own code is named as such)."""
+    import sysconfig
+    import traceback
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    libraries = {Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    frames = traceback.extract_tb(error.__traceback__)
+    for frame in reversed(frames):
+        path = Path(frame.filename).resolve()
+        if any(path.is_relative_to(lib) for lib in libraries) or "site-packages" in path.parts:
+            continue
+        inside = path.is_relative_to(root)
+        shown = path.relative_to(root) if inside else path
+        mine = inside and path.relative_to(root).parts[0] in PACKAGES
+        return f"{shown}:{frame.lineno} in {frame.name}" + ("" if mine else " (plug-in code)"), mine
+    last = frames[-1] if frames else None
+    return (f"{last.filename}:{last.lineno} in {last.name}" if last else "unknown place"), True

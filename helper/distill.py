@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from agile.seeding import stable_uniform
+from helper import solve_files
 from helper.features import SCORE_FEATURE, FeatureClassifier, default_feature_names, frame_features
 from helper.gate import HelperGate, recorded_path
 from helper.schema import read_shard
@@ -82,9 +83,9 @@ class DistillConfig:
 
 
 def _solution_budget(directory: Path, wanted: int | None) -> int:
-    found = sorted(int(p.stem.removeprefix("policy_c")) for p in directory.glob("policy_c*.npz"))
-    if not found:
-        raise FileNotFoundError(f"{directory}: no policy_c{{C}}.npz; run `helpgate solve --out {directory}` first.")
+    # Only the budgets the latest solve wrote (solve.json): a policy left from an earlier solve
+    # would be paired with a discretizer it was not solved on.
+    found = sorted(int(b) for b in solve_files.verify(directory)["budgets"])
     if wanted is None:
         return found[-1]
     if wanted not in found:
@@ -185,6 +186,19 @@ def prm_decide_after(prm_path: Path | None) -> str:
     return "proposal" if settings.get("tag_after") == "proposal" else "state"
 
 
+def _check_numbers(cfg: DistillConfig) -> None:
+    """Refuse counts and rates that cannot work, naming the option."""
+    if cfg.max_rows is not None and cfg.max_rows < 1:
+        raise ValueError(f"max_rows={cfg.max_rows}: give at least 1 training example, or leave it unset for all")
+    if cfg.budget is not None and cfg.budget < 1:
+        raise ValueError(f"budget={cfg.budget}: give a solved budget >= 1, or leave it unset for the largest")
+    for name in ("text_epochs", "text_batch_size", "text_max_length"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name}={getattr(cfg, name)}: must be >= 1")
+    if not (0 < cfg.text_lr < float("inf")):
+        raise ValueError(f"text_lr={cfg.text_lr}: give a finite learning rate > 0")
+
+
 def run(cfg: DistillConfig) -> dict:
     """Label, split, fit, report, save; returns the report written into ``helper.json``."""
     source = Path(cfg.labels)
@@ -197,6 +211,7 @@ def run(cfg: DistillConfig) -> dict:
                                 "`helpgate prm train`, or --prm none for a helper that runs on its fallback.")
     if not 0 <= cfg.test_fraction < 1:
         raise ValueError(f"test_fraction={cfg.test_fraction}: must lie in [0, 1)")
+    _check_numbers(cfg)
     discretizer, solution = load_solution(source, cfg.budget)
     logged = read_shard(labels_path, require=("episode_id", "step", "budget_left"))
     data = expand_labels(logged.drop([c for c in logged.columns if c.startswith(LABEL)]), solution)

@@ -237,9 +237,17 @@ class HelperGate(ScoredGate):
         config_path = directory / CONFIG_FILE
         if not config_path.exists():
             raise FileNotFoundError(f"{config_path}: not found. Create the helper folder with `helpgate distill`.")
-        config = json.loads(config_path.read_text())
+        try:
+            config = json.loads(config_path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{config_path}: not valid JSON ({error.msg}); re-run `helpgate distill`.") from error
+        if not isinstance(config, dict):
+            raise ValueError(f"{config_path}: a JSON {type(config).__name__}, expected the object `helpgate distill` "
+                             "writes; re-run it.")
         if config.get("kind") != KIND:
             raise ValueError(f"{config_path}: kind={config.get('kind')!r}, expected {KIND!r}")
+        if not (backend or config.get("backend")):
+            raise ValueError(f"{config_path}: no 'backend' field (features, text or table); re-run `helpgate distill`.")
         backend = backend or config["backend"]
         classifier = fallback = table = discretizer = None
         if backend == "features":

@@ -64,7 +64,7 @@ def resolve(name: str, group: str) -> Callable:
             factory = point.load()
         except Exception as error:  # an installed plug-in that fails to import: say which
             raise PluginError(f"{name}: the {group} entry point {point.value!r} does not load "
-                              f"({type(error).__name__}: {error}).") from error
+                              f"({describe(error)}).") from error
     elif REFERENCE.match(name):
         module_name, _, attribute = name.partition(":")
         if os.getcwd() not in sys.path and "" not in sys.path:
@@ -74,6 +74,9 @@ def resolve(name: str, group: str) -> Callable:
         except ImportError as error:
             raise PluginError(f"{name}: module {module_name!r} is not importable ({error}); install its package "
                               "or run from the folder that holds it (or set PYTHONPATH).") from error
+        except Exception as error:  # the module's own code failed on import (a SyntaxError, a raise)
+            raise PluginError(f"{name}: importing module {module_name!r} raised {describe(error)}; fix the "
+                              "module.") from error
         factory = module
         for part in attribute.split("."):
             if not hasattr(factory, part):
@@ -86,6 +89,24 @@ def resolve(name: str, group: str) -> Callable:
     if not callable(factory):
         raise PluginError(f"{name}: {type(factory).__name__} object is not callable; name a factory function.")
     return factory
+
+
+def describe(error: BaseException) -> str:
+    """``Type: message`` of a plug-in's exception, with the file and line a SyntaxError points at."""
+    if isinstance(error, SyntaxError) and error.filename:
+        return f"SyntaxError at {error.filename}:{error.lineno} ({error.msg})"
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def call_factory(name: str, factory: Callable, *args):
+    """``factory(*args)``; what the user's factory raises is reported naming it (a bug of theirs)."""
+    try:
+        return factory(*args)
+    except PluginError:
+        raise
+    except Exception as error:
+        raise PluginError(f"{name}: the factory raised {describe(error)}.") from error
 
 
 def check_episodes(name: str, episodes, count: int) -> list:
@@ -136,7 +157,7 @@ class PluginSource:
         if not indices:
             return []
         count = max(indices) + 1
-        built = check_episodes(self.name, self.factory(self.split, count, seed), count)
+        built = check_episodes(self.name, call_factory(self.name, self.factory, self.split, count, seed), count)
         chosen = [built[i] for i in indices]
         self.max_horizon = max([self.max_horizon] + [episode_horizon(e) for e in chosen])
         return chosen
@@ -144,7 +165,7 @@ class PluginSource:
 
 def make_agent(name: str, actor: str | None = None):
     """The agent an agent factory returns (checked); ``actor`` relabels its actions (a strong actor)."""
-    agent = resolve(name, AGENT_GROUP)()
+    agent = call_factory(name, resolve(name, AGENT_GROUP))
     if not callable(getattr(agent, "act", None)):
         raise PluginError(f"{name}: returned {type(agent).__name__}, which has no act(observations) method "
                           "(agile.protocol.Agent).")

@@ -20,15 +20,25 @@ logged reward (``--objective reward``). Writes to ``out``:
 * ``policy_c{C}.npz``   policy and value tables per budget (``Solution.load``);
 * ``counts.csv``        rows per (step, state, action): where the data is thin;
 * ``labels.parquet``    every input row plus one boolean ``optimal_intervene_c{C}`` per budget;
-* ``solution.json``     a summary: data sizes and, per budget, expected success/interventions.
+* ``solution.json``     a summary: data sizes and, per budget, expected success/interventions;
+* ``solve.json``        the files this solve wrote, with their hashes (``helper.solve_files``): a
+  rerun deletes the outputs it did not write (an older budget's policy), and ``distill`` reads
+  only what this file lists.
+
+Numbers are checked before any work: ``bins`` >= 1, ``smoothing`` and ``shaping`` finite, and the
+memory the model's tables need (about ``horizon x states x 2 x states`` numbers, a few copies) is
+estimated from the options and the data and refused above ``--memory-limit-gb``.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from agile.dataset import read_trajectories, shard_paths, write_json_atomic, write_shard
+from helper import solve_files
 from tabular_rl.discretize import BINNINGS, Discretizer
 from tabular_rl.estimate import estimate
 from tabular_rl.label import label
@@ -68,7 +78,14 @@ class SolveConfig:
     """Advice cost c: solve total score = success - c * advice rate with no budget (lambda = c / horizon,
     or c with --objective reward) instead of the --budget solutions; unset solves the budgets."""
     out: str = "runs/default/solve"
-    """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json."""
+    """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json, solve.json."""
+    memory_limit_gb: float | None = None
+    """Refuse settings whose model tables would need more memory than this (default: half of this machine's)."""
+
+
+TABLE_COPIES = 8
+"""Arrays of the size horizon x states x 2 x (states + 1) that estimation holds at once (counts,
+moves, shrunk estimates, transitions and their temporaries), as float64."""
 
 
 def _validate(config: SolveConfig) -> list[int]:
@@ -81,7 +98,44 @@ def _validate(config: SolveConfig) -> list[int]:
     budgets = sorted({int(b) for b in config.budget})
     if not budgets or budgets[0] < 0:
         raise ValueError(f"budget={config.budget!r}: give one or more budgets >= 0, e.g. --budget 1 2 3")
+    if config.bins < 1:
+        raise ValueError(f"bins={config.bins}: give at least 1 score bin, e.g. --bins 10")
+    if config.step_buckets < 0:
+        raise ValueError(f"step_buckets={config.step_buckets}: give 0 (no step buckets) or a positive count")
+    if not (math.isfinite(config.smoothing) and config.smoothing >= 0):
+        raise ValueError(f"smoothing={config.smoothing}: give a finite pseudo-count >= 0, e.g. --smoothing 1")
+    if not math.isfinite(config.shaping):
+        raise ValueError(f"shaping={config.shaping}: give a finite weight, e.g. --shaping 0")
+    if config.memory_limit_gb is not None and not (math.isfinite(config.memory_limit_gb)
+                                                   and config.memory_limit_gb > 0):
+        raise ValueError(f"memory_limit_gb={config.memory_limit_gb}: give a finite number of GB > 0")
+    if not str(config.data).strip():
+        raise ValueError("data='': name the folder of scored shards, e.g. --data runs/demo/scored")
     return budgets
+
+
+def memory_limit_bytes(config: SolveConfig) -> float:
+    """``--memory-limit-gb``, or half of this machine's physical memory."""
+    if config.memory_limit_gb is not None:
+        return config.memory_limit_gb * 2**30
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2
+    except (ValueError, OSError, AttributeError):  # a platform without sysconf: a fixed 8 GB
+        return 8 * 2**30
+
+
+def check_memory(config: SolveConfig, horizon: int, budgets: list[int]) -> None:
+    """Refuse, before allocating, a setting whose tables would not fit (naming what makes them big)."""
+    states = (config.bins + 1) * max(config.step_buckets, 1)
+    model = TABLE_COPIES * 8.0 * horizon * states * 2 * (states + 1)
+    solver = 2 * 8.0 * horizon * states * (max(budgets) + 1)  # policy and value tables
+    need, limit = model + solver, memory_limit_bytes(config)
+    if need > limit:
+        raise ValueError(
+            f"bins={config.bins}, step_buckets={config.step_buckets} and a horizon of {horizon} steps (the largest "
+            f"step + 1 in {config.data}) make {states:,} states, whose tables need about {need / 2**30:,.1f} GB, "
+            f"more than the limit of {limit / 2**30:,.1f} GB; lower --bins / --step-buckets, check the step "
+            f"column, or raise --memory-limit-gb.")
 
 
 def total_score(solution, config: SolveConfig, model) -> float:
@@ -116,6 +170,7 @@ def run(config: SolveConfig) -> dict:
         # A budget past the longest episode changes nothing and would size the tables by it.
         raise ValueError(f"budget={budgets[-1]}: the longest episode in {config.data} has {longest} decisions, so "
                          f"any budget >= {longest} intervenes everywhere it can; give budgets up to {longest}.")
+    check_memory(config, int(df["step"].max()) + 1, budgets)
     cols = Columns()
     disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(df[cols.score], df[cols.step])
     model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=backoff,
@@ -128,6 +183,7 @@ def run(config: SolveConfig) -> dict:
 
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
+    solve_files.begin(out)
     disc.save(out / "discretizer.json")
     counts = model.counts_frame()
     counts.write_csv(out / "counts.csv")
@@ -157,6 +213,8 @@ def run(config: SolveConfig) -> dict:
                       for sol in solutions],
     }
     write_json_atomic(summary, out / "solution.json")
+    written = [*solve_files.FIXED_OUTPUTS, *(f"policy_c{sol.budget}.npz" for sol in solutions)]
+    solve_files.finish(out, written, [sol.budget for sol in solutions], config.advice_cost)
 
     print(
         f"{df.height} rows, {model.horizon} steps, {model.n_states} states; {n_thin}/{counts.height} "

@@ -86,6 +86,7 @@ def trl_rows(frame: pl.DataFrame, target: str = "soft", threshold: float = 0.5) 
 def run_export(cfg: ExportConfig) -> dict:
     if cfg.format not in FORMATS:
         raise ValueError(f"format={cfg.format!r}: use one of {FORMATS}.")
+    L.check_threshold(cfg.success_threshold)
     frame = read_frame(cfg.data, TRAIN_COLUMNS)
     if cfg.base_only:
         intervened = frame.filter(pl.col("actor") != "base")["episode_id"].unique()

@@ -35,6 +35,14 @@ class SingleClassError(ValueError):
     """The data has no successful or no failed episode, so there is nothing to discriminate."""
 
 
+def check_threshold(threshold: float) -> float:
+    """``threshold`` if it lies in [0, 1]; NaN (which makes every label false) is refused too."""
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"success_threshold={threshold}: give a number in [0, 1] (a success at or above it is "
+                         "a win), e.g. --success-threshold 0.5")
+    return threshold
+
+
 def add_labels(frame: pl.DataFrame, threshold: float = 0.5, tag_after: str = "action") -> pl.DataFrame:
     """Return ``frame`` sorted by (episode_id, step) with the label columns added."""
     frame = frame.sort(["episode_id", "step"])

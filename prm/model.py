@@ -444,7 +444,13 @@ class ProcessRewardModel(nn.Module):
                 f"{config_path} not found: {directory} is not a PRM folder. Train one with "
                 "`helpgate prm train --data DIR --out DIR`."
             )
-        raw = json.loads(config_path.read_text())
+        try:
+            raw = json.loads(config_path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{config_path}: not valid JSON ({error.msg}); train the PRM again.") from error
+        if not isinstance(raw, dict):
+            raise ValueError(f"{config_path}: a JSON {type(raw).__name__}, expected the object `helpgate prm train` "
+                             "writes; train the PRM again.")
         known = {f.name for f in dataclasses.fields(PRMSettings)}
         unknown = sorted(set(raw) - known)
         if unknown:
@@ -473,7 +479,13 @@ class ProcessRewardModel(nn.Module):
             head = TagHead(torch.zeros(2, settings.hidden_size))
         else:
             head = ValueHead(settings.hidden_size + settings.signal_width, settings.signal_width)
-        head.load_state_dict(load_file(directory / HEAD_FILE))
+        try:
+            head.load_state_dict(load_file(directory / HEAD_FILE))
+        except FileNotFoundError:
+            raise
+        except Exception as error:  # safetensors and torch raise their own types for a bad file
+            raise ValueError(f"{directory / HEAD_FILE}: not a readable head for this PRM ({type(error).__name__}: "
+                             f"{' '.join(str(error).split())[:160]}); train the PRM again.") from error
         head.to(model.device)
         prm = cls(model, tokenizer, head, settings)
         prm.calibrator = Calibrator.load(directory)

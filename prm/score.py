@@ -43,11 +43,11 @@ import numpy as np
 import polars as pl
 import torch
 
-from agile.dataset import Manifest, write_shard
+from agile.dataset import SCORE_MANIFEST, Manifest, write_shard
 from prm.shards import FEATURES_FILE, OOF_FILE, Validator, episodes_of, read_shard, score_columns, shard_files
 from prm.signals import signal_matrix
 
-MANIFEST = "prm_score.manifest.json"
+MANIFEST = SCORE_MANIFEST
 
 
 @dataclass
@@ -201,7 +201,7 @@ def plan(cfg: ScoreConfig) -> tuple[Path, list[tuple[Path, Path]], list[Path], M
     another model starts over; a shard rewritten since it was scored (re-collected) is scored again."""
     data = Path(cfg.data)
     out = Path(cfg.out) if cfg.out else data
-    sources = shard_files(data)
+    sources = shard_files(cfg.data)  # the text as given: '' is refused, not read as the current folder
     if out != data and out.resolve().is_relative_to(data.resolve()):  # --out inside --data: not a source
         sources = [s for s in sources if not s.resolve().is_relative_to(out.resolve())]
     manifest = Manifest.open(out, {"model": model_fingerprint(cfg.model)}, name=MANIFEST, on_change="restart",

@@ -295,6 +295,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         raise ValueError(f"target={cfg.target!r}: use one of {L.TARGETS}.")
     if cfg.calibration is not None and cfg.calibration not in METHODS:
         raise ValueError(f"calibration={cfg.calibration!r}: use one of {', '.join(METHODS)}.")
+    L.check_threshold(cfg.success_threshold)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
 

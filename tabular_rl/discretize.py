@@ -183,10 +183,18 @@ class Discretizer:
 
     @classmethod
     def load(cls, path: str | Path) -> Discretizer:
-        d = json.loads(Path(path).read_text())
-        if d.get("kind") != "helpgate.tabular_rl.Discretizer":
-            raise ValueError(f"{path}: not a saved Discretizer (kind={d.get('kind')!r})")
-        return cls.from_dict(d)
+        try:
+            d = json.loads(Path(path).read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not valid JSON ({error.msg}); write it again (helpgate solve).") from error
+        kind = d.get("kind") if isinstance(d, dict) else type(d).__name__
+        if kind != "helpgate.tabular_rl.Discretizer":
+            raise ValueError(f"{path}: not a saved Discretizer (kind={kind!r})")
+        try:
+            return cls.from_dict(d)
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"{path}: a saved Discretizer without a valid {error}; write it again "
+                             "(helpgate solve).") from error
 
     def __repr__(self) -> str:
         return (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,6 +108,20 @@ class Solution:
 
     @classmethod
     def load(cls, path: str | Path, discretizer: Discretizer | None = None) -> Solution:
+        """A saved solution; a truncated, corrupt or foreign file is refused naming it."""
+        try:
+            return cls._load(path, discretizer)
+        except (OSError, EOFError) as error:
+            if isinstance(error, FileNotFoundError):
+                raise
+            raise ValueError(f"{path}: not a readable solution file ({type(error).__name__}: {error}); "
+                             "solve again (helpgate solve) or distill again.") from error
+        except (ValueError, KeyError, TypeError, zipfile.BadZipFile) as error:
+            raise ValueError(f"{path}: not a readable solution file ({type(error).__name__}: {error}); "
+                             "solve again (helpgate solve) or distill again.") from error
+
+    @classmethod
+    def _load(cls, path: str | Path, discretizer: Discretizer | None) -> Solution:
         with np.load(path, allow_pickle=False) as z:  # arrays and a JSON string only: never unpickle
             meta = json.loads(str(z["summary"]))
             pair = (z["policy_more"], z["policy_fewer"]) if "policy_more" in z else None

@@ -109,12 +109,27 @@ def test_user_error_is_one_line_and_debug_shows_the_traceback(tmp_path, capsys):
         main(["--debug", "solve", "--data", str(missing), "--out", str(tmp_path / "o")])
 
 
-def test_a_bug_keeps_its_traceback():
-    def broken(config):
-        raise ZeroDivisionError("a bug, not the user's input")
+def test_any_other_exception_is_one_line_naming_type_and_place(capsys):
+    def plugin_code(config):
+        raise ZeroDivisionError("a bug in the user's own code")
 
-    with pytest.raises(ZeroDivisionError):
-        run_reporting_errors("demo", broken, None)
+    assert run_reporting_errors("demo", plugin_code, None) == (2, None)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["demo: error: ZeroDivisionError raised at tests/test_config_cli.py:"
+                   f"{plugin_code.__code__.co_firstlineno + 1} in plugin_code (plug-in code): a bug in the user's "
+                   "own code (--debug shows the traceback)"]
+
+    def project_bug(config):  # raised inside this project's code: an internal error, exit 1
+        from tabular_rl.discretize import Discretizer
+
+        Discretizer().transform([0.5])
+
+    assert run_reporting_errors("demo", project_bug, None) == (1, None)
+    line, = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("demo: internal error: RuntimeError at tabular_rl/discretize.py:")
+    assert "in transform: Discretizer is not fitted" in line and "this is a bug" in line
+    with pytest.raises(RuntimeError, match="not fitted"):
+        run_reporting_errors("demo", project_bug, None, debug=True)
     assert run_reporting_errors("demo", lambda c: c * 2, 21) == (0, 42)
 
 
