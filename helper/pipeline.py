@@ -55,6 +55,9 @@ class PipelineConfig:
     agent_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Weights of an LLM base agent in collection and sweep: auto (bfloat16 on a GPU, float32 on a CPU), or
     named. bfloat16 on a CPU with native BF16 collects about 3x faster but changes some answers."""
+    consistency_samples: int = 0
+    """ProductQA LLM base agent: k answers sampled beside each greedy one (collection and sweep), read by the PRM
+    and the helper as the consistency_agree / consistency_entropy signals (0: off)."""
     prm_model: str = "smollm2"
     """Backbone of the process reward model (the embedded SmolLM2, 'tiny', a HF id or a folder)."""
     decide_after: Literal["state", "proposal"] | None = None
@@ -186,7 +189,7 @@ def run(cfg: PipelineConfig) -> dict:
         explore_p=[0.0, 0.2, 0.4, 0.6], episodes=n_train, questions_per_episode=cfg.questions_per_episode,
         budget=top, seed=cfg.seed, out=trajectories, shard_size=16, device=cfg.device,
         memory_boost=0.0, gold_features=cfg.gold_features, decide_after=cfg.decide_after,
-        agent_dtype=cfg.agent_dtype,
+        agent_dtype=cfg.agent_dtype, consistency_samples=cfg.consistency_samples,
     )))
     _stage(out, "prm", cfg.redo, lambda: prm_train.run_train(cfg.prm_train_config(trajectories, out / "prm")))
     _stage(out, "score", cfg.redo, lambda: prm_score.run_score(prm_score.ScoreConfig(
@@ -211,6 +214,7 @@ def run(cfg: PipelineConfig) -> dict:
         split="test", episodes=n_eval, seed=cfg.seed + 1000, questions_per_episode=cfg.questions_per_episode,
         agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
         gold_features=cfg.gold_features, decide_after=cfg.decide_after, methods=methods, agent_dtype=cfg.agent_dtype,
+        consistency_samples=cfg.consistency_samples,
         random_rounds=3 if cfg.quick else 8,  # a first look matches random's spend more loosely
         # The online-RL baseline plays training episodes. With an LLM agent it plays at most as many
         # as the offline collection did (equal interaction with the environment; it is the slow part
