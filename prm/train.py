@@ -69,7 +69,7 @@ from prm.shards import (
     read_frame,
     score_columns,
 )
-from prm.signals import SIGNALS_COLUMN, signal_keys, signal_matrix
+from prm.signals import SIGNALS_COLUMN, signal_keys, signal_matrix, state_keys
 
 
 @dataclass
@@ -145,6 +145,10 @@ class TrainConfig:
     signals: bool | None = None
     """Feed the base agent's signals (proposal_signals column) to the value head beside the hidden state;
     default: on when the data has any (value head, frozen backbone)."""
+    state_features: bool = False
+    """Feed the environment's state features (the features column, e.g. TextWorld's progress, steps since
+    progress, steps left) to the value head beside the hidden state, unpenalised like the signals: they mean
+    the same in every game, which the text does not."""
     calibration: Literal["isotonic", "platt", "none"] | None = None
     """Map fitted on out-of-fold scores -> outcome, applied by prm score and the gate; default platt (keeps the
     score's ranking; isotonic's steps make ties)."""
@@ -582,7 +586,22 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
 
 
 def _signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
-    """The signal keys the head reads (``--signals``), or None."""
+    """The agent signal keys (``--signals``) then the state feature keys (``--state-features``) the head
+    reads, or None."""
+    agent = _agent_signal_keys(frame, cfg) or []
+    if not cfg.state_features:
+        return agent or None
+    state = state_keys(frame)
+    if not state:
+        raise ValueError(f"state_features=True but {cfg.data} has no state features (column 'features' absent or "
+                         "every row '{}'); collect from an environment that gives Observation.features.")
+    if cfg.head != "value" or cfg.lora:
+        raise ValueError("state_features=True needs the value head on a frozen backbone (--head value, no --lora).")
+    return agent + state
+
+
+def _agent_signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
+    """The agent signal keys the head reads (``--signals``), or None."""
     keys = signal_keys(frame)
     # The signals describe this step's action: a tag before it (a gate deciding on the state alone)
     # must not read them, or training sees what the gate never has.
