@@ -1,17 +1,18 @@
 """Does the agent's own consistency rank its mistakes? Out-of-fold AUROC with and without it.
 
-    helpgate pipeline --data ../shared/productqa --decide-after proposal --consistency-samples 8 --out runs/pqa-k8
-    python benchmarks/consistency.py runs/pqa-k8 --out runs/consistency
+    collect-offline-trajectories --agent llm --data ../shared/productqa --decide-after proposal --episodes 32 \
+        --questions-per-episode 4 --budget 4 --explore-p 0 0.2 0.4 0.6 --consistency-samples 8 --out runs/pqa-k8/trajectories
+    python benchmarks/consistency.py runs/pqa-k8/trajectories --out runs/consistency
 
 On a run collected with ``--consistency-samples K`` (the LLM agent's ``consistency_agree`` and
 ``consistency_entropy`` beside its ``answer_logprob``, ``margin`` and ``entropy``), scored against
-"the proposal is right" (the run's own PRM target), folds by product group (``prm.folds``) for all:
+"the proposal is right" (the proposal-mode pipeline's PRM target), folds by product group (``prm.folds``) for all:
 
 - ``agree (raw)``, ``-entropy (raw)``: the signal itself as the score (nothing fitted);
 - ``consistency``: a logistic regression on the two consistency signals, out of fold;
 - ``confidence``: the same on the three confidence signals the agent gave before;
 - ``confidence+consistency``: on all five;
-- ``PRM``: the run's PRM stage (``PipelineConfig.prm_train_config``: hidden state + the confidence
+- ``PRM``: the proposal-mode pipeline's PRM stage (``PipelineConfig.prm_train_config``: hidden state + the confidence
   signals, the pipeline's default before this option), trained on the rows with the consistency
   keys removed;
 - ``PRM+consistency``: the same PRM reading all five signals.
@@ -54,13 +55,12 @@ def without_consistency(frame: pl.DataFrame) -> pl.DataFrame:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run", help="a helpgate pipeline folder collected with --consistency-samples K")
+    p.add_argument("data", help="a trajectory folder collected with --decide-after proposal --consistency-samples K")
     p.add_argument("--out", required=True, help="folder for the two PRMs, their feature cache and results.json")
+    p.add_argument("--seed", type=int, default=0, help="the PRM's seed (its folds)")
     args = p.parse_args()
-    run, out = Path(args.run), Path(args.out)
-    settings = json.loads((run / "pipeline.json").read_text())
-    cfg = PipelineConfig(**settings)
-    trajectories = run / "trajectories"
+    out, trajectories = Path(args.out), Path(args.data)
+    cfg = PipelineConfig(decide_after="proposal", seed=args.seed)
     frame = read_frame(str(trajectories), TRAIN_COLUMNS)
     keys = signal_keys(frame)
     if not set(CONSISTENCY_KEYS) <= set(keys):

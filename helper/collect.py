@@ -218,8 +218,8 @@ def run(config: CollectConfig) -> dict:
             base, strong = setup.base_agent(), setup.strong_actor()  # models load only when work is left
             for k in todo:
                 save(k, collect_shard(setup, config, k, base, strong, progress=bar.update))
-            if config.consistency_samples:
-                print_sampling_cost(base)
+                if config.consistency_samples:  # after every shard: a long run shows its cost early
+                    print_sampling_cost(base)
     manifest.complete = True
     manifest.save()
     return summarize(out)

@@ -75,6 +75,10 @@ class PipelineConfig:
     prm_layers: int | None = None
     """Keep only the first this many backbone layers for the PRM's features (0: all of them).
     Default: 8 for the embedded SmolLM2 (a quarter of its 30 layers, a quarter of the cost), all otherwise."""
+    prm_state_features: bool | None = None
+    """The PRM's head also reads the environment's state features (prm train --state-features: progress, steps since
+    progress, steps left, ...), which mean the same in every game. Default: on for TextWorld, where the text alone
+    does not rank held-out games (benchmarks/RESULTS.md); off elsewhere."""
     prm_folds: int | None = None
     """PRM folds: training rows get out-of-fold scores (1: a held-out split, and training rows get
     the in-sample scores of the head fitted on them; for the ablation only). Default: 5, or 3 with
@@ -128,7 +132,13 @@ class PipelineConfig:
             # answered say nothing about it.
             base_only=self.prm_target_name() == "process",
             seed=self.seed, device=self.device, layers=self.prm_layer_count(), folds=self.fold_count(),
+            state_features=self.state_features(),
         ), **changes})
+
+    def state_features(self) -> bool:
+        if self.prm_state_features is not None:
+            return self.prm_state_features
+        return self.env == "textworld"
 
     def fold_count(self) -> int:
         return self.prm_folds if self.prm_folds is not None else (3 if self.quick else 5)

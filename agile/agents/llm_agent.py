@@ -52,7 +52,8 @@ a model call (``none`` after an empty search) has no signals.
 Self-consistency (``consistency_samples=k > 0``, greedy agents only): after the greedy answer, k
 more answers are sampled at ``consistency_temperature`` from the same prefilled prompt (its keys
 and values are shared by the k rows: the prompt is prefilled once, ``prompt_cache.sample_continue``;
-a ``yesno`` answer draws k times from its yes/no distribution). Two more signals:
+a ``yesno`` answer draws k times from its yes/no distribution; a sample is cut ``SAMPLE_SLACK``
+tokens past the greedy answer's length). Two more signals:
 
 - ``consistency_agree``: the share of the k samples whose action (first line, case and spaces
   normalised) equals the greedy one;
@@ -125,6 +126,8 @@ _TABLE = re.compile(r"Table `([^`]+)`")
 _CUSTOMER = re.compile(r"^Customer: (.*)$", re.MULTILINE)
 SIGNAL_KEYS = ("answer_logprob", "margin", "entropy")
 """The signals an ``LLMAgent`` action carries (see the module docstring)."""
+SAMPLE_SLACK = 8
+"""Tokens a consistency sample may run beyond the greedy answer's length before it is cut."""
 CONSISTENCY_KEYS = ("consistency_agree", "consistency_entropy")
 """The signals added by ``consistency_samples > 0`` (see the module docstring)."""
 
@@ -461,10 +464,12 @@ class LLMAgent:
                 texts[i] = self.finish(observations[i], modes[i], output)
             if self.consistency_samples:
                 started = time.perf_counter()
-                for i, row, stop in zip(chunk, rows, stops):
-                    samples = sample_continue(self.model, row, self.consistency_samples, stop, eos,
-                                              self.max_new_tokens, self.consistency_temperature,
-                                              self._sample_generator(observations[i]))
+                for i, row, stop, greedy in zip(chunk, rows, stops, continuations):
+                    # A sample still going well past the greedy answer's length is another answer whatever
+                    # it ends with: cut there (most of a sample's cost is its tail on a small model).
+                    longest = min(self.max_new_tokens, len(greedy) + SAMPLE_SLACK)
+                    samples = sample_continue(self.model, row, self.consistency_samples, stop, eos, longest,
+                                              self.consistency_temperature, self._sample_generator(observations[i]))
                     said = [self.finish(observations[i], modes[i], text)
                             for text in self.tokenizer.batch_decode(samples, skip_special_tokens=True)]
                     signals[i] = {**signals[i], **consistency_signals(texts[i], said)}
