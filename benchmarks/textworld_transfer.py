@@ -10,8 +10,8 @@ variant on the same out-of-fold rows against the episode's outcome:
 - ``hidden``: the pipeline's PRM before ``--state-features`` (the hidden state alone);
 - ``hidden+state``: ``prm train --state-features`` (progress, steps since progress, steps left,
   admissible commands, quest length beside the hidden state);
-- ``state (logistic)``: a logistic regression on the state features alone, same folds (a reference:
-  nothing of the text);
+- ``state``: ``prm train --state-features --no-hidden`` (the head reads the state features alone);
+- ``state (logistic)``: scikit-learn's logistic regression on the same features, same folds (a check);
 - ``state (raw)``: each feature alone as the score, sign chosen on the training folds.
 
 For each: AUROC pooled over the held-out games with a 95% bootstrap interval that resamples games,
@@ -40,7 +40,8 @@ from prm.shards import TRAIN_COLUMNS, read_frame  # noqa: E402
 from prm.signals import signal_matrix, state_keys  # noqa: E402
 from prm.train import run_train  # noqa: E402
 
-PRM_VARIANTS = {"hidden": {"state_features": False}, "hidden+state": {"state_features": True}}
+PRM_VARIANTS = {"hidden": {"state_features": False}, "hidden+state": {"state_features": True},
+                "state": {"state_features": True, "hidden": False}}
 
 
 def logistic_oof(x: np.ndarray, y: np.ndarray, fold: np.ndarray, used: np.ndarray) -> np.ndarray:

@@ -149,6 +149,9 @@ class TrainConfig:
     """Feed the environment's state features (the features column, e.g. TextWorld's progress, steps since
     progress, steps left) to the value head beside the hidden state, unpenalised like the signals: they mean
     the same in every game, which the text does not."""
+    hidden: bool = True
+    """The value head reads the backbone's hidden state; --no-hidden: only the signals and state features (the text's
+    game-specific content cannot leak into the score; the backbone then runs only when scoring)."""
     calibration: Literal["isotonic", "platt", "none"] | None = None
     """Map fitted on out-of-fold scores -> outcome, applied by prm score and the gate; default platt (keeps the
     score's ranking; isotonic's steps make ties)."""
@@ -388,6 +391,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         layers=cfg.layers,
         history=cfg.history,
         signal_keys=keys,
+        hidden_inputs=cfg.hidden,
         device=cfg.device,
         dtype=parse_dtype(cfg.dtype),
         seed=cfg.seed,
@@ -396,13 +400,17 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
 
     if not cfg.lora:
         # ---- frozen backbone: cache features once, fit the head by L-BFGS -------------------
-        features = episode_features(prm, frame, cfg)
+        if cfg.hidden:
+            features = episode_features(prm, frame, cfg)
+        else:  # the head reads no hidden state: one empty row per step, and no backbone pass
+            counts = frame.group_by("episode_id", maintain_order=True).len()
+            features = {e: np.zeros((n, 0), dtype=np.float32) for e, n in counts.iter_rows()}
 
         def stacked(part: pl.DataFrame) -> torch.Tensor:
             """The head's inputs of ``part``'s rows: hidden states (then signals, when read)."""
             ids = part["episode_id"].unique(maintain_order=True)
             if not len(ids):
-                return torch.zeros(0, prm.settings.hidden_size + prm.settings.signal_width)
+                return torch.zeros(0, prm.settings.head_width)
             hidden = torch.from_numpy(np.concatenate([features[e] for e in ids]))
             return prm.head_input(hidden, signal_matrix(part, keys) if keys else None)
 

@@ -48,6 +48,7 @@ def trained(tmp_path_factory, one_torch_thread):
     reports = {
         "hidden": run_train(TrainConfig(out=str(root / "hidden"), **common)),
         "state": run_train(TrainConfig(out=str(root / "state"), state_features=True, **common)),
+        "state only": run_train(TrainConfig(out=str(root / "state_only"), state_features=True, hidden=False, **common)),
     }
     return root, reports
 
@@ -59,23 +60,28 @@ def test_state_features_rank_held_out_groups_and_the_gate_reads_them(trained, tm
     assert reports["state"]["signals"] == ["state:noise", "state:steps_left"]
     assert reports["hidden"]["signals"] is None
     assert reports["hidden"]["oof_auroc"] < 0.7
-    assert reports["state"]["oof_auroc"] > 0.85
-    # New episodes: prm score and the gate (which reads Observation.features) give the same scores.
-    prm = ProcessRewardModel.load(root / "state")
+    assert reports["state"]["oof_auroc"] > 0.85 and reports["state only"]["oof_auroc"] > 0.85
     fresh = _state_frame(16, seed=9).with_columns(pl.col("episode_id").str.replace("synthetic", "fresh"))
-    (tmp_path / "new").mkdir()
-    fresh.write_parquet(tmp_path / "new" / "part-000.parquet")
-    run_score(ScoreConfig(data=str(tmp_path / "new"), model=str(root / "state"), progress=False))
-    logged = pl.read_parquet(tmp_path / "new" / "part-000.parquet")
-    assert auroc(logged["prm_score"], logged["success"]) > 0.85
-    scorer = PrmScorer(prm)
-    online = [scorer.score(Observation(row["episode_id"], "synthetic", row["task_id"], 0, row["state_text"], 1,
-                                       json.loads(row["features"])))
-              for row in logged.iter_rows(named=True)]
-    np.testing.assert_allclose(online, logged["prm_score"].to_numpy(), atol=1e-5)
+    for name in ("state", "state_only"):
+        # New episodes: prm score and the gate (which reads Observation.features) give the same scores.
+        prm = ProcessRewardModel.load(root / name)
+        assert prm.settings.hidden_inputs == (name == "state")
+        new = tmp_path / name
+        new.mkdir()
+        fresh.write_parquet(new / "part-000.parquet")
+        run_score(ScoreConfig(data=str(new), model=str(root / name), progress=False))
+        logged = pl.read_parquet(new / "part-000.parquet")
+        assert auroc(logged["prm_score"], logged["success"]) > 0.85
+        scorer = PrmScorer(prm)
+        online = [scorer.score(Observation(row["episode_id"], "synthetic", row["task_id"], 0, row["state_text"], 1,
+                                           json.loads(row["features"])))
+                  for row in logged.iter_rows(named=True)]
+        np.testing.assert_allclose(online, logged["prm_score"].to_numpy(), atol=1e-5)
 
 
 def test_state_features_are_refused_without_features(tmp_path):
     frame = synthetic_frame(episodes=12, steps=1, seed=1)
     with pytest.raises(ValueError, match="no state features"):
         run_train(TrainConfig(out=str(tmp_path), model="tiny", state_features=True, progress=False), frame=frame)
+    with pytest.raises(ValueError, match="hidden_inputs=False"):  # nothing left to read
+        run_train(TrainConfig(out=str(tmp_path), model="tiny", hidden=False, progress=False), frame=frame)
