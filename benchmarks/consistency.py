@@ -17,8 +17,9 @@ On a run collected with ``--consistency-samples K`` (the LLM agent's ``consisten
   keys removed;
 - ``PRM+consistency``: the same PRM reading all five signals.
 
-The two PRMs share one feature cache (the backbone runs once). Prints a Markdown table with the
-rows judged and writes ``results.json`` under ``--out``.
+The two PRMs share one feature cache (the backbone runs once); ``--no-prm`` leaves them out (the
+signal scores need no backbone: labels and folds are made as ``prm train`` makes them). Prints a
+Markdown table with the rows judged and writes ``results.json`` under ``--out``.
 """
 
 from __future__ import annotations
@@ -53,11 +54,25 @@ def without_consistency(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.col(SIGNALS_COLUMN).map_elements(strip, return_dtype=pl.String))
 
 
+def labelled(frame: pl.DataFrame, cfg: PipelineConfig) -> pl.DataFrame:
+    """What ``prm train`` judges, without training: every row, its proposal's outcome, its fold by group."""
+    from prm.folds import assign_folds
+    from prm.labels import add_labels
+
+    train = cfg.prm_train_config("", "")
+    rows = add_labels(frame, train.success_threshold, train.tag_after)
+    folds = assign_folds(rows, cfg.fold_count(), cfg.seed)
+    return rows.with_columns((pl.col("label_proposal") >= 0.5).cast(pl.Float64).alias("outcome"),
+                             pl.lit(True).alias("used"),
+                             pl.col("episode_id").replace_strict(folds.fold, return_dtype=pl.Int64).alias("fold"))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data", help="a trajectory folder collected with --decide-after proposal --consistency-samples K")
     p.add_argument("--out", required=True, help="folder for the two PRMs, their feature cache and results.json")
     p.add_argument("--seed", type=int, default=0, help="the PRM's seed (its folds)")
+    p.add_argument("--no-prm", action="store_true", help="signal scores only: no PRM, no backbone pass")
     args = p.parse_args()
     out, trajectories = Path(args.out), Path(args.data)
     cfg = PipelineConfig(decide_after="proposal", seed=args.seed)
@@ -68,7 +83,8 @@ def main() -> None:
                          "--consistency-samples K (K >= 1).")
     confidence = [k for k in keys if k not in CONSISTENCY_KEYS]
     judged, seconds = {}, {}
-    for name, data in (("PRM", without_consistency(frame)), ("PRM+consistency", frame)):
+    prms = () if args.no_prm else (("PRM", without_consistency(frame)), ("PRM+consistency", frame))
+    for name, data in prms:
         folder = out / name.replace("+", "_")
         train = cfg.prm_train_config(trajectories, folder, feature_cache=str(out / "features.npz"), progress=False,
                                      signals=True)
@@ -76,7 +92,7 @@ def main() -> None:
         run_train(train, frame=data)
         seconds[name] = round(time.perf_counter() - started, 1)
         judged[name] = pl.read_parquet(folder / "validation_scores.parquet")
-    everything = judged["PRM"]
+    everything = judged["PRM"] if judged else labelled(frame, cfg)
     rows = everything.select("episode_id", "step").join(frame.select("episode_id", "step", SIGNALS_COLUMN),
                                                        on=["episode_id", "step"], how="left", maintain_order="left")
     used = everything["used"].to_numpy()
@@ -89,9 +105,9 @@ def main() -> None:
         "consistency": signals_only(everything, frame, list(CONSISTENCY_KEYS)),
         "confidence": signals_only(everything, frame, confidence),
         "confidence+consistency": signals_only(everything, frame, keys),
-        "PRM": everything["prm_score"].to_numpy(),
-        "PRM+consistency": judged["PRM+consistency"]["prm_score"].to_numpy(),
     }
+    for name, found in judged.items():
+        scores[name] = found["prm_score"].to_numpy()
     results = {"rows": int(used.sum()), "rows_with_samples": int(present.sum()), "positive_rate":
                float((outcome[used] >= 0.5).mean()), "seconds": seconds, "auroc": {}, "auroc_sampled_rows": {}}
     for name, score in scores.items():

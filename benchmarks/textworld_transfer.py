@@ -7,10 +7,11 @@ Re-runs the run's PRM stage (``PipelineConfig.prm_train_config``: 5 folds by gam
 target and tag) with each variant, on one feature cache (the backbone runs once), and scores every
 variant on the same out-of-fold rows against the episode's outcome:
 
-- ``hidden``: the pipeline's PRM before ``--state-features`` (the hidden state alone);
+- ``hidden``: the pipeline's TextWorld PRM before this comparison (the hidden state alone);
 - ``hidden+state``: ``prm train --state-features`` (progress, steps since progress, steps left,
   admissible commands, quest length beside the hidden state);
-- ``state``: ``prm train --state-features --no-hidden`` (the head reads the state features alone);
+- ``state``: ``prm train --state-features --no-hidden`` (the head reads the state features alone; the
+  pipeline's TextWorld default since);
 - ``state (logistic)``: scikit-learn's logistic regression on the same features, same folds (a check);
 - ``state (raw)``: each feature alone as the score, sign chosen on the training folds.
 
@@ -40,7 +41,8 @@ from prm.shards import TRAIN_COLUMNS, read_frame  # noqa: E402
 from prm.signals import signal_matrix, state_keys  # noqa: E402
 from prm.train import run_train  # noqa: E402
 
-PRM_VARIANTS = {"hidden": {"state_features": False}, "hidden+state": {"state_features": True},
+PRM_VARIANTS = {"hidden": {"state_features": False, "hidden": True},
+                "hidden+state": {"state_features": True, "hidden": True},
                 "state": {"state_features": True, "hidden": False}}
 
 
@@ -88,6 +90,8 @@ def main() -> None:
     p.add_argument("run", help="a helpgate pipeline folder on --env textworld (its trajectories/ is read)")
     p.add_argument("--out", required=True, help="folder for the PRMs, their feature cache and results.json")
     p.add_argument("--feature-cache", help="hidden states of these episodes already computed (default: OUT/features.npz)")
+    p.add_argument("--variants", nargs="+", choices=list(PRM_VARIANTS), default=list(PRM_VARIANTS),
+                   help="PRM variants to train (the ones reading the hidden state run the backbone)")
     args = p.parse_args()
     run, out = Path(args.run), Path(args.out)
     cfg = PipelineConfig(**json.loads((run / "pipeline.json").read_text()))
@@ -95,7 +99,7 @@ def main() -> None:
     frame = read_frame(str(trajectories), TRAIN_COLUMNS)
     cache = args.feature_cache or str(out / "features.npz")
     scores, seconds, judged = {}, {}, None
-    for name, changes in PRM_VARIANTS.items():
+    for name, changes in ((n, PRM_VARIANTS[n]) for n in args.variants):
         folder = out / name.replace("+", "_")
         train = dataclasses.replace(cfg.prm_train_config(trajectories, folder), feature_cache=cache, progress=False,
                                     **changes)
@@ -107,7 +111,7 @@ def main() -> None:
             judged = found.select("episode_id", "step", "task_id", "used", "outcome")
         scores[name] = found["prm_score"].to_numpy()
         print(f"{name}: oof {report['oof_auroc']:.3f}, in fold {report['in_fold_auroc']:.3f}, {seconds[name]} s")
-    folds = json.loads((out / "hidden" / "split.json").read_text())["folds"]
+    folds = json.loads((out / args.variants[0].replace("+", "_") / "split.json").read_text())["folds"]
     fold = np.array([folds[e] for e in judged["episode_id"]])
     rows = judged.join(frame.select("episode_id", "step", "features"), on=["episode_id", "step"], how="left",
                        maintain_order="left")

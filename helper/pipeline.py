@@ -79,6 +79,10 @@ class PipelineConfig:
     """The PRM's head also reads the environment's state features (prm train --state-features: progress, steps since
     progress, steps left, ...), which mean the same in every game. Default: on for TextWorld, where the text alone
     does not rank held-out games (benchmarks/RESULTS.md); off elsewhere."""
+    prm_hidden: bool | None = None
+    """The PRM's head reads the backbone's hidden state (prm train --no-hidden turns it off: the head then reads only
+    the signals and state features). Default: off for TextWorld, where the text ranks held-out games below chance
+    and the state features alone rank them best (benchmarks/RESULTS.md); on elsewhere."""
     prm_folds: int | None = None
     """PRM folds: training rows get out-of-fold scores (1: a held-out split, and training rows get
     the in-sample scores of the head fitted on them; for the ablation only). Default: 5, or 3 with
@@ -132,8 +136,13 @@ class PipelineConfig:
             # answered say nothing about it.
             base_only=self.prm_target_name() == "process",
             seed=self.seed, device=self.device, layers=self.prm_layer_count(), folds=self.fold_count(),
-            state_features=self.state_features(),
+            state_features=self.state_features(), hidden=self.hidden_inputs(),
         ), **changes})
+
+    def hidden_inputs(self) -> bool:
+        if self.prm_hidden is not None:
+            return self.prm_hidden
+        return self.env != "textworld"
 
     def state_features(self) -> bool:
         if self.prm_state_features is not None:
