@@ -85,3 +85,14 @@ def test_state_features_are_refused_without_features(tmp_path):
         run_train(TrainConfig(out=str(tmp_path), model="tiny", state_features=True, progress=False), frame=frame)
     with pytest.raises(ValueError, match="hidden_inputs=False"):  # nothing left to read
         run_train(TrainConfig(out=str(tmp_path), model="tiny", hidden=False, progress=False), frame=frame)
+
+
+def test_the_pipeline_reads_state_features_alone_on_textworld_only():
+    from helper.pipeline import PipelineConfig
+
+    textworld = PipelineConfig(env="textworld").prm_train_config("t", "p")
+    assert (textworld.state_features, textworld.hidden) == (True, False)
+    productqa = PipelineConfig().prm_train_config("t", "p")
+    assert (productqa.state_features, productqa.hidden) == (False, True)
+    chosen = PipelineConfig(env="textworld", prm_hidden=True, prm_state_features=False).prm_train_config("t", "p")
+    assert (chosen.state_features, chosen.hidden) == (False, True)
