@@ -32,7 +32,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from agile.agents.llm_agent import CONSISTENCY_KEYS  # noqa: E402

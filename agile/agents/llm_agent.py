@@ -70,16 +70,14 @@ gives different samples. Greedy results do not depend on batching (up to float r
 
 from __future__ import annotations
 
+import math
 import re
-from collections import OrderedDict
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
-
-import math
-import time
-from collections import Counter
 
 from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token, sample_continue
 from agile.envs.answer_eval import parse_product_ids
