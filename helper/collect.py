@@ -101,7 +101,7 @@ MAX_SHARDS = 100_000
 """Shards one collection folder may hold (its manifest lists each one)."""
 IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url")
 """Fields that may change between a run and its resumption (they do not change the data)."""
-ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto"}
+ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto", "consistency_samples": 0}
 """Fields added since older folders were collected, with the value those folders had."""
 ENV_ONLY = {
     "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features"),
@@ -226,9 +226,23 @@ def run(config: CollectConfig) -> dict:
             base, strong = setup.base_agent(), setup.strong_actor()  # models load only when work is left
             for k in todo:
                 save(k, collect_shard(setup, config, k, base, strong, progress=bar.update))
+                if config.consistency_samples:  # after every shard: a long run shows its cost early
+                    print_sampling_cost(base)
     manifest.complete = True
     manifest.save()
     return summarize(out)
+
+
+def print_sampling_cost(agent) -> None:
+    """The base agent's seconds per decision with its consistency samples and without them, measured
+    in this run (the samples are timed apart from the greedy answer they follow)."""
+    if not getattr(agent, "decisions", 0):
+        return
+    per = agent.act_seconds / agent.decisions
+    sampling = agent.sample_seconds / agent.decisions
+    print(f"[collect] base agent, {agent.decisions} decisions: {per:.3f} s per decision with "
+          f"{agent.consistency_samples} consistency samples, {per - sampling:.3f} s without them "
+          f"(sampling {sampling:.3f} s, x{per / max(per - sampling, 1e-9):.2f})", flush=True)
 
 
 def human_calls(frame: pl.DataFrame) -> int:

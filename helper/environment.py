@@ -105,9 +105,18 @@ class EnvSpec:
     """TextWorld: objects per game."""
     tw_sim_p: float = 0.25
     """TextWorld simulator: probability of playing the expert's move on purpose."""
+    consistency_samples: int = 0
+    """ProductQA LLM base agent: answers sampled beside each greedy one, read as consistency signals (0: off)."""
 
     def check(self) -> None:
         """Refuse values that cannot work, naming the field."""
+        if self.consistency_samples < 0:
+            raise ValueError(f"consistency_samples must be >= 0 (0: off), got {self.consistency_samples}.")
+        if self.consistency_samples and (self.env != "productqa" or self.agent == "simulator"
+                                         or self.plugin or is_plugin(self.agent, AGENT_GROUP)
+                                         or self.agent.startswith(OPENAI_PREFIX)):
+            raise ValueError(f"consistency_samples={self.consistency_samples}: it samples the local LLM base agent "
+                             f"of env productqa, and agent={self.agent!r} on env={self.env!r} is none; leave it at 0.")
         for name in (self.agent, self.strong):
             if is_plugin(name, AGENT_GROUP):
                 resolve(name, AGENT_GROUP)  # not importable: refused before any file is written
@@ -261,7 +270,8 @@ class EnvSetup:
             return SimulatorAgent(accuracy, memory_boost=s.memory_boost, seed=s.agent_seed)
         from agile.agents.llm_agent import LLMAgent
 
-        return LLMAgent(s.agent, device=s.device, seed=s.agent_seed, dtype=s.dtype())
+        return LLMAgent(s.agent, device=s.device, seed=s.agent_seed, dtype=s.dtype(),
+                        consistency_samples=s.consistency_samples)
 
     def strong_actor(self):
         """The actor of an intervention; ``None`` is the human (``episode.expert_action()``)."""
@@ -325,6 +335,9 @@ class AgentEnvParams:
     """Weights of a local LLM base agent: auto (bfloat16 on a GPU, float32 on a CPU), or named. bfloat16 on
     a CPU with native BF16 collects about 3x faster (benchmarks/RESULTS.md) but is not the same model:
     some answers change, so keep one dtype for collection and evaluation."""
+    consistency_samples: int = 0
+    """ProductQA LLM base agent: k answers sampled (temperature 1, sharing the prompt's prefill) beside each greedy
+    one, read as the consistency_agree / consistency_entropy signals of the PRM and helper (0: off)."""
 
 
 @dataclass

@@ -58,6 +58,9 @@ class PipelineConfig:
     agent_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Weights of an LLM base agent in collection and sweep: auto (bfloat16 on a GPU, float32 on a CPU), or
     named. bfloat16 on a CPU with native BF16 collects about 3x faster but changes some answers."""
+    consistency_samples: int = 0
+    """ProductQA LLM base agent: k answers sampled beside each greedy one (collection and sweep), read by the PRM
+    and the helper as the consistency_agree / consistency_entropy signals (0: off)."""
     prm_model: str = "smollm2"
     """Backbone of the process reward model (the embedded SmolLM2, 'tiny', a HF id or a folder)."""
     decide_after: Literal["state", "proposal"] | None = None
@@ -75,6 +78,14 @@ class PipelineConfig:
     prm_layers: int | None = None
     """Keep only the first this many backbone layers for the PRM's features (0: all of them).
     Default: 8 for the embedded SmolLM2 (a quarter of its 30 layers, a quarter of the cost), all otherwise."""
+    prm_state_features: bool | None = None
+    """The PRM's head also reads the environment's state features (prm train --state-features: progress, steps since
+    progress, steps left, ...), which mean the same in every game. Default: on for TextWorld, where the text alone
+    does not rank held-out games (benchmarks/RESULTS.md); off elsewhere."""
+    prm_hidden: bool | None = None
+    """The PRM's head reads the backbone's hidden state (prm train --no-hidden turns it off: the head then reads only
+    the signals and state features). Default: off for TextWorld, where the text ranks held-out games below chance
+    and the state features alone rank them best (benchmarks/RESULTS.md); on elsewhere."""
     prm_folds: int | None = None
     """PRM folds: training rows get out-of-fold scores (1: a held-out split, and training rows get
     the in-sample scores of the head fitted on them; for the ablation only). Default: 5, or 3 with
@@ -128,7 +139,18 @@ class PipelineConfig:
             # answered say nothing about it.
             base_only=self.prm_target_name() == "process",
             seed=self.seed, device=self.device, layers=self.prm_layer_count(), folds=self.fold_count(),
+            state_features=self.state_features(), hidden=self.hidden_inputs(),
         ), **changes})
+
+    def hidden_inputs(self) -> bool:
+        if self.prm_hidden is not None:
+            return self.prm_hidden
+        return self.env != "textworld"
+
+    def state_features(self) -> bool:
+        if self.prm_state_features is not None:
+            return self.prm_state_features
+        return self.env == "textworld"
 
     def fold_count(self) -> int:
         return self.prm_folds if self.prm_folds is not None else (3 if self.quick else 5)
@@ -196,7 +218,7 @@ def run(cfg: PipelineConfig) -> dict:
         explore_p=[0.0, 0.2, 0.4, 0.6], episodes=n_train, questions_per_episode=cfg.questions_per_episode,
         budget=top, seed=cfg.seed, out=trajectories, shard_size=16, device=cfg.device,
         memory_boost=0.0, gold_features=cfg.gold_features, decide_after=cfg.decide_after,
-        agent_dtype=cfg.agent_dtype,
+        agent_dtype=cfg.agent_dtype, consistency_samples=cfg.consistency_samples,
     )))
     _stage(out, "prm", cfg.redo, lambda: prm_train.run_train(cfg.prm_train_config(trajectories, out / "prm")))
     _stage(out, "score", cfg.redo, lambda: prm_score.run_score(prm_score.ScoreConfig(
@@ -221,6 +243,7 @@ def run(cfg: PipelineConfig) -> dict:
         split="test", episodes=n_eval, seed=cfg.seed + 1000, questions_per_episode=cfg.questions_per_episode,
         agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
         gold_features=cfg.gold_features, decide_after=cfg.decide_after, methods=methods, agent_dtype=cfg.agent_dtype,
+        consistency_samples=cfg.consistency_samples,
         random_rounds=3 if cfg.quick else 8,  # a first look matches random's spend more loosely
         # The online-RL baseline plays training episodes. With an LLM agent it plays at most as many
         # as the offline collection did (equal interaction with the environment; it is the slow part

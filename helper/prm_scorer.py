@@ -38,8 +38,8 @@ equal windows across episodes.
 
 Signals and calibration. A PRM trained with the base agent's signals (``prm.signals``) reads
 them from the proposal: ``score(observation, proposal=action)`` uses ``action.signals`` at this
-step (no proposal: the signals count as missing, as in ``prm score`` on a row without them). The
-PRM's calibrator (``prm.calibration``) maps every score, as ``prm score`` does.
+step (no proposal: the signals count as missing, as in ``prm score`` on a row without them); a PRM
+trained with state features reads ``observation.features``. The PRM's calibrator (``prm.calibration``) maps every score, as ``prm score`` does.
 
 Memo. A sweep plays the same held-out episodes once per method and budget, and they agree up to
 their first different decision: the scorer remembers each score under a hash of exactly what the
@@ -142,7 +142,7 @@ class PrmScorer:
                 raise ValueError("this PRM scores the base agent's proposal (tag_after='proposal'): pass it, "
                                  "score(observation, proposal), from a gate with decide_after='proposal'.")
             text = str(getattr(proposal, "text", proposal))
-        signals = self._signals(proposal if isinstance(proposal, Action) else None)
+        signals = self._signals(proposal if isinstance(proposal, Action) else None, observation)
         with self._lock:
             entry = self._episode(observation)
             entry.states[observation.step] = observation.state_text
@@ -219,14 +219,15 @@ class PrmScorer:
             self._token_bytes = 2 * layers * kv_heads * head_dim * element
         return self._token_bytes
 
-    def _signals(self, proposal: Action | None):
-        """This step's signal row for a PRM that reads signals (else None)."""
+    def _signals(self, proposal: Action | None, observation: Observation):
+        """This step's signal row for a PRM that reads signals or state features (else None)."""
         keys = getattr(getattr(self.prm, "settings", None), "signal_keys", None)
         if not keys:
             return None
-        from prm.signals import signal_vector
+        from prm.signals import signal_vector, state_inputs
 
-        return signal_vector(proposal.signals if proposal is not None else {}, keys)
+        said = dict(proposal.signals) if proposal is not None else {}
+        return signal_vector({**said, **state_inputs(observation.features)}, keys)
 
     # -- the two ways to score -------------------------------------------------------------------
     def _full(self, entry: _Episode, t: int, signals=None) -> float:

@@ -90,6 +90,9 @@ class PRMSettings:
     lora_merged: bool = False
     signal_keys: list[str] | None = None
     """Names of the agent signals the head reads after the hidden state (``prm.signals``), in order."""
+    hidden_inputs: bool = True
+    """Whether the value head reads the backbone's hidden state; False: only the signal columns (agent signals,
+    state features), which mean the same in every game (``prm train --no-hidden``)."""
     history: int | None = None
     """Earlier steps each score reads besides its own (``prm.render.history_windows``); None: the whole
     episode so far, in one pass."""
@@ -99,6 +102,11 @@ class PRMSettings:
     def signal_width(self) -> int:
         """Columns the signals add to the head's input (a value and a missing flag per key)."""
         return 2 * len(self.signal_keys or ())
+
+    @property
+    def head_width(self) -> int:
+        """Columns of the value head's input: the hidden state (when read), then the signals."""
+        return (self.hidden_size if self.hidden_inputs else 0) + self.signal_width
 
 
 class ValueHead(nn.Module):
@@ -182,6 +190,7 @@ class ProcessRewardModel(nn.Module):
         layers: int | None = None,
         signal_keys: Sequence[str] | None = None,
         history: int | None = None,
+        hidden_inputs: bool = True,
         device: str | None = None,
         dtype: torch.dtype | None = None,
         seed: int = 0,
@@ -193,7 +202,11 @@ class ProcessRewardModel(nn.Module):
         head rows against a middle layer, so it suits the value head best. ``signal_keys``: the
         agent signals the value head reads beside the hidden state (``prm.signals``). ``history``:
         each step's score reads only that many earlier steps (None: all, one pass per episode).
+        ``hidden_inputs=False``: the value head reads the signal columns alone (``signal_keys`` needed).
         """
+        if not hidden_inputs and (head != "value" or lora or not signal_keys):
+            raise ValueError("hidden_inputs=False leaves the value head only its signal columns: use head='value' "
+                             "without lora, with signal keys (agent signals or state features).")
         if history is not None and history < 0:
             raise ValueError(f"history={history}: keep 0 or more earlier steps, or None for the whole episode.")
         if head not in HEADS:
@@ -226,11 +239,12 @@ class ProcessRewardModel(nn.Module):
             hidden_size=hidden,
             signal_keys=list(signal_keys) if signal_keys else None,
             history=history,
+            hidden_inputs=hidden_inputs,
         )
         if head == "tag":
             head_module = TagHead(*_lm_rows(model, [plus_id, minus_id]))
         else:
-            head_module = ValueHead(hidden + settings.signal_width, settings.signal_width)
+            head_module = ValueHead(settings.head_width, settings.signal_width)
         if lora:
             model = _wrap_lora(model, settings)
         head_module.to(model.device)
@@ -284,6 +298,8 @@ class ProcessRewardModel(nn.Module):
         if tuple(signals.shape) != (hidden.shape[0], self.settings.signal_width):
             raise ValueError(f"signals of shape {tuple(signals.shape)} for {hidden.shape[0]} steps; the PRM reads "
                              f"{self.settings.signal_width} signal columns per step (keys {keys}).")
+        if not self.settings.hidden_inputs:  # the hidden state only counts the steps
+            return signals
         return torch.cat([hidden.float(), signals], dim=-1)
 
     def probabilities(self, logits: torch.Tensor) -> np.ndarray:
@@ -478,7 +494,7 @@ class ProcessRewardModel(nn.Module):
         if settings.head == "tag":
             head = TagHead(torch.zeros(2, settings.hidden_size))
         else:
-            head = ValueHead(settings.hidden_size + settings.signal_width, settings.signal_width)
+            head = ValueHead(settings.head_width, settings.signal_width)
         try:
             head.load_state_dict(load_file(directory / HEAD_FILE))
         except FileNotFoundError:

@@ -7,6 +7,12 @@ key order in its settings; every row becomes ``[value per key..., missing flag p
 key the row lacks (or a non-finite value) gives 0 and a missing flag of 1, so a linear head learns
 what an absent signal means instead of reading 0 as a value. The value head standardises these
 columns with the statistics of its training rows, like the hidden state.
+
+State features (``prm train --state-features``) enter the same way: the environment's numbers about
+the decision point (``Observation.features``, logged in the ``features`` column; TextWorld gives
+progress, steps since progress, steps left, admissible commands and quest length) become keys
+``state:<name>``. Unlike the text, they mean the same in every game, so a head that reads them can
+rank steps of a game it never saw (``benchmarks/RESULTS.md``, TextWorld held-out games).
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ import numpy as np
 import polars as pl
 
 SIGNALS_COLUMN = "proposal_signals"
+FEATURES_COLUMN = "features"
+STATE_PREFIX = "state:"
+"""Prefix of the keys that name state features (``features`` column) rather than agent signals."""
 
 
 def parse_signals(text: str | None, where: str = SIGNALS_COLUMN) -> dict[str, float]:
@@ -48,6 +57,23 @@ def signal_keys(frame: pl.DataFrame) -> list[str]:
     return sorted({key for row in frame_signals(frame) for key in row})
 
 
+def frame_state_features(frame: pl.DataFrame) -> list[dict[str, float]]:
+    """Every row's state features as ``state:<name>`` keys (all empty without a features column)."""
+    if FEATURES_COLUMN not in frame.columns:
+        return [{} for _ in range(frame.height)]
+    return [state_inputs(parse_signals(text, FEATURES_COLUMN)) for text in frame[FEATURES_COLUMN].to_list()]
+
+
+def state_inputs(features: Mapping[str, float]) -> dict[str, float]:
+    """An observation's ``features`` under the ``state:`` keys a PRM reads them by."""
+    return {f"{STATE_PREFIX}{name}": float(value) for name, value in features.items()}
+
+
+def state_keys(frame: pl.DataFrame) -> list[str]:
+    """The ``state:<name>`` keys of the frame's features, sorted."""
+    return sorted({key for row in frame_state_features(frame) for key in row})
+
+
 def signal_vector(signals: Mapping[str, float], keys: Sequence[str]) -> np.ndarray:
     """``[value per key..., missing flag per key...]`` of one decision point (float32)."""
     values = np.zeros(len(keys), dtype=np.float32)
@@ -62,6 +88,8 @@ def signal_vector(signals: Mapping[str, float], keys: Sequence[str]) -> np.ndarr
 def signal_matrix(frame: pl.DataFrame, keys: Sequence[str]) -> np.ndarray:
     """``signal_vector`` of every row of ``frame``, in row order: shape ``[rows, 2 * len(keys)]``."""
     rows = frame_signals(frame)
+    if any(key.startswith(STATE_PREFIX) for key in keys):
+        rows = [{**said, **state} for said, state in zip(rows, frame_state_features(frame))]
     if not rows:
         return np.zeros((0, 2 * len(keys)), dtype=np.float32)
     return np.stack([signal_vector(row, keys) for row in rows])

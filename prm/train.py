@@ -69,7 +69,7 @@ from prm.shards import (
     read_frame,
     score_columns,
 )
-from prm.signals import SIGNALS_COLUMN, signal_keys, signal_matrix
+from prm.signals import SIGNALS_COLUMN, signal_keys, signal_matrix, state_keys
 
 
 @dataclass
@@ -145,6 +145,13 @@ class TrainConfig:
     signals: bool | None = None
     """Feed the base agent's signals (proposal_signals column) to the value head beside the hidden state;
     default: on when the data has any (value head, frozen backbone)."""
+    state_features: bool = False
+    """Feed the environment's state features (the features column, e.g. TextWorld's progress, steps since
+    progress, steps left) to the value head beside the hidden state, unpenalised like the signals: they mean
+    the same in every game, which the text does not."""
+    hidden: bool = True
+    """The value head reads the backbone's hidden state; --no-hidden: only the signals and state features (the text's
+    game-specific content cannot leak into the score; the backbone then runs only when scoring)."""
     calibration: Literal["isotonic", "platt", "none"] | None = None
     """Map fitted on out-of-fold scores -> outcome, applied by prm score and the gate; default platt (keeps the
     score's ranking; isotonic's steps make ties)."""
@@ -385,6 +392,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         layers=cfg.layers,
         history=cfg.history,
         signal_keys=keys,
+        hidden_inputs=cfg.hidden,
         device=cfg.device,
         dtype=parse_dtype(cfg.dtype),
         seed=cfg.seed,
@@ -393,13 +401,17 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
 
     if not cfg.lora:
         # ---- frozen backbone: cache features once, fit the head by L-BFGS -------------------
-        features = episode_features(prm, frame, cfg)
+        if cfg.hidden:
+            features = episode_features(prm, frame, cfg)
+        else:  # the head reads no hidden state: one empty row per step, and no backbone pass
+            counts = frame.group_by("episode_id", maintain_order=True).len()
+            features = {e: np.zeros((n, 0), dtype=np.float32) for e, n in counts.iter_rows()}
 
         def stacked(part: pl.DataFrame) -> torch.Tensor:
             """The head's inputs of ``part``'s rows: hidden states (then signals, when read)."""
             ids = part["episode_id"].unique(maintain_order=True)
             if not len(ids):
-                return torch.zeros(0, prm.settings.hidden_size + prm.settings.signal_width)
+                return torch.zeros(0, prm.settings.head_width)
             hidden = torch.from_numpy(np.concatenate([features[e] for e in ids]))
             return prm.head_input(hidden, signal_matrix(part, keys) if keys else None)
 
@@ -583,7 +595,22 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
 
 
 def _signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
-    """The signal keys the head reads (``--signals``), or None."""
+    """The agent signal keys (``--signals``) then the state feature keys (``--state-features``) the head
+    reads, or None."""
+    agent = _agent_signal_keys(frame, cfg) or []
+    if not cfg.state_features:
+        return agent or None
+    state = state_keys(frame)
+    if not state:
+        raise ValueError(f"state_features=True but {cfg.data} has no state features (column 'features' absent or "
+                         "every row '{}'); collect from an environment that gives Observation.features.")
+    if cfg.head != "value" or cfg.lora:
+        raise ValueError("state_features=True needs the value head on a frozen backbone (--head value, no --lora).")
+    return agent + state
+
+
+def _agent_signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
+    """The agent signal keys the head reads (``--signals``), or None."""
     keys = signal_keys(frame)
     # The signals describe this step's action: a tag before it (a gate deciding on the state alone)
     # must not read them, or training sees what the gate never has.

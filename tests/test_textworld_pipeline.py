@@ -48,7 +48,8 @@ def _pipeline(out) -> dict:
         "collect": ["collect", *GAMES, "--tw-games", "4", "--episodes", "24", "--explore-p", "0", "0.2", "0.5",
                     "--budget", "2", "--shard-size", "12", "--batch-size", "12", "--out", traj],
         "prm train": ["prm", "train", "--data", traj, "--out", prm, "--model", "tiny", "--head", "value",
-                      "--tag-after", "state", "--head-steps", "20", "--l2", "0.01", "--device", "cpu"],
+                      "--tag-after", "state", "--head-steps", "20", "--l2", "0.01", "--device", "cpu",
+                      "--state-features"],  # the TextWorld default: the gate then reads Observation.features
         "prm score": ["prm", "score", "--data", traj, "--model", prm, "--device", "cpu", "--no-progress"],
         "solve": ["solve", "--data", traj, "--budget", "1", "2", "--bins", "3", "--out", solve],
         "distill": ["distill", "--labels", solve, "--prm", prm, "--out", helper],
@@ -72,6 +73,9 @@ def test_every_stage_runs_and_writes_its_files(run_dir):
     assert sorted(set(frame["explore_p"])) == [0.0, 0.2, 0.5]
     assert frame.group_by("episode_id").agg(pl.col("intervened").sum())["intervened"].max() <= 2
     assert frame["prm_score"].is_between(0.0, 1.0).all()
+    read = json.loads((out / "prm" / "metrics.json").read_text())["signals"]
+    assert read == [f"state:{name}" for name in ("n_admissible", "progress", "quest_length", "steps_left",
+                                                 "steps_since_progress")]
     for path in ("prm", "solve/labels.parquet", "helper/helper.json", "sweep/sweep.csv", "sweep/summary.json",
                  "sweep/sweep.png"):
         assert (out / path).exists(), path

@@ -49,6 +49,21 @@ logits the call computes anyway; the chosen actions are the same with or without
 Probabilities are the model's own (temperature 1, before ``yes_bias``). An answer given without
 a model call (``none`` after an empty search) has no signals.
 
+Self-consistency (``consistency_samples=k > 0``, greedy agents only): after the greedy answer, k
+more answers are sampled at ``consistency_temperature`` from the same prefilled prompt (its keys
+and values are shared by the k rows: the prompt is prefilled once, ``prompt_cache.sample_continue``;
+a ``yesno`` answer draws k times from its yes/no distribution; a sample is cut ``SAMPLE_SLACK``
+tokens past the greedy answer's length). Two more signals:
+
+- ``consistency_agree``: the share of the k samples whose action (first line, case and spaces
+  normalised) equals the greedy one;
+- ``consistency_entropy``: the entropy (nats) of the k samples' actions, counted as answers.
+
+The samples' generator is seeded from ``(seed, episode_id, step)``, not from a shared stream, so a
+decision's samples do not depend on batching or on what ran before. The greedy action is unchanged.
+``sample_seconds`` / ``act_seconds`` / ``decisions`` add up what the samples cost.
+
+
 Sampling (``temperature > 0``) draws per decision: a yes/no answer compares one uniform that is a
 pure function of ``(seed, episode_id, step, mode)`` with P(yes); a generated answer samples each
 token by the Gumbel-max trick (``argmax(logits / T + Gumbel noise)`` is a draw from
@@ -60,14 +75,16 @@ method meets the same draws. Greedy results do not depend on batching (up to flo
 
 from __future__ import annotations
 
+import math
 import re
-from collections import OrderedDict
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
-from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
+from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token, sample_continue
 from agile.envs.answer_eval import parse_product_ids
 from agile.envs.productqa_env import (
     NO_PRODUCT,
@@ -112,6 +129,26 @@ _TABLE = re.compile(r"Table `([^`]+)`")
 _CUSTOMER = re.compile(r"^Customer: (.*)$", re.MULTILINE)
 SIGNAL_KEYS = ("answer_logprob", "margin", "entropy")
 """The signals an ``LLMAgent`` action carries (see the module docstring)."""
+SAMPLE_SLACK = 8
+"""Tokens a consistency sample may run beyond the greedy answer's length before it is cut."""
+CONSISTENCY_KEYS = ("consistency_agree", "consistency_entropy")
+"""The signals added by ``consistency_samples > 0`` (see the module docstring)."""
+
+
+def answer_key(action_text: str) -> str:
+    """What two sampled actions must share to count as the same answer: the first line, lowercased,
+    spaces collapsed (the environment reads the first line only)."""
+    return " ".join(action_text.split("\n", 1)[0].lower().split())
+
+
+def consistency_signals(greedy: str, samples: Sequence[str]) -> dict[str, float]:
+    """Agreement of ``samples`` with the ``greedy`` action and the entropy of their answers."""
+    keys = [answer_key(s) for s in samples]
+    counts = Counter(keys).values()
+    n = len(keys)
+    entropy = -sum(c / n * math.log(c / n) for c in counts)
+    agree = sum(key == answer_key(greedy) for key in keys) / n
+    return {"consistency_agree": float(agree), "consistency_entropy": float(entropy) + 0.0}
 
 
 def is_yes_no_question(question: str) -> bool:
@@ -231,6 +268,8 @@ class LLMAgent:
         prefix_cache_tokens: int | None = None,
         dtype: torch.dtype | str | None = None,
         signals: bool = True,
+        consistency_samples: int = 0,
+        consistency_temperature: float = 1.0,
     ):
         """``lm``: an already loaded ``(model, tokenizer)`` pair to share (e.g. between tests).
 
@@ -249,7 +288,16 @@ class LLMAgent:
         but it is not the same model: some greedy answers change (see benchmarks/RESULTS.md).
         ``signals``: fill ``Action.signals`` (see the module docstring); False skips the
         log-probabilities of generated tokens (the actions are the same either way).
+        ``consistency_samples``: k answers sampled at ``consistency_temperature`` beside each greedy
+        one, read as ``consistency_*`` signals (0: off; see the module docstring).
         """
+        if consistency_samples < 0:
+            raise ValueError(f"consistency_samples must be >= 0 (0: off), got {consistency_samples}.")
+        if consistency_samples and not consistency_temperature > 0:
+            raise ValueError(f"consistency_temperature must be > 0, got {consistency_temperature}.")
+        if consistency_samples and temperature > 0:
+            raise ValueError("consistency_samples needs a greedy agent (temperature 0): the samples are "
+                             "compared with its greedy answer.")
         if isinstance(dtype, str):
             dtype = getattr(torch, dtype)
         self.model, self.tokenizer = (
@@ -277,8 +325,19 @@ class LLMAgent:
         if prefix_cache_tokens is None:
             on_cpu = self.model.device.type == "cpu"
             prefix_cache_tokens = PREFIX_CACHE_BYTES // kv_bytes_per_token(self.model) if on_cpu else 0
+        if consistency_samples and prefix_cache_tokens <= 0:
+            # The samples continue the greedy answer's prefilled prompt: that path needs the cache.
+            prefix_cache_tokens = PREFIX_CACHE_BYTES // kv_bytes_per_token(self.model)
         self.prefix_cache = PromptKVCache(self.model, prefix_cache_tokens) if prefix_cache_tokens > 0 else None
         self._semicolons: set[int] | None = None
+        self.consistency_samples = int(consistency_samples)
+        self.consistency_temperature = float(consistency_temperature)
+        self.decisions = 0
+        """Observations answered by ``act`` (answer cache hits and model-free answers included)."""
+        self.act_seconds = 0.0
+        """Wall time spent in ``act``."""
+        self.sample_seconds = 0.0
+        """Of ``act_seconds``, the time spent on the consistency samples."""
 
     def _newline_ids(self) -> torch.Tensor:
         """Ids of the tokens that contain a newline (an action is one line), computed once."""
@@ -309,6 +368,24 @@ class LLMAgent:
 
     @torch.no_grad()
     def act(self, observations: Sequence[Observation]) -> list[Action]:
+        started = time.perf_counter()
+        actions = self._act(observations)
+        self.decisions += len(observations)
+        self.act_seconds += time.perf_counter() - started
+        return actions
+
+    def _cache_key(self, prompt: str, observation: Observation) -> str:
+        """Answers are remembered by prompt; with samples also by decision, whose seed they follow."""
+        if not self.consistency_samples:
+            return prompt
+        return f"{prompt}\x00{observation.episode_id}\x00{observation.step}"
+
+    def _sample_generator(self, observation: Observation) -> torch.Generator:
+        """The consistency samples' generator of one decision (see the module docstring)."""
+        seed = derive_seed(self.seed, observation.episode_id, observation.step, "consistency")
+        return torch.Generator().manual_seed(seed)
+
+    def _act(self, observations: Sequence[Observation]) -> list[Action]:
         modes = [choose_mode(o) for o in observations]
         texts: list[str | None] = [None] * len(observations)
         signals: list[dict[str, float]] = [{} for _ in observations]
@@ -318,9 +395,10 @@ class LLMAgent:
         use_cache = self.cache_size > 0 and self.temperature == 0
         if use_cache:
             for i in list(prompts):
-                if prompts[i] in self._cache:
-                    texts[i], signals[i] = self._cache[prompts[i]]
-                    self._cache.move_to_end(prompts[i])
+                key = self._cache_key(prompts[i], observations[i])
+                if key in self._cache:
+                    texts[i], signals[i] = self._cache[key]
+                    self._cache.move_to_end(key)
                     self.cache_hits += 1
                     del prompts[i]
         # Batches of similar length waste less compute on padding; which rows share a batch
@@ -329,7 +407,7 @@ class LLMAgent:
         yes_no = [i for i in by_length if modes[i] == "yesno"]
         generate = [i for i in by_length if modes[i] != "yesno"]
         self.calls += 1
-        if self.prefix_cache is not None and self.temperature == 0:
+        if self.prefix_cache is not None and self.temperature == 0:  # always taken with consistency samples
             self._act_with_prefix_cache(observations, modes, prompts, yes_no, generate, texts, signals)
             yes_no, generate = [], []
         keys = [(o.episode_id, o.step, mode) for o, mode in zip(observations, modes)]
@@ -343,7 +421,7 @@ class LLMAgent:
                 texts[i], signals[i] = self.finish(observations[i], modes[i], output), said
         if use_cache:
             for i, prompt in prompts.items():
-                self._cache[prompt] = (texts[i], signals[i])
+                self._cache[self._cache_key(prompt, observations[i])] = (texts[i], signals[i])
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return [Action(text, actor=self.actor, signals=dict(said)) for text, said in zip(texts, signals)]
@@ -368,6 +446,12 @@ class LLMAgent:
             logits = torch.stack([cache.prefill(ids[i])[0] for i in yes_no])
             for i, (answer, said) in zip(yes_no, zip(*self._yes_no_answers(logits))):
                 texts[i], signals[i] = f"{PREDICT} {answer}", said
+            if self.consistency_samples:
+                started = time.perf_counter()
+                for i, row in zip(yes_no, logits):
+                    samples = [f"{PREDICT} {a}" for a in self._sample_yes_no(row, observations[i])]
+                    signals[i] = {**signals[i], **consistency_signals(texts[i], samples)}
+                self.sample_seconds += time.perf_counter() - started
         eos = self._eos_ids()
         for start in range(0, len(generate), self.max_batch):
             chunk = generate[start:start + self.max_batch]
@@ -380,10 +464,31 @@ class LLMAgent:
                     signals[i] = generation_signals(first, chosen)
             else:
                 continuations = greedy_continue(self.model, rows, stops, eos, self.max_new_tokens)
-            del rows
             outputs = self.tokenizer.batch_decode(continuations, skip_special_tokens=True)
             for i, output in zip(chunk, outputs):
                 texts[i] = self.finish(observations[i], modes[i], output)
+            if self.consistency_samples:
+                started = time.perf_counter()
+                for i, row, stop, greedy in zip(chunk, rows, stops, continuations):
+                    # A sample still going well past the greedy answer's length is another answer whatever
+                    # it ends with: cut there (most of a sample's cost is its tail on a small model).
+                    longest = min(self.max_new_tokens, len(greedy) + SAMPLE_SLACK)
+                    samples = sample_continue(self.model, row, self.consistency_samples, stop, eos, longest,
+                                              self.consistency_temperature, self._sample_generator(observations[i]))
+                    said = [self.finish(observations[i], modes[i], text)
+                            for text in self.tokenizer.batch_decode(samples, skip_special_tokens=True)]
+                    signals[i] = {**signals[i], **consistency_signals(texts[i], said)}
+                self.sample_seconds += time.perf_counter() - started
+            del rows
+
+    def _sample_yes_no(self, logits: torch.Tensor, observation: Observation) -> list[str]:
+        """k yes/no answers drawn from one question's yes-against-no distribution at the
+        consistency temperature (``yes_bias`` included, as the greedy answer has it)."""
+        log_probs = torch.log_softmax(logits.float().cpu(), dim=-1)
+        margin = torch.logsumexp(log_probs[self._yes], -1) - torch.logsumexp(log_probs[self._no], -1)
+        p_yes = torch.sigmoid((margin + self.yes_bias) / self.consistency_temperature)
+        draws = torch.rand(self.consistency_samples, generator=self._sample_generator(observation))
+        return ["yes" if bool(d < p_yes) else "no" for d in draws]
 
     def _semicolon_ids(self) -> set[int]:
         """Ids of the tokens that contain ``;`` (a query is cut at its first one by ``finish``)."""

@@ -16,6 +16,9 @@ rounding. Entries are kept in least-recently-used order, bounded by their total 
 ``greedy_continue`` decodes many prefilled rows together: their caches are left-padded into one
 batch (decode steps are bound by reading the weights, so a batch costs little more than one row),
 a row leaves the batch as soon as it emits a stop or end token, and nothing after that is computed.
+``sample_continue`` draws k sampled continuations of one prefilled prompt the same way: its keys and
+values are repeated for k rows, so the prompt is prefilled once whatever k is (``prefilled_tokens``
+counts the prompt tokens that ran through the model).
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class PromptKVCache:
         """Prompts that reused a cached prefix."""
         self.prompt_tokens = 0
         self.reused_tokens = 0
+        self.prefilled_tokens = 0
+        """Prompt tokens run through the model (the others came from the cache)."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -98,6 +103,7 @@ class PromptKVCache:
             self.reused_tokens += reuse
         self.prompts += 1
         self.prompt_tokens += len(tokens)
+        self.prefilled_tokens += len(tokens) - reuse
         output = self.model(input_ids=tokens[reuse:].unsqueeze(0).to(device), **cache_arg(self.model, cache),
                             use_cache=True, logits_to_keep=1)
         kv = [(layer.keys, layer.values) for layer in returned_cache(output).layers]
@@ -124,6 +130,37 @@ class PromptKVCache:
         self.tokens = 0
 
 
+def _greedy(logits: torch.Tensor) -> list[int]:
+    return logits.argmax(-1).tolist()
+
+
+@torch.no_grad()
+def sample_continue(
+    model,
+    row: tuple[torch.Tensor, KV],
+    k: int,
+    stops: set[int],
+    eos_ids: set[int],
+    max_new_tokens: int,
+    temperature: float,
+    generator: torch.Generator,
+) -> list[list[int]]:
+    """``k`` continuations of one prefilled row sampled at ``temperature`` (full vocabulary), ending
+    as ``greedy_continue``'s rows do. The row's keys and values are shared by the k rows: nothing of
+    the prompt runs again. The draws come from ``generator`` only (CPU), so a seeded generator gives
+    the same samples whatever ran before."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}.")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 to sample, got {temperature}.")
+
+    def pick(logits: torch.Tensor) -> list[int]:
+        probs = torch.softmax(logits.float().cpu() / temperature, dim=-1)
+        return torch.multinomial(probs, 1, generator=generator)[:, 0].tolist()
+
+    return greedy_continue(model, [row] * k, [stops] * k, eos_ids, max_new_tokens, pick=pick)
+
+
 @torch.no_grad()
 def greedy_continue(
     model,
@@ -132,12 +169,14 @@ def greedy_continue(
     eos_ids: set[int],
     max_new_tokens: int,
     with_log_probs: bool = False,
+    pick=_greedy,
 ) -> list[list[int]] | tuple[list[list[int]], list[list[float]]]:
     """Greedy continuations of prefilled rows ``(last logits, kv)``, as ``generate`` would give.
 
     A row ends after a token of its ``stops`` (kept in the output) or of ``eos_ids`` (dropped), or
     after ``max_new_tokens`` tokens. ``with_log_probs``: also the log-probability of every token
-    the model chose, the dropped end token included (the agent's confidence signals).
+    the model chose, the dropped end token included (the agent's confidence signals). ``pick``:
+    the next token of each row from its logits ``[rows, vocab]`` (default: the argmax).
     """
     device = model.device
     outputs: list[list[int]] = [[] for _ in rows]
@@ -166,8 +205,8 @@ def greedy_continue(
     positions = torch.tensor(lengths, dtype=torch.long, device=device)
     alive: list[int] = []
     last: list[int] = []
-    for i, (logits, _) in enumerate(rows):
-        token = int(logits.argmax())
+    firsts = pick(torch.stack([logits for logits, _ in rows]))
+    for i, ((logits, _), token) in enumerate(zip(rows, firsts)):
         if with_log_probs:
             log_probs[i].append(float(torch.log_softmax(logits.float(), -1)[token]))
         if token in eos_ids:
@@ -189,7 +228,7 @@ def greedy_continue(
         output = model(input_ids=torch.tensor(last, device=device).unsqueeze(1), attention_mask=mask,
                        position_ids=positions.unsqueeze(1), **cache_arg(model, cache), use_cache=True)
         cache = returned_cache(output)
-        tokens = output.logits[:, -1].argmax(-1).tolist()
+        tokens = pick(output.logits[:, -1])
         if with_log_probs:
             chosen = torch.log_softmax(output.logits[:, -1].float(), -1).gather(
                 1, torch.tensor(tokens, device=device).unsqueeze(1))[:, 0].tolist()
