@@ -72,6 +72,8 @@ class PipelineConfig:
     prm_layers: int | None = None
     """Keep only the first this many backbone layers for the PRM's features (0: all of them).
     Default: 8 for the embedded SmolLM2 (a quarter of its 30 layers, a quarter of the cost), all otherwise."""
+    prm_pooling: Literal["last", "mean"] = "last"
+    """The PRM's step feature: the hidden state at the step's tag (last), or its mean over the step's tokens."""
     prm_folds: int | None = None
     """PRM folds: training rows get out-of-fold scores (1: a held-out split, and training rows get
     the in-sample scores of the head fitted on them; for the ablation only). Default: 5, or 3 with
@@ -125,6 +127,7 @@ class PipelineConfig:
             # answered say nothing about it.
             base_only=self.prm_target_name() == "process",
             seed=self.seed, device=self.device, layers=self.prm_layer_count(), folds=self.fold_count(),
+            pooling=self.prm_pooling,
         ), **changes})
 
     def fold_count(self) -> int:
