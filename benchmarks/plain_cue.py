@@ -3,7 +3,10 @@
     for s in 0 1 2; do helpgate pipeline --env examples.plain_cue:make_episodes \\
         --agent examples.plain_cue:make_agent --prm-model smollm2 --prm-layers 4 --prm-pooling mean \\
         --prm-target process --max-budget 5 --episodes 200 --eval-episodes 200 \\
-        --methods helper random prm_threshold --seed $s --out runs/plain-cue/seed$s; done
+        --methods helper random prm_threshold --seed $s --out runs/plain-cue/seed$s
+        helpgate prm train --data runs/plain-cue/seed$s/trajectories --out runs/plain-cue/seed$s/prm-last \\
+            --model smollm2 --layers 4 --pooling last --target process --base-only --tag-after state \\
+            --seed $s --folds 5; done
     python benchmarks/plain_cue.py runs/plain-cue/seed0 runs/plain-cue/seed1 runs/plain-cue/seed2 \\
         --other-prm prm-last
 
@@ -24,18 +27,21 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import polars as pl
 from sklearn.metrics import roc_auc_score
 
 from examples.plain_cue import SLIP
-from examples.plain_cue_optimum import optimal_gate, optimum
+from examples.plain_cue_optimum import RISKS, optimal_gate, optimum, true_model
 from helper.environment import Environment
 from helper.evaluate import evaluate_gate
 from helper.metrics import NIL_GAIN
 from helper.sweep import SweepConfig
+from tabular_rl import solve_exact
 
 RISKY = r"\b(" + "|".join(r for r, p in SLIP.items() if p > 0) + r")\b"
+RISK_WORD = r"\b(" + "|".join(SLIP) + r")\b"
 SUCCESS_SHARE, SPEND_MARGIN, AUROC_GOAL = 0.95, 1.10, 0.95
 
 
@@ -48,6 +54,19 @@ def risk_auroc(run: Path, prm: Path) -> float:
         raise ValueError(f"{prm}: out-of-fold scores cover {scored.height} of {rows.height} logged rows")
     risky = scored["state_text"].str.contains(RISKY).to_numpy()
     return float(roc_auc_score(risky, -scored["prm_score"].to_numpy()))
+
+
+def label_agreement(solve: Path, budgets: list[int]) -> dict[int, float]:
+    """Share of logged rows whose solved label (``labels.parquet``) is the true optimal decision at that
+    (crossing, risk, budget left): how much of the gap is the estimated MDP's, before any distillation."""
+    rows = pl.read_parquet(solve / "labels.parquet")
+    risk = np.array([RISKS.index(r) for r in rows["state_text"].str.extract(RISK_WORD).to_list()])
+    step, left = rows["step"].to_numpy(), rows["budget_left"].to_numpy()
+    out = {}
+    for c in budgets:
+        truth = solve_exact(true_model(), c).policy[step, risk, np.minimum(left, c)] > 0.5
+        out[c] = float((rows[f"optimal_intervene_c{c}"].to_numpy() == truth).mean())
+    return out
 
 
 def paired_optimum(run: Path, budgets: list[int]) -> pd.DataFrame:
@@ -64,10 +83,12 @@ def report(run: Path, others: list[str]) -> dict:
     budgets = [int(c) for c in helper.index if c >= 1]
     paired = paired_optimum(run, budgets)
     aurocs = {"prm": risk_auroc(run, run / "prm")} | {name: risk_auroc(run, run / name) for name in others}
+    agree = label_agreement(run / "solve", budgets)
     print(f"\n{run}: risky-step AUROC " + ", ".join(f"{k} {v:.4f}" for k, v in aurocs.items()))
+    print("solved labels = true optimal decision, per C: " + ", ".join(f"{c}: {a:.3f}" for c, a in agree.items()))
     print(f"{'C':>2}  {'optimum':>8} {'opt int':>7}  {'paired':>6} {'p int':>5}  {'helper':>6} {'h int':>5} "
           f"{'nil':>5}  {'h/opt':>5} {'h/pair':>6} {'int/opt':>7}  goal")
-    out = {"aurocs": aurocs, "budgets": {}}
+    out = {"aurocs": aurocs, "label_agreement": agree, "budgets": {}}
     for c in budgets:
         best, spend = optimum(c)
         h, p = helper.loc[c], paired.loc[c]
