@@ -2,4 +2,6 @@
 
 - ``arith_chain``: a plug-in environment (``make_episodes``) and its base agent (``make_agent``),
   run by name: ``--env examples.arith_chain:make_episodes --agent examples.arith_chain:make_agent``.
+- ``plain_cue``: stepping stones whose risk is said mid-sentence, a base agent that slips with a known
+  probability, and ``plain_cue_optimum``: the exact budgeted optimum by brute force (and as a gate).
 """

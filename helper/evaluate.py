@@ -27,7 +27,7 @@ import pandas as pd
 
 from agile.rollout import run_episodes
 from helper.environment import EnvConfig, Environment
-from helper.metrics import SWEEP_COLUMNS, bootstrap_ci
+from helper.metrics import NIL_GAIN, bootstrap_ci, sweep_columns
 
 
 @dataclass
@@ -67,12 +67,18 @@ def evaluate_gate(env: Environment, gate_for_budget: Callable[[int], object], bu
         rows.append({"method": method, "budget": int(budget), "success": float(sum(success) / len(success)),
                      "interventions": float(sum(used) / len(used)), "episodes": len(episodes),
                      "ci_low": low, "ci_high": high})
+        # An env that knows its dynamics counts the interventions that could not gain anything.
+        nil = [getattr(episode, NIL_GAIN, None) for episode in episodes]
+        if episodes and all(n is not None for n in nil):
+            rows[-1][NIL_GAIN] = float(sum(nil) / len(nil))
         per_episode += [{"method": method, "budget": int(budget), "episode_id": e.episode_id,
                          "group": episode_group(e, r), "success": s, "interventions": u}
                         for e, r, s, u in zip(episodes, records, success, used)]
         all_records[int(budget)] = records
         print(f"{method:>14s}  C={budget:<2d} success {rows[-1]['success']:.3f} [{low:.3f}, {high:.3f}]  "
-              f"interventions {rows[-1]['interventions']:.2f}  ({time.perf_counter() - started:.1f}s)")
+              f"interventions {rows[-1]['interventions']:.2f}"
+              + (f" (nil gain {rows[-1][NIL_GAIN]:.2f})" if NIL_GAIN in rows[-1] else "")
+              + f"  ({time.perf_counter() - started:.1f}s)")
     return rows, per_episode, all_records
 
 
@@ -98,7 +104,7 @@ def run(cfg: EvaluateConfig) -> pd.DataFrame:
     rows, per_episode, _ = evaluate_gate(env, helper.with_budget, cfg.budgets, "helper", cfg.ci_resamples)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    frame = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
+    frame = pd.DataFrame(rows, columns=sweep_columns(rows))
     frame.to_csv(out / "evaluate.csv", index=False)
     pd.DataFrame(per_episode).to_csv(out / "episodes.csv", index=False)
     print(f"evaluate: wrote {out / 'evaluate.csv'}; helper stats {helper.stats()}")

@@ -59,6 +59,14 @@ ORACLE_1STEP = "oracle_1step"
 an upper bound, so no ratio is taken against it."""
 SWEEP_COLUMNS = ("method", "budget", "success", "interventions", "episodes", "ci_low", "ci_high")
 """Columns of ``sweep.csv``, in order."""
+NIL_GAIN = "nil_gain_interventions"
+"""Optional ``sweep.csv`` column, after the others: mean interventions per episode spent where the env's
+own dynamics say intervening gains nothing (episodes that count ``nil_gain_interventions``)."""
+
+
+def sweep_columns(rows) -> list[str]:
+    """``SWEEP_COLUMNS``, plus ``NIL_GAIN`` when some row has it."""
+    return list(SWEEP_COLUMNS) + ([NIL_GAIN] if any(NIL_GAIN in row for row in rows) else [])
 
 
 # -- single numbers --------------------------------------------------------------------------
@@ -326,6 +334,8 @@ def summarize(frame: pd.DataFrame, training_calls: dict[str, dict] | None = None
             "success": {int(b): float(s) for b, s in zip(rows["budget"], rows["success"])},
             "interventions": {int(b): float(v) for b, v in zip(rows["budget"], rows["interventions"])},
         }
+        if NIL_GAIN in rows and rows[NIL_GAIN].notna().any():
+            entry[NIL_GAIN] = {int(b): float(v) for b, v in zip(rows["budget"], rows[NIL_GAIN]) if v == v}
         for key, ref in (("oracle_ratio", oracle), ("exact_optimal_ratio", exact)):
             if ref is not None:
                 entry[key] = _ratios(rows, ref)

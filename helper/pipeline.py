@@ -86,6 +86,8 @@ class PipelineConfig:
     """The PRM's head reads the backbone's hidden state (prm train --no-hidden turns it off: the head then reads only
     the signals and state features). Default: off for TextWorld, where the text ranks held-out games below chance
     and the state features alone rank them best (benchmarks/RESULTS.md); on elsewhere."""
+    prm_pooling: Literal["last", "mean"] = "last"
+    """The PRM's step feature: the hidden state at the step's tag (last), or its mean over the step's tokens."""
     prm_folds: int | None = None
     """PRM folds: training rows get out-of-fold scores (1: a held-out split, and training rows get
     the in-sample scores of the head fitted on them; for the ablation only). Default: 5, or 3 with
@@ -140,6 +142,7 @@ class PipelineConfig:
             base_only=self.prm_target_name() == "process",
             seed=self.seed, device=self.device, layers=self.prm_layer_count(), folds=self.fold_count(),
             state_features=self.state_features(), hidden=self.hidden_inputs(),
+            pooling=self.prm_pooling,
         ), **changes})
 
     def hidden_inputs(self) -> bool:

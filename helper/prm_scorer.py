@@ -288,6 +288,11 @@ class PrmScorer:
                 use_cache=True,
             )
             hidden = out.last_hidden_state[0, -1:]
+            if getattr(self.prm.settings, "pooling", "last") == "mean":
+                # The step's tokens, as prm score pools them: its header, state (and proposal) and
+                # tag, which end every feed; the previous action before them is not part of it.
+                span = len(self._step_ids(entry, t, with_action=False))
+                hidden = out.last_hidden_state[0, -span:].mean(0, keepdim=True)
             row = None if signals is None else signals[None]
             value = float(self.prm.probabilities(self.prm.head(self.prm.head_input(hidden, row)))[0])
         entry.cache, entry.fed, entry.next_step = returned_cache(out), entry.fed + len(ids), t + 1

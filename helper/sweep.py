@@ -15,8 +15,9 @@ measured (``apgr_extrapolated_share``, see ``helper.metrics``).
 
 Training rows (for ``prm_threshold`` and ``router``) default to the ``labels.parquet`` of the
 solve folder the helper was distilled from. Writes ``out``: ``sweep.csv`` (method, budget,
-success, interventions, episodes, ci_low, ci_high), ``episodes.csv`` (method, budget, episode_id,
-group, success, interventions: what ``helpgate report`` resamples), ``summary.json``
+success, interventions, episodes, ci_low, ci_high, and ``nil_gain_interventions`` where the env counts
+interventions that could gain nothing), ``episodes.csv`` (method, budget, episode_id, group, success,
+interventions: what ``helpgate report`` resamples), ``summary.json``
 (``helper.metrics.summarize`` plus training calls, skipped methods, config), ``sweep.png``, and
 ``online_rl_curve.png`` when the online-RL report can draw one.
 """
@@ -33,7 +34,7 @@ import pandas as pd
 from helper.environment import EnvConfig, Environment
 from helper.methods import METHODS as REGISTRY
 from helper.methods import SweepContext
-from helper.metrics import SWEEP_COLUMNS, summarize
+from helper.metrics import summarize, sweep_columns
 from helper.plots import save_sweep_plot
 from helper.schema import write_json_atomic
 
@@ -120,7 +121,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
         calls[method.row] = method.training_calls(ctx)
 
     rows, per_episode, helper = ctx.rows, ctx.per_episode, ctx.helper
-    frame = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
+    frame = pd.DataFrame(rows, columns=sweep_columns(rows))
     frame.to_csv(out / "sweep.csv", index=False)
     pd.DataFrame(per_episode).to_csv(out / "episodes.csv", index=False)
     summary = summarize(frame, calls)

@@ -29,6 +29,8 @@ class Batch:
     """Batch row of every tag read in this batch."""
     cols: torch.Tensor
     """Token position of every tag read in this batch."""
+    starts: torch.Tensor
+    """Token position where each tag's step begins (the tag's own position where unknown)."""
     windows: list[Window]
     tokens: int
     """Real (unpadded) tokens in the batch."""
@@ -60,13 +62,14 @@ def collate(windows: Sequence[Window], pad_id: int, device: torch.device | str =
     width = max(len(w.ids) for w in windows)
     input_ids = torch.full((len(windows), width), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((len(windows), width), dtype=torch.long)
-    rows, cols = [], []
+    rows, cols, starts = [], [], []
     for r, window in enumerate(windows):
         n = len(window.ids)
         input_ids[r, :n] = torch.tensor(window.ids, dtype=torch.long)
         attention_mask[r, :n] = 1
         rows.extend([r] * len(window.tag_pos))
         cols.extend(window.tag_pos)
+        starts.extend(window.step_start if window.step_start is not None else window.tag_pos)
     position_ids = torch.arange(width, dtype=torch.long).unsqueeze(0).expand(len(windows), -1)
     return Batch(
         input_ids=input_ids.to(device),
@@ -74,6 +77,7 @@ def collate(windows: Sequence[Window], pad_id: int, device: torch.device | str =
         position_ids=position_ids.contiguous().to(device),
         rows=torch.tensor(rows, dtype=torch.long, device=device),
         cols=torch.tensor(cols, dtype=torch.long, device=device),
+        starts=torch.tensor(starts, dtype=torch.long, device=device),
         windows=list(windows),
         tokens=int(attention_mask.sum()),
     )

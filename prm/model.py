@@ -53,6 +53,8 @@ from prm.signals import missing_block
 from prm.render import DEFAULT_TAG, Renderer, Window, history_windows, prefix_windows, truncation_note, windows
 
 HEADS = ("tag", "value")
+POOLINGS = ("last", "mean")
+"""What a step's hidden state is: the one at its tag (last token), or the mean over the step's tokens."""
 CONFIG_FILE = "prm_config.json"
 HEAD_FILE = "head.safetensors"
 BACKBONE_DIR = "backbone"
@@ -96,6 +98,8 @@ class PRMSettings:
     history: int | None = None
     """Earlier steps each score reads besides its own (``prm.render.history_windows``); None: the whole
     episode so far, in one pass."""
+    pooling: str = "last"
+    """The head reads the hidden state at the step's tag (last) or its mean over the step's tokens (mean)."""
     format: int = FORMAT_VERSION
 
     @property
@@ -191,6 +195,7 @@ class ProcessRewardModel(nn.Module):
         signal_keys: Sequence[str] | None = None,
         history: int | None = None,
         hidden_inputs: bool = True,
+        pooling: str = "last",
         device: str | None = None,
         dtype: torch.dtype | None = None,
         seed: int = 0,
@@ -203,10 +208,18 @@ class ProcessRewardModel(nn.Module):
         agent signals the value head reads beside the hidden state (``prm.signals``). ``history``:
         each step's score reads only that many earlier steps (None: all, one pass per episode).
         ``hidden_inputs=False``: the value head reads the signal columns alone (``signal_keys`` needed).
+        ``pooling``: ``last`` reads the hidden state at each step's tag; ``mean`` averages it over
+        the step's tokens (its header, state and tag), so a word said mid-step reaches the head
+        even where a few causal layers do not carry it to the tag.
         """
         if not hidden_inputs and (head != "value" or lora or not signal_keys):
             raise ValueError("hidden_inputs=False leaves the value head only its signal columns: use head='value' "
                              "without lora, with signal keys (agent signals or state features).")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling={pooling!r}: use one of {', '.join(POOLINGS)}.")
+        if pooling != "last" and head == "tag":
+            raise ValueError("pooling='mean' with the tag head: its +/- rows read the tag's own hidden state; "
+                             "use head='value'.")
         if history is not None and history < 0:
             raise ValueError(f"history={history}: keep 0 or more earlier steps, or None for the whole episode.")
         if head not in HEADS:
@@ -240,6 +253,7 @@ class ProcessRewardModel(nn.Module):
             signal_keys=list(signal_keys) if signal_keys else None,
             history=history,
             hidden_inputs=hidden_inputs,
+            pooling=pooling,
         )
         if head == "tag":
             head_module = TagHead(*_lm_rows(model, [plus_id, minus_id]))
@@ -270,7 +284,8 @@ class ProcessRewardModel(nn.Module):
 
     # ---------------------------------------------------------------- forward
     def hidden_at_tags(self, batch: Batch) -> torch.Tensor:
-        """Final-norm hidden states at every tag of the batch, shape ``[n_tags, hidden]``."""
+        """Final-norm hidden states at every tag of the batch, shape ``[n_tags, hidden]`` (with
+        ``pooling="mean"``: each averaged over its step's tokens)."""
         # LoRA layers are injected in place, so the plain decoder call runs the adapters too.
         decoder = self._core().get_decoder()
         out = decoder(
@@ -279,6 +294,8 @@ class ProcessRewardModel(nn.Module):
             position_ids=batch.position_ids,
             use_cache=False,
         )
+        if self.settings.pooling == "mean":
+            return mean_over_steps(out.last_hidden_state, batch.rows, batch.starts, batch.cols)
         return out.last_hidden_state[batch.rows, batch.cols]
 
     def forward(self, batch: Batch) -> torch.Tensor:
@@ -526,6 +543,20 @@ def parse_dtype(name: str | None) -> torch.dtype | None:
     if name.lower() not in DTYPES:
         raise ValueError(f"dtype={name!r}: use one of bf16, fp16, fp32 (or leave it unset).")
     return DTYPES[name.lower()]
+
+
+def mean_over_steps(hidden: torch.Tensor, rows: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    """``[n, H]``: the mean of ``hidden[rows[i], starts[i] : ends[i] + 1]`` for every i."""
+    positions = torch.arange(hidden.shape[1], device=hidden.device)
+    inside = (positions >= starts[:, None]) & (positions <= ends[:, None])
+    weights = (inside / inside.sum(1, keepdim=True)).to(hidden.dtype)
+    pooled = hidden.new_empty(len(rows), hidden.shape[-1])
+    # One small matrix product per batch row: gathering each step's tokens would copy the
+    # sequence once per step.
+    for row in rows.unique().tolist():
+        chosen = rows == row
+        pooled[chosen] = weights[chosen] @ hidden[row]
+    return pooled
 
 
 def _keep_layers(model, layers: int | None) -> None:

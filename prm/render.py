@@ -111,6 +111,9 @@ class Window:
     """Positions of those tags inside ``ids``."""
     dropped: int = 0
     """Tokens cut from the left of this window (0 when the whole prefix fits)."""
+    step_start: list[int] | None = None
+    """Position inside ``ids`` of each scored step's first token (0 where the window cut it), for
+    a PRM that pools over the step's tokens; None: unknown (pooling reads the tag alone)."""
 
 
 class Renderer:
@@ -175,6 +178,7 @@ def windows(episode: int, rendered: Rendered, max_length: int) -> list[Window]:
                 steps=list(range(first, remaining)),
                 tag_pos=[p - start for p in pos[first:remaining]],
                 dropped=start,
+                step_start=_starts(rendered, range(first, remaining), start),
             )
         )
         remaining = first
@@ -186,7 +190,8 @@ def prefix_windows(episode: int, rendered: Rendered, max_length: int) -> list[Wi
     out = []
     for step, p in enumerate(rendered.tag_pos):
         start = max(0, p + 1 - max_length)
-        out.append(Window(episode, rendered.ids[start : p + 1], [step], [p - start], dropped=start))
+        out.append(Window(episode, rendered.ids[start : p + 1], [step], [p - start], dropped=start,
+                          step_start=_starts(rendered, [step], start)))
     return out
 
 
@@ -208,8 +213,16 @@ def history_windows(episode: int, rendered: Rendered, history: int, max_length: 
         kept_from = rendered.step_start[max(0, step - history)]
         start = max(kept_from, p + 1 - max_length)
         # Only tokens the context cut count as dropped; steps outside the window are left out on purpose.
-        out.append(Window(episode, rendered.ids[start : p + 1], [step], [p - start], dropped=start - kept_from))
+        out.append(Window(episode, rendered.ids[start : p + 1], [step], [p - start], dropped=start - kept_from,
+                          step_start=_starts(rendered, [step], start)))
     return out
+
+
+def _starts(rendered: Rendered, steps, start: int) -> list[int] | None:
+    """Where each of ``steps`` begins inside a window that starts at token ``start``."""
+    if rendered.step_start is None:
+        return None
+    return [max(rendered.step_start[s] - start, 0) for s in steps]
 
 
 def truncation_note(all_windows: Sequence[Window], n_episodes: int, max_length: int) -> str | None:

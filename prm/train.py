@@ -134,6 +134,9 @@ class TrainConfig:
     history: int | None = None
     """Earlier steps each step's score reads besides its own (0: the step alone); unset: the whole episode
     so far. A short context ranks late steps better where each state already carries the agent's memory."""
+    pooling: Literal["last", "mean"] = "last"
+    """A step's hidden state for the head: at its tag (last token), or the mean over the step's tokens (a word
+    said mid-step reaches the head even where a few layers do not carry it to the tag)."""
     feature_cache: str | None = None
     """.npz file that keeps frozen-backbone features between runs (to try other targets or heads)."""
     save_backbone: bool = False
@@ -245,8 +248,9 @@ def feature_key(prm, model: str, seed: int) -> str:
     """Everything that changes the features: backbone (and its seed when random), layers, rendering."""
     # history joins the key only when set, so caches written before it existed stay valid.
     history = {} if prm.settings.history is None else {"history": prm.settings.history}
+    pooling = {} if prm.settings.pooling == "last" else {"pooling": prm.settings.pooling}
     return json.dumps(
-        history | {
+        history | pooling | {
             "model": model,
             "seed": seed if model == "tiny" else None,
             "layers": prm.settings.layers,
@@ -391,6 +395,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         max_length=cfg.max_length,
         layers=cfg.layers,
         history=cfg.history,
+        pooling=cfg.pooling,
         signal_keys=keys,
         hidden_inputs=cfg.hidden,
         device=cfg.device,

@@ -214,8 +214,12 @@ def estimate_from_transitions(
     step_ends, step_rows = ends.sum((1, 2)), counts.sum((1, 2))
     hazard = _shrink(step_ends, step_rows, step_ends.sum() / step_rows.sum(), smoothing)
     # Proportional hazards: a (state, action) ends more or less often than its steps' rates predict.
-    expected_ends = (counts * hazard[:, None, None]).sum(0)
-    risk = _shrink(ends.sum(0), expected_ends, 1.0, smoothing)
+    # Every row of the last step ends (the horizon), so its ends say nothing about a (state,
+    # action)'s risk of ending early: counted in, they pull every action that never ends early
+    # (an intervention that makes a step safe) towards the average risk.
+    early = slice(0, T - 1)
+    expected_ends = (counts * hazard[:, None, None])[early].sum(0)
+    risk = _shrink(ends[early].sum(0), expected_ends, 1.0, smoothing)
     end_prior = np.minimum(1.0, hazard[:, None, None] * risk)
     move_counts = moves.sum(-1)
     pooled_moves = _shrink(moves.sum(0), move_counts.sum(0)[..., None], 1.0 / S, smoothing * S)

@@ -7,7 +7,10 @@ Variables ``x[t, s, a] >= 0``: probability of being in state ``s`` at step ``t``
                sum_a x[t, s', a] = sum_{s, a} P(s' | t - 1, s, a) x[t - 1, s, a]     (t >= 1)
                sum_{t, s} x[t, s, 1] <= C
 
-solved with ``scipy.optimize.linprog(method="highs")``. The policy is ``x[t, s, 1] / x[t, s]``;
+solved with ``scipy.optimize.linprog(method="highs")``. Ties go to ``base``: among the occupancies
+with the optimal return (to a relative ``LP_TIE_TOL``) a second LP takes the one with the fewest
+interventions, so an intervention that gains nothing is never part of the answer (the first LP
+alone may put occupancy there whenever the budget is slack). The policy is ``x[t, s, 1] / x[t, s]``;
 where a state is never reached (``x[t, s] = 0``) the LP says nothing, so the policy there is the
 greedy one at the budget constraint's shadow price (the LP dual), as in the Lagrangian solver.
 """
@@ -24,6 +27,9 @@ from .solve_lagrangian import greedy_policy
 
 # Below this a state's occupancy is solver noise, not a visit.
 REACH_EPS = 1e-12
+# Relative return the second pass may give up: HiGHS meets its constraints to about 1e-10, so a
+# gain below this is a tie to the LP.
+LP_TIE_TOL = 1e-9
 
 
 def occupancy_lp(model: TabularModel, budget: int) -> tuple[np.ndarray, float]:
@@ -44,19 +50,19 @@ def occupancy_lp(model: TabularModel, budget: int) -> tuple[np.ndarray, float]:
     b_eq = np.zeros(T * S)
     b_eq[:S] = model.start
     a_ub = sparse.csr_matrix((var % 2).astype(float)[None, :])
-    res = linprog(
-        -model.rewards.ravel(),
-        A_ub=a_ub,
-        b_ub=[float(budget)],
-        A_eq=a_eq,
-        b_eq=b_eq,
-        bounds=(0, None),
-        method="highs",
-        options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
-    )
+    options = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
+    res = linprog(-model.rewards.ravel(), A_ub=a_ub, b_ub=[float(budget)], A_eq=a_eq, b_eq=b_eq, bounds=(0, None),
+                  method="highs", options=options)
     if res.status != 0:
         raise RuntimeError(f"linprog (highs) failed for budget={budget}: {res.message}")
-    return np.clip(res.x, 0.0, None).reshape(T, S, 2), float(-res.ineqlin.marginals[0])
+    lam = float(-res.ineqlin.marginals[0])
+    # Second pass: the fewest interventions that keep the optimal return.
+    best = -float(res.fun)
+    keep = sparse.vstack([a_ub, sparse.csr_matrix(-model.rewards.ravel()[None, :])]).tocsr()
+    fewest = linprog((var % 2).astype(float), A_ub=keep, b_ub=[float(budget), -(best - LP_TIE_TOL * (1.0 + abs(best)))],
+                     A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs", options=options)
+    x = fewest.x if fewest.status == 0 else res.x
+    return np.clip(x, 0.0, None).reshape(T, S, 2), lam
 
 
 def solve_lp(model: TabularModel, budget: int) -> Solution:

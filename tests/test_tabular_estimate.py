@@ -105,14 +105,15 @@ def test_backoff_to_the_step_pooled_estimate():
     # Ending backs off to the step's end rate: step 0 ends 0 of 3 rows, step 1 all 3; overall 1/2.
     hazard0, hazard1 = (0 + 1.0 * 0.5) / (3 + 1.0), (3 + 1.0 * 0.5) / (3 + 1.0)
     # Base in bin 0 at step 0: 2 rows, neither ends; both move to bin 1, the only moves of (bin 0, base).
-    # It ends once (step 1) where its steps' rates expect 2 * hazard0 + hazard1.
-    risk = (1 + 1.0) / (2 * hazard0 + hazard1 + 1.0)
+    # Its relative risk counts steps before the last only (the last step's end is the horizon's):
+    # no end where its steps' rates expect 2 * hazard0.
+    risk = (0 + 1.0) / (2 * hazard0 + 1.0)
     end = (0 + 2.0 * hazard0 * risk) / (2 + 2.0)
     pooled = (np.array([0, 2, 0]) + 1.0) / (2 + 1.0 * S)
     moves = (np.array([0, 2, 0]) + 2.0 * pooled) / (2 + 2.0)
     np.testing.assert_allclose(m.transitions[0, 0, 0], [*((1 - end) * moves), end])
     # Intervene in bin 1 at step 0 never happened and never moved: the prior end rate, uniform moves.
-    prior = hazard0 * (1 + 1.0) / (hazard1 + 1.0)
+    prior = hazard0 * (0 + 1.0) / (0 + 1.0)
     np.testing.assert_allclose(m.transitions[0, 1, 1], [*np.full(S, (1 - prior) / S), prior])
     # Mean reward: base in bin 0 at step 0 is (1 + 3) / 2, shrunk towards the pooled mean.
     global_base = (1 + 0 + 3 + 0) / 4  # base rows: a0, a1, b0, c1
@@ -288,3 +289,17 @@ def test_success_that_is_the_mean_reward_follows_the_policy():
     for budget in (0, 1, 2):
         sol = solve_exact(m, budget)
         assert sol.expected_success == pytest.approx(sol.expected_return / model.horizon, rel=1e-9)
+
+
+def test_an_action_that_never_ends_early_is_not_charged_the_horizons_ends():
+    # Five steps; the risky state ends the episode 3 times in 4 under base, an intervention never
+    # ends it before the horizon. Before the fix the last step's certain ends counted in the
+    # intervention's relative risk and gave it an early end rate of about 0.1.
+    from examples.plain_cue_optimum import true_model
+
+    model = true_model(5)
+    data = simulate(model, 400, budget=5, behaviour=0.4, seed=4)
+    disc = Discretizer(3, "uniform").fit(data["prm_score"])  # simulate's scores fall in their state's bin
+    m = estimate(data, disc, smoothing=1.0)
+    assert m.transitions[:-1, :3, 1, -1].max() < 0.03  # the fourth state is the unscored one, never seen
+    assert m.transitions[:-1, 2, 0, -1].min() > 0.5  # "dangerous" under base (truth 3/4) ends most episodes

@@ -1,0 +1,124 @@
+"""The plain-cue check: helper against the exact budgeted optimum, and the verifier's AUROC for "this step is risky".
+
+    for s in 0 1 2; do helpgate pipeline --env examples.plain_cue:make_episodes \\
+        --agent examples.plain_cue:make_agent --prm-model smollm2 --prm-layers 4 --prm-pooling mean \\
+        --prm-target process --max-budget 5 --episodes 200 --eval-episodes 200 \\
+        --methods helper random prm_threshold --seed $s --out runs/plain-cue/seed$s
+        helpgate prm train --data runs/plain-cue/seed$s/trajectories --out runs/plain-cue/seed$s/prm-last \\
+            --model smollm2 --layers 4 --pooling last --target process --base-only --tag-after state \\
+            --seed $s --folds 5; done
+    python benchmarks/plain_cue.py runs/plain-cue/seed0 runs/plain-cue/seed1 runs/plain-cue/seed2 \\
+        --other-prm prm-last
+
+Per run folder: the out-of-fold AUROC of the PRM score (low score = risky) for "this crossing is
+tricky or dangerous" over every logged row (``prm/oof_scores.parquet``: no score comes from a head
+that saw its episode), the same for every ``--other-prm`` folder inside the run (a PRM trained
+another way on the same trajectories, e.g. the other pooling), and per budget C the helper's sweep
+row against two references: the exact optimum's expected success and interventions
+(``examples.plain_cue_optimum.optimum``, brute force over every risk history), and the exact
+optimal gate played on the same held-out episodes as the helper (paired, so the ratio's noise is
+the helper's own). Goals (issue 27): AUROC >= 0.95; helper success >= 0.95 x the optimum at every
+C >= 1 with at most the optimum's interventions + 10%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import polars as pl
+from sklearn.metrics import roc_auc_score
+
+from examples.plain_cue import SLIP
+from examples.plain_cue_optimum import RISKS, optimal_gate, optimum, true_model
+from helper.environment import Environment
+from helper.evaluate import evaluate_gate
+from helper.metrics import NIL_GAIN
+from helper.sweep import SweepConfig
+from tabular_rl import solve_exact
+
+RISKY = r"\b(" + "|".join(r for r, p in SLIP.items() if p > 0) + r")\b"
+RISK_WORD = r"\b(" + "|".join(SLIP) + r")\b"
+SUCCESS_SHARE, SPEND_MARGIN, AUROC_GOAL = 0.95, 1.10, 0.95
+
+
+def risk_auroc(run: Path, prm: Path) -> float:
+    """AUROC of the PRM's out-of-fold score (lower = riskier) for a risky crossing, every logged row."""
+    rows = pl.read_parquet(run / "trajectories" / "*.parquet").select("episode_id", "step", "state_text")
+    scored = pl.read_parquet(prm / "oof_scores.parquet").select("episode_id", "step", "prm_score").join(
+        rows, on=["episode_id", "step"])
+    if scored.height != rows.height:
+        raise ValueError(f"{prm}: out-of-fold scores cover {scored.height} of {rows.height} logged rows")
+    risky = scored["state_text"].str.contains(RISKY).to_numpy()
+    return float(roc_auc_score(risky, -scored["prm_score"].to_numpy()))
+
+
+def label_agreement(solve: Path, budgets: list[int]) -> dict[int, float]:
+    """Share of logged rows whose solved label (``labels.parquet``) is the true optimal decision at that
+    (crossing, risk, budget left): how much of the gap is the estimated MDP's, before any distillation."""
+    rows = pl.read_parquet(solve / "labels.parquet")
+    risk = np.array([RISKS.index(r) for r in rows["state_text"].str.extract(RISK_WORD).to_list()])
+    step, left = rows["step"].to_numpy(), rows["budget_left"].to_numpy()
+    out = {}
+    for c in budgets:
+        truth = solve_exact(true_model(), c).policy[step, risk, np.minimum(left, c)] > 0.5
+        out[c] = float((rows[f"optimal_intervene_c{c}"].to_numpy() == truth).mean())
+    return out
+
+
+def paired_optimum(run: Path, budgets: list[int]) -> pd.DataFrame:
+    """The exact optimal gate on the sweep's own held-out episodes (same env, split, seed, count)."""
+    config = json.loads((run / "sweep" / "summary.json").read_text())["config"]
+    env = Environment(SweepConfig(**config))
+    rows, _, _ = evaluate_gate(env, optimal_gate, budgets, "exact_optimal", ci_resamples=200)
+    return pd.DataFrame(rows).set_index("budget")
+
+
+def report(run: Path, others: list[str]) -> dict:
+    sweep = pd.read_csv(run / "sweep" / "sweep.csv")
+    helper = sweep[sweep["method"] == "helper"].set_index("budget")
+    budgets = [int(c) for c in helper.index if c >= 1]
+    paired = paired_optimum(run, budgets)
+    aurocs = {"prm": risk_auroc(run, run / "prm")} | {name: risk_auroc(run, run / name) for name in others}
+    agree = label_agreement(run / "solve", budgets)
+    print(f"\n{run}: risky-step AUROC " + ", ".join(f"{k} {v:.4f}" for k, v in aurocs.items()))
+    print("solved labels = true optimal decision, per C: " + ", ".join(f"{c}: {a:.3f}" for c, a in agree.items()))
+    print(f"{'C':>2}  {'optimum':>8} {'opt int':>7}  {'paired':>6} {'p int':>5}  {'helper':>6} {'h int':>5} "
+          f"{'nil':>5}  {'h/opt':>5} {'h/pair':>6} {'int/opt':>7}  goal")
+    out = {"aurocs": aurocs, "label_agreement": agree, "budgets": {}}
+    for c in budgets:
+        best, spend = optimum(c)
+        h, p = helper.loc[c], paired.loc[c]
+        ratio, paired_ratio, spend_ratio = h["success"] / best, h["success"] / p["success"], h["interventions"] / spend
+        met = ratio >= SUCCESS_SHARE and spend_ratio <= SPEND_MARGIN
+        nil = h.get(NIL_GAIN, float("nan"))
+        print(f"{c:>2}  {best:8.4f} {spend:7.3f}  {p['success']:6.3f} {p['interventions']:5.2f}  {h['success']:6.3f} "
+              f"{h['interventions']:5.2f} {nil:5.2f}  {ratio:5.3f} {paired_ratio:6.3f} {spend_ratio:7.3f}  "
+              f"{'met' if met else 'MISSED'}")
+        out["budgets"][c] = {"optimum": best, "optimum_interventions": spend, "paired": float(p["success"]),
+                             "paired_interventions": float(p["interventions"]), "helper": float(h["success"]),
+                             "helper_interventions": float(h["interventions"]), "nil_gain": float(nil),
+                             "met": bool(met)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", help="pipeline output folders (one per seed)")
+    parser.add_argument("--other-prm", nargs="*", default=[],
+                        help="PRM folders inside each run trained another way on its trajectories (e.g. prm-last)")
+    args = parser.parse_args()
+    results = {run: report(Path(run), args.other_prm) for run in args.runs}
+    auroc = [r["aurocs"]["prm"] for r in results.values()]
+    met = [b["met"] for r in results.values() for b in r["budgets"].values()]
+    print(f"\nAUROC (pipeline PRM) per seed: {', '.join(f'{a:.4f}' for a in auroc)}; goal >= {AUROC_GOAL}: "
+          f"{'met' if min(auroc) >= AUROC_GOAL else 'MISSED'}")
+    print(f"helper within {SUCCESS_SHARE} x optimum success and {SPEND_MARGIN} x its interventions: "
+          f"{sum(met)} of {len(met)} (seed, C) cells")
+
+
+if __name__ == "__main__":
+    main()
