@@ -79,6 +79,8 @@ class CollectConfig(AgentEnvParams):
     """Episodes per shard (the unit that a killed run redoes)."""
     max_new_tokens: int = 96
     """env agile: longest turn the AGILE agent writes (as agile eval)."""
+    decoding: Literal["free", "constrained"] = "free"
+    """env agile: free (the policy writes its turns) or constrained (function and answer form by log-probability; no SFT needed)."""
     counterfactual: bool = False
     """Also record cf_base_success / cf_intervene_success at every decision (costly for an LLM)."""
     decide_after: Literal["state", "proposal"] = "state"
@@ -99,11 +101,11 @@ class CollectConfig(AgentEnvParams):
 
 IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url")
 """Fields that may change between a run and its resumption (they do not change the data)."""
-ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto"}
+ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto", "decoding": "free"}
 """Fields added since older folders were collected, with the value those folders had."""
 ENV_ONLY = {
     "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features"),
-    "agile": ("data", "groups", "questions_per_episode", "max_new_tokens"),
+    "agile": ("data", "groups", "questions_per_episode", "max_new_tokens", "decoding"),
     "textworld": ("tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p"),
 }
 """Fields that only one environment reads; the other leaves them out of the manifest's identity."""

@@ -3,8 +3,22 @@
     agent = LLMAgent("smollm2")            # or "tiny", a Hugging Face id, a local folder
     actions = agent.act(observations)      # one action per observation, one model call per round
 
-Each observation is answered in one of four modes, chosen from its question type (the
-environment's annotation, ``agile.envs.productqa_env.question_type``) and its text:
+Each observation is answered in one of four modes, which the agent chooses itself from what a
+deployed agent sees (``modes``):
+
+- after a search (a ``[SearchResult]`` line in the state): ``ids``;
+- otherwise, whether to search: the model's own log-probability of the two function tokens,
+  ``[SearchProduct]`` against ``[PredictAnswer]``, after the state and an instruction that offers
+  both (the same principle as the AGILE policy's constrained decoding,
+  ``agile.executor.constrained``); ``search_bias`` is added to the search-minus-answer margin
+  (0 by default). The decision prompt shares its start with the answer prompts, so the prompt
+  cache computes only the instruction's tokens again;
+- an answer without a search: ``yesno`` when the question is phrased as a yes/no question
+  (``is_yes_no_question``), else ``free``.
+
+The dataset's question type is never read (an observation's ``annotations`` are not looked at):
+``mode_choice="question_type"`` restores the earlier rule that read it (``annotated_mode``), as
+an ablation that measures what the annotation was worth. The modes:
 
 - ``sql`` (a search question before its search): the model writes the ``WHERE`` part of
   ``[SearchProduct] SELECT product_id FROM `<table>` WHERE ...`` (the prefix is given, so the
@@ -63,7 +77,7 @@ from collections.abc import Sequence
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
-from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
+from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token, score_continuations
 from agile.envs.answer_eval import parse_product_ids
 from agile.envs.productqa_env import (
     NO_PRODUCT,
@@ -95,7 +109,12 @@ INSTRUCTIONS = {
         "price < 50 AND brand = \"Nike\" ORDER BY price LIMIT 1;"
     ),
     "ids": "Answer with the product id from the search result, or none if no product matches.",
+    "decide": ("Reply with [SearchProduct] <SQL> to search the table above for the products the "
+               "customer wants, or with [PredictAnswer] <answer> to answer the customer."),
 }
+MODE_CHOICES = ("model", "question_type")
+"""How ``LLMAgent`` picks a mode: by the model's log-probabilities (the default, annotation-free),
+or from the dataset's question type (an ablation)."""
 PREFIX_CACHE_BYTES = 768 * 2**20
 """Default memory for cached prompt keys and values on a CPU (a lockstep round of 16 search
 prompts of SmolLM2 must fit: the answers after the search reuse them in the next round)."""
@@ -117,16 +136,31 @@ def is_yes_no_question(question: str) -> bool:
     return bool(asked) and bool(_YES_NO_START.match(asked[-1]))
 
 
-def choose_mode(observation: Observation) -> str:
-    """``sql``, ``ids``, ``yesno`` or ``free`` (see the module docstring)."""
-    qtype = question_type(observation)
-    if qtype == "search_qa":
-        return "ids" if SEARCH_RESULT_HEADER in observation.state_text else "sql"
-    if qtype == "reasoning_qa":
-        return "yesno"
+def answer_mode(observation: Observation, search: bool) -> str:
+    """The mode once the search decision is taken: ``ids`` after a search, ``sql`` to search,
+    else ``yesno`` or ``free`` by the question's phrasing (text a deployed agent sees)."""
+    if SEARCH_RESULT_HEADER in observation.state_text:
+        return "ids"
+    if search:
+        return "sql"
     match = _CUSTOMER.search(observation.state_text)
     question = match.group(1) if match else observation.state_text
     return "yesno" if is_yes_no_question(question) else "free"
+
+
+def annotated_mode(observation: Observation) -> str:
+    """The mode the dataset's question type implies (the ``mode_choice="question_type"`` ablation,
+    and the OpenAI agent's rule, which has no log-probabilities to choose with)."""
+    qtype = question_type(observation)
+    if qtype == "search_qa":
+        return answer_mode(observation, search=True)
+    if qtype == "reasoning_qa":
+        return "yesno"
+    return answer_mode(observation, search=False)
+
+
+choose_mode = annotated_mode
+"""The earlier name of ``annotated_mode`` (an ``LLMAgent`` now chooses with ``LLMAgent.modes``)."""
 
 
 def answer_without_model(observation: Observation, mode: str) -> str | None:
@@ -146,7 +180,7 @@ def prompt_messages(observation: Observation, mode: str, constrained: bool = Tru
 
 def reply_prefix(observation: Observation, mode: str, constrained: bool = True) -> str:
     """The forced start of the reply ("" when the model writes the function token itself)."""
-    if not constrained and mode != "yesno":
+    if mode == "decide" or (not constrained and mode != "yesno"):
         return ""
     if mode == "sql":
         match = _TABLE.search(observation.state_text)
@@ -227,6 +261,8 @@ class LLMAgent:
         prefix_cache_tokens: int | None = None,
         dtype: torch.dtype | str | None = None,
         signals: bool = True,
+        mode_choice: str = "model",
+        search_bias: float = 0.0,
     ):
         """``lm``: an already loaded ``(model, tokenizer)`` pair to share (e.g. between tests).
 
@@ -245,7 +281,12 @@ class LLMAgent:
         but it is not the same model: some greedy answers change (see benchmarks/RESULTS.md).
         ``signals``: fill ``Action.signals`` (see the module docstring); False skips the
         log-probabilities of generated tokens (the actions are the same either way).
+        ``mode_choice``: ``model`` (the agent decides whether to search by its log-probabilities)
+        or ``question_type`` (reads the dataset's annotation: an ablation). ``search_bias``: added
+        to the search-minus-answer log-probability margin of that decision.
         """
+        if mode_choice not in MODE_CHOICES:
+            raise ValueError(f"mode_choice must be one of {', '.join(MODE_CHOICES)}, got {mode_choice!r}.")
         if isinstance(dtype, str):
             dtype = getattr(torch, dtype)
         self.model, self.tokenizer = (
@@ -274,6 +315,11 @@ class LLMAgent:
             on_cpu = self.model.device.type == "cpu"
             prefix_cache_tokens = PREFIX_CACHE_BYTES // kv_bytes_per_token(self.model) if on_cpu else 0
         self.prefix_cache = PromptKVCache(self.model, prefix_cache_tokens) if prefix_cache_tokens > 0 else None
+        self.mode_choice = mode_choice
+        self.search_bias = float(search_bias)
+        self._function_ids = [self.tokenizer.encode(t, add_special_tokens=False) for t in (SEARCH, PREDICT)]
+        self._decisions: OrderedDict[str, float] = OrderedDict()
+        self._decide_cache: PromptKVCache | None = None
         self._semicolons: set[int] | None = None
 
     def _newline_ids(self) -> torch.Tensor:
@@ -303,9 +349,38 @@ class LLMAgent:
 
     # -- acting ------------------------------------------------------------------------------
 
+    def search_margins(self, observations: Sequence[Observation]) -> list[float]:
+        """log p([SearchProduct]) - log p([PredictAnswer]) after each observation's decision
+        prompt (greedy and deterministic; remembered by prompt like the answers)."""
+        if self._decide_cache is None:
+            # The answer prompts' cache where there is one: they share the decision prompt's start.
+            self._decide_cache = self.prefix_cache or PromptKVCache(self.model, 16_384)
+        out = []
+        for observation in observations:
+            prompt = self.prompt(observation, "decide")
+            if prompt not in self._decisions:
+                ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+                logits, kv = self._decide_cache.prefill(ids)
+                search, predict = score_continuations(self.model, logits, kv, self._function_ids)
+                self._decisions[prompt] = search - predict
+                while len(self._decisions) > max(self.cache_size, 1):
+                    self._decisions.popitem(last=False)
+            out.append(self._decisions[prompt])
+        return out
+
+    @torch.no_grad()
+    def modes(self, observations: Sequence[Observation]) -> list[str]:
+        """The answering mode of each observation (see the module docstring)."""
+        if self.mode_choice == "question_type":
+            return [annotated_mode(o) for o in observations]
+        undecided = [o for o in observations if SEARCH_RESULT_HEADER not in o.state_text]
+        margins = iter(self.search_margins(undecided))
+        return [answer_mode(o, search=False) if SEARCH_RESULT_HEADER in o.state_text
+                else answer_mode(o, search=next(margins) + self.search_bias > 0) for o in observations]
+
     @torch.no_grad()
     def act(self, observations: Sequence[Observation]) -> list[Action]:
-        modes = [choose_mode(o) for o in observations]
+        modes = self.modes(observations)
         texts: list[str | None] = [None] * len(observations)
         signals: list[dict[str, float]] = [{} for _ in observations]
         for i, mode in enumerate(modes):
