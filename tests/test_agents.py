@@ -214,9 +214,10 @@ def test_llm_sampling_is_reproducible(source, tiny):
 
 
 def test_llm_runs_episodes_with_search_round_trip(source, tiny):
-    agent = LLMAgent("tiny", lm=tiny, max_new_tokens=10)
+    # search_bias: the agent searches every question not phrased as yes/no.
+    agent = LLMAgent("tiny", lm=tiny, max_new_tokens=10, search_bias=1e3)
     eps = [e for e in episodes(source, 12, seed=1, qpe=2)
-           if any(q.type == "search_qa" for q in e.questions)][:3]
+           if any(not is_yes_no_question(q.question) for q in e.questions)][:3]
     records = run_episodes(eps, agent, budget=1, explore_p=0.5, rng_seed=2)
     # Which questions it searches is the agent's own choice (not the question type).
     searched = [r for rows in records for r in rows if not r.intervened and r.action_text.startswith("[SearchProduct]")]

@@ -59,12 +59,18 @@ def test_no_annotation_reaches_the_base_agent_or_the_prm(source, tiny):
         agent = LLMAgent("tiny", lm=tiny, max_new_tokens=6, **kw)
         return run_episodes(eps, agent), agent
 
-    seen, agent = run([e.clone() for e in episodes])
-    blind_seen, _ = run(blind)
+    # The model's own search decision reads the same numbers without the annotations.
+    agent = LLMAgent("tiny", lm=tiny, max_new_tokens=6)
+    first = [e.observe() for e in episodes]
+    assert agent.search_margins(first) == agent.search_margins([e.observe() for e in blind])
+    # search_bias: every question not phrased as yes/no is searched, so both functions are played.
+    seen, agent = run([e.clone() for e in episodes], search_bias=1e3)
+    blind_seen, _ = run([scrubbed(e) for e in episodes], search_bias=1e3)
     assert prm_inputs(seen) == prm_inputs(blind_seen)
-    # The agent chose both ways by itself (the decision is exercised, not constant).
     functions = collections.Counter(r.action_text.split(" ", 1)[0] for e in seen for r in e)
     assert functions["[SearchProduct]"] > 0 and functions["[PredictAnswer]"] > 0, functions
+    plain, _ = run([e.clone() for e in episodes])
+    assert prm_inputs(plain) == prm_inputs(run([scrubbed(e) for e in episodes])[0])
     # The test can fail: the ablation that reads the question type acts differently without it.
     annotated, _ = run([e.clone() for e in episodes], mode_choice="question_type")
     annotated_blind, _ = run([scrubbed(e) for e in episodes], mode_choice="question_type")
