@@ -14,6 +14,9 @@ it). ``report`` prints the Markdown tables: accuracy with a 95% interval that re
 paired differences on the same questions, modes and the answer distribution::
 
     OMP_NUM_THREADS=1 python benchmarks/honest_agent.py light --out runs/honest --episodes 16
+    mkdir -p /tmp/a675940 && git archive a675940 | tar -x -C /tmp/a675940   # the agent before issue 28
+    OMP_NUM_THREADS=1 python benchmarks/honest_agent.py light --out runs/honest --episodes 16 \
+        --repo /tmp/a675940 --tag a675940
     OMP_NUM_THREADS=1 python benchmarks/honest_agent.py agile --out runs/honest --episodes 16
     python benchmarks/honest_agent.py report --out runs/honest
 
@@ -64,13 +67,17 @@ def run_light(args, out: Path) -> None:
     # One agent, two mode rules: answers are remembered by prompt, so the run that chooses by itself
     # recomputes only the decision prompts and the questions where its mode differs.
     agent = LLMAgent("smollm2")
+    # Another checkout (--repo, an export of an earlier commit) runs its own agent once, as it is.
+    runs = [(f"light-annotated@{args.tag}", None)] if args.repo else \
+        [("light-annotated", "question_type"), ("light", "model")]
     for indices in chunks(args, len(source.group_names)):
         episodes = source.episodes(indices, args.seed, args.questions)
-        for name, rule in (("light-annotated", "question_type"), ("light", "model")):
+        for name, rule in runs:
             todo = [e for e in episodes if (name, e.episode_id) not in done_keys(out / "rows.jsonl")]
             if not todo:
                 continue
-            agent.mode_choice = rule
+            if rule is not None:
+                agent.mode_choice = rule
             start = time.perf_counter()
             records = run_episodes([e.clone() for e in todo], agent)
             rows = [{"agent": name, "episode": r.episode_id, "step": r.step, "group": r.task_id.split("/")[0],
@@ -135,14 +142,17 @@ def report(out: Path) -> str:
     by_agent: dict[str, list[dict]] = collections.defaultdict(list)
     for r in rows:
         by_agent[r["agent"]].append(r)
-    # Only the episodes every agent finished: the comparison is paired.
-    common = set.intersection(*({r["episode"] for r in rs} for rs in by_agent.values()))
-    lines = [f"{len(common)} episodes ({sum(1 for r in rows if r['episode'] in common) // len(by_agent)} "
-             "questions) answered by every agent.", "",
-             "| agent | questions | accuracy [95%] | fact_qa | search_qa | reasoning_qa |", "|---|---|---|---|---|---|"]
+    # Each agent on the episodes it finished that the ablation finished too; differences are paired
+    # on the episodes both agents finished.
+    reference = {r["episode"] for r in by_agent.get("light-annotated", [])}
+    common = {name: {r["episode"] for r in rs} & reference for name, rs in by_agent.items()}
+    lines = ["| agent | episodes | questions | accuracy [95%] | fact_qa | search_qa | reasoning_qa |",
+             "|---|---|---|---|---|---|---|"]
     keyed = {}
-    for name in ("light-annotated", "light", "agile-constrained"):
-        rs = [r for r in by_agent.get(name, []) if r["episode"] in common]
+    names = ["light-annotated", *sorted(n for n in by_agent if n.startswith("light-annotated@")), "light",
+             "agile-constrained"]
+    for name in names:
+        rs = [r for r in by_agent.get(name, []) if r["episode"] in common.get(name, ())]
         if not rs:
             continue
         keyed[name] = {(r["episode"], r["step"]): r["correct"] for r in rs}
@@ -154,27 +164,31 @@ def report(out: Path) -> str:
         for t in ("fact_qa", "search_qa", "reasoning_qa"):
             v = [r["correct"] for r in rs if r["type"] == t]
             per_type.append(f"{np.mean(v):.3f} (n={len(v)})" if v else "-")
-        lines.append(f"| {name} | {len(rs)} | {np.mean([r['correct'] for r in rs]):.3f} [{low:.3f}, {high:.3f}] | "
+        lines.append(f"| {name} | {len(per_episode)} | {len(rs)} | {np.mean([r['correct'] for r in rs]):.3f} "
+                     f"[{low:.3f}, {high:.3f}] | "
                      + " | ".join(per_type) + " |")
-    lines += ["", "| paired difference | mean [95%, resampling episodes] |", "|---|---|"]
-    for a, b in (("light", "light-annotated"), ("agile-constrained", "light-annotated"), ("agile-constrained", "light")):
+    lines += ["", "| paired difference (same questions) | mean [95%, resampling episodes] |", "|---|---|"]
+    pairs = [(n, "light-annotated") for n in names[1:-2]] + \
+        [("light", "light-annotated"), ("agile-constrained", "light-annotated"), ("agile-constrained", "light")]
+    for a, b in pairs:
         if a in keyed and b in keyed:
             per_episode = collections.defaultdict(list)
             for key, value in keyed[a].items():
-                per_episode[key[0]].append(value - keyed[b][key])
+                if key in keyed[b]:
+                    per_episode[key[0]].append(value - keyed[b][key])
             low, high = bootstrap(per_episode)
-            lines.append(f"| {a} − {b} | {np.mean([v for vs in per_episode.values() for v in vs]):+.3f} "
-                         f"[{low:+.3f}, {high:+.3f}] |")
+            lines.append(f"| {a} − {b} ({sum(map(len, per_episode.values()))} questions) | "
+                         f"{np.mean([v for vs in per_episode.values() for v in vs]):+.3f} [{low:+.3f}, {high:+.3f}] |")
     lines += ["", "| agent | question type | function chosen (share) |", "|---|---|---|"]
     for name in keyed:
         for t in ("fact_qa", "search_qa", "reasoning_qa"):
-            rs = [r for r in by_agent[name] if r["episode"] in common and r["type"] == t]
+            rs = [r for r in by_agent[name] if r["episode"] in common[name] and r["type"] == t]
             counts = collections.Counter(r["function"] for r in rs)
             shares = ", ".join(f"{k} {v / len(rs):.2f}" for k, v in counts.most_common())
             lines.append(f"| {name} | {t} | {shares} |")
     lines += ["", "| agent | distinct answers | most common answers (share) |", "|---|---|---|"]
     for name in keyed:
-        rs = [r for r in by_agent[name] if r["episode"] in common]
+        rs = [r for r in by_agent[name] if r["episode"] in common[name]]
         counts = collections.Counter(r["answer"] for r in rs)
         top = ", ".join(f"`{k[:40]}` {v / len(rs):.2f}" for k, v in counts.most_common(4))
         lines.append(f"| {name} | {len(counts)} of {len(rs)} | {top} |")
@@ -195,7 +209,12 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=4, help="questions per episode")
     parser.add_argument("--seed", type=int, default=0, help="which sessions the episodes hold")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="AGILE: longest query or free answer")
+    parser.add_argument("--repo", default=None,
+                        help="light: run the agent of this checkout instead (e.g. `git archive a675940` unpacked)")
+    parser.add_argument("--tag", default="old", help="with --repo: the agent is named light-annotated@TAG")
     args = parser.parse_args()
+    if args.repo:
+        sys.path.insert(0, str(Path(args.repo).resolve()))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.data is None:
@@ -208,7 +227,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    (out / f"command_{args.what}.txt").write_text(" ".join(sys.argv) + "\n")
+    (out / f"command_{args.what}{'@' + args.tag if args.repo else ''}.txt").write_text(" ".join(sys.argv) + "\n")
     (run_light if args.what == "light" else run_agile)(args, out)
 
 

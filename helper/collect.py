@@ -194,7 +194,10 @@ def run(config: CollectConfig) -> dict:
     setup = env_setup(config)
     setup.source()  # a bad data root or group is refused before any file is written
     out = Path(config.out)
-    manifest = Manifest.open(out, identity(config, setup), ignore=IGNORED_ON_RESUME, defaults=ADDED_SINCE)
+    ident = identity(config, setup)
+    # A default fills a field only where this run has it (another env's field is left out of both).
+    manifest = Manifest.open(out, ident, ignore=IGNORED_ON_RESUME,
+                             defaults={k: v for k, v in ADDED_SINCE.items() if k in ident})
     for stale in out.glob(".*.tmp"):  # a shard or manifest write cut short by a kill
         stale.unlink(missing_ok=True)
     n_shards = -(-config.episodes // config.shard_size)
