@@ -134,3 +134,28 @@ def test_the_simulator_errs_in_the_gold_format(source):
                 sizes.append(0 if argument == NO_PRODUCT else len(argument.split(", ")))
             assert episode.step(action).reward == (0.0 if question.type == "search_qa" else 1.0)
     assert len(sizes) >= 10 and sum(n > 1 for n in sizes) > len(sizes) / 3
+
+
+def test_agile_task_ids_carry_the_product_group_so_prm_folds_are_by_group():
+    import polars as pl
+
+    from agile.executor.episode import AgileSource
+    from prm.folds import assign_folds, task_group
+
+    source = AgileSource(default_catalog_dir(seed=0), "train", model="tiny", max_new_tokens=4)
+    episodes = source.episodes(range(12), seed=0, questions_per_episode=2)
+    rows = []
+    for episode in episodes:
+        observation = episode.observe()
+        group = episode.executor.group.name
+        assert observation.task_id == f"{group}/{episode.executor.question.id}"
+        assert task_group(observation.task_id) == group and group in source.group_names
+        rows.append({"episode_id": episode.episode_id, "task_id": observation.task_id,
+                     "prefix_key": episode.episode_id})
+    assert {task_group(r["task_id"]) for r in rows} == set(source.group_names)  # six real groups, gen_backpacks ...
+    folds = assign_folds(pl.DataFrame(rows), folds=3)
+    assert folds.how.startswith("task group") and folds.k == 3
+    by_group = {}
+    for r in rows:
+        by_group.setdefault(task_group(r["task_id"]), set()).add(folds.fold[r["episode_id"]])
+    assert all(len(f) == 1 for f in by_group.values())  # a group never spans two folds
