@@ -79,6 +79,8 @@ class CollectConfig(AgentEnvParams):
     """Episodes per shard (the unit that a killed run redoes)."""
     max_new_tokens: int = 96
     """env agile: longest turn the AGILE agent writes (as agile eval)."""
+    decoding: Literal["free", "constrained"] = "free"
+    """env agile: free (the policy writes its turns) or constrained (function and answer form by log-probability; no SFT needed)."""
     counterfactual: bool = False
     """Also record cf_base_success / cf_intervene_success at every decision (costly for an LLM)."""
     decide_after: Literal["state", "proposal"] = "state"
@@ -101,11 +103,11 @@ MAX_SHARDS = 100_000
 """Shards one collection folder may hold (its manifest lists each one)."""
 IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url")
 """Fields that may change between a run and its resumption (they do not change the data)."""
-ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto", "consistency_samples": 0}
+ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto", "consistency_samples": 0, "decoding": "free"}
 """Fields added since older folders were collected, with the value those folders had."""
 ENV_ONLY = {
     "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features"),
-    "agile": ("data", "groups", "questions_per_episode", "max_new_tokens"),
+    "agile": ("data", "groups", "questions_per_episode", "max_new_tokens", "decoding"),
     "textworld": ("tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p"),
 }
 """Fields that only one environment reads; the other leaves them out of the manifest's identity."""
@@ -199,7 +201,10 @@ def run(config: CollectConfig) -> dict:
     setup = env_setup(config)
     setup.source()  # a bad data root or group is refused before any file is written
     out = Path(config.out)
-    manifest = Manifest.open(out, identity(config, setup), ignore=IGNORED_ON_RESUME, defaults=ADDED_SINCE)
+    ident = identity(config, setup)
+    # A default fills a field only where this run has it (another env's field is left out of both).
+    manifest = Manifest.open(out, ident, ignore=IGNORED_ON_RESUME,
+                             defaults={k: v for k, v in ADDED_SINCE.items() if k in ident})
     for stale in out.glob(".*.tmp"):  # a shard or manifest write cut short by a kill
         stale.unlink(missing_ok=True)
     n_shards = -(-config.episodes // config.shard_size)

@@ -95,6 +95,8 @@ class EnvSpec:
     """ProductQA: add the dataset's question type to the observation's features (an ablation)."""
     max_new_tokens: int = 96
     """AGILE: longest turn the agent writes (as agile eval)."""
+    decoding: str = "free"
+    """AGILE: free (the policy writes its turns) or constrained (function and answer form by log-probability; no SFT needed)."""
     tw_games: int = 48
     """TextWorld: games in the split."""
     tw_quest_lengths: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
@@ -138,6 +140,8 @@ class EnvSpec:
         for field_name, name in (("agent", self.agent), ("strong", self.strong)):
             if name == OPENAI_PREFIX:
                 raise ValueError(f"{field_name}={name!r}: name the served model, e.g. openai:smollm2.")
+        if self.decoding not in ("free", "constrained"):
+            raise ValueError(f"decoding={self.decoding!r}: choose free or constrained.")
         if self.env == "agile":
             if self.strong != "human":
                 raise ValueError(f"strong={self.strong!r}: env='agile' intervenes by seeking advice (the human's "
@@ -212,7 +216,7 @@ class EnvSetup:
 
                 self._sources[split] = AgileSource(self.root, split, list(s.groups) if s.groups else None,
                                                    model=s.agent, device=s.device,
-                                                   max_new_tokens=s.max_new_tokens)
+                                                   max_new_tokens=s.max_new_tokens, decoding=s.decoding)
             elif s.env == "productqa":
                 from agile.envs.productqa_env import ProductQASource
 

@@ -66,7 +66,7 @@ def test_signals_equal_a_full_forward_pass(tiny):
     actions = agent.act(observations)
     checked = {"yesno": 0, "generated": 0}
     for observation, action in zip(observations, actions):
-        mode = choose_mode(observation)
+        mode = agent.modes([observation])[0]
         if not action.signals:
             continue
         prompt = tokenizer(agent.prompt(observation, mode), add_special_tokens=False)["input_ids"]

@@ -125,7 +125,8 @@ def test_features_and_state_text(train):
         assert f"({question.type})" not in obs.state_text
         assert obs.features["progress"] == obs.step / obs.horizon
         assert question.question in obs.state_text and question.asin in obs.state_text
-        assert ("Table `" in obs.state_text) == (question.type == "search_qa")
+        # The schema opens every state, whatever the type (tests/test_honest_agent.py).
+        assert obs.state_text.startswith("Table `")
         assert obs.features["memory_hits"] <= episode.memory_k
         episode.step(episode.expert_action())
 

@@ -111,8 +111,9 @@ def test_agent_gives_the_same_actions_with_and_without_the_prompt_cache(tiny):
     source = ProductQASource(default_catalog_dir(seed=0), "test")
     kwargs = {"budget": 1, "explore_p": 0.3, "rng_seed": 3}
     # The answer cache is off so that every call reaches the model.
-    off = LLMAgent("tiny", lm=tiny, max_new_tokens=10, cache_size=0, prefix_cache_tokens=0)
-    on = LLMAgent("tiny", lm=tiny, max_new_tokens=10, cache_size=0, max_batch=4)
+    # search_bias: every question not phrased as yes/no is searched, so the search prompts run too.
+    off = LLMAgent("tiny", lm=tiny, max_new_tokens=10, cache_size=0, prefix_cache_tokens=0, search_bias=1e3)
+    on = LLMAgent("tiny", lm=tiny, max_new_tokens=10, cache_size=0, max_batch=4, search_bias=1e3)
     assert off.prefix_cache is None and on.prefix_cache is not None
     records_off = run_episodes(source.episodes(range(8), 1, 3), off, **kwargs)
     records_on = run_episodes(source.episodes(range(8), 1, 3), on, **kwargs)

@@ -171,7 +171,9 @@ def mixed_observations(n_episodes: int) -> list[Observation]:
 def test_openai_agent_acts_like_the_local_agent(model_server, tiny):
     observations = mixed_observations(6)
     remote = OpenAIAgent("tiny", base_url=f"{model_server}/v1", concurrency=4).act(observations)
-    local = LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0).act(observations)
+    # The served agent has no log-probabilities to choose its mode with: it follows the question type,
+    # as the local agent's ablation does.
+    local = LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0, mode_choice="question_type").act(observations)
     for observation, r, lo in zip(observations, remote, local):
         if choose_mode(observation) == "yesno":
             # The random tiny model has " yes"/" no" outside its top-20 tokens: the reply decides.
@@ -190,7 +192,7 @@ def test_openai_agent_on_smollm2_acts_exactly_like_the_local_agent(one_torch_thr
     observations = mixed_observations(4)
     with cli_server(["serve", "--model", "smollm2"]) as url:
         remote = OpenAIAgent("smollm2", base_url=f"{url}/v1", concurrency=2).act(observations)
-    local = LLMAgent("smollm2", max_batch=1, cache_size=0).act(observations)
+    local = LLMAgent("smollm2", max_batch=1, cache_size=0, mode_choice="question_type").act(observations)
     assert [a.text for a in remote] == [a.text for a in local]
 
 
@@ -214,7 +216,7 @@ def test_collect_through_the_server(model_server, tiny, tmp_path):
     assert all(text.startswith(("[PredictAnswer]", "[SearchProduct]")) for text in frame["action_text"])
     # The logged state reproduces the action: the local agent on the same weights writes the same
     # (a search question logs the query, its result and the answer after it: the query comes first).
-    local = LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0)
+    local = LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0, mode_choice="question_type")  # as the served agent
     for row in frame.filter(~pl.col("intervened")).iter_rows(named=True):
         # The question type is an annotation (never logged): read it back from the task id.
         observation = Observation(row["episode_id"], row["env"], row["task_id"], row["step"], row["state_text"],

@@ -3,8 +3,28 @@
     agent = LLMAgent("smollm2")            # or "tiny", a Hugging Face id, a local folder
     actions = agent.act(observations)      # one action per observation, one model call per round
 
-Each observation is answered in one of four modes, chosen from its question type (the
-environment's annotation, ``agile.envs.productqa_env.question_type``) and its text:
+Each observation is answered in one of four modes, which the agent chooses itself from what a
+deployed agent sees (``modes``):
+
+- after a search (a ``[SearchResult]`` line in the state): ``ids``;
+- a question phrased as a yes/no question (``is_yes_no_question``): ``yesno``, the form the
+  question itself asks for;
+- any other question: search or answer in free text, by the model's own log-probability of the
+  two function tokens, ``[SearchProduct]`` against ``[PredictAnswer]``, after the state and an
+  instruction that offers both (the principle of the AGILE policy's constrained decoding,
+  ``agile.executor.constrained``); ``search_bias`` is added to the search-minus-answer margin
+  (0 by default). The decision prompt shares its start with the answer prompts, so the prompt
+  cache computes only the instruction's tokens again.
+
+Why the phrasing first: asked about every question, SmolLM2-135M prefers ``[SearchProduct]``
+for all of them (16 of 16 shared test questions, yes/no ones included: never-ask accuracy 0),
+while a yes/no question is answered yes or no whatever its dataset type. Among the questions
+not phrased so, most are search questions (54% of the shared train split), where its
+preference for a search is the right call.
+
+The dataset's question type is never read (an observation's ``annotations`` are not looked at):
+``mode_choice="question_type"`` restores the earlier rule that read it (``annotated_mode``), as
+an ablation that measures what the annotation was worth. The modes:
 
 - ``sql`` (a search question before its search): the model writes the ``WHERE`` part of
   ``[SearchProduct] SELECT product_id FROM `<table>` WHERE ...`` (the prefix is given, so the
@@ -84,7 +104,13 @@ from collections.abc import Sequence
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
-from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token, sample_continue
+from agile.agents.prompt_cache import (
+    PromptKVCache,
+    greedy_continue,
+    kv_bytes_per_token,
+    sample_continue,
+    score_continuations,
+)
 from agile.envs.answer_eval import parse_product_ids
 from agile.envs.productqa_env import (
     NO_PRODUCT,
@@ -116,7 +142,12 @@ INSTRUCTIONS = {
         "price < 50 AND brand = \"Nike\" ORDER BY price LIMIT 1;"
     ),
     "ids": "Answer with the product id from the search result, or none if no product matches.",
+    "decide": ("Reply with [SearchProduct] <SQL> to search the table above for the products the "
+               "customer wants, or with [PredictAnswer] <answer> to answer the customer."),
 }
+MODE_CHOICES = ("model", "question_type")
+"""How ``LLMAgent`` picks a mode: by the model's log-probabilities (the default, annotation-free),
+or from the dataset's question type (an ablation)."""
 PREFIX_CACHE_BYTES = 768 * 2**20
 """Default memory for cached prompt keys and values on a CPU (a lockstep round of 16 search
 prompts of SmolLM2 must fit: the answers after the search reuse them in the next round)."""
@@ -158,16 +189,31 @@ def is_yes_no_question(question: str) -> bool:
     return bool(asked) and bool(_YES_NO_START.match(asked[-1]))
 
 
-def choose_mode(observation: Observation) -> str:
-    """``sql``, ``ids``, ``yesno`` or ``free`` (see the module docstring)."""
-    qtype = question_type(observation)
-    if qtype == "search_qa":
-        return "ids" if SEARCH_RESULT_HEADER in observation.state_text else "sql"
-    if qtype == "reasoning_qa":
-        return "yesno"
+def answer_mode(observation: Observation, search: bool) -> str:
+    """The mode once the search decision is taken: ``ids`` after a search, ``sql`` to search,
+    else ``yesno`` or ``free`` by the question's phrasing (text a deployed agent sees)."""
+    if SEARCH_RESULT_HEADER in observation.state_text:
+        return "ids"
+    if search:
+        return "sql"
     match = _CUSTOMER.search(observation.state_text)
     question = match.group(1) if match else observation.state_text
     return "yesno" if is_yes_no_question(question) else "free"
+
+
+def annotated_mode(observation: Observation) -> str:
+    """The mode the dataset's question type implies (the ``mode_choice="question_type"`` ablation,
+    and the OpenAI agent's rule, which has no log-probabilities to choose with)."""
+    qtype = question_type(observation)
+    if qtype == "search_qa":
+        return answer_mode(observation, search=True)
+    if qtype == "reasoning_qa":
+        return "yesno"
+    return answer_mode(observation, search=False)
+
+
+choose_mode = annotated_mode
+"""The earlier name of ``annotated_mode`` (an ``LLMAgent`` now chooses with ``LLMAgent.modes``)."""
 
 
 def answer_without_model(observation: Observation, mode: str) -> str | None:
@@ -187,7 +233,7 @@ def prompt_messages(observation: Observation, mode: str, constrained: bool = Tru
 
 def reply_prefix(observation: Observation, mode: str, constrained: bool = True) -> str:
     """The forced start of the reply ("" when the model writes the function token itself)."""
-    if not constrained and mode != "yesno":
+    if mode == "decide" or (not constrained and mode != "yesno"):
         return ""
     if mode == "sql":
         match = _TABLE.search(observation.state_text)
@@ -270,6 +316,8 @@ class LLMAgent:
         signals: bool = True,
         consistency_samples: int = 0,
         consistency_temperature: float = 1.0,
+        mode_choice: str = "model",
+        search_bias: float = 0.0,
     ):
         """``lm``: an already loaded ``(model, tokenizer)`` pair to share (e.g. between tests).
 
@@ -290,7 +338,13 @@ class LLMAgent:
         log-probabilities of generated tokens (the actions are the same either way).
         ``consistency_samples``: k answers sampled at ``consistency_temperature`` beside each greedy
         one, read as ``consistency_*`` signals (0: off; see the module docstring).
+        ``mode_choice``: ``model`` (the agent decides whether to search by its log-probabilities
+        where the question is not a yes/no question)
+        or ``question_type`` (reads the dataset's annotation: an ablation). ``search_bias``: added
+        to the search-minus-answer log-probability margin of that decision.
         """
+        if mode_choice not in MODE_CHOICES:
+            raise ValueError(f"mode_choice must be one of {', '.join(MODE_CHOICES)}, got {mode_choice!r}.")
         if consistency_samples < 0:
             raise ValueError(f"consistency_samples must be >= 0 (0: off), got {consistency_samples}.")
         if consistency_samples and not consistency_temperature > 0:
@@ -329,6 +383,11 @@ class LLMAgent:
             # The samples continue the greedy answer's prefilled prompt: that path needs the cache.
             prefix_cache_tokens = PREFIX_CACHE_BYTES // kv_bytes_per_token(self.model)
         self.prefix_cache = PromptKVCache(self.model, prefix_cache_tokens) if prefix_cache_tokens > 0 else None
+        self.mode_choice = mode_choice
+        self.search_bias = float(search_bias)
+        self._function_ids = [self.tokenizer.encode(t, add_special_tokens=False) for t in (SEARCH, PREDICT)]
+        self._decisions: OrderedDict[str, float] = OrderedDict()
+        self._decide_cache: PromptKVCache | None = None
         self._semicolons: set[int] | None = None
         self.consistency_samples = int(consistency_samples)
         self.consistency_temperature = float(consistency_temperature)
@@ -366,6 +425,36 @@ class LLMAgent:
 
     # -- acting ------------------------------------------------------------------------------
 
+    def search_margins(self, observations: Sequence[Observation]) -> list[float]:
+        """log p([SearchProduct]) - log p([PredictAnswer]) after each observation's decision
+        prompt (greedy and deterministic; remembered by prompt like the answers)."""
+        if self._decide_cache is None:
+            # The answer prompts' cache where there is one: they share the decision prompt's start.
+            self._decide_cache = self.prefix_cache or PromptKVCache(self.model, 16_384)
+        out = []
+        for observation in observations:
+            prompt = self.prompt(observation, "decide")
+            if prompt not in self._decisions:
+                ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+                logits, kv = self._decide_cache.prefill(ids)
+                search, predict = score_continuations(self.model, logits, kv, self._function_ids)
+                self._decisions[prompt] = search - predict
+                while len(self._decisions) > max(self.cache_size, 1):
+                    self._decisions.popitem(last=False)
+            out.append(self._decisions[prompt])
+        return out
+
+    @torch.no_grad()
+    def modes(self, observations: Sequence[Observation]) -> list[str]:
+        """The answering mode of each observation (see the module docstring)."""
+        if self.mode_choice == "question_type":
+            return [annotated_mode(o) for o in observations]
+        plain = [answer_mode(o, search=False) for o in observations]
+        undecided = [o for o, mode in zip(observations, plain) if mode == "free"]
+        margins = iter(self.search_margins(undecided))
+        return [answer_mode(o, search=next(margins) + self.search_bias > 0) if mode == "free" else mode
+                for o, mode in zip(observations, plain)]
+
     @torch.no_grad()
     def act(self, observations: Sequence[Observation]) -> list[Action]:
         started = time.perf_counter()
@@ -386,7 +475,7 @@ class LLMAgent:
         return torch.Generator().manual_seed(seed)
 
     def _act(self, observations: Sequence[Observation]) -> list[Action]:
-        modes = [choose_mode(o) for o in observations]
+        modes = self.modes(observations)
         texts: list[str | None] = [None] * len(observations)
         signals: list[dict[str, float]] = [{} for _ in observations]
         for i, mode in enumerate(modes):

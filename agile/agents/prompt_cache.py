@@ -3,6 +3,7 @@
     cache = PromptKVCache(model, max_tokens=16_384)
     logits, kv = cache.prefill(token_ids)          # runs only the tokens after the longest cached prefix
     continuations = greedy_continue(model, [(logits, kv), ...], stops, eos_ids, max_new_tokens=48)
+    scores = score_continuations(model, logits, kv, [[id, ...], ...])   # log p of each candidate
 
 On a CPU, prompt tokens are most of an LLM agent's time (each one costs a full forward pass of
 the model). Many prompts share a long start: the answer to a search question repeats the whole
@@ -251,3 +252,31 @@ def greedy_continue(
             mask, positions = mask.index_select(0, index), positions.index_select(0, index)
         alive = [alive[slot] for slot in still]
     return done
+
+
+@torch.no_grad()
+def score_continuations(model, first_logits: torch.Tensor, kv: KV, lines: list[list[int]]) -> list[float]:
+    """Log-probability of each token sequence in ``lines`` as the continuation of a prefilled prompt
+    (its last logits and keys/values, as ``PromptKVCache.prefill`` returns them): one batched
+    forward pass over the candidates, the prompt's keys and values shared."""
+    first = torch.log_softmax(first_logits.float(), -1)
+    scores = [float(first[line[0]]) for line in lines]
+    longest = max(len(line) for line in lines)
+    if longest < 2:
+        return scores
+    device = model.device
+    # Right padding: a causal model's positions before the padding never see it.
+    inputs = torch.tensor([line[:-1] + [line[-1]] * (longest - len(line)) for line in lines],
+                          dtype=torch.long, device=device)[:, :longest - 1]
+    cache = DynamicCache(config=model.config)
+    for layer, (k, v) in enumerate(kv):
+        cache.update(k.expand(len(lines), *k.shape[1:]).contiguous(),
+                     v.expand(len(lines), *v.shape[1:]).contiguous(), layer)
+    past = kv[0][0].shape[-2]
+    positions = torch.arange(past, past + longest - 1, device=device).expand(len(lines), -1)
+    output = model(input_ids=inputs, position_ids=positions, **cache_arg(model, cache), use_cache=True)
+    log_probs = torch.log_softmax(output.logits.float(), -1)
+    for row, line in enumerate(lines):
+        for j in range(1, len(line)):
+            scores[row] += float(log_probs[row, j - 1, line[j]])
+    return scores

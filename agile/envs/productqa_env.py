@@ -11,7 +11,7 @@ Function tokens (AGILE) the environment understands, one per action, first line 
 lines are comments, e.g. a fallback note written by the agent):
 
 - ``[PredictAnswer] <answer>``: answers the question; reward 1 if ``answer_eval.is_correct``.
-- ``[SearchProduct] <SQL>``: a tool call on a search question. The SQL runs on the group's
+- ``[SearchProduct] <SQL>``: a tool call, on any question. The SQL runs on the group's
   product table; the result (or SQLite's error) is shown in the next observation of the *same*
   decision point (reward 0, the question is not advanced). At most ``max_searches`` per question;
   a search beyond that counts as an unanswered question.
@@ -23,7 +23,8 @@ lines are comments, e.g. a fallback note written by the agent):
 
 What a deployed agent sees and nothing more reaches ``features`` and ``state_text``: the dataset's
 question type is an annotation (``Observation.annotations``, read by ``question_type``), not a
-feature. ``gold_features=True`` adds the ``type_<name>`` indicators to the features, for the
+feature, and nothing in the state depends on it (the table's schema opens every state; any
+question may be searched). ``gold_features=True`` adds the ``type_<name>`` indicators to the features, for the
 ablation that measures what the gold label is worth.
 """
 
@@ -67,6 +68,13 @@ class GroupResources:
         self.schema_text = self.db.schema_text()
         self.titles = {asin: html.unescape(p["title"]) for asin, p in group.metadata.items()}
         self.feature_names = tuple(name for name, _ in self.db.columns)
+        self._search_counts: list[int] | None = None
+
+    def search_answer_counts(self) -> list[int]:
+        """Product ids in each gold answer of the group's search questions (0: none matches)."""
+        if self._search_counts is None:
+            self._search_counts = [len(q.short_answer) for q in self.group.by_type("search_qa")]
+        return self._search_counts
 
 
 @dataclass
@@ -165,7 +173,9 @@ class ProductQAEpisode:
     def step(self, action: Action) -> StepResult:
         question = self.question
         token, argument = parse_action(action.text)
-        if token == SEARCH and question.type == "search_qa" and len(self.searches) < self.max_searches:
+        # Any question may be searched (the table is there for every question, as for a deployed
+        # agent); a search answer to a question that wanted yes or no is simply wrong.
+        if token == SEARCH and len(self.searches) < self.max_searches:
             output = self._run_search(argument)
             self.searches.append(_Search(argument, output))
             return StepResult(0.0, False, {"tool": SEARCH, "tool_output": f"{SEARCH_RESULT_HEADER} {output}"})
@@ -201,14 +211,11 @@ class ProductQAEpisode:
 
     def distractor_action(self, rng: random.Random) -> Action:
         """A plausible wrong answer to the current question (what a scripted agent says when it
-        errs): yes<->no, an answer of another question of the same type, or a wrong product."""
+        errs): yes<->no, an answer of another question of the same type, or wrong products
+        (``wrong_search_answer``)."""
         question = self.question
         if question.type == "search_qa":
-            # Naming a product is wrong when none matches; otherwise name a non-gold product
-            # (or none at all when every product is gold).
-            others = sorted(set(self.resources.titles) - set(question.short_answer))
-            text = rng.choice(others) if others else NO_PRODUCT
-            return Action(f"{PREDICT} {text}", actor=BASE)
+            return Action(f"{PREDICT} {wrong_search_answer(question, self.resources, rng)}", actor=BASE)
         gold = str(question.short_answer)
         flip = {"yes": "no", "no": "yes"}.get(gold.strip().lower())
         if flip is None:
@@ -241,7 +248,11 @@ class ProductQAEpisode:
             f"{key}: {html.unescape(str(value))}" for key, value in product.items()
             if key != "title" and value not in (None, "")
         )
+        # The table's schema opens every state, whatever the question (showing it only for search
+        # questions would tell the agent the dataset's question type); first, so that the prompts
+        # of a group share it as a prefix.
         lines = [
+            self.resources.schema_text,
             f"Question {self.position + 1} of {self.horizon}.",
             f"Customer: {question.question}",
             f"Product {question.asin}: {self.resources.titles.get(question.asin, '')}",
@@ -253,12 +264,27 @@ class ProductQAEpisode:
             for entry in retrieved:
                 who = "own answer" if entry.source == BASE else f"answer from {entry.source}"
                 lines.append(f"- Q ({entry.asin}): {entry.question} A ({who}): {_short(entry.answer)}")
-        if question.type == "search_qa":
-            lines.append(self.resources.schema_text)
-            for search in self.searches:
-                lines.append(f"{SEARCH} {search.sql}")
-                lines.append(f"{SEARCH_RESULT_HEADER} {search.output}")
+        for search in self.searches:
+            lines.append(f"{SEARCH} {search.sql}")
+            lines.append(f"{SEARCH_RESULT_HEADER} {search.output}")
         return "\n".join(lines)
+
+
+def wrong_search_answer(question: Question, resources: GroupResources, rng: random.Random) -> str:
+    """A wrong answer to a search question shaped like the group's gold answers: its number of
+    product ids (0 is ``none``) is drawn from the gold answers' counts, so a wrong answer does not
+    show in its format. At least one named id is not gold (a subset of the gold is correct)."""
+    gold = set(question.short_answer)
+    others = sorted(set(resources.titles) - gold)
+    counts = [n for n in resources.search_answer_counts() if n > 0 or gold]  # "none" is right when gold is empty
+    n = rng.choice(counts) if counts else 1
+    if n == 0 or not others:
+        return NO_PRODUCT  # wrong: gold is not empty here
+    wrong = rng.choice(others)
+    rest = sorted(set(resources.titles) - {wrong})
+    named = [wrong] + rng.sample(rest, min(n - 1, len(rest)))
+    rng.shuffle(named)
+    return ", ".join(named)
 
 
 def _short(answer: str, limit: int = 120) -> str:

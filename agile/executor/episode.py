@@ -138,8 +138,9 @@ class AgileSource(SplitSessions):
 
     def __init__(self, root: str | Path, split: str = "train", groups: Sequence[str] | None = None,
                  model: str = "smollm2", device: str | None = None, max_new_tokens: int = 96,
-                 batch_size: int = 16, config: ExecutorConfig | None = None):
+                 batch_size: int = 16, config: ExecutorConfig | None = None, decoding: str = "free"):
         super().__init__(root, split, groups)
+        self.decoding = decoding
         self.model_name, self.device = model, device
         self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
         self.config = config or ExecutorConfig()
@@ -149,7 +150,7 @@ class AgileSource(SplitSessions):
 
     @property
     def policy(self):
-        """The greedy LLM policy (as ``agile eval`` decodes), loaded once."""
+        """The greedy LLM policy (as ``agile eval`` decodes; ``decoding`` as ``LLMPolicy``), loaded once."""
         if self._policy is None:
             from agile.executor.policy import LLMPolicy
             from agile.models import load_causal_lm
@@ -158,7 +159,7 @@ class AgileSource(SplitSessions):
             # The weights stay as loaded: a prompt met again (another method or budget replaying
             # the same sessions) gets the turn it got before.
             self._policy = LLMPolicy(model, tokenizer, self.max_new_tokens, greedy=True,
-                                     batch_size=self.batch_size, memo=True)
+                                     batch_size=self.batch_size, memo=True, decoding=self.decoding)
         return self._policy
 
     def agent(self) -> AgileAgent:

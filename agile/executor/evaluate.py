@@ -112,6 +112,9 @@ class EvalConfig:
     distilled with --gold-features)."""
     max_new_tokens: int = 96
     """Longest turn the agent may write."""
+    decoding: Literal["free", "constrained"] = "free"
+    """free: the policy writes its turns token by token; constrained: it picks the function and the
+    answer's form by log-probability among the allowed ones (sensible with no SFT)."""
     batch_size: int = 8
     """Prompts per generate call."""
     seed: int = 0
@@ -126,10 +129,10 @@ class EvalConfig:
 
 def evaluate(model, tokenizer, groups: list[ProductGroup], questions_per_group: int,
              exec_cfg: ExecutorConfig, embedder: Embedder, gate=None, max_new_tokens: int = 96,
-             batch_size: int = 8) -> dict:
+             batch_size: int = 8, decoding: str = "free") -> dict:
     """Run one greedy episode per group; returns per-group and averaged metrics and the records."""
     start = time.perf_counter()
-    policy = LLMPolicy(model, tokenizer, max_new_tokens, greedy=True, batch_size=batch_size)
+    policy = LLMPolicy(model, tokenizer, max_new_tokens, greedy=True, batch_size=batch_size, decoding=decoding)
     # A gate that reads the agent's proposal decides outside the executor, which cannot show one.
     reads_proposals = getattr(gate, "decide_after", "state") == "proposal"
     if reads_proposals:
@@ -216,7 +219,7 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
             modes.append((f"gate:{gate_name}", gate, replace(exec_cfg, advice_budget=budget)))
         for mode, g, ecfg in modes:
             result = evaluate(model, tokenizer, groups, cfg.questions_per_group, ecfg, embedder, g,
-                              cfg.max_new_tokens, cfg.batch_size)
+                              cfg.max_new_tokens, cfg.batch_size, cfg.decoding)
             for name, m in [*result["groups"].items(), ("average", result["average"])]:
                 rows.append({"model": cfg.model, "ablation": ablation, "mode": mode, "group": name,
                              **m, "advice_cost": cfg.advice_cost})

@@ -296,7 +296,8 @@ class Executor:
         self._fit_context()
         self.awaiting = "decision"
         self.observation = Observation(
-            episode_id=self.episode_id, env=ENV_NAME, task_id=q.id, step=self.session,
+            # group/question, as on the light stack: PRM folds read the product group before '/'.
+            episode_id=self.episode_id, env=ENV_NAME, task_id=f"{self.group.name}/{q.id}", step=self.session,
             state_text=self.context_text(), horizon=self.end,
             # type_<name> (the ProductQA environment's names) only as the gold-features ablation:
             # a deployed agent does not know the dataset's question type.

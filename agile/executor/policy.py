@@ -22,6 +22,8 @@ import torch
 from agile.executor.executor import Executor
 
 Policy = Callable[[Sequence[Executor]], list]
+DECODINGS = ("free", "constrained")
+"""How ``LLMPolicy`` writes a turn: token by token, or constrained to the allowed functions."""
 
 
 class TurnEnd:
@@ -89,13 +91,22 @@ class LLMPolicy:
     before with the turn it got then: a sweep replays the same sessions under every method and
     budget, and their contexts agree up to the first decision that differs. ``memo_hits`` counts
     the turns answered so.
+
+    ``decoding="constrained"`` (greedy only) chooses each turn's function and answer form by the
+    model's log-probabilities among what the executor allows (``agile.executor.constrained``):
+    an untuned model then acts sensibly without SFT. ``"free"`` (the default) lets it write the
+    turn token by token, as SFT and PPO train it.
     """
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 96, greedy: bool = False,
                  temperature: float = 1.0, batch_size: int = 8, seed: int | None = None,
-                 memo: bool = False):
+                 memo: bool = False, decoding: str = "free"):
         if memo and not greedy:
             raise ValueError("memo=True needs greedy=True: a sampled turn is a new draw each time.")
+        if decoding not in DECODINGS:
+            raise ValueError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}.")
+        if decoding == "constrained" and not greedy:
+            raise ValueError("decoding='constrained' needs greedy=True: it picks the most probable turn.")
         from transformers import GenerationConfig
 
         self.model = model
@@ -117,8 +128,21 @@ class LLMPolicy:
         self.seconds = 0.0
         self._memo: dict[bytes, list[int]] | None = {} if memo else None
         self.memo_hits = 0
+        self.decoding = decoding
+        self.constrained = None
+        if decoding == "constrained":
+            from agile.executor.constrained import ConstrainedDecoder
+
+            self.constrained = ConstrainedDecoder(model, tokenizer, max_new_tokens)
 
     def __call__(self, executors: Sequence[Executor]) -> list[list[int]]:
+        if self.constrained is not None:
+            start = time.perf_counter()
+            turns = self.constrained(executors)
+            self.seconds += time.perf_counter() - start
+            self.generated_tokens += sum(map(len, turns))
+            self.prompt_tokens += sum(len(e.prompt_ids()) for e in executors)
+            return turns
         return self.generate([e.prompt_ids() for e in executors])
 
     def generate(self, prompts: list[list[int]]) -> list[list[int]]:

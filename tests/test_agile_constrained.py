@@ -1,0 +1,150 @@
+"""The AGILE policy's constrained decoding on tiny random-initialised models (generated catalog):
+golden turns on fixed seeds, its log-probabilities against brute force, and no annotation read."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from agile.agents.prompt_cache import PromptKVCache, score_continuations
+from agile.envs.catalog_generator import default_catalog_dir
+from agile.envs.sessions import SplitSessions
+from agile.executor import functions as fn
+from agile.executor.episode import ExternalAdvice
+from agile.executor.executor import Executor
+from agile.executor.memory import Embedder, Memory
+from agile.executor.policy import LLMPolicy, run_executors
+from agile.models import load_causal_lm
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread(one_torch_thread):
+    pass
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    return SplitSessions(default_catalog_dir(seed=0), "train")
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return Embedder()
+
+
+def executors(sessions, tokenizer, embedder, n=3, questions=3, scrub=False, **kw):
+    out = []
+    for i in range(n):
+        group, qs = sessions.window(i, 0, questions)
+        if scrub:  # what a deployed agent has: no type, no gold answer or SQL, no typed id
+            qs = [dataclasses.replace(q, id=f"q{j}", type="unknown", short_answer="", long_answer="",
+                                      extra_data=None, answer_titles=()) for j, q in enumerate(qs)]
+        out.append(Executor(group, qs, tokenizer, Memory(embedder), episode_id=f"e{i}", **kw))
+    return out
+
+
+def play(seed, sessions, embedder, **kw):
+    model, tokenizer = load_causal_lm("tiny", seed=seed)
+    policy = LLMPolicy(model, tokenizer, max_new_tokens=6, greedy=True, decoding="constrained")
+    runs = executors(sessions, tokenizer, embedder, **kw)
+    run_executors(runs, policy)
+    return runs, policy
+
+
+def turns(runs):
+    return [(r.group, r.functions[-2] if r.functions[-1] == fn.SUBMIT_ANSWER else r.functions[-1], r.answer)
+            for e in runs for r in e.records]
+
+
+# Golden: (group, the LLM's last function, the submitted answer) of every session.
+GOLDEN = {
+    0: [("gen_backpacks", "[PredictAnswer]", "yes")] * 3 + [("gen_blenders", "[PredictAnswer]", "yes")] * 3
+       + [("gen_desk_lamps", "[PredictAnswer]", "yes")] * 3,
+    2: [("gen_backpacks", "[PredictAnswer]", "no")] * 3 + [("gen_blenders", "[PredictAnswer]", "no")] * 3
+       + [("gen_desk_lamps", "[PredictAnswer]", "no")] * 3,
+}
+
+
+@pytest.mark.parametrize("seed", sorted(GOLDEN))
+def test_golden_answers_on_fixed_seeds(seed, sessions, embedder):
+    runs, policy = play(seed, sessions, embedder)
+    assert turns(runs) == GOLDEN[seed]
+    assert {(c["function"], c["form"]) for c in policy.constrained.choices} == {("[PredictAnswer]", "yesno")}
+
+
+def test_golden_queries_write_the_condition_after_the_given_prefix(sessions, embedder):
+    runs, policy = play(1, sessions, embedder, n=1, questions=1)
+    action_turns = [s.text for s in runs[0].segments if s.action]
+    # The random model's condition is no valid SQL: the executor shows the error and it tries again.
+    assert action_turns == ["[SearchProduct] SELECT product_id FROM `gen_backpacks` WHERE WHERE WHERE WHERE "
+                            "WHERE WHERE WHERE\n"] * 3
+    assert runs[0].records[0].answer is None and runs[0].records[0].turns == 3
+    assert [c["form"] for c in policy.constrained.choices] == ["sql"] * 3
+
+
+def test_reflection_after_advice_is_the_models_line(sessions, embedder):
+    model, tokenizer = load_causal_lm("tiny", seed=0)
+    policy = LLMPolicy(model, tokenizer, max_new_tokens=4, greedy=True, decoding="constrained")
+    (executor,) = executors(sessions, tokenizer, embedder, n=1, questions=1, gate=ExternalAdvice())
+    executor.seek_advice()
+    assert executor.allowed() == (fn.REFLECTION,)
+    run_executors([executor], policy)
+    (turn,) = [s.text for s in executor.segments if s.action]
+    assert turn.startswith(fn.REFLECTION) and turn.endswith("\n") and executor.records[0].advised
+    assert policy.constrained.choices[-1]["form"] == "free"
+
+
+def test_choices_are_the_argmax_of_brute_force_log_probabilities(sessions, embedder):
+    model, tokenizer = load_causal_lm("tiny", seed=3)
+    policy = LLMPolicy(model, tokenizer, max_new_tokens=5, greedy=True, decoding="constrained")
+    runs = executors(sessions, tokenizer, embedder, n=2, questions=2)
+    checked = 0
+    while not all(e.done for e in runs):
+        active = [e for e in runs if not e.done]
+        prompts = [(e.prompt_ids(), e.allowed()) for e in active]
+        for executor, ids, (prompt, allowed) in zip(active, policy(active), prompts):
+            choice = policy.constrained.choices[-len(active) + active.index(executor)]
+            brute = {name: _logprob(model, prompt, tokenizer(name, add_special_tokens=False)["input_ids"])
+                     for name in allowed}
+            assert choice["function_logprobs"] == pytest.approx(brute, abs=1e-3)
+            assert choice["function"] == max(brute, key=brute.get)
+            assert tokenizer.decode(ids).startswith(choice["function"]) and ids[-1] in policy.constrained.newlines
+            checked += 1
+            executor.act(ids)
+    assert checked == 4
+
+
+def test_score_continuations_equals_a_full_forward_pass():
+    model, tokenizer = load_causal_lm("tiny", seed=0)
+    prompt = tokenizer("Is the kettle cordless?\n", add_special_tokens=False)["input_ids"]
+    lines = [tokenizer(t, add_special_tokens=False)["input_ids"]
+             for t in ("[PredictAnswer] yes\n", "[SearchProduct]", "[PredictAnswer] a long free answer\n")]
+    logits, kv = PromptKVCache(model).prefill(prompt)
+    assert score_continuations(model, logits, kv, lines) == pytest.approx(
+        [_logprob(model, prompt, line) for line in lines], abs=1e-4)
+
+
+def test_no_annotation_is_read(sessions, embedder):
+    """Executors whose questions carry no type, gold answer, gold SQL or typed id get the same turns."""
+    for seed in (0, 1):
+        seen, _ = play(seed, sessions, embedder, n=2, questions=2)
+        blind, _ = play(seed, sessions, embedder, n=2, questions=2, scrub=True)
+        assert [[s.ids for s in e.segments if s.action] for e in seen] == \
+            [[s.ids for s in e.segments if s.action] for e in blind]
+
+
+def test_constrained_decoding_is_greedy_only():
+    model, tokenizer = load_causal_lm("tiny", seed=0)
+    with pytest.raises(ValueError, match="greedy"):
+        LLMPolicy(model, tokenizer, greedy=False, decoding="constrained")
+    with pytest.raises(ValueError, match="decoding"):
+        LLMPolicy(model, tokenizer, greedy=True, decoding="beam")
+
+
+@torch.no_grad()
+def _logprob(model, prompt, continuation):
+    ids = torch.tensor([prompt + continuation])
+    log_probs = torch.log_softmax(model(input_ids=ids).logits[0].float(), -1)
+    return float(sum(log_probs[len(prompt) - 1 + j, t] for j, t in enumerate(continuation)))

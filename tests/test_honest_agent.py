@@ -1,0 +1,161 @@
+"""No dataset annotation reaches the ProductQA base agent or the PRM, and the simulator's wrong
+answers do not show in their format (generated catalog: runs on a bare clone)."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import random
+
+import pytest
+
+from agile.agents.llm_agent import LLMAgent
+from agile.agents.simulator_agent import SimulatorAgent
+from agile.envs.answer_eval import is_correct, parse_product_ids
+from agile.envs.catalog_generator import default_catalog_dir
+from agile.envs.productqa import Question
+from agile.envs.productqa_env import NO_PRODUCT, ProductQASource, wrong_search_answer
+from agile.protocol import Action
+from agile.rollout import run_episodes
+
+
+@pytest.fixture(scope="module")
+def tiny(one_torch_thread):
+    from agile.models import load_causal_lm
+
+    return load_causal_lm("tiny", seed=0)
+
+
+@pytest.fixture(scope="module")
+def source():
+    return ProductQASource(default_catalog_dir(seed=0), "train")
+
+
+def scrub(question: Question, index: int) -> Question:
+    """The question as a deployed agent meets it: text, product and group only. The id goes too
+    (ProductQA ids are ``<type>_<n>``)."""
+    return Question(id=f"q{index}", asin=question.asin, question=question.question, short_answer="",
+                    long_answer="", type="unknown", extra_data=None, group=question.group)
+
+
+def scrubbed(episode):
+    return dataclasses.replace(episode.clone(), questions=[scrub(q, i) for i, q in enumerate(episode.questions)])
+
+
+def prm_inputs(records):
+    """What the PRM and the helper's features read of each logged decision (``prm.shards``)."""
+    return [(r.episode_id, r.step, r.state_text, r.action_text, r.proposal_text, r.features, r.proposal_signals)
+            for episode in records for r in episode]
+
+
+def test_no_annotation_reaches_the_base_agent_or_the_prm(source, tiny):
+    episodes = source.episodes(range(6), seed=4, questions_per_episode=3)
+    types = {q.type for e in episodes for q in e.questions}
+    assert {"search_qa", "fact_qa"} <= types
+    blind = [scrubbed(e) for e in episodes]
+    assert all(e.observe().annotations["question_type"] == "unknown" for e in blind)
+
+    def run(eps, **kw):
+        agent = LLMAgent("tiny", lm=tiny, max_new_tokens=6, **kw)
+        return run_episodes(eps, agent), agent
+
+    # The model's own search decision reads the same numbers without the annotations.
+    agent = LLMAgent("tiny", lm=tiny, max_new_tokens=6)
+    first = [e.observe() for e in episodes]
+    assert agent.search_margins(first) == agent.search_margins([e.observe() for e in blind])
+    # search_bias: every question not phrased as yes/no is searched, so both functions are played.
+    seen, agent = run([e.clone() for e in episodes], search_bias=1e3)
+    blind_seen, _ = run([scrubbed(e) for e in episodes], search_bias=1e3)
+    assert prm_inputs(seen) == prm_inputs(blind_seen)
+    functions = collections.Counter(r.action_text.split(" ", 1)[0] for e in seen for r in e)
+    assert functions["[SearchProduct]"] > 0 and functions["[PredictAnswer]"] > 0, functions
+    plain, _ = run([e.clone() for e in episodes])
+    assert prm_inputs(plain) == prm_inputs(run([scrubbed(e) for e in episodes])[0])
+    # The test can fail: the ablation that reads the question type acts differently without it.
+    annotated, _ = run([e.clone() for e in episodes], mode_choice="question_type")
+    annotated_blind, _ = run([scrubbed(e) for e in episodes], mode_choice="question_type")
+    assert prm_inputs(annotated) != prm_inputs(annotated_blind)
+
+
+def test_states_do_not_depend_on_the_question_type(source):
+    """The schema opens every state and any question may be searched: the state text of a search
+    question and of any other question are built alike."""
+    for episode in source.episodes(range(6), seed=1, questions_per_episode=4):
+        schema = source.resources(episode.questions[0].group).schema_text
+        while not episode.done:
+            observation = episode.observe()
+            assert observation.state_text.startswith(schema + "\n")
+            assert observation.state_text == scrubbed(episode).observe().state_text
+            episode.step(episode.expert_action())
+
+
+def test_a_search_on_any_question_shows_its_result(source):
+    episode = next(e for e in source.episodes(range(20), 2, 1) if e.question.type == "fact_qa")
+    result = episode.step(Action(f"[SearchProduct] SELECT product_id FROM `{episode.question.group}` WHERE price > 0"))
+    assert not result.done and result.info["tool"] == "[SearchProduct]"
+    assert "[SearchResult]" in episode.observe().state_text
+
+
+def test_wrong_search_answers_have_the_gold_answers_format(source):
+    counts = collections.Counter()
+    gold_counts = collections.Counter()
+    for name in source.group_names:
+        resources = source.resources(name)
+        questions = resources.group.by_type("search_qa")
+        gold_counts.update(len(q.short_answer) for q in questions)
+        rng = random.Random(7)
+        for question in questions:
+            for _ in range(200):
+                text = wrong_search_answer(question, resources, rng)
+                assert not is_correct(question, text, resources.titles), (question.id, text)
+                named = [] if text == NO_PRODUCT else parse_product_ids(text, resources.titles)
+                assert text == NO_PRODUCT or len(named) == len(text.split(", "))
+                counts[len(named)] += 1
+    gold = {n: c / sum(gold_counts.values()) for n, c in gold_counts.items()}
+    drawn = {n: c / sum(counts.values()) for n, c in counts.items()}
+    # Most generated gold answers list several ids, and so do the wrong ones now (one id, always,
+    # before); the only departure is "none" where it would be right (gold answers that are empty).
+    assert sum(p for n, p in gold.items() if n > 1) > 0.5 and sum(p for n, p in drawn.items() if n > 1) > 0.5
+    distance = 0.5 * sum(abs(gold.get(n, 0) - drawn.get(n, 0)) for n in gold.keys() | drawn.keys())
+    assert distance < 0.05, (gold, drawn)
+
+
+def test_the_simulator_errs_in_the_gold_format(source):
+    episodes = source.episodes(range(30), seed=3, questions_per_episode=4)
+    agent = SimulatorAgent({"search_qa": 0.0}, default_accuracy=1.0, seed=1)
+    sizes = []
+    for episode in episodes:
+        while not episode.done:
+            observation = episode.observe()
+            (action,) = agent.act([observation], [episode])
+            question = episode.question
+            if question.type == "search_qa":
+                argument = action.text.split(" ", 1)[1]
+                sizes.append(0 if argument == NO_PRODUCT else len(argument.split(", ")))
+            assert episode.step(action).reward == (0.0 if question.type == "search_qa" else 1.0)
+    assert len(sizes) >= 10 and sum(n > 1 for n in sizes) > len(sizes) / 3
+
+
+def test_agile_task_ids_carry_the_product_group_so_prm_folds_are_by_group():
+    import polars as pl
+
+    from agile.executor.episode import AgileSource
+    from prm.folds import assign_folds, task_group
+
+    source = AgileSource(default_catalog_dir(seed=0), "train", model="tiny", max_new_tokens=4)
+    episodes = source.episodes(range(12), seed=0, questions_per_episode=2)
+    rows = []
+    for episode in episodes:
+        observation = episode.observe()
+        group = episode.executor.group.name
+        assert observation.task_id == f"{group}/{episode.executor.question.id}"
+        assert task_group(observation.task_id) == group and group in source.group_names
+        rows.append({"episode_id": episode.episode_id, "task_id": observation.task_id,
+                     "prefix_key": episode.episode_id})
+    assert {task_group(r["task_id"]) for r in rows} == set(source.group_names)  # six real groups, gen_backpacks ...
+    folds = assign_folds(pl.DataFrame(rows), folds=3)
+    assert folds.how.startswith("task group") and folds.k == 3
+    by_group = {}
+    for r in rows:
+        by_group.setdefault(task_group(r["task_id"]), set()).add(folds.fold[r["episode_id"]])
+    assert all(len(f) == 1 for f in by_group.values())  # a group never spans two folds
