@@ -97,13 +97,21 @@ def test_samples_are_deterministic_per_decision_not_per_stream(tiny):
     def signals(rows):
         return {(r.episode_id, r.step): json.loads(r.proposal_signals) for r in rows}
 
+    def same(a: dict, b: dict) -> bool:
+        """The samples' signals exactly; the greedy answer's log-probabilities up to the float
+        rounding that another batch shape gives (the module docstring's promise)."""
+        return a.keys() == b.keys() and all(
+            a[k] == b[k] if k.startswith("consistency_") else a[k] == pytest.approx(b[k], rel=1e-5, abs=1e-6)
+            for k in a)
+
     _, one = _play(tiny, 3, max_batch=32)
     _, again = _play(tiny, 3, max_batch=1)  # other batches, same decisions
-    assert signals(again) == signals(one)
+    assert signals(again).keys() == signals(one).keys()
+    assert all(same(signals(again)[key], said) for key, said in signals(one).items())
     # A decision's samples do not depend on which other episodes ran beside it.
     _, alone = _play(tiny, 3, episodes=range(3, 6))
     for key, said in signals(alone).items():
-        assert signals(one)[key] == said
+        assert same(signals(one)[key], said)
     _, other_seed = _play(tiny, 3, seed=7)
     assert signals(other_seed) != signals(one)
 
