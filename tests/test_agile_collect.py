@@ -7,15 +7,15 @@ import json
 import polars as pl
 import pytest
 
-from agile.envs.productqa import default_productqa_root
 from agile.executor.episode import AgileSource
 from agile.rollout import run_episodes
 from helper.collect import CollectConfig, run
 from helper.manifest import MANIFEST
 from helper.schema import SCHEMA, read_trajectories
 
-ROOT = default_productqa_root()
-pytestmark = pytest.mark.skipif(not (ROOT / "train" / "blades").is_dir(), reason=f"ProductQA not found at {ROOT}")
+from productqa_slice import SLICE
+
+ROOT = SLICE  # the bundled ProductQA slice, so these run on a fresh clone
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -24,7 +24,7 @@ def _one_thread(one_torch_thread):
 
 
 def tiny_config(out, **changes) -> CollectConfig:
-    values = dict(env="agile", model="tiny", groups=["blades", "camera_lenses"], out=str(out), episodes=4,
+    values = dict(env="agile", data=str(ROOT), model="tiny", groups=["blades", "camera_lenses"], out=str(out), episodes=4,
                   questions_per_episode=2, shard_size=2, batch_size=2, budget=1, explore_p=[0.0, 1.0],
                   max_new_tokens=6, seed=3)
     return CollectConfig(**(values | changes))
