@@ -3,6 +3,7 @@ tiny model, and one real ProductQA iteration."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -196,8 +197,18 @@ def test_one_productqa_iteration_runs(tmp_path, estimator, k):
                     out_dir=str(tmp_path), save=True)
     result = train(cfg, log=lambda *_: None)
     (row,) = result["history"]
-    assert row["sessions"] == 2 * 2 * k
-    assert row["rollout_generated_tokens"] > 0 and row["update_tokens_per_s"] > 0
-    assert row["peak_memory_mb"] > 0
+    sessions = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    assert row["sessions"] == row["update_sessions"] == len(sessions) == 2 * 2 * k
+    # One epoch over minibatches of 2 sessions: one optimizer step per minibatch.
+    assert row["optimizer_steps"] == 2 * 2 * k // 2
+    # The row's metrics are those of the logged sessions.
+    assert row["accuracy"] == pytest.approx(sum(s["correct"] for s in sessions) / len(sessions))
+    assert row["human_calls"] == sum(s["advised"] for s in sessions)
+    # Every action token of a session was generated; a turn generates at most max_new_tokens.
+    action_tokens = sum(s["n_action_tokens"] for s in sessions)
+    assert action_tokens <= row["rollout_generated_tokens"] <= 4 * sum(s["turns"] for s in sessions)
+    assert row["update_tokens_per_s"] == pytest.approx(row["update_tokens"] / row["update_seconds"])
+    assert {s["group"] for s in sessions} == {"blades"}
+    saved = json.loads((tmp_path / "ppo_history.json").read_text())
+    assert saved["history"][0]["sessions"] == row["sessions"] and saved["training_human_calls"] == row["human_calls"]
     assert (tmp_path / "model" / "config.json").is_file()
-    assert (tmp_path / "ppo_history.json").is_file()

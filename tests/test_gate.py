@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa_env import ProductQASource
-from agile.protocol import Gate, Observation
+from agile.protocol import Observation
 from agile.rollout import run_episodes
 from helper import HelperGate
 from helper.baselines import (
@@ -115,8 +115,13 @@ def test_baselines():
     oracle = OracleGate.from_counterfactuals(["a"] * 4, [0, 1, 2, 3], [0.5, 0.5, 0.5, 0.5],
                                              [0.6, 0.5, 0.9, 0.7], budget=2)
     assert [oracle.should_intervene(obs("a", t)) for t in range(4)] == [False, False, True, True]
-    for gate in (NeverGate(), AlwaysGate(), first, rand, oracle):
-        assert isinstance(gate, Gate)
+    # Through the episode loop (the Gate protocol the rollout calls), 3 episodes of 5 decisions with a
+    # budget of 2: each gate's interventions land exactly where its rule says, and never past the budget.
+    source = ProductQASource(default_catalog_dir(0), "test")
+    for gate, steps in ((NeverGate(), []), (AlwaysGate(), [0, 1]), (FirstKGate(1), [0]),
+                        (RandomGate(1.0, seed=3), [0, 1]), (FirstKGate(4), [0, 1])):
+        records = run_episodes(source.episodes(range(3), 3, 5), SimulatorAgent(seed=0), gate=gate, budget=2)
+        assert [[r.step for r in rows if r.intervened] for rows in records] == [steps] * 3, gate.name
 
 
 def _training_frame(n: int = 300, seed: int = 0) -> tuple[pl.DataFrame, np.ndarray]:
