@@ -5,14 +5,16 @@
 
 ``--format trl`` is TRL's stepwise-supervision layout, one row per episode:
 
-- ``prompt`` (str): ``"Step 0:\\n<state of step 0>"``;
+- ``prompt`` (str): ``"Step 0:\\n<state of step 0>\\n"``;
 - ``completions`` (list of str): one per decision point, ``"Action: <action 0>"`` for the first,
   ``"Step t:\\n<state t>\\nAction: <action t>"`` after it;
 - ``labels`` (list of bool): one per completion, the label ``--target`` names (below).
 
-Joined with TRL's default step separator ``"\\n"``, prompt and completions are exactly the text
-``helpgate prm train`` renders (``prm.render``, step tag after the action), and the label of a
-completion sits where our step tag does. The labels, from ``prm.labels`` with the same names as
+TRL's PRMTrainer appends its step separator (default ``"\\n"``) to each completion and puts the
+prompt straight before the first one: the text it reads is exactly the text ``helpgate prm train``
+renders (``prm.render``, step tag after the action) plus a final newline, and the label of a
+completion sits on its separator, where our step tag is. (``tests/test_prm_export.py`` runs TRL's
+own trainer on an export to check this.) The labels, from ``prm.labels`` with the same names as
 ``prm train --target``, made boolean with ``--success-threshold``:
 
 - ``soft`` (default): the mean outcome of the episodes that share the text up to this step (the
@@ -76,7 +78,8 @@ def trl_rows(frame: pl.DataFrame, target: str = "soft", threshold: float = 0.5) 
     for episode_id, states, actions, values, success in grouped.iter_rows():
         texts = [step_pieces(t, s, a, "action")[0] for t, (s, a) in enumerate(zip(states, actions))]
         first = f"Action: {actions[0]}"  # the first action opens the completions; its state is the prompt
-        prompt = texts[0].removesuffix("\n" + first)
+        # TRL puts nothing between the prompt and the first completion: the prompt keeps its newline.
+        prompt = texts[0].removesuffix(first)
         completions = [first] + [text.removeprefix("\n") for text in texts[1:]]
         rows.append({"prompt": prompt, "completions": completions, "labels": [v >= threshold for v in values],
                      "episode_id": episode_id, "success": float(success)})

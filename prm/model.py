@@ -75,21 +75,37 @@ class PRMSettings:
     """Everything needed to rebuild a PRM; stored as ``prm_config.json``."""
 
     backbone: str = "smollm2"
+    """Backbone the PRM reads: the embedded smollm2, tiny, a local folder or a Hugging Face id."""
     head: str = "value"
+    """value (linear head on the step-boundary hidden state) or tag (P(+) vs P(-) at the step tag)."""
     lora: bool = False
+    """LoRA adapters were trained with the head (saved beside it unless merged into a saved backbone)."""
     lora_r: int = 8
+    """LoRA rank."""
     lora_alpha: int = 16
+    """LoRA scaling numerator (the update is scaled by alpha / r)."""
     lora_dropout: float = 0.05
+    """Dropout on the LoRA branch during training."""
     lora_targets: list[str] | None = None
+    """Modules the adapters wrap; None: every linear layer."""
     tag_text: str = DEFAULT_TAG
+    """Text of the step tag whose position is scored."""
     tag_after: str = "action"
+    """Where each step tag sits: after the action, the state or the base agent's proposal."""
     max_length: int | None = None
+    """Context cap in tokens (None: the backbone's); longer episodes are cut from the left."""
     layers: int | None = None
+    """Only the first this many backbone layers are kept (None: all)."""
     plus_id: int = -1
+    """Token id of "+" (the tag head's positive row)."""
     minus_id: int = -1
+    """Token id of "-" (the tag head's negative row)."""
     hidden_size: int = 0
+    """Width of the hidden states the head reads; a backbone of another width is refused on load."""
     backbone_saved: bool = False
+    """The backbone is saved inside the PRM folder (``save(copy_backbone=True)``), not named."""
     lora_merged: bool = False
+    """The adapters are merged into that saved backbone."""
     signal_keys: list[str] | None = None
     """Names of the agent signals the head reads after the hidden state (``prm.signals``), in order."""
     hidden_inputs: bool = True
@@ -101,6 +117,7 @@ class PRMSettings:
     pooling: str = "last"
     """The head reads the hidden state at the step's tag (last) or its mean over the step's tokens (mean)."""
     format: int = FORMAT_VERSION
+    """Version of the saved folder's layout (written with it; for readers of prm_config.json)."""
 
     @property
     def signal_width(self) -> int:

@@ -5,20 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from agile.envs.productqa import default_productqa_root
+from productqa_slice import SLICE
 
-ROOT = default_productqa_root()
-pytestmark = [
-    pytest.mark.skipif(shutil.which("accelerate") is None, reason="accelerate CLI not installed"),
-    pytest.mark.skipif(not (ROOT / "train" / "blades").is_dir(), reason=f"ProductQA not found at {ROOT}"),
-]
+ROOT = SLICE  # the bundled ProductQA slice, so these run on a fresh clone
 
 EXIT_WITHOUT_TEARDOWN = textwrap.dedent('''
     accelerator.end_training()  # leaving gloo's threads to interpreter exit can abort the process
@@ -39,14 +34,14 @@ SCRIPT = textwrap.dedent('''
     from agile.models import load_causal_lm
     from agile.train.ppo import Sample, build_policy, prepare, update
 
-    out = sys.argv[1]
+    out, data = sys.argv[1], sys.argv[2]
 
     def digest(model):
         return {n: float(p.detach().double().sum()) for n, p in model.named_parameters()
                 if "lora" in n or "value" in n}
 
     # 1. SFT: each process trains on its own shard of the gold sessions.
-    sft = run_sft(SFTConfig(model="tiny", groups=["blades"], questions_per_group=4, max_steps=2,
+    sft = run_sft(SFTConfig(model="tiny", data_root=data, groups=["blades"], questions_per_group=4, max_steps=2,
                             batch_size=1, micro_batch_size=1, lr=1e-2, lora_r=4, device="cpu",
                             out_dir=out + "/sft", log_every=1))
     # 2. PPO update on data that differs between processes (rank-dependent rewards).
@@ -64,7 +59,7 @@ SCRIPT = textwrap.dedent('''
     prepared = prepare(model, ref, samples, cfg, tok.pad_token_id, "cpu")
     update(policy, optimizer, prepared, cfg, tok.pad_token_id, accelerator, random.Random(rank))
     # 3. The whole PPO command, one iteration (it must not hang with two processes).
-    ppo = run_ppo(PPOConfig(model="tiny", groups=["blades"], questions_per_episode=2,
+    ppo = run_ppo(PPOConfig(model="tiny", data_root=data, groups=["blades"], questions_per_episode=2,
                             episodes_per_iteration=1, iterations=1, max_new_tokens=4, device="cpu",
                             out_dir=out + "/ppo", save=False, minibatch_size=2, micro_batch_size=1,
                             update_epochs=1, lora_r=4))
@@ -85,7 +80,7 @@ def test_two_cpu_processes_keep_identical_weights(tmp_path):
     # with no visible GPU they join a gloo process group.
     command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
                "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-               "--dynamo_backend", "no", "--main_process_port", "29533", str(script), str(tmp_path)]
+               "--dynamo_backend", "no", "--main_process_port", "29533", str(script), str(tmp_path), str(ROOT)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     a, b = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from agile.envs.product_db import ProductDB
-from agile.envs.productqa import default_productqa_root, load_group
+from agile.envs.productqa import load_group
 from agile.executor import functions as fn
 from agile.executor.executor import Executor, ExecutorConfig
 from agile.executor.memory import Embedder, Memory
 from agile.models import load_tokenizer
 
-ROOT = default_productqa_root()
-pytestmark = pytest.mark.skipif(not (ROOT / "train" / "blades").is_dir(),
-                                reason=f"ProductQA not found at {ROOT}")
+from productqa_slice import SLICE
+
+ROOT = SLICE  # the bundled ProductQA slice, so these run on a fresh clone
 
 
 @pytest.fixture(autouse=True, scope="module")

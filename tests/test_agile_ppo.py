@@ -3,13 +3,13 @@ tiny model, and one real ProductQA iteration."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
 import pytest
 import torch
 
-from agile.envs.productqa import default_productqa_root
 from agile.executor.executor import SessionRecord
 from agile.executor.policy import ActionLM, pad_batch
 from agile.models import load_causal_lm
@@ -27,7 +27,9 @@ from agile.train.ppo import (
     value_loss,
 )
 
-ROOT = default_productqa_root()
+from productqa_slice import SLICE
+
+ROOT = SLICE  # the bundled ProductQA slice, so these run on a fresh clone
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -187,17 +189,26 @@ def test_gae_advantages_from_prepare_match_hand_values(tiny):
     model.lm.unload()
 
 
-@pytest.mark.skipif(not (ROOT / "train" / "blades").is_dir(), reason=f"ProductQA not found at {ROOT}")
 @pytest.mark.parametrize("estimator,k", [("gae", 1), ("loop", 2)])
 def test_one_productqa_iteration_runs(tmp_path, estimator, k):
-    cfg = PPOConfig(model="tiny", groups=["blades"], questions_per_episode=2, episodes_per_iteration=2,
+    cfg = PPOConfig(model="tiny", data_root=str(ROOT), groups=["blades"], questions_per_episode=2, episodes_per_iteration=2,
                     iterations=1, estimator=estimator, rollouts_per_task=k, max_new_tokens=4,
                     minibatch_size=2, micro_batch_size=2, update_epochs=1, device="cpu",
                     out_dir=str(tmp_path), save=True)
     result = train(cfg, log=lambda *_: None)
     (row,) = result["history"]
-    assert row["sessions"] == 2 * 2 * k
-    assert row["rollout_generated_tokens"] > 0 and row["update_tokens_per_s"] > 0
-    assert row["peak_memory_mb"] > 0
+    sessions = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    assert row["sessions"] == row["update_sessions"] == len(sessions) == 2 * 2 * k
+    # One epoch over minibatches of 2 sessions: one optimizer step per minibatch.
+    assert row["optimizer_steps"] == 2 * 2 * k // 2
+    # The row's metrics are those of the logged sessions.
+    assert row["accuracy"] == pytest.approx(sum(s["correct"] for s in sessions) / len(sessions))
+    assert row["human_calls"] == sum(s["advised"] for s in sessions)
+    # Every action token of a session was generated; a turn generates at most max_new_tokens.
+    action_tokens = sum(s["n_action_tokens"] for s in sessions)
+    assert action_tokens <= row["rollout_generated_tokens"] <= 4 * sum(s["turns"] for s in sessions)
+    assert row["update_tokens_per_s"] == pytest.approx(row["update_tokens"] / row["update_seconds"])
+    assert {s["group"] for s in sessions} == {"blades"}
+    saved = json.loads((tmp_path / "ppo_history.json").read_text())
+    assert saved["history"][0]["sessions"] == row["sessions"] and saved["training_human_calls"] == row["human_calls"]
     assert (tmp_path / "model" / "config.json").is_file()
-    assert (tmp_path / "ppo_history.json").is_file()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agile.envs.productqa import default_productqa_root, load_group
+from agile.envs.productqa import load_group
 from agile.executor import functions as fn
 from agile.executor.memory import Embedder
 from agile.executor.policy import ActionLM, pad_batch
@@ -13,9 +13,9 @@ from agile.models import load_causal_lm, load_tokenizer
 from agile.train.sft import SFTConfig, action_nll, save_model, train_sft
 from agile.train.sft_data import GoldPolicy, build_sft_records, load_samples, save_records
 
-ROOT = default_productqa_root()
-pytestmark = pytest.mark.skipif(not (ROOT / "train" / "blades").is_dir(),
-                                reason=f"ProductQA not found at {ROOT}")
+from productqa_slice import SLICE
+
+ROOT = SLICE  # the bundled ProductQA slice, so these run on a fresh clone
 
 
 @pytest.fixture(autouse=True, scope="module")

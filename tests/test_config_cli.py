@@ -137,3 +137,73 @@ def test_one_line_names_the_path():
     error = FileNotFoundError(2, "No such file or directory", "/data/x.parquet")
     assert one_line(error) == "No such file or directory: /data/x.parquet"
     assert one_line(ValueError("bad\n   value")) == "bad value"
+
+
+def _field_docstrings(cls) -> set[str]:
+    """Fields declared in ``cls``'s own body with a string literal right under them (what tyro shows)."""
+    import ast
+    import inspect
+    import textwrap
+
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+    return {node.target.id for node, after in zip(body, body[1:])
+            if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)}
+
+
+def _configs() -> dict[str, type]:
+    """Every config dataclass: each command's (helpgate's table and ``agile.train.command``'s), the
+    dataclasses they inherit from or nest, every dataclass named ``*Config`` or ``*Spec`` in our four
+    packages, and the settings a PRM folder stores (``prm_config.json``)."""
+    import inspect
+    import pkgutil
+    import typing
+
+    from agile.train.command import COMMANDS as AGILE_COMMANDS
+    from prm.model import PRMSettings
+
+    found, todo = {}, [getattr(importlib.import_module(m), c) for m, c, *_ in COMMANDS.values()]
+    todo += [*AGILE_COMMANDS.values(), PRMSettings]
+    for package in ("agile", "helper", "prm", "tabular_rl"):
+        for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+            for name, obj in vars(importlib.import_module(info.name)).items():
+                if inspect.isclass(obj) and dataclasses.is_dataclass(obj) and name.endswith(("Config", "Spec")):
+                    todo.append(obj)
+    while todo:
+        cls = todo.pop()
+        key = f"{cls.__module__}.{cls.__qualname__}"
+        if key in found:
+            continue
+        found[key] = cls
+        todo += [base for base in cls.__mro__[1:] if dataclasses.is_dataclass(base)]
+        for hint in typing.get_type_hints(cls).values():
+            todo += [t for t in (hint, *typing.get_args(hint)) if isinstance(t, type) and dataclasses.is_dataclass(t)]
+    return found
+
+
+def test_every_field_of_every_config_has_a_docstring():
+    """tyro turns the docstring under a field into its --help line: a field without one is an
+    option nobody can read about."""
+    configs = _configs()
+    # The discovery itself: every command's config, their bases (EnvSpec's family), the executor's.
+    assert {"helper.pipeline.PipelineConfig", "helper.collect.CollectConfig", "helper.environment.AgentEnvParams",
+            "helper.environment.EnvConfig", "helper.environment.EnvSpec", "agile.executor.executor.ExecutorConfig",
+            "agile.train.ppo.PPOConfig", "prm.model.PRMSettings", "prm.export.ExportConfig"} <= set(configs)
+    assert len(configs) >= 21
+    undocumented = {}
+    for key, cls in configs.items():
+        for f in dataclasses.fields(cls):
+            declared_in = next(c for c in cls.__mro__ if f.name in c.__dict__.get("__annotations__", {}))
+            if f.name not in _field_docstrings(declared_in):
+                undocumented.setdefault(key, []).append(f.name)
+    assert not undocumented, f"fields with no docstring under them: {undocumented}"
+
+
+def test_the_docstring_check_sees_a_missing_one():
+    @dataclass
+    class Half:
+        documented: int = 1
+        """Has one."""
+        bare: int = 2
+
+    assert _field_docstrings(Half) == {"documented"}

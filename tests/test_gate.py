@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 
 from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
-from agile.envs.productqa import default_productqa_root
 from agile.envs.productqa_env import ProductQASource
-from agile.protocol import Gate, Observation
+from agile.protocol import Observation
 from agile.rollout import run_episodes
 from helper import HelperGate
 from helper.baselines import (
@@ -31,6 +30,7 @@ from helper.baselines import (
 )
 from helper.budget import BudgetedGate
 from helper.features import FeatureClassifier, frame_features, observation_features
+from productqa_slice import SLICE
 
 
 def obs(episode="e0", step=0, horizon=6, **features) -> Observation:
@@ -115,8 +115,13 @@ def test_baselines():
     oracle = OracleGate.from_counterfactuals(["a"] * 4, [0, 1, 2, 3], [0.5, 0.5, 0.5, 0.5],
                                              [0.6, 0.5, 0.9, 0.7], budget=2)
     assert [oracle.should_intervene(obs("a", t)) for t in range(4)] == [False, False, True, True]
-    for gate in (NeverGate(), AlwaysGate(), first, rand, oracle):
-        assert isinstance(gate, Gate)
+    # Through the episode loop (the Gate protocol the rollout calls), 3 episodes of 5 decisions with a
+    # budget of 2: each gate's interventions land exactly where its rule says, and never past the budget.
+    source = ProductQASource(default_catalog_dir(0), "test")
+    for gate, steps in ((NeverGate(), []), (AlwaysGate(), [0, 1]), (FirstKGate(1), [0]),
+                        (RandomGate(1.0, seed=3), [0, 1]), (FirstKGate(4), [0, 1])):
+        records = run_episodes(source.episodes(range(3), 3, 5), SimulatorAgent(seed=0), gate=gate, budget=2)
+        assert [[r.step for r in rows if r.intervened] for rows in records] == [steps] * 3, gate.name
 
 
 def _training_frame(n: int = 300, seed: int = 0) -> tuple[pl.DataFrame, np.ndarray]:
@@ -334,8 +339,6 @@ def test_prm_scorer_warns_for_post_action_tags(tiny_prm):
         tiny_prm.settings.tag_after = "state"
 
 
-@pytest.mark.skipif(not (default_productqa_root() / "test" / "leggings").is_dir(),
-                    reason=f"ProductQA not found at {default_productqa_root()}")
 def test_helper_decides_advice_in_agile_eval(helper_dir, tmp_path):
     """`helpgate agile eval --helper DIR`: the helper's advice beside the policy's own."""
     from agile.envs.productqa import load_split
@@ -343,7 +346,7 @@ def test_helper_decides_advice_in_agile_eval(helper_dir, tmp_path):
 
     groups = ["leggings", "motherboards"]
     # The helper reads the question-type indicator: the executor gives it only as the gold-features ablation.
-    cfg = AgileEvalConfig(model="tiny", groups=groups, questions_per_group=6, gate_budget=0.5,
+    cfg = AgileEvalConfig(model="tiny", data_root=str(SLICE), groups=groups, questions_per_group=6, gate_budget=0.5,
                           max_new_tokens=4, out_dir=str(tmp_path), helper=str(helper_dir), device="cpu",
                           gold_features=True)
     with pytest.warns(UserWarning, match="could not load the PRM"):
@@ -351,7 +354,7 @@ def test_helper_decides_advice_in_agile_eval(helper_dir, tmp_path):
     by = {(r["mode"], r["group"]): r for r in rows}
     assert {m for m, _ in by} == {"policy", "gate:HelperGate"}
     # The helper's fallback asks on reasoning questions, within the budget of 3 per episode.
-    for group in load_split(default_productqa_root(), "test"):
+    for group in load_split(SLICE, "test"):
         if group.name in groups:
             reasoning = sum(q.type == "reasoning_qa" for q in group.questions[:6])
             assert by[("gate:HelperGate", group.name)]["advice_rate"] == pytest.approx(min(reasoning, 3) / 6)

@@ -3,6 +3,7 @@
 import json
 
 import polars as pl
+import pytest
 from imports import benchmark_module
 
 from helper.cli import main
@@ -31,9 +32,19 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     helper = sweep.filter(pl.col("method") == "helper")
     assert sorted(helper["budget"].to_list()) == [0, 1, 2]
     assert (helper["interventions"] <= helper["budget"]).all()
-    assert ((sweep["success"] >= 0) & (sweep["success"] <= 1)).all()
+    # The references: always-intervene asks at every one of the 4 decisions and, the human being
+    # right, always succeeds; never asks none; at budget 0 every gate is never (same episodes).
+    by = {(m, b): (x, n) for m, b, x, n in sweep.select("method", "budget", "success", "interventions").iter_rows()}
+    (always,) = [v for (m, _), v in by.items() if m == "always"]
+    (never,) = [v for (m, _), v in by.items() if m == "never"]
+    assert always == (1.0, 4.0) and never[1] == 0.0
+    assert all(by[(m, 0)] == never for m in set(sweep["method"]) - {"always", "never"})
     summary = json.loads((out / "sweep" / "summary.json").read_text())
-    assert "helper" in json.dumps(summary)
+    # The summary holds the same numbers as sweep.csv, for every method and budget.
+    for (method, budget), (success, interventions) in by.items():
+        entry = summary["methods"][method]
+        assert entry["success"][str(budget)] == pytest.approx(success), (method, budget)
+        assert entry["interventions"][str(budget)] == pytest.approx(interventions), (method, budget)
     assert (out / "sweep" / "sweep.png").stat().st_size > 0
     # ProductQA's default: the gate reads the base agent's proposal, and so does every scored baseline.
     assert json.loads((out / "pipeline.json").read_text())["decide_after"] == "proposal"

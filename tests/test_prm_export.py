@@ -4,6 +4,7 @@ renders, and labels checked against the trajectories by brute force."""
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 
 import polars as pl
@@ -41,10 +42,11 @@ def test_layout_is_the_rendered_episode_text(trajectories, tmp_path):
         assert all(isinstance(label, bool) for label in row["labels"])
         episode = frame.filter(pl.col("episode_id") == row["episode_id"]).sort("step")
         assert len(row["completions"]) == len(row["labels"]) == episode.height
-        # joined by TRL's default step separator, it is the text the PRM is trained on (tags aside)
+        # as TRL joins it (each completion closed by its separator "\n"), it is the text the PRM is
+        # trained on (tags aside), plus the last separator
         rendered = "".join("".join(step_pieces(t, s, a, "action"))
                            for t, (s, a) in enumerate(zip(episode["state_text"], episode["action_text"])))
-        assert "\n".join([row["prompt"], *row["completions"]]) == rendered
+        assert row["prompt"] + "".join(c + "\n" for c in row["completions"]) == rendered + "\n"
         assert row["success"] == episode["success"][0]
 
 
@@ -87,3 +89,52 @@ def test_base_only_and_refusals(trajectories, tmp_path, capsys):
     assert main(["prm", "export", "--data", str(only_final), "--out", str(tmp_path / "x.jsonl"),
                  "--target", "process"]) == 2
     assert "target='process': these trajectories have no step rewards" in capsys.readouterr().err
+
+
+def test_trls_own_prm_trainer_reads_the_export_and_trains(trajectories, tmp_path, monkeypatch, one_torch_thread):
+    """The ecosystem's check: TRL's PRMTrainer (trl.experimental.prm, trl <= 1.13) tokenizes the
+    exported file itself; its text is the text ``prm train`` renders and its step labels sit on the
+    separator that closes each action (where our step tag is), with our labels; a tiny token
+    classifier then trains a few steps on it."""
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    import datasets
+    import torch
+    from transformers import AutoModelForTokenClassification
+    from trl.experimental.prm import PRMConfig, PRMTrainer
+
+    from agile.models import load_tokenizer, tiny_config
+
+    rows = _export(trajectories, tmp_path / "trl.jsonl")[:8]
+    (tmp_path / "few.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    dataset = datasets.load_dataset("json", data_files=str(tmp_path / "few.jsonl"), split="train",
+                                    cache_dir=str(tmp_path / "cache"))
+    tokenizer = load_tokenizer("tiny")
+    torch.manual_seed(0)
+    config = tiny_config(len(tokenizer), hidden=32)
+    config.num_labels = 2  # a step is good or bad: TRL's PRM is a two-class token classifier
+    model = AutoModelForTokenClassification.from_config(config)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    args = PRMConfig(output_dir=str(tmp_path / "out"), max_steps=3, per_device_train_batch_size=4, learning_rate=1e-2,
+                     max_length=None, max_completion_length=None, report_to="none", save_strategy="no",
+                     use_cpu=True, logging_steps=1, dataloader_num_workers=0)
+    trainer = PRMTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+
+    frame = read_trajectories(trajectories)
+    assert len(trainer.train_dataset) == len(rows)
+    for row, tokenized in zip(rows, trainer.train_dataset):
+        ids, labels = tokenized["input_ids"], tokenized["labels"]
+        at = [i for i, label in enumerate(labels) if label != -100]
+        assert [labels[i] for i in at] == [int(label) for label in row["labels"]]
+        episode = frame.filter(pl.col("episode_id") == row["episode_id"]).sort("step")
+        pieces = [step_pieces(t, s, a, "action")[0] for t, (s, a) in enumerate(zip(episode["state_text"],
+                                                                                    episode["action_text"]))]
+        start = 1 if tokenizer.bos_token_id is not None else 0  # TRL opens the prompt with BOS
+        text = lambda stop: tokenizer.decode(ids[start:stop], clean_up_tokenization_spaces=False)  # noqa: E731
+        # Up to each labelled token, TRL's text is ours up to that step's tag; the labelled token is
+        # the separator, which is also the newline that opens the next step.
+        assert [text(i) for i in at] == ["".join(pieces[: t + 1]) for t in range(len(pieces))]
+        assert all(tokenizer.decode([ids[i]]) == "\n" for i in at) and at[-1] == len(ids) - 1
+
+    result = trainer.train()
+    assert trainer.state.global_step == 3 and math.isfinite(result.training_loss)
+    assert any(not torch.equal(p, before[n]) for n, p in model.named_parameters())

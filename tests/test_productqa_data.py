@@ -1,35 +1,31 @@
 """ProductQA loader, product table and short-answer evaluation.
 
-Tests marked by the ``real`` fixture read ``../shared/productqa`` (or ``$HELPGATE_PRODUCTQA``) and
-are skipped, with the reason printed, when it is absent; the others build tiny groups by hand.
+Tests marked by the ``real`` fixture read the real ProductQA slice bundled with the tests
+(``tests/data/productqa``: 7 groups, the first 30 questions of each, every product); the others
+build tiny groups by hand.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
-from pathlib import Path
 
 import pytest
 
 from agile.envs.answer_eval import answers_match, is_correct, parse_product_ids
 from agile.envs.product_db import ProductDB, SQLError
 from agile.envs.productqa import QUESTION_TYPES, ProductGroup, Question, list_groups, load_group, load_split
+from productqa_slice import SLICE
 
-REAL_ROOT = Path(os.environ.get("HELPGATE_PRODUCTQA") or
-                 Path(__file__).resolve().parents[1].parent / "shared" / "productqa")
-# The only gold SQL of the real data that cannot run: 48 queries of portable_power_banks end in
-# "ORDER BY recharge_time ASE LIMIT 1" (a typo for ASC; no SQL engine parses it).
+REAL_ROOT = SLICE
+# The only gold SQL of the full data that cannot run: 48 queries of portable_power_banks end in
+# "ORDER BY recharge_time ASE LIMIT 1" (a typo for ASC; no SQL engine parses it). The slice holds
+# none of them, so every gold query of the slice must run.
 KNOWN_BROKEN_SQL = {"portable_power_banks": (48, 'near "ASE": syntax error')}
 
 
 @pytest.fixture(scope="module")
 def real() -> dict[str, ProductGroup]:
-    if not (REAL_ROOT / "train").is_dir():
-        reason = f"real ProductQA not found at {REAL_ROOT} (set HELPGATE_PRODUCTQA to its root)"
-        print(reason)
-        pytest.skip(reason)
     groups = load_split(REAL_ROOT, "train") + load_split(REAL_ROOT, "test")
     return {g.name: g for g in groups}
 
@@ -41,10 +37,14 @@ def real_dbs(real) -> dict[str, ProductDB]:
 
 # -- real data: loader ----------------------------------------------------------------------
 
-def test_real_splits_hold_20_train_and_4_test_groups(real):
-    assert len(list_groups(REAL_ROOT, "train")) == 20
+def test_real_slice_holds_its_groups_with_the_first_questions_of_the_full_files(real):
+    assert [p.name for p in list_groups(REAL_ROOT, "train")] == ["blades", "camera_lenses", "litter"]
     assert [p.name for p in list_groups(REAL_ROOT, "test")] == [
         "all_pans", "camera_cases", "leggings", "motherboards"]
+    assert all(len(g.questions) == 30 for g in real.values())
+    # The first questions, in file order (the trimming keeps a prefix): the full file opens with these.
+    assert [q.id for q in real["blades"].questions[:4]] == ["fact_qa_0", "search_qa_0", "fact_qa_1", "search_qa_1"]
+    assert (REAL_ROOT / "LICENSE").read_text().find("Apache License") >= 0
 
 
 def test_every_real_group_loads_with_all_question_types(real):

@@ -1,7 +1,7 @@
 """The ProductQA episode: determinism, rewards, clone independence, expert answers, tools, memory.
 
-Runs on the generated catalog always and on the real ProductQA (``../shared/productqa``) when it
-is present (skipped, with the reason, when it is not).
+Runs on the generated catalog and on the real ProductQA slice bundled with the tests
+(``tests/data/productqa``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from agile.envs.answer_eval import is_correct
 from agile.envs.catalog_generator import default_catalog_dir
-from agile.envs.productqa import default_productqa_root, load_group
+from agile.envs.productqa import load_group
 from agile.envs.productqa_env import (
     SEARCH_RESULT_HEADER,
     ProductQAEpisode,
@@ -22,20 +22,12 @@ from agile.envs.productqa_env import (
     question_type,
 )
 from agile.protocol import BASE, HUMAN, Action
-
-
-def _real_root():
-    root = default_productqa_root()
-    if not (root / "train").is_dir():
-        reason = f"real ProductQA not found at {root} (set HELPGATE_PRODUCTQA to run these)"
-        print(reason)
-        pytest.skip(reason)
-    return root
+from productqa_slice import SLICE
 
 
 @pytest.fixture(scope="module", params=["catalog", "real"])
 def root(request):
-    return default_catalog_dir(seed=0) if request.param == "catalog" else _real_root()
+    return default_catalog_dir(seed=0) if request.param == "catalog" else SLICE
 
 
 @pytest.fixture(scope="module")

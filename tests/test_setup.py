@@ -15,7 +15,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
-OURS = {"agile", "helper", "prm", "tabular_rl", "tests", "benchmarks", "examples", "helper_data", "imports", "conftest"}
+OURS = {"agile", "helper", "prm", "tabular_rl", "tests", "benchmarks", "examples", "helper_data", "imports", "conftest",
+        "productqa_slice"}
 
 
 def install_extras(text: str) -> list[set[str]]:

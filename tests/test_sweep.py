@@ -6,20 +6,40 @@ import json
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
 from helper_data import HORIZON, PerfectScorer, solved, trajectories
 
 from helper.cli import main
 from helper.distill import DistillConfig
 from helper.distill import run as distill
+from helper.evaluate import EvaluateConfig
 from helper.metrics import SWEEP_COLUMNS
+from helper.schema import read_trajectories
 from helper.sweep import METHODS, SweepConfig
 from helper.sweep import run as sweep
 
 
+def _docstring(cls, name: str) -> str:
+    """The string literal under field ``name`` (in ``cls`` or the base that declares it)."""
+    import ast
+    import inspect
+    import textwrap
+
+    owner = next(c for c in cls.__mro__ if name in c.__dict__.get("__annotations__", {}))
+    body = ast.parse(textwrap.dedent(inspect.getsource(owner))).body[0].body
+    return next(after.value.value for node, after in zip(body, body[1:])
+                if isinstance(node, ast.AnnAssign) and node.target.id == name)
+
+
 @pytest.fixture(scope="module")
-def helper_dir(tmp_path_factory):
-    data = trajectories(tmp_path_factory.mktemp("trajectories"))
+def training_data(tmp_path_factory):
+    return trajectories(tmp_path_factory.mktemp("trajectories"))
+
+
+@pytest.fixture(scope="module")
+def helper_dir(training_data, tmp_path_factory):
+    data = training_data
     solve = solved(tmp_path_factory.mktemp("solve"), data, budgets=(2,))
     out = tmp_path_factory.mktemp("helper")
     distill(DistillConfig(labels=str(solve), prm="none", out=str(out)))
@@ -49,7 +69,7 @@ def test_sweep_files_and_columns(swept):
     assert len(episodes) == 40 * len(frame)
 
 
-def test_sweep_budgets_and_references(swept):
+def test_sweep_budgets_and_references(swept, training_data):
     out, summary = swept
     frame = pd.read_csv(out / "sweep.csv")
     assert frame.loc[frame["method"] == "always", "interventions"].item() == HORIZON
@@ -65,7 +85,10 @@ def test_sweep_budgets_and_references(swept):
     assert entries["first_k"]["apgr_extrapolated_share"] == 0.0 and entries["always"]["apgr_extrapolated_share"] == 0.0
     assert all(0.0 <= e["apgr_extrapolated_share"] <= 1.0 for e in entries.values())
     calls = {m: e["training_calls"] for m, e in summary["methods"].items()}
-    assert calls["helper"]["human"] > 0 and calls["exact_optimal"] == {"strong": 0, "human": 0}
+    # The helper's training cost is the human answers in the rows it was trained on.
+    rows = read_trajectories(training_data)
+    human = rows.filter(pl.col("intervened") & (pl.col("actor") == "human")).height
+    assert calls["helper"]["human"] == human > 0 and calls["exact_optimal"] == {"strong": 0, "human": 0}
     assert calls["online_rl"]["human"] > 0 and calls["online_rl"]["episodes"] >= 512 // HORIZON
     # Its learning curve (at every C >= 1 against cumulative training calls) is written beside the sweep.
     curve = pd.read_csv(out / "online_rl_curve.csv")
@@ -141,12 +164,21 @@ def test_evaluate_command(helper_dir, tmp_path):
     assert frame.loc[1, "interventions"] <= 2
 
 
-@pytest.mark.parametrize("command", ["sweep", "evaluate", "distill"])
-def test_command_help_renders(command, capsys):
+@pytest.mark.parametrize("command, config", [("sweep", SweepConfig), ("evaluate", EvaluateConfig),
+                                             ("distill", DistillConfig)])
+def test_command_help_shows_each_options_docstring(command, config, capsys):
+    import dataclasses
+    import re
+
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])
     assert exit_info.value.code == 0
-    assert "--out" in capsys.readouterr().out
+    # tyro wraps lines (in a box on a terminal): compare the words, without the box and backticks.
+    words = lambda text: " ".join(re.sub(r"[`│╭╮╰╯─]", " ", text).split())  # noqa: E731
+    text = words(capsys.readouterr().out)
+    for f in dataclasses.fields(config):
+        first = " ".join(words(_docstring(config, f.name)).split()[:4])
+        assert f"--{f.name.replace('_', '-')}" in text and first in text, (command, f.name, first)
 
 
 def test_textworld_sweep_has_a_one_step_oracle_and_measured_budgets(tmp_path):
