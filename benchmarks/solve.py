@@ -134,8 +134,9 @@ def naive_pipeline(pdf: pd.DataFrame, bins: int, budgets: list[int]) -> tuple[li
             rpool = (rpool_sum + SMOOTHING * gmean[a]) / (npool + SMOOTHING) if npool + SMOOTHING > 0 else gmean[a]
             mpool = sum(N[t, s, a, s2] for t in range(T) for s2 in range(S))
             ppool = [(sum(N[t, s, a, s2] for t in range(T)) + SMOOTHING) / (mpool + SMOOTHING * S) for s2 in range(S)]
-            expected_ends = sum(N[t, s, a].sum() * hazard[t] for t in range(T))
-            risk = (sum(N[t, s, a, S] for t in range(T)) + SMOOTHING) / (expected_ends + SMOOTHING)
+            # The last step's ends are the horizon's, not a (state, action)'s risk of ending early.
+            expected_ends = sum(N[t, s, a].sum() * hazard[t] for t in range(T - 1))
+            risk = (sum(N[t, s, a, S] for t in range(T - 1)) + SMOOTHING) / (expected_ends + SMOOTHING)
             for t in range(T):
                 n = sum(N[t, s, a, s2] for s2 in range(S + 1))
                 m = n - N[t, s, a, S]
