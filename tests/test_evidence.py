@@ -106,6 +106,9 @@ def test_prm_variants_table_reads_finished_variants_and_averages_them(tmp_path):
         "tag_after": "state", "target": "process", "base_only": True, "layers": 4}
     with pytest.raises(SystemExit, match="integer values"):
         variants.parse_variant("lora=yes")
+    assert variants.parse_variant("lora=1,layers=4,history=0,lr=3e-4") == {"lora": True, "layers": 4, "history": 0,
+                                                                          "lr": 3e-4}
+    assert variants.parse_variant("model=encoder") == {"model": "encoder", "layers": None}
     runs = []
     for seed, (auroc, fact) in enumerate(((0.70, 0.8), (0.80, 0.6))):
         run = tmp_path / "evidence" / f"seed{seed}"
@@ -119,7 +122,7 @@ def test_prm_variants_table_reads_finished_variants_and_averages_them(tmp_path):
         runs.append(str(run))
     text = variants.main(runs + ["--variants", "layers=16", "--out", str(tmp_path / "out")])
     row = text.splitlines()[-1]
-    assert row.startswith("| layers=16 | 0.700 | 0.800 | **0.750** | fact 0.700 | 0.75 / 0.50 | 15 |")
+    assert row.startswith("| layers=16 | 0.700 | 0.800 | **0.750** | fact 0.700 | 0.75 / 0.50 | 15 | — |")
 
     # The rank mean of two variants' out-of-fold scores, on the judged rows both scored.
     outcome = [1.0, 0.0, 1.0, 0.0]
