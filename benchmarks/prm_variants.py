@@ -121,6 +121,32 @@ def fold_seconds(metrics: list[dict]) -> str:
     return f"{np.mean(found):.0f}" if found else "—"
 
 
+def partial_table(run: Path, variants: list[str], out: Path) -> str:
+    """Trained verifiers stopped before their last fold: AUROC over the held-out folds they finished
+    (``fold_scores/``), beside the first variant's out-of-fold AUROC on exactly those rows (paired)."""
+    import polars as pl
+
+    from prm.quality import auroc
+
+    keys = ["episode_id", "step"]
+    reference = pl.read_parquet(variant_folder(run, variants[0], out) / "validation_scores.parquet").filter("used")
+    lines = [f"| variant ({run_name(run)}) | folds done | rows | AUROC on them | {variants[0]} on the same rows | "
+             "s per fold |", "|---" * 6 + "|"]
+    for variant in variants[1:]:
+        parts = sorted((variant_folder(run, variant, out) / "fold_scores").glob("fold*.parquet"))
+        if not parts:
+            lines.append(f"| {variant} | 0 | | | | |")
+            continue
+        done = pl.concat([pl.read_parquet(p) for p in parts]).filter("used")
+        paired = done.join(reference.select(*keys, pl.col("prm_score").alias("ref")), on=keys)
+        folds = sorted(done["fold"].unique().to_list())
+        lines.append(f"| {variant} | {len(folds)} ({', '.join(map(str, folds))}) | {paired.height} | "
+                     f"{auroc(paired['prm_score_raw'].to_numpy(), paired['outcome'].to_numpy()):.3f} | "
+                     f"{auroc(paired['ref'].to_numpy(), paired['outcome'].to_numpy()):.3f} | "
+                     f"{done.group_by('fold').agg(pl.col('seconds').first())['seconds'].mean():.0f} |")
+    return "\n".join(lines)
+
+
 def rank_mean_auroc(run: Path, variants: list[str], out: Path) -> float:
     """Out-of-fold AUROC of the mean rank of several variants' out-of-fold scores on one run's judged rows."""
     import polars as pl
@@ -144,6 +170,9 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--variants", nargs="+", default=["layers=8", "layers=16", "layers=0"],
                         help="comma-separated field=value changes to the PRM stage (layers=0: all layers)")
     parser.add_argument("--out", type=Path, default=Path("runs/prm-variants"))
+    parser.add_argument("--partial", action="store_true",
+                        help="read trained verifiers that are still running or were stopped: AUROC over their "
+                             "finished folds, paired with the first variant's (which must be finished)")
     parser.add_argument("--rank-mean", action="store_true",
                         help="also score the mean rank of every variant's out-of-fold scores (an ensemble)")
     args = parser.parse_args(argv)
@@ -152,6 +181,10 @@ def main(argv: list[str] | None = None) -> str:
             raise SystemExit(f"{run / 'pipeline.json'}: not found; give folders written by `helpgate pipeline`.")
     for variant in args.variants:
         parse_variant(variant)  # every variant checked before the first hour of training
+    if args.partial:
+        text = "\n\n".join(partial_table(run, args.variants, args.out) for run in args.runs)
+        print(text)
+        return text
     results = {v: [trained(run, v, args.out) for run in args.runs] for v in args.variants}
     text = table(results, args.runs)
     if args.rank_mean:

@@ -49,10 +49,11 @@ def default_lr(encoder: bool) -> float:
 
 
 def fine_tune(prm, episodes, target: np.ndarray, used: np.ndarray, episode_fold: np.ndarray | None,
-              row_group: np.ndarray, cfg, rng: np.random.Generator) -> FineTuned:
+              row_group: np.ndarray, cfg, rng: np.random.Generator, on_fold=None) -> FineTuned:
     """Train ``prm`` in place on every episode (the saved model) and, with ``episode_fold`` (one fold
     per episode), a copy per fold that scores the fold it did not see. ``target``, ``used`` and
-    ``row_group`` have one entry per row, in the episodes' step order."""
+    ``row_group`` have one entry per row, in the episodes' step order. ``on_fold(k, rows, scores)``
+    is called as each fold finishes (its held-out row indices and their scores)."""
     lengths = np.array([len(e[0]) for e in episodes])
     starts = np.concatenate([[0], np.cumsum(lengths)])
     row_episode = np.repeat(np.arange(len(episodes)), lengths)
@@ -73,6 +74,9 @@ def fine_tune(prm, episodes, target: np.ndarray, used: np.ndarray, episode_fold:
             for i, scores in zip(held, model.score_episodes([episodes[i] for i in held], cfg.batch_tokens)):
                 oof[starts[i]:starts[i + 1]] = scores
             fold_seconds.append(round(time.perf_counter() - start, 2))
+            if on_fold is not None:
+                rows_k = np.flatnonzero(np.isin(row_episode, held))
+                on_fold(k, rows_k, oof[rows_k], fold_seconds[-1])
             print(f"prm train: fold {k} trained and scored in {fold_seconds[-1]:.0f} s", flush=True)
             del model
     start = time.perf_counter()

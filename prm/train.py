@@ -14,7 +14,9 @@ proposal's own reward (``label_proposal``: was the proposal right?) when every r
 Frozen backbone: one inference pass caches the hidden state at every step tag, then the head is
 fitted on those features by L-BFGS (a convex, L2-regularised logistic regression: fast on CPU,
 no learning rate to tune). LoRA adapters, or a cross-encoder fine-tuned whole (``--model encoder``,
-``prm.encoder``): backbone and head trained together with AdamW, one copy per fold (``prm.finetune``).
+``prm.encoder``): backbone and head trained together with AdamW, one copy per fold (``prm.finetune``);
+each fold's held-out scores are written to ``fold_scores/`` as it finishes, and ``metrics.json``
+gives the seconds per fold (``fine_tune``).
 
 Out of fold (frozen backbone, the default): the episodes are dealt into ``--folds`` folds (by task
 group, prefix-sharing episodes together: ``prm.folds``; LoRA and encoder alike); one head (or, for a
@@ -441,8 +443,17 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         row_group = (np.array([split.group[e] for e in train_frame["episode_id"]]) if split else
                      np.repeat(np.arange(len(train_episodes)), [len(states) for states, *_ in train_episodes]))
         episode_fold = np.array([split.fold[e] for e in train_episode_ids]) if split else None
+        fold_dir = Path(cfg.out) / "fold_scores"
+
+        def save_fold(k: int, rows: np.ndarray, scores: np.ndarray, seconds: float) -> None:
+            # Each fold's held-out scores as it finishes: a long CPU run stopped early keeps the folds it made.
+            fold_dir.mkdir(parents=True, exist_ok=True)
+            train_frame[rows].select("episode_id", "step", "outcome", "used").with_columns(
+                pl.Series("prm_score_raw", scores), pl.lit(k).alias("fold"), pl.lit(seconds).alias("seconds"),
+            ).write_parquet(fold_dir / f"fold{k}.parquet")
+
         tuned = fine_tune(prm, train_episodes, train_target.numpy(), train_used.numpy(), episode_fold, row_group,
-                          cfg, rng)
+                          cfg, rng, on_fold=save_fold)
         oof_scores, losses_seen, l2 = tuned.oof, tuned.losses, tuned.l2
         fine_tune_report = {"fold_seconds": tuned.fold_seconds, "all_data_seconds": tuned.all_seconds,
                             "mean_fold_seconds": round(float(np.mean(tuned.fold_seconds)), 2)

@@ -62,6 +62,12 @@ def test_trains_out_of_fold_by_group_and_learns_the_cue(trained):
         assert fold_of_group.setdefault(task_group(task), folds[episode]) == folds[episode]
     oof = pl.read_parquet(out / "oof_scores.parquet")
     assert oof.height == FRAME.height and oof["prm_score_raw"].is_finite().all()
+    # Each fold's held-out scores were saved as it finished (a stopped CPU run keeps them): the same numbers.
+    saved = pl.concat([pl.read_parquet(out / "fold_scores" / f"fold{k}.parquet") for k in range(3)])
+    joined = oof.join(saved.select("episode_id", "step", pl.col("prm_score_raw").alias("saved")),
+                      on=["episode_id", "step"])
+    assert joined.height == FRAME.height
+    np.testing.assert_allclose(joined["saved"].to_numpy(), joined["prm_score_raw"].to_numpy(), atol=1e-6)
     assert not (out / "features.npz").exists()  # no frozen features: the backbone moved
     # Saved only as safetensors (no pickle): LoRA as an adapter over the tiny copy, the encoder whole.
     assert not list(out.rglob("*.bin")) and not list(out.rglob("*.pt")) and list(out.rglob("*.safetensors"))
