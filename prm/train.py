@@ -50,6 +50,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,8 +61,8 @@ import polars as pl
 import torch
 
 from prm import labels as L
-from prm.backbones import is_encoder
 from prm import quality
+from prm.backbones import is_encoder
 from prm.calibration import METHODS, cross_fitted, default_method, fit_calibrator
 from prm.folds import assign_folds, task_type
 from prm.shards import (
@@ -116,7 +117,7 @@ class TrainConfig:
     after the base agent's proposal (proposal_text: for a gate that decides after the proposal)."""
     l2: float | None = None
     """L2 penalty on the head weights (distance from the initial +/- rows for the tag head); unset: chosen
-    by 3-fold cross-validation over training episodes (frozen backbone), 0 with LoRA."""
+    by 3-fold cross-validation over training episodes (for LoRA / encoder: of the probe each copy starts from)."""
     head_steps: int = 200
     """Frozen backbone: L-BFGS iterations for the head."""
     epochs: int = 2
@@ -444,6 +445,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
                      np.repeat(np.arange(len(train_episodes)), [len(states) for states, *_ in train_episodes]))
         episode_fold = np.array([split.fold[e] for e in train_episode_ids]) if split else None
         fold_dir = Path(cfg.out) / "fold_scores"
+        shutil.rmtree(fold_dir, ignore_errors=True)  # a previous run's folds must not read as this run's
 
         def save_fold(k: int, rows: np.ndarray, scores: np.ndarray, seconds: float) -> None:
             # Each fold's held-out scores as it finishes: a long CPU run stopped early keeps the folds it made.
