@@ -1,5 +1,5 @@
 """Which PRM ranks the base agent's mistakes best: the pipeline's PRM stage re-run on finished runs'
-trajectories with other backbone depths or history windows, out-of-fold AUROC side by side.
+trajectories with other backbone depths, history windows or trained verifiers, out-of-fold AUROC side by side.
 
     python benchmarks/prm_variants.py runs/evidence/productqa-proposal/seed0 runs/evidence/productqa-proposal/seed1 \\
         --variants layers=8 layers=16 layers=30 layers=8,history=0 mode=state --out runs/prm-variants
@@ -7,8 +7,14 @@ trajectories with other backbone depths or history windows, out-of-fold AUROC si
 Each run folder is one ``helpgate pipeline`` output; its PRM stage is re-run exactly as the pipeline
 ran it (``PipelineConfig.prm_train_config``: same target, tag, folds by group, seed) with the variant's
 fields changed (``mode=state``: the PRM a state-mode run trains, on the same decision points), into ``OUT/<run>/<variant>/`` (a finished one is read back, not trained again).
+Trained verifiers (``prm.finetune``, one copy per fold, same folds by group):
+
+    python benchmarks/prm_variants.py RUN... --variants layers=8 lora=1,layers=4,history=0 model=encoder
+
+``lora=1`` trains LoRA adapters (``lora_r=``, ``epochs=``, ``lr=``, ``step_tokens=`` also apply), ``model=encoder``
+(or ``model=encoder:FOLDER``) fine-tunes a cross-encoder whole (``prm.encoder``; the run's layer cut does not apply).
 Prints, per variant: out-of-fold AUROC per run and their mean, per question type and per step
-(means over runs), and the training time.
+(means over runs), the training time and, for trained verifiers, the seconds per fold.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ import numpy as np  # noqa: E402
 
 from helper.pipeline import PipelineConfig  # noqa: E402
 from prm import train as prm_train  # noqa: E402
+from prm.backbones import is_encoder  # noqa: E402
 
-INT_FIELDS = {"layers", "history", "folds"}
+INT_FIELDS = {"layers", "history", "folds", "epochs", "lora_r", "step_tokens", "max_length"}
+FLOAT_FIELDS = {"lr", "head_lr"}
 DECIDE_MODES = ("state", "proposal")
 
 
@@ -45,12 +53,25 @@ def parse_variant(text: str) -> dict:
         if key == "mode" and value in DECIDE_MODES:
             out.update(mode_fields(value))
             continue
+        if key == "lora" and value in ("0", "1"):
+            out["lora"] = value == "1"
+            continue
+        if key == "model" and value:
+            out["model"] = value
+            continue
+        if key in FLOAT_FIELDS:
+            try:
+                out[key] = float(value)
+                continue
+            except ValueError:
+                pass
         if key not in INT_FIELDS or not value.lstrip("-").isdigit():
             raise SystemExit(f"--variants {text!r}: use fields {sorted(INT_FIELDS)} with integer values, "
+                             f"{sorted(FLOAT_FIELDS)} with numbers, lora=0|1, model=NAME, "
                              f"or mode={'|'.join(DECIDE_MODES)}; e.g. layers=16,history=0.")
         out[key] = int(value)
-    if out.get("layers") == 0:
-        out["layers"] = None  # all layers
+    if out.get("layers") == 0 or is_encoder(out.get("model", "")):
+        out["layers"] = None  # all layers (an encoder is fine-tuned whole)
     return out
 
 
@@ -59,7 +80,7 @@ def run_name(run: Path) -> str:
 
 
 def variant_folder(run: Path, variant: str, out: Path) -> Path:
-    return out / run_name(run) / variant.replace("=", "").replace(",", "-")
+    return out / run_name(run) / variant.replace("=", "").replace(",", "-").replace("/", "_").replace(":", "_")
 
 
 def trained(run: Path, variant: str, out: Path) -> dict:
@@ -80,7 +101,7 @@ def mean_of(dicts: list[dict]) -> dict:
 
 def table(results: dict[str, list[dict]], runs: list[Path]) -> str:
     lines = ["| variant | " + " | ".join(run_name(r) for r in runs) + " | mean | per type (mean) | per step (mean) | "
-             "training s (mean) |", "|---" * (len(runs) + 5) + "|"]
+             "training s (mean) | s per fold (mean) |", "|---" * (len(runs) + 6) + "|"]
     for variant, metrics in results.items():
         aurocs = [m["oof_auroc"] for m in metrics]
         types = mean_of([m.get("oof_auroc_per_type") or {} for m in metrics])
@@ -88,7 +109,41 @@ def table(results: dict[str, list[dict]], runs: list[Path]) -> str:
         lines.append(
             f"| {variant} | " + " | ".join(f"{a:.3f}" for a in aurocs) + f" | **{np.mean(aurocs):.3f}** | "
             + ", ".join(f"{k.removesuffix('_qa')} {v:.3f}" for k, v in types.items()) + " | "
-            + " / ".join(f"{v:.2f}" for v in steps.values()) + f" | {np.mean([m['seconds'] for m in metrics]):.0f} |")
+            + " / ".join(f"{v:.2f}" for v in steps.values()) + f" | {np.mean([m['seconds'] for m in metrics]):.0f} | "
+            + fold_seconds(metrics) + " |")
+    return "\n".join(lines)
+
+
+def fold_seconds(metrics: list[dict]) -> str:
+    """Mean seconds to train one fold's copy (trained verifiers only; a frozen head's folds cost nothing)."""
+    found = [m["fine_tune"]["mean_fold_seconds"] for m in metrics
+             if (m.get("fine_tune") or {}).get("mean_fold_seconds")]
+    return f"{np.mean(found):.0f}" if found else "—"
+
+
+def partial_table(run: Path, variants: list[str], out: Path) -> str:
+    """Trained verifiers stopped before their last fold: AUROC over the held-out folds they finished
+    (``fold_scores/``), beside the first variant's out-of-fold AUROC on exactly those rows (paired)."""
+    import polars as pl
+
+    from prm.quality import auroc
+
+    keys = ["episode_id", "step"]
+    reference = pl.read_parquet(variant_folder(run, variants[0], out) / "validation_scores.parquet").filter("used")
+    lines = [f"| variant ({run_name(run)}) | folds done | rows | AUROC on them | {variants[0]} on the same rows | "
+             "s per fold |", "|---" * 6 + "|"]
+    for variant in variants[1:]:
+        parts = sorted((variant_folder(run, variant, out) / "fold_scores").glob("fold*.parquet"))
+        if not parts:
+            lines.append(f"| {variant} | 0 | | | | |")
+            continue
+        done = pl.concat([pl.read_parquet(p) for p in parts]).filter("used")
+        paired = done.join(reference.select(*keys, pl.col("prm_score").alias("ref")), on=keys)
+        folds = sorted(done["fold"].unique().to_list())
+        lines.append(f"| {variant} | {len(folds)} ({', '.join(map(str, folds))}) | {paired.height} | "
+                     f"{auroc(paired['prm_score_raw'].to_numpy(), paired['outcome'].to_numpy()):.3f} | "
+                     f"{auroc(paired['ref'].to_numpy(), paired['outcome'].to_numpy()):.3f} | "
+                     f"{done.group_by('fold').agg(pl.col('seconds').first())['seconds'].mean():.0f} |")
     return "\n".join(lines)
 
 
@@ -115,6 +170,9 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--variants", nargs="+", default=["layers=8", "layers=16", "layers=0"],
                         help="comma-separated field=value changes to the PRM stage (layers=0: all layers)")
     parser.add_argument("--out", type=Path, default=Path("runs/prm-variants"))
+    parser.add_argument("--partial", action="store_true",
+                        help="read trained verifiers that are still running or were stopped: AUROC over their "
+                             "finished folds, paired with the first variant's (which must be finished)")
     parser.add_argument("--rank-mean", action="store_true",
                         help="also score the mean rank of every variant's out-of-fold scores (an ensemble)")
     args = parser.parse_args(argv)
@@ -123,6 +181,10 @@ def main(argv: list[str] | None = None) -> str:
             raise SystemExit(f"{run / 'pipeline.json'}: not found; give folders written by `helpgate pipeline`.")
     for variant in args.variants:
         parse_variant(variant)  # every variant checked before the first hour of training
+    if args.partial:
+        text = "\n\n".join(partial_table(run, args.variants, args.out) for run in args.runs)
+        print(text)
+        return text
     results = {v: [trained(run, v, args.out) for run in args.runs] for v in args.variants}
     text = table(results, args.runs)
     if args.rank_mean:

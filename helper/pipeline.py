@@ -62,7 +62,10 @@ class PipelineConfig:
     """ProductQA LLM base agent: k answers sampled beside each greedy one (collection and sweep), read by the PRM
     and the helper as the consistency_agree / consistency_entropy signals (0: off)."""
     prm_model: str = "smollm2"
-    """Backbone of the process reward model (the embedded SmolLM2, 'tiny', a HF id or a folder)."""
+    """Backbone of the process reward model (the embedded SmolLM2, 'tiny', a HF id or a folder), or encoder[:NAME]:
+    a cross-encoder fine-tuned whole (the embedded all-MiniLM-L6-v2, or a local encoder folder)."""
+    prm_lora: bool = False
+    """Train LoRA adapters on the PRM's causal backbone with its head, one copy per fold (see `prm train --lora`)."""
     decide_after: Literal["state", "proposal"] | None = None
     """When the helper (and every score-reading baseline) decides: before the base agent acts (state), or
     after reading its proposal (proposal: the agent proposes first, the PRM's tag goes after the proposal,
@@ -124,6 +127,10 @@ class PipelineConfig:
         return "process" if self.env in QUESTION_SESSIONS else "soft"
 
     def prm_layer_count(self) -> int | None:
+        from prm.backbones import is_encoder
+
+        if is_encoder(self.prm_model):
+            return None  # an encoder is fine-tuned whole
         if self.prm_layers is None:
             return 8 if self.prm_model == "smollm2" else None
         return self.prm_layers or None
@@ -143,6 +150,7 @@ class PipelineConfig:
             seed=self.seed, device=self.device, layers=self.prm_layer_count(), folds=self.fold_count(),
             state_features=self.state_features(), hidden=self.hidden_inputs(),
             pooling=self.prm_pooling,
+            lora=self.prm_lora,
         ), **changes})
 
     def hidden_inputs(self) -> bool:
@@ -199,8 +207,13 @@ def run(cfg: PipelineConfig) -> dict:
     from helper.plugins import AGENT_GROUP, is_plugin
     from prm import score as prm_score
     from prm import train as prm_train
+    from prm.backbones import check_backbone, is_encoder
 
     cfg = replace(cfg, decide_after=cfg.decide_mode())
+    check_backbone(cfg.prm_model, "--prm-model")  # before collection, not after it
+    if cfg.prm_lora and is_encoder(cfg.prm_model):
+        raise ValueError(f"--prm-lora with --prm-model {cfg.prm_model}: an encoder is fine-tuned whole; "
+                         "drop --prm-lora.")
     if cfg.env == "agile" and cfg.agent == "smollm2":
         # Measured: 0 of 135 base-agent answers right on ../shared/productqa (it writes questions, not calls).
         print("[pipeline] note: the untuned SmolLM2 rarely writes AGILE's function calls, so its answers may all be "

@@ -3,8 +3,14 @@
 - ``ProcessRewardModel`` (``prm.model``): a causal-LM backbone with a step-tag (+/-) or value
   head; ``score_episodes`` scores all steps of an episode in one forward pass; ``save``/``load``.
 - ``TrainConfig`` / ``run_train`` (``prm.train``): Monte-Carlo labels, fold heads and the
-  all-data head (frozen backbone) or LoRA, out-of-fold scores, quality report (AUROC, Brier, ECE,
+  all-data head (frozen backbone), out-of-fold scores, quality report (AUROC, Brier, ECE,
   reliability plot).
+- ``fine_tune`` (``prm.finetune``): trained verifiers (LoRA adapters, or a whole encoder), one copy per
+  fold, each value head started from the frozen probe.
+- ``EncoderPRM`` (``prm.encoder``): a cross-encoder PRM (``--model encoder``: all-MiniLM-L6-v2 fine-tuned
+  whole), one mean-pooled window per step, through the same scoring and save/load.
+- ``check_backbone`` (``prm.backbones``): which kind a backbone name means; a missing folder or one
+  without a tokenizer refused in one line naming the option.
 - ``assign_folds`` (``prm.folds``): folds of whole episodes, by task group, prefix-sharing
   episodes together.
 - ``ScoreConfig`` / ``run_score`` (``prm.score``): add ``prm_score`` to a trajectory folder

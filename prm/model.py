@@ -18,7 +18,10 @@ logit whose sigmoid is P(episode succeeds | text up to this tag):
 Only the hidden states at tag positions are projected, never the full vocabulary: the LM head
 would cost ``vocab x hidden`` per token for two numbers per step.
 
-Training modes: frozen backbone (head only) or LoRA adapters through ``peft`` plus the head.
+Training modes: frozen backbone (head only) or LoRA adapters through ``peft`` plus the head
+(``prm.finetune``). ``prm.encoder`` subclasses this model for a bidirectional encoder: ``frame`` (a
+hook, identity here) turns a rendered window into what the backbone reads, and ``load`` dispatches
+on ``encoder`` in the settings.
 Signals (``prm.signals``, value head on a frozen backbone): the agent's own confidence numbers are
 appended to ``h`` before the head (``signal_keys`` in the settings fixes their order), so scoring
 takes them per step (``score_episodes(..., signals=...)``; absent ones count as missing).
@@ -116,6 +119,9 @@ class PRMSettings:
     episode so far, in one pass."""
     pooling: str = "last"
     """The head reads the hidden state at the step's tag (last) or its mean over the step's tokens (mean)."""
+    encoder: bool = False
+    """The backbone is a bidirectional encoder fine-tuned whole, mean-pooled over one window per step
+    (``prm.encoder``)."""
     format: int = FORMAT_VERSION
     """Version of the saved folder's layout (written with it; for readers of prm_config.json)."""
 
@@ -354,7 +360,12 @@ class ProcessRewardModel(nn.Module):
         note = truncation_note(found, len(episodes), self.context)
         if note and warn:
             warnings.warn(note, ContextTruncationWarning, stacklevel=2)
-        return found
+        return [self.frame(w) for w in found]
+
+    def frame(self, window: Window) -> Window:
+        """The window as the backbone reads it (a causal LM: as rendered; ``prm.encoder`` adds its
+        special tokens)."""
+        return window
 
     def batches(self, found: Sequence[Window], batch_tokens: int):
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
@@ -430,8 +441,8 @@ class ProcessRewardModel(nn.Module):
         try:
             rendered = self.renderer.render_many([episode])[0]
             history = self.settings.history
-            window = (history_windows(0, rendered, history, self.context) if history is not None
-                      else windows(0, rendered, self.context))[-1]
+            window = self.frame((history_windows(0, rendered, history, self.context) if history is not None
+                                 else windows(0, rendered, self.context))[-1])
             pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
             hidden = self.hidden_at_tags(collate([window], pad, self.device))[-1:]
             row = None if signals is None else np.asarray(signals)[None]
@@ -506,6 +517,13 @@ class ProcessRewardModel(nn.Module):
         if unknown:
             raise ValueError(f"{config_path}: unknown keys {unknown}; it was written by a newer version.")
         settings = PRMSettings(**raw)
+        if settings.encoder:
+            from prm.encoder import EncoderPRM
+
+            prm = EncoderPRM.restore(directory, settings, device, dtype)
+            prm.head.load_state_dict(load_file(directory / HEAD_FILE))
+            prm.calibrator = Calibrator.load(directory)
+            return prm.eval()
         source = directory / BACKBONE_DIR if settings.backbone_saved else settings.backbone
         model, tokenizer = load_causal_lm(source, device=device, dtype=dtype)
         width = model.config.get_text_config().hidden_size

@@ -160,7 +160,7 @@ def _out_of_fold(prm, ids, episodes, path: Path | None) -> dict[str, np.ndarray]
 
 
 def _cached_features(prm, ids, episodes, saved_features: Path | None) -> dict[str, np.ndarray]:
-    if saved_features is None or not saved_features.exists() or prm.settings.lora:
+    if saved_features is None or not saved_features.exists() or prm.settings.lora or prm.settings.encoder:
         return {}
     from prm.train import load_features
 

@@ -2,8 +2,10 @@
 
     helpgate prm train --data trajectories --out prm                      # frozen backbone, value head
     helpgate prm train --data trajectories --out prm --head tag           # Math-Shepherd +/- tag head
-    helpgate prm train --data trajectories --out prm --head tag --lora    # LoRA (the GPU recipe)
+    helpgate prm train --data trajectories --out prm --head tag --lora    # LoRA on the whole backbone (GPU)
     helpgate prm train --data traj-prop --out prm --tag-after proposal   # scores the agent's proposal
+    helpgate prm train --data traj-prop --out prm --tag-after proposal --lora --layers 4 --history 0  # LoRA, CPU
+    helpgate prm train --data traj-prop --out prm --tag-after proposal --model encoder  # cross-encoder
 
 With ``--tag-after proposal`` (data collected with ``--decide-after proposal``) every step renders
 the base agent's proposal before the tag (``prm.render``), and the default target is the
@@ -11,19 +13,22 @@ proposal's own reward (``label_proposal``: was the proposal right?) when every r
 
 Frozen backbone: one inference pass caches the hidden state at every step tag, then the head is
 fitted on those features by L-BFGS (a convex, L2-regularised logistic regression: fast on CPU,
-no learning rate to tune). LoRA: adapters and head are trained together with AdamW on length-
-bucketed batches.
+no learning rate to tune). LoRA adapters, or a cross-encoder fine-tuned whole (``--model encoder``,
+``prm.encoder``): backbone and head trained together with AdamW, one copy per fold (``prm.finetune``);
+each fold's held-out scores are written to ``fold_scores/`` as it finishes, and ``metrics.json``
+gives the seconds per fold (``fine_tune``).
 
 Out of fold (frozen backbone, the default): the episodes are dealt into ``--folds`` folds (by task
-group, prefix-sharing episodes together: ``prm.folds``); one head per fold is fitted on the other
+group, prefix-sharing episodes together: ``prm.folds``; LoRA and encoder alike); one head (or, for a
+trained verifier, one trained copy) per fold is fitted on the other
 folds and scores the fold it did not see, and one head fitted on every episode is THE model saved
 to ``--out`` (the one the gate loads). The out-of-fold scores go to ``oof_scores.parquet``, which
 ``prm score`` writes for exactly those training episodes, so everything fitted downstream (solve,
 distill, thresholds, routers) reads scores of a model that never saw the episode, as the gate
 does online. The quality report (AUROC, Brier, ECE of every step's score against the outcome) is
 made on those out-of-fold scores; the all-data head's figure on its own training rows is reported
-as ``in_fold``. With ``--folds 1`` (and always with LoRA: one adapter per fold would multiply its
-cost) a ``--val-fraction`` of the episodes is held out for the report instead, and ``prm score``
+as ``in_fold``. With ``--folds 1`` a ``--val-fraction`` of the episodes is held out for the report
+instead (one training instead of folds + 1 for a trained verifier), and ``prm score``
 gives the training episodes in-fold scores (metrics.json says so).
 
 Signals (``--signals``, on by default when the data's ``proposal_signals`` carry any): the base
@@ -45,6 +50,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +62,7 @@ import torch
 
 from prm import labels as L
 from prm import quality
+from prm.backbones import is_encoder
 from prm.calibration import METHODS, cross_fitted, default_method, fit_calibrator
 from prm.folds import assign_folds, task_type
 from prm.shards import (
@@ -79,11 +86,13 @@ class TrainConfig:
     out: str = "prm"
     """Folder to write the trained PRM, metrics.json and reliability.png to."""
     model: str = "smollm2"
-    """Backbone: smollm2 (embedded), tiny (tests), or a Hugging Face id / local folder."""
+    """Backbone: smollm2 (embedded), tiny (tests), a causal-LM Hugging Face id / local folder, or encoder[:NAME]
+    (a cross-encoder fine-tuned whole: the embedded all-MiniLM-L6-v2, encoder:tiny, or encoder:FOLDER)."""
     head: Literal["value", "tag"] = "value"
     """value (linear head on the step-boundary hidden state) or tag (P(+) vs P(-) at the step tag)."""
     lora: bool = False
-    """Train LoRA adapters with the head (the GPU recipe); default trains the head on a frozen backbone."""
+    """Train LoRA adapters with the head, one copy per fold (on a CPU: with --layers 4 --history 0); default
+    trains the head on a frozen backbone."""
     target: Literal["soft", "hard", "process", "proposal"] | None = None
     """Training label: soft (mean outcome over episodes sharing the prefix), hard (episode success),
     process (step reward) or proposal (the base agent's proposal's reward, proposal_reward). Default:
@@ -91,8 +100,8 @@ class TrainConfig:
     success_threshold: float = 0.5
     """An episode counts as a success when its success value is at least this."""
     folds: int | None = None
-    """Cross-validation folds for the out-of-fold scores and report (default 5 on a frozen backbone);
-    1: hold out --val-fraction instead (training rows then get in-fold scores). LoRA supports only 1."""
+    """Cross-validation folds for the out-of-fold scores and report (default 5; with LoRA or an encoder each
+    fold trains its own copy); 1: hold out --val-fraction instead (training rows then get in-fold scores)."""
     val_fraction: float = 0.2
     """With --folds 1: share of episodes held out for the quality report (by episode, stratified by outcome)."""
     seed: int = 0
@@ -108,15 +117,17 @@ class TrainConfig:
     after the base agent's proposal (proposal_text: for a gate that decides after the proposal)."""
     l2: float | None = None
     """L2 penalty on the head weights (distance from the initial +/- rows for the tag head); unset: chosen
-    by 3-fold cross-validation over training episodes (frozen backbone), 0 with LoRA."""
+    by 3-fold cross-validation over training episodes (for LoRA / encoder: of the probe each copy starts from)."""
     head_steps: int = 200
     """Frozen backbone: L-BFGS iterations for the head."""
     epochs: int = 2
-    """LoRA: passes over the training episodes."""
-    lr: float = 1e-4
-    """LoRA: AdamW learning rate of the adapters."""
-    head_lr: float = 1e-3
-    """LoRA: AdamW learning rate of the head."""
+    """LoRA / encoder: passes over the training episodes."""
+    lr: float | None = None
+    """LoRA / encoder: AdamW learning rate of the adapters or the encoder (default 2e-4 LoRA, 5e-5 encoder)."""
+    head_lr: float = 1e-4
+    """LoRA / encoder: AdamW learning rate of the head (the value head starts as the frozen probe)."""
+    step_tokens: int = 2048
+    """LoRA / encoder: padded tokens per optimiser step (smaller: more steps per epoch)."""
     lora_r: int = 8
     """LoRA rank."""
     lora_alpha: int = 16
@@ -299,9 +310,15 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     ``frame`` skips reading ``cfg.data`` (pass an already validated trajectory frame);
     ``validate(frame, source)`` runs on every shard read from ``cfg.data`` otherwise.
     """
-    from prm.model import ProcessRewardModel, parse_dtype
+    from prm.backbones import check_backbone
 
     started = time.perf_counter()
+    check_backbone(cfg.model, "--model")
+    encoder = is_encoder(cfg.model)
+    if encoder and (cfg.lora or cfg.head != "value" or cfg.layers or cfg.pooling != "last" or not cfg.hidden):
+        raise ValueError(f"--model {cfg.model}: an encoder is fine-tuned whole with the value head on its own "
+                         "mean-pooled window; drop --lora, --head tag, --layers, --pooling and --no-hidden.")
+    fine_tuned = cfg.lora or encoder
     if cfg.target is not None and cfg.target not in L.TARGETS:
         raise ValueError(f"target={cfg.target!r}: use one of {L.TARGETS}.")
     if cfg.calibration is not None and cfg.calibration not in METHODS:
@@ -354,14 +371,9 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
             "so there is no mistake to rank. Use a base agent that is sometimes right (with --env agile: an SFT "
             "model folder, `helpgate agile sft`; the untuned SmolLM2 does not write AGILE's function calls) or more episodes."
         )
-    folds = cfg.folds if cfg.folds is not None else (1 if cfg.lora else 5)
+    folds = cfg.folds if cfg.folds is not None else 5
     if folds < 1:
         raise ValueError(f"folds={folds}: use 1 (a held-out split) or more (out-of-fold scores).")
-    if cfg.lora and folds > 1:
-        raise ValueError(
-            f"folds={folds} with --lora: out-of-fold LoRA would train {folds + 1} adapters; pass --folds 1 "
-            "(training rows then get in-fold scores) or train a frozen-backbone head (no --lora)."
-        )
     split = assign_folds(frame, folds, cfg.seed) if folds > 1 else None
     if split:
         train_ids, val_ids = sorted(split.fold), []
@@ -370,7 +382,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     train_frame = frame.filter(pl.col("episode_id").is_in(train_ids))
     val_frame = frame.filter(pl.col("episode_id").is_in(val_ids))
     # episodes_of and these columns share the (episode_id, step) order of the sorted frames.
-    _, train_episodes = episodes_of(train_frame, cfg.tag_after)
+    train_episode_ids, train_episodes = episodes_of(train_frame, cfg.tag_after)
     _, val_episodes = episodes_of(val_frame, cfg.tag_after)
     train_target = torch.tensor(train_frame[label].to_numpy(), dtype=torch.float32)
     train_used = torch.from_numpy(train_frame["used"].to_numpy().copy())
@@ -380,31 +392,20 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         f"{frame.height} steps ({int(frame['used'].sum())} used); "
         + (f"{split.k} folds by {split.how}" if split else f"{len(train_ids)} train / {len(val_ids)} validation episodes")
         + f"; target {label}, head {cfg.head}, "
-        f"{'LoRA' if cfg.lora else 'frozen backbone'} on {cfg.model}."
+        f"{'LoRA' if cfg.lora else 'fine-tuned whole' if encoder else 'frozen backbone'} on {cfg.model}."
     )
 
     # ---- model ------------------------------------------------------------------------------
-    prm = ProcessRewardModel.create(
-        cfg.model,
-        head=cfg.head,
-        lora=cfg.lora,
-        lora_r=cfg.lora_r,
-        lora_alpha=cfg.lora_alpha,
-        lora_dropout=cfg.lora_dropout,
-        tag_after=cfg.tag_after,
-        max_length=cfg.max_length,
-        layers=cfg.layers,
-        history=cfg.history,
-        pooling=cfg.pooling,
-        signal_keys=keys,
-        hidden_inputs=cfg.hidden,
-        device=cfg.device,
-        dtype=parse_dtype(cfg.dtype),
-        seed=cfg.seed,
-    )
+    try:
+        prm = _create(cfg, keys)
+    except OSError as error:  # a backbone that cannot be loaded: say which option named it
+        raise OSError(f"--model {cfg.model}: {error}") from error
     losses_seen: list[float] = []
+    fine_tune_report = None
+    if split:
+        row_fold = np.array([split.fold[e] for e in train_frame["episode_id"]])
 
-    if not cfg.lora:
+    if not fine_tuned:
         # ---- frozen backbone: cache features once, fit the head by L-BFGS -------------------
         if cfg.hidden:
             features = episode_features(prm, frame, cfg)
@@ -437,7 +438,6 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
 
         if split:
             # One head per fold, fitted without the fold's episodes, scores that fold only.
-            row_fold = np.array([split.fold[e] for e in train_frame["episode_id"]])
             oof_scores = np.full(train_frame.height, np.nan)
             for k in range(split.k):
                 fold_head, _, _ = fitted_head(used_rows & (row_fold != k))
@@ -454,55 +454,31 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
             val_scores = torch.sigmoid(head(val_x)).numpy()
         head.to(prm.device)
     else:
-        # ---- LoRA: adapters + head with AdamW on length-bucketed batches --------------------
-        l2 = cfg.l2 or 0.0
-        if cfg.head == "value":
-            sample = [train_episodes[i] for i in rng.permutation(len(train_episodes))[:64]]
-            prm.head.fit_normalizer(torch.from_numpy(np.concatenate(prm.episode_features(sample, cfg.batch_tokens))))
-        # Unused rows get a NaN target and drop out of the loss.
-        masked = torch.where(train_used, train_target, torch.nan).numpy()
-        per_episode = np.split(masked, np.cumsum([len(s) for s, *_ in train_episodes])[:-1])
-        head_params = list(prm.head.parameters())
-        weight = prm.head.linear.weight if cfg.head == "value" else prm.head.rows
-        # The value head shrinks towards zero, the tag head towards the LM's own +/- rows.
-        anchor = torch.zeros_like(weight) if cfg.head == "value" else weight.detach().clone()
-        adapter_params = [p for p in prm.backbone.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(
-            [{"params": adapter_params, "lr": cfg.lr}, {"params": head_params, "lr": cfg.head_lr}], weight_decay=0.0
-        )
-        found = prm.windows_for(train_episodes)
-        from tqdm.auto import tqdm
+        # ---- LoRA adapters or a whole encoder, trained end to end: one copy per fold (prm.finetune) -------
+        from prm.finetune import fine_tune
 
-        prm.train()
-        for epoch in range(cfg.epochs):
-            batches = list(prm.batches(found, cfg.batch_tokens))
-            order = rng.permutation(len(batches))
-            total_tokens = sum(b.tokens for b in batches)
-            desc = f"prm train epoch {epoch}"
-            with tqdm(total=total_tokens, unit="tok", unit_scale=True, desc=desc, disable=not cfg.progress) as bar:
-                for i in order:
-                    batch = batches[i]
-                    target = torch.tensor(
-                        np.concatenate([per_episode[w.episode][w.steps] for w in batch.windows]),
-                        dtype=torch.float32,
-                        device=prm.device,
-                    )
-                    keep = ~torch.isnan(target)
-                    bar.update(batch.tokens)
-                    if not keep.any():
-                        continue
-                    loss = torch.nn.functional.binary_cross_entropy_with_logits(prm(batch)[keep], target[keep])
-                    if l2:
-                        loss = loss + l2 * (weight - anchor).pow(2).sum()
-                    optimizer.zero_grad()
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(adapter_params + head_params, 1.0)
-                    optimizer.step()
-                    losses_seen.append(float(loss.detach()))
-                    bar.set_postfix(loss=f"{losses_seen[-1]:.4f}")
-        prm.eval()
+        row_group = (np.array([split.group[e] for e in train_frame["episode_id"]]) if split else
+                     np.repeat(np.arange(len(train_episodes)), [len(states) for states, *_ in train_episodes]))
+        episode_fold = np.array([split.fold[e] for e in train_episode_ids]) if split else None
+        fold_dir = Path(cfg.out) / "fold_scores"
+        shutil.rmtree(fold_dir, ignore_errors=True)  # a previous run's folds must not read as this run's
+
+        def save_fold(k: int, rows: np.ndarray, scores: np.ndarray, seconds: float) -> None:
+            # Each fold's held-out scores as it finishes: a long CPU run stopped early keeps the folds it made.
+            fold_dir.mkdir(parents=True, exist_ok=True)
+            train_frame[rows].select("episode_id", "step", "outcome", "used").with_columns(
+                pl.Series("prm_score_raw", scores), pl.lit(k).alias("fold"), pl.lit(seconds).alias("seconds"),
+            ).write_parquet(fold_dir / f"fold{k}.parquet")
+
+        tuned = fine_tune(prm, train_episodes, train_target.numpy(), train_used.numpy(), episode_fold, row_group,
+                          cfg, rng, on_fold=save_fold)
+        oof_scores, losses_seen, l2 = tuned.oof, tuned.losses, tuned.l2
+        fine_tune_report = {"fold_seconds": tuned.fold_seconds, "all_data_seconds": tuned.all_seconds,
+                            "mean_fold_seconds": round(float(np.mean(tuned.fold_seconds)), 2)
+                            if tuned.fold_seconds else None}
         train_scores = np.concatenate(prm.score_episodes(train_episodes, cfg.batch_tokens, progress=cfg.progress))
-        val_scores = np.concatenate(prm.score_episodes(val_episodes, cfg.batch_tokens, progress=cfg.progress))
+        val_scores = (np.concatenate(prm.score_episodes(val_episodes, cfg.batch_tokens, progress=cfg.progress))
+                      if val_episodes else np.zeros(0))
 
     # ---- quality report on out-of-fold (or held-out) scores, then save --------------------
     out = Path(cfg.out)
@@ -558,6 +534,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         "loss": {"first": losses_seen[0] if losses_seen else None, "last": losses_seen[-1] if losses_seen else None},
         "losses": losses_seen,
         "seconds": round(time.perf_counter() - started, 2),
+        "fine_tune": fine_tune_report,
         "config": dataclasses.asdict(cfg),
     }
     if split:
@@ -565,7 +542,9 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         report["oof_auroc_per_type"] = _per_type_auroc(judged)
         report["oof_rows_per_type"] = _per_type_counts(judged)
     prm.save(out, save_backbone=True if cfg.save_backbone else None)
-    if not cfg.lora:
+    if fine_tuned:
+        (out / FEATURES_FILE).unlink(missing_ok=True)  # the backbone moved: features of the fresh one are stale
+    else:
         # `prm score` reads these instead of running the backbone again on the same episodes.
         last = frame.group_by("episode_id", maintain_order=True).agg(pl.col("prefix_key").last())
         content_hash = dict(zip(last["episode_id"], last["prefix_key"]))
@@ -620,7 +599,8 @@ def _agent_signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | Non
     # The signals describe this step's action: a tag before it (a gate deciding on the state alone)
     # must not read them, or training sees what the gate never has.
     if cfg.signals is None:
-        return keys if keys and cfg.head == "value" and not cfg.lora and cfg.tag_after != "state" else None
+        return keys if keys and cfg.head == "value" and not cfg.lora and not is_encoder(cfg.model) \
+            and cfg.tag_after != "state" else None
     if not cfg.signals:
         return None
     if cfg.tag_after == "state":
@@ -629,8 +609,9 @@ def _agent_signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | Non
     if not keys:
         raise ValueError(f"signals=True but {cfg.data} has no agent signals (column {SIGNALS_COLUMN!r} absent or "
                          "every row '{}'); collect with an agent that gives them (e.g. llm:smollm2) or drop --signals.")
-    if cfg.head != "value" or cfg.lora:
-        raise ValueError("signals=True needs the value head on a frozen backbone (--head value, no --lora); "
+    if cfg.head != "value" or cfg.lora or is_encoder(cfg.model):
+        raise ValueError("signals=True needs the value head on a frozen causal backbone (--head value, no --lora, "
+                         "no encoder); "
                          "drop --signals for this head.")
     return keys
 
@@ -658,3 +639,33 @@ def _per_type_auroc(judged: pl.DataFrame, min_rows: int = 10) -> dict[str, float
         if int((kinds == k).sum()) >= min_rows
     }
     return found or None
+
+
+def _create(cfg: TrainConfig, keys):
+    """A fresh PRM on ``cfg.model``: a cross-encoder (``prm.encoder``) or a causal LM (``prm.model``)."""
+    from prm.model import ProcessRewardModel, parse_dtype
+
+    if is_encoder(cfg.model):
+        from prm.encoder import EncoderPRM
+
+        return EncoderPRM.create_encoder(cfg.model, tag_after=cfg.tag_after, max_length=cfg.max_length,
+                                         history=cfg.history, device=cfg.device, dtype=parse_dtype(cfg.dtype),
+                                         seed=cfg.seed)
+    return ProcessRewardModel.create(
+        cfg.model,
+        head=cfg.head,
+        lora=cfg.lora,
+        lora_r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        tag_after=cfg.tag_after,
+        max_length=cfg.max_length,
+        layers=cfg.layers,
+        history=cfg.history,
+        pooling=cfg.pooling,
+        signal_keys=keys,
+        hidden_inputs=cfg.hidden,
+        device=cfg.device,
+        dtype=parse_dtype(cfg.dtype),
+        seed=cfg.seed,
+    )

@@ -106,6 +106,9 @@ def test_prm_variants_table_reads_finished_variants_and_averages_them(tmp_path):
         "tag_after": "state", "target": "process", "base_only": True, "layers": 4}
     with pytest.raises(SystemExit, match="integer values"):
         variants.parse_variant("lora=yes")
+    assert variants.parse_variant("lora=1,layers=4,history=0,lr=3e-4") == {"lora": True, "layers": 4, "history": 0,
+                                                                          "lr": 3e-4}
+    assert variants.parse_variant("model=encoder") == {"model": "encoder", "layers": None}
     runs = []
     for seed, (auroc, fact) in enumerate(((0.70, 0.8), (0.80, 0.6))):
         run = tmp_path / "evidence" / f"seed{seed}"
@@ -119,7 +122,7 @@ def test_prm_variants_table_reads_finished_variants_and_averages_them(tmp_path):
         runs.append(str(run))
     text = variants.main(runs + ["--variants", "layers=16", "--out", str(tmp_path / "out")])
     row = text.splitlines()[-1]
-    assert row.startswith("| layers=16 | 0.700 | 0.800 | **0.750** | fact 0.700 | 0.75 / 0.50 | 15 |")
+    assert row.startswith("| layers=16 | 0.700 | 0.800 | **0.750** | fact 0.700 | 0.75 / 0.50 | 15 | — |")
 
     # The rank mean of two variants' out-of-fold scores, on the judged rows both scored.
     outcome = [1.0, 0.0, 1.0, 0.0]
@@ -133,3 +136,27 @@ def test_prm_variants_table_reads_finished_variants_and_averages_them(tmp_path):
     assert variants.rank_mean_auroc(Path(runs[0]), ["layers4"], tmp_path / "out") == pytest.approx(0.25)
     # rank sums 4+1, 1+2, 3+3, 2+4 = 5, 3, 6, 6: positives 5 and 6 against 3 and 6 (one tie) = 2.5 / 4.
     assert variants.rank_mean_auroc(Path(runs[0]), ["layers16", "layers4"], tmp_path / "out") == pytest.approx(0.625)
+
+
+def test_prm_variants_partial_reads_the_folds_a_stopped_verifier_finished(tmp_path):
+    variants = benchmark_module("prm_variants")
+    run = tmp_path / "evidence" / "seed0"
+    run.mkdir(parents=True)
+    (run / "pipeline.json").write_text(json.dumps({"seed": 0}))
+    keys = {"episode_id": ["a", "a", "b", "c"], "step": [0, 1, 0, 0]}
+    outcome = [1.0, 0.0, 1.0, 0.0]
+    frozen = tmp_path / "out" / "evidence-seed0" / "layers8"
+    frozen.mkdir(parents=True)
+    pl.DataFrame({**keys, "outcome": outcome, "used": [True] * 4,
+                  "prm_score": [0.2, 0.8, 0.9, 0.1]}).write_parquet(frozen / "validation_scores.parquet")
+    folds = tmp_path / "out" / "evidence-seed0" / "modelencoder" / "fold_scores"
+    folds.mkdir(parents=True)
+    # One fold of two finished: rows a/0, a/1, c/0 (b's fold never ran).
+    pl.DataFrame({"episode_id": ["a", "a", "c"], "step": [0, 1, 0], "outcome": [1.0, 0.0, 0.0], "used": [True] * 3,
+                  "prm_score_raw": [0.9, 0.1, 0.2], "fold": [0] * 3, "seconds": [12.0] * 3}
+                 ).write_parquet(folds / "fold0.parquet")
+    text = variants.main([str(run), "--variants", "layers=8", "model=encoder", "--out", str(tmp_path / "out"),
+                          "--partial"])
+    # The verifier ranks the three rows perfectly; the frozen PRM, on the same three rows only (b is not
+    # among them), puts the one positive (0.2) between its two negatives (0.8, 0.1): 0.500.
+    assert text.splitlines()[-1] == "| model=encoder | 1 (0) | 3 | 1.000 | 0.500 | 12 |"
