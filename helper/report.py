@@ -173,9 +173,12 @@ def pool(runs: list[Run], resamples: int, seed: int) -> Pooled:
         tables[value] = wide.reindex(pd.MultiIndex.from_frame(units[keys]))
     gaps = tables["success"].isna()
     if gaps.to_numpy().any():
-        method, budget = tables["success"].columns[gaps.any(axis=0).to_numpy()][0]
-        raise ValueError(f"{runs[0].path}: {method} at C={budget} did not play every episode the others did; "
-                         "a paired comparison needs the same episodes for every method (rerun the sweep).")
+        column = gaps.any(axis=0).to_numpy().nonzero()[0][0]
+        method, budget = tables["success"].columns[column]
+        missing = units["run"][gaps.iloc[:, column].to_numpy()].iloc[0]
+        raise ValueError(f"{runs[missing].path}: {method} at C={budget} did not play every episode the others did; "
+                         "a paired comparison needs the same episodes and budgets for every method (runs pooled "
+                         "as seeds need the same budgets, e.g. one --max-budget; or rerun the sweep).")
     weights = M.hierarchical_weights([units["run"].tolist(), units["group"].tolist()], resamples, seed)
     columns = [(str(m), int(b)) for m, b in tables["success"].columns]
     return Pooled(columns, tables["success"].to_numpy(float), tables["interventions"].to_numpy(float), weights)
