@@ -389,6 +389,18 @@ def write_json_atomic(obj, path: str | os.PathLike) -> Path:
     return write_atomic(path, write)
 
 
+def read_json_object(path: Path, writer: str, remedy: str) -> dict:
+    """The JSON object a command wrote to ``path``, refused in one line naming the file when it is not
+    valid JSON or not an object; ``writer`` names that command, ``remedy`` what to do."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error.msg}); {remedy}.") from error
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a JSON {type(data).__name__}, expected the object `{writer}` writes; {remedy}.")
+    return data
+
+
 # -- resuming --------------------------------------------------------------------------------------
 MANIFEST = "manifest.json"
 VERSION = 1

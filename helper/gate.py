@@ -49,13 +49,13 @@ or is refused with ``allow_fallback=False`` (what ``serve-gate`` does unless ``-
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
 import warnings
 from pathlib import Path
 
+from agile.dataset import read_json_object
 from agile.protocol import Observation
 from helper import identity
 from helper.budget import ScoredGate
@@ -237,13 +237,7 @@ class HelperGate(ScoredGate):
         config_path = directory / CONFIG_FILE
         if not config_path.exists():
             raise FileNotFoundError(f"{config_path}: not found. Create the helper folder with `helpgate distill`.")
-        try:
-            config = json.loads(config_path.read_text())
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{config_path}: not valid JSON ({error.msg}); re-run `helpgate distill`.") from error
-        if not isinstance(config, dict):
-            raise ValueError(f"{config_path}: a JSON {type(config).__name__}, expected the object `helpgate distill` "
-                             "writes; re-run it.")
+        config = read_json_object(config_path, "helpgate distill", "re-run `helpgate distill`")
         if config.get("kind") != KIND:
             raise ValueError(f"{config_path}: kind={config.get('kind')!r}, expected {KIND!r}")
         if not (backend or config.get("backend")):

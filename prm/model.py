@@ -49,6 +49,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agile.dataset import read_json_object
 from agile.models import TINY_LLM, load_causal_lm
 from prm.batch import Batch, collate, pack
 from prm.calibration import CALIBRATION_FILE, Calibrator
@@ -505,13 +506,7 @@ class ProcessRewardModel(nn.Module):
                 f"{config_path} not found: {directory} is not a PRM folder. Train one with "
                 "`helpgate prm train --data DIR --out DIR`."
             )
-        try:
-            raw = json.loads(config_path.read_text())
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{config_path}: not valid JSON ({error.msg}); train the PRM again.") from error
-        if not isinstance(raw, dict):
-            raise ValueError(f"{config_path}: a JSON {type(raw).__name__}, expected the object `helpgate prm train` "
-                             "writes; train the PRM again.")
+        raw = read_json_object(config_path, "helpgate prm train", "train the PRM again")
         known = {f.name for f in dataclasses.fields(PRMSettings)}
         unknown = sorted(set(raw) - known)
         if unknown:
