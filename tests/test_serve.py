@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -22,11 +23,10 @@ import polars as pl
 import pytest
 
 from agile.agents.llm_agent import LLMAgent, choose_mode
-from agile.agents.openai_agent import OpenAIAgent
+from agile.agents.openai_agent import OpenAIAgent, function_margin, plain_mode
 from agile.protocol import Observation
 from helper.budget import BudgetedGate
 from helper.serve_gate import ServedGate
-from prm.folds import task_type
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -170,30 +170,52 @@ def mixed_observations(n_episodes: int) -> list[Observation]:
 
 def test_openai_agent_acts_like_the_local_agent(model_server, tiny):
     observations = mixed_observations(6)
-    remote = OpenAIAgent("tiny", base_url=f"{model_server}/v1", concurrency=4).act(observations)
-    # The served agent has no log-probabilities to choose its mode with: it follows the question type,
-    # as the local agent's ablation does.
-    local = LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0, mode_choice="question_type").act(observations)
-    for observation, r, lo in zip(observations, remote, local):
-        if choose_mode(observation) == "yesno":
+    agent = OpenAIAgent("tiny", base_url=f"{model_server}/v1", concurrency=4)
+    remote = agent.act(observations)
+    # No annotation is read: without the question type every action is the same.
+    blind = [dataclasses.replace(o, annotations={}) for o in observations]
+    assert [a.text for a in agent.act(blind)] == [a.text for a in remote]
+    # Where the model decides, the local agent made to take the same decision writes the same action.
+    local = {searched: LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0, search_bias=1e9 if searched else -1e9)
+             for searched in (True, False)}
+    modes = Counter()
+    for observation, r in zip(observations, remote):
+        mode = plain_mode(observation)
+        modes[mode] += 1
+        if mode == "yesno":
             # The random tiny model has " yes"/" no" outside its top-20 tokens: the reply decides.
             assert r.text in ("[PredictAnswer] yes", "[PredictAnswer] no")
-        else:  # same prompt, same forced prefix, greedy: the same action
-            assert r.text == lo.text
+            continue
+        searched = mode == "decide" and agent.search_margin(observation) > 0
+        assert r.text.startswith("[SearchProduct]") == searched
+        assert r.text == local[searched].act([observation])[0].text  # same prompt and prefix, greedy
+    assert modes["decide"] and modes["ids"] and modes["yesno"]
     # Without prefill (endpoints that cannot continue a message) the model writes the whole line.
     loose = OpenAIAgent("tiny", base_url=f"{model_server}/v1", prefill=False, max_tokens=8).act(observations[:6])
     assert all(a.text.startswith(("[PredictAnswer]", "[SearchProduct]", "[SeekAdvice]")) for a in loose)
     assert OpenAIAgent("tiny", base_url=f"{model_server}/v1").act([]) == []
 
 
+def test_function_margin_sums_the_tokens_that_begin_each_function():
+    tops = [("Search", -1.0), ("S", -2.0), ("Predict", -0.5), ("Pred", -3.0), ("Seek", -0.1), ("", -0.2)]
+    search = math.log(math.exp(-1.0) + math.exp(-2.0))
+    predict = math.log(math.exp(-0.5) + math.exp(-3.0))
+    assert function_margin(tops) == pytest.approx(search - predict, abs=1e-12)
+    assert function_margin([("Search", -4.0)]) == math.inf
+    assert function_margin([("Predict", -4.0), ("Seek", -0.1)]) == -math.inf
+    assert function_margin([("Seek", -0.1), ("yes", -1.0)]) is None
+
+
 @pytest.mark.slow
 def test_openai_agent_on_smollm2_acts_exactly_like_the_local_agent(one_torch_thread):
-    """On the embedded model " yes"/" no" are among the top tokens: every action is the local one."""
+    """On the embedded model the function tokens differ at their second token and " yes"/" no" are
+    among the top tokens: every action, the search decision included, is the local agent's."""
     observations = mixed_observations(4)
     with cli_server(["serve", "--model", "smollm2"]) as url:
         remote = OpenAIAgent("smollm2", base_url=f"{url}/v1", concurrency=2).act(observations)
-    local = LLMAgent("smollm2", max_batch=1, cache_size=0, mode_choice="question_type").act(observations)
+    local = LLMAgent("smollm2", max_batch=1, cache_size=0).act(observations)
     assert [a.text for a in remote] == [a.text for a in local]
+    assert any(a.text.startswith("[SearchProduct]") for a in local)
 
 
 def test_collect_through_the_server(model_server, tiny, tmp_path):
@@ -214,16 +236,17 @@ def test_collect_through_the_server(model_server, tiny, tmp_path):
     assert strong["episode_id"].unique().to_list() == [frame["episode_id"].unique(maintain_order=True)[1]]
     assert set(strong["actor"]) == {"strong"} and set(frame.filter(~pl.col("intervened"))["actor"]) == {"base"}
     assert all(text.startswith(("[PredictAnswer]", "[SearchProduct]")) for text in frame["action_text"])
-    # The logged state reproduces the action: the local agent on the same weights writes the same
-    # (a search question logs the query, its result and the answer after it: the query comes first).
-    local = LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0, mode_choice="question_type")  # as the served agent
+    # The logged state reproduces the action: the local agent on the same weights, made to take the
+    # same search decision, writes the same (a search question logs the query, its result and the
+    # answer after it: the query comes first). No annotation is needed to replay it.
+    local = {searched: LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0, search_bias=1e9 if searched else -1e9)
+             for searched in (True, False)}
     for row in frame.filter(~pl.col("intervened")).iter_rows(named=True):
-        # The question type is an annotation (never logged): read it back from the task id.
         observation = Observation(row["episode_id"], row["env"], row["task_id"], row["step"], row["state_text"],
-                                  row["horizon"], json.loads(row["features"]),
-                                  annotations={"question_type": task_type(row["task_id"])})
-        if choose_mode(observation) != "yesno":
-            assert row["action_text"].startswith(local.act([observation])[0].text)
+                                  row["horizon"], json.loads(row["features"]))
+        if plain_mode(observation) != "yesno":
+            agent = local[row["action_text"].startswith("[SearchProduct]")]
+            assert row["action_text"].startswith(agent.act([observation])[0].text)
 
 
 def test_openai_agent_plays_textworld(model_server, tmp_path):

@@ -202,8 +202,8 @@ def answer_mode(observation: Observation, search: bool) -> str:
 
 
 def annotated_mode(observation: Observation) -> str:
-    """The mode the dataset's question type implies (the ``mode_choice="question_type"`` ablation,
-    and the OpenAI agent's rule, which has no log-probabilities to choose with)."""
+    """The mode the dataset's question type implies (the ``mode_choice="question_type"`` ablation;
+    tests use it to build observations of every mode). No agent reads it by default."""
     qtype = question_type(observation)
     if qtype == "search_qa":
         return answer_mode(observation, search=True)

@@ -5,7 +5,17 @@
     actions = agent.act(observations)
 
 It asks what ``agile.agents.llm_agent.LLMAgent`` asks (the same prompts, modes and parsing, imported
-from there), one request per observation, ``concurrency`` requests in flight at a time:
+from there), one request per observation (two where it must first decide to search), ``concurrency``
+requests in flight at a time. Like the local agent it never reads the dataset's question type: a
+question phrased as yes/no is answered yes or no, one after a search with product ids, and any other
+question is searched or answered as the model itself prefers:
+
+- with prefill, one request after the local agent's decision prompt with the reply started by ``[``
+  asks for one token's ``top_logprobs``; the mass of tokens that begin ``SearchProduct]`` against those
+  that begin ``PredictAnswer]`` (plus ``search_bias``) decides. This is the local agent's margin cut at
+  the first token where the two function tokens differ (``Search`` / ``Predict`` on SmolLM2, whose
+  later tokens are near certain); when neither is among the top tokens, the generated token decides;
+- without prefill the model answers the decision prompt itself: its line is the action.
 
 - ``prefill=True`` (servers that continue a last assistant message: ``helpgate serve``, vLLM):
   the reply starts with the same forced prefix as the local agent (a function token, or the
@@ -45,9 +55,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
-from agile.agents.llm_agent import answer_without_model, choose_mode, finish_action, prompt_messages, reply_prefix
+from agile.agents.llm_agent import answer_mode, answer_without_model, finish_action, prompt_messages, reply_prefix
 from agile.agents.textworld_agents import prompt_messages as textworld_messages
-from agile.envs.productqa_env import PREDICT
+from agile.envs.productqa_env import PREDICT, SEARCH
 from agile.envs.textworld_env import admissible_commands
 from agile.protocol import BASE, Action, Observation
 from agile.seeding import derive_seed
@@ -56,6 +66,10 @@ TEXTWORLD, COMMAND = "textworld", "command"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 YES, NO = (" yes", " Yes"), (" no", " No")
 """The tokens whose mass a yes/no answer compares, as the local agent's (after the function token)."""
+DECIDE = "decide"
+_FUNCTION_START = "["
+_SEARCH_REST, _PREDICT_REST = SEARCH[1:], PREDICT[1:]
+"""What follows ``[`` in each function token: a top token that begins one of them votes for it."""
 
 
 def is_local(base_url: str | None) -> bool:
@@ -78,6 +92,7 @@ class OpenAIAgent:
         seed: int = 0,
         prefill: bool = True,
         yes_bias: float = 0.0,
+        search_bias: float = 0.0,
         top_logprobs: int = 20,
         actor: str = BASE,
         name: str | None = None,
@@ -105,12 +120,13 @@ class OpenAIAgent:
         self.seed = seed
         self.prefill = prefill
         self.yes_bias = float(yes_bias)
+        self.search_bias = float(search_bias)
         self.top_logprobs = int(top_logprobs)
         self.actor = actor
         self.name = name or f"openai:{model}"
 
     def act(self, observations: Sequence[Observation]) -> list[Action]:
-        modes = [COMMAND if o.env == TEXTWORLD else choose_mode(o) for o in observations]
+        modes = [COMMAND if o.env == TEXTWORLD else plain_mode(o) for o in observations]
         jobs = [(o, m) for o, m in zip(observations, modes)]
         if len(jobs) <= 1 or self.concurrency == 1:
             texts = [self._answer(o, m) for o, m in jobs]
@@ -128,6 +144,12 @@ class OpenAIAgent:
                 return command
             first = admissible_commands(observation.state_text)[:1] or ["look"]
             return f"{first[0]}\n# fallback: the model's reply was empty; played the first admissible command"
+        if mode == DECIDE:
+            if not self.prefill:  # the model writes the function token and its argument itself
+                messages = prompt_messages(observation, DECIDE, constrained=False)
+                reply = self._create(messages, "", observation, max_tokens=self.max_tokens)
+                return finish_action(observation, DECIDE, reply.choices[0].message.content or "", constrained=False)
+            mode = answer_mode(observation, search=self.search_margin(observation) + self.search_bias > 0)
         fixed = answer_without_model(observation, mode)
         if fixed is not None:
             return fixed
@@ -161,6 +183,21 @@ class OpenAIAgent:
             return "yes" if u < 1.0 / (1.0 + math.exp(-max(min(margin / self.temperature, 700), -700))) else "no"
         return "yes" if margin > 0 else "no"
 
+    def search_margin(self, observation: Observation) -> float:
+        """Search-minus-answer log-probability at the first token the two function tokens differ
+        (module docstring); +-inf when only one side is among the top tokens."""
+        messages = prompt_messages(observation, DECIDE, constrained=True)
+        messages.append({"role": "assistant", "content": _FUNCTION_START})
+        reply = self._create(messages, _FUNCTION_START, observation, max_tokens=1, logprobs=True,
+                             top_logprobs=self.top_logprobs, temperature=0.0, stop=None)
+        choice = reply.choices[0]
+        tops = choice.logprobs.content[0].top_logprobs if choice.logprobs and choice.logprobs.content else []
+        margin = function_margin([(t.token, t.logprob) for t in tops])
+        if margin is None:  # neither among the top tokens: the generated one decides
+            token = (choice.message.content or "").strip()
+            return math.inf if token and _SEARCH_REST.startswith(token) else -math.inf
+        return margin
+
     def _create(self, messages: list[dict], prefix: str, observation: Observation, **kwargs):
         import openai
 
@@ -191,6 +228,22 @@ def _message(error) -> str:
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])
     return str(error)
+
+
+def plain_mode(observation: Observation) -> str:
+    """The mode the observation's text settles (``ids``, ``yesno``), else ``decide``: the model chooses."""
+    mode = answer_mode(observation, search=False)
+    return DECIDE if mode == "free" else mode
+
+
+def function_margin(top_logprobs: Sequence[tuple[str, float]]) -> float | None:
+    """log-mass of the top tokens that begin ``SearchProduct]`` minus those that begin
+    ``PredictAnswer]``; None when neither side has one (+-inf when only one has)."""
+    search = [lp for token, lp in top_logprobs if token and _SEARCH_REST.startswith(token)]
+    predict = [lp for token, lp in top_logprobs if token and _PREDICT_REST.startswith(token)]
+    if not search and not predict:
+        return None
+    return _logsumexp(search) - _logsumexp(predict)
 
 
 def _logsumexp(values: list[float]) -> float:
