@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agile.executor.evaluate import EvalConfig, run_eval
-from helper.trained_on import PRICED
+from agile.executor.executor import ENV_NAME as EXECUTOR_ENV
+from helper.trained_on import PRICED, describe
 
 
 @dataclass
@@ -55,6 +56,12 @@ def run(cfg: AgileEvalConfig, log=print) -> list[dict]:
             warnings.warn(f"{cfg.helper}: helper solved for advice cost {cost:g}; evaluated with advice cost "
                           f"{cfg.advice_cost:g}. Differs: advice_cost; distill one at this cost "
                           "(helpgate solve --advice-cost).", stacklevel=2)
+        envs = trained.get("env") or []
+        if envs and EXECUTOR_ENV not in envs:
+            # Refused before the policy runs: such a helper reads features the executor never writes.
+            raise ValueError(f"{cfg.helper}: {describe(trained)}, not on the AGILE executor (env {EXECUTOR_ENV}); "
+                             "train one on the executor's own sessions (helpgate pipeline --env agile --agent "
+                             "MODEL) or leave --helper out.")
         budget = helper_budget(cfg, trained)
         gate = HelperGate.load(cfg.helper, budget=budget, device=cfg.device or None)
     return run_eval(cfg, gate=gate, log=log, gate_advice=budget)

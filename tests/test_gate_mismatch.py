@@ -105,3 +105,15 @@ def test_agile_eval_budget_follows_the_kind_of_helper():
     assert helper_budget(AgileEvalConfig(questions_per_group=20, budget=3), {"method": "priced"}) == 3
     with pytest.raises(ValueError, match="budget=-1"):
         helper_budget(AgileEvalConfig(budget=-1), TRAINED)
+
+
+def test_agile_eval_refuses_a_helper_of_another_env_before_the_policy_runs(tmp_path):
+    from helper.agile_advice import AgileEvalConfig, run
+
+    folder = tmp_path / "helper"
+    folder.mkdir()
+    (folder / "helper.json").write_text(json.dumps({"trained_on": TRAINED}))
+    ran = []
+    with pytest.raises(ValueError, match=r"on env productqa.*not on the AGILE executor \(env agile\)"):
+        run(AgileEvalConfig(helper=str(folder)), log=ran.append)
+    assert ran == []  # refused before anything was evaluated
