@@ -298,7 +298,9 @@ def test_retries_with_back_off_then_time_out():
         calls.clear()
         started = time.monotonic()
         assert OpenAIAgent("m", base_url=f"{url}/v1", max_retries=2).act([observation])[0].text == "[PredictAnswer] brown"
-        assert calls["n"] == 3 and time.monotonic() - started >= 0.5  # two waits of the back-off
+        # The model decides whether to search first (one request, tried three times: two 503s, then
+        # a reply), then answers (one request): two waits of the back-off in all.
+        assert calls["n"] == 4 and time.monotonic() - started >= 0.5
         slow = Observation("e", "productqa", "t", 0, "Customer: What is slow?", 1, {"type_fact_qa": 1.0})
         with pytest.raises(ConnectionError, match=r"127\.0\.0\.1.*timed out"):
             OpenAIAgent("m", base_url=f"{url}/v1", timeout=0.3, max_retries=0).act([slow])
