@@ -61,7 +61,7 @@ MAX_TOOL_ROUNDS = 8
 
 @dataclass
 class StepRecord:
-    """One decision point: every column of the trajectory schema (``helper.schema``)."""
+    """One decision point: every column of the trajectory schema (``trajectories.shards``)."""
 
     episode_id: str
     step: int

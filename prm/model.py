@@ -49,12 +49,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from agile.dataset import read_json_object
 from agile.models import TINY_LLM, load_causal_lm
 from prm.batch import Batch, collate, pack
 from prm.calibration import CALIBRATION_FILE, Calibrator
-from prm.signals import missing_block
 from prm.render import DEFAULT_TAG, Renderer, Window, history_windows, prefix_windows, truncation_note, windows
+from prm.signals import missing_block
+from trajectories.shards import read_json_object
 
 HEADS = ("tag", "value")
 POOLINGS = ("last", "mean")

@@ -35,7 +35,7 @@ class ShardScorer:
         self.batch_tokens = batch_tokens
         self.validate = validate
         # Training episodes get the out-of-fold scores `prm train` saved, as in-process scoring does.
-        from prm.shards import OOF_FILE
+        from prm.episodes import OOF_FILE
 
         self.out_of_fold = Path(model) / OOF_FILE
 

@@ -43,9 +43,9 @@ import numpy as np
 import polars as pl
 import torch
 
-from agile.dataset import SCORE_MANIFEST, Manifest, write_shard
-from prm.shards import FEATURES_FILE, OOF_FILE, Validator, episodes_of, read_shard, score_columns, shard_files
+from prm.episodes import FEATURES_FILE, OOF_FILE, Validator, episodes_of, score_columns
 from prm.signals import signal_matrix
+from trajectories.shards import SCORE_MANIFEST, Manifest, read_shard, shard_paths, write_shard
 
 MANIFEST = SCORE_MANIFEST
 
@@ -180,7 +180,8 @@ def score_shard(
 ) -> dict:
     """Read one shard, score it, write it to ``target`` atomically; returns rows/tokens/seconds."""
     start = time.perf_counter()
-    frame = read_shard(source, score_columns(prm.settings.tag_after), validate)
+    frame = read_shard(source, score_columns(prm.settings.tag_after), whole_episodes=True)
+    frame = frame if validate is None else validate(frame, str(source))
     prm.last_run = {}
     scored = score_frame(prm, frame, batch_tokens, progress, saved_features, out_of_fold)
     write_shard(scored, target, require=(*score_columns(prm.settings.tag_after), "prm_score"))
@@ -197,11 +198,11 @@ def score_shard(
 def plan(cfg: ScoreConfig) -> tuple[Path, list[tuple[Path, Path]], list[Path], Manifest]:
     """(output folder, shards to score as (source, target), shards skipped, progress manifest).
 
-    The manifest (``agile.dataset.Manifest``) is keyed by the model's fingerprint: scoring with
+    The manifest (``trajectories.shards.Manifest``) is keyed by the model's fingerprint: scoring with
     another model starts over; a shard rewritten since it was scored (re-collected) is scored again."""
     data = Path(cfg.data)
     out = Path(cfg.out) if cfg.out else data
-    sources = shard_files(cfg.data)  # the text as given: '' is refused, not read as the current folder
+    sources = shard_paths(cfg.data)  # the text as given: '' is refused, not read as the current folder
     if out != data and out.resolve().is_relative_to(data.resolve()):  # --out inside --data: not a source
         sources = [s for s in sources if not s.resolve().is_relative_to(out.resolve())]
     manifest = Manifest.open(out, {"model": model_fingerprint(cfg.model)}, name=MANIFEST, on_change="restart",

@@ -65,15 +65,13 @@ from prm import quality
 from prm.backbones import is_encoder
 from prm.calibration import METHODS, cross_fitted, default_method, fit_calibrator
 from prm.folds import assign_folds, task_type
-from prm.shards import (
+from trajectories import shards
+from prm.episodes import (
     FEATURES_FILE,
     OOF_FILE,
     TRAIN_COLUMNS,
     Validator,
-    check_columns,
-    check_episodes,
     episodes_of,
-    read_frame,
     score_columns,
 )
 from prm.signals import SIGNALS_COLUMN, signal_keys, signal_matrix, state_keys
@@ -330,10 +328,11 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     # ---- data: read, check, label, split by episode ------------------------------------------
     columns = score_columns(cfg.tag_after, TRAIN_COLUMNS)
     if frame is None:
-        frame = read_frame(cfg.data, columns, validate)
+        frame = shards.read_trajectories(cfg.data, require=columns, whole_episodes=True)
+        frame = frame if validate is None else validate(frame, str(cfg.data))
     else:
-        frame = check_columns(frame, columns, "the given frame")
-        check_episodes(frame, "the given frame")
+        frame = shards.validate(frame, "the given frame", require=columns)
+        shards.check_episodes(frame, "the given frame")
     for option, column in (("group_by", cfg.group_by), ("base_only", "actor" if cfg.base_only else None)):
         if column and column not in frame.columns:
             raise ValueError(f"{option} needs column {column!r}, which {cfg.data} lacks (columns: {frame.columns}).")

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from agile.protocol import Observation
-from helper.prm_scorer import PrmScorer
 from prm.model import ProcessRewardModel
+from prm.scorer import PrmScorer
 
 STATES = ["Question 1 of 3.\nCustomer: is it red?", "Question 2 of 3.\nFind a kettle.",
           "Question 3 of 3.\nIs it big?"]

@@ -8,12 +8,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from helper import solve_command
+from helper.gate import solve_command
+from prm.episodes import OOF_FILE, episodes_of
 from prm.folds import assign_folds, task_group, task_type
 from prm.labels import add_labels
 from prm.model import ProcessRewardModel
 from prm.score import ScoreConfig, run_score
-from prm.shards import OOF_FILE, episodes_of
 from prm.synthetic import synthetic_frame
 from prm.train import TrainConfig, run_train
 from tabular_rl.discretize import Discretizer

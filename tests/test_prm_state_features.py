@@ -54,7 +54,7 @@ def trained(tmp_path_factory, one_torch_thread):
 
 
 def test_state_features_rank_held_out_groups_and_the_gate_reads_them(trained, tmp_path):
-    from helper.prm_scorer import PrmScorer
+    from prm.scorer import PrmScorer
 
     root, reports = trained
     assert reports["state"]["signals"] == ["state:noise", "state:steps_left"]
@@ -88,7 +88,7 @@ def test_state_features_are_refused_without_features(tmp_path):
 
 
 def test_the_pipeline_reads_state_features_alone_on_textworld_only():
-    from helper.pipeline import PipelineConfig
+    from helper.commands.pipeline import PipelineConfig
 
     textworld = PipelineConfig(env="textworld").prm_train_config("t", "p")
     assert (textworld.state_features, textworld.hidden) == (True, False)

@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from prm.episodes import episodes_of
 from prm.model import ProcessRewardModel
-from prm.shards import episodes_of
 from prm.synthetic import synthetic_frame
 from prm.train import TrainConfig, run_train
 
@@ -162,7 +162,7 @@ def test_score_gives_training_episodes_their_out_of_fold_scores(trained, tmp_pat
 
 
 def test_score_reuses_saved_features_with_identical_scores(tmp_path):
-    from prm.shards import FEATURES_FILE
+    from prm.episodes import FEATURES_FILE
 
     frame = synthetic_frame(episodes=40, steps=(2, 3), seed=4)
     model = tmp_path / "prm"

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agile.protocol import Observation
-from helper.cli import main
-from helper.prm_scorer import PrmScorer
+from helper.commands.cli import main
+from prm.episodes import episodes_of
 from prm.folds import assign_folds, task_group
 from prm.model import ProcessRewardModel
-from prm.shards import episodes_of
+from prm.scorer import PrmScorer
 from prm.synthetic import synthetic_frame
 from prm.train import TrainConfig, run_train
 

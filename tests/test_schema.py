@@ -3,8 +3,8 @@
 import polars as pl
 import pytest
 
-from helper.manifest import ConfigMismatch, Manifest
-from helper.schema import (
+from trajectories.shards import ConfigMismatch, Manifest
+from trajectories.shards import (
     SCHEMA,
     EmptyDataset,
     SchemaError,
@@ -131,10 +131,10 @@ def test_manifest_resumes_refuses_and_restarts(tmp_path):
 
 
 def test_prm_reads_through_the_same_rules(tmp_path):
-    from prm.shards import TRAIN_COLUMNS, read_frame
+    from prm.episodes import TRAIN_COLUMNS
 
     _rows().with_columns(pl.col("step").cast(pl.String)).write_parquet(tmp_path / "text.parquet")
     with pytest.raises(SchemaError, match=r"text\.parquet: column 'step' has type String"):
-        read_frame(tmp_path, TRAIN_COLUMNS)
+        read_trajectories(tmp_path, require=TRAIN_COLUMNS, whole_episodes=True)
     write_shard(_rows(), tmp_path / "text.parquet")
-    assert read_frame(tmp_path, TRAIN_COLUMNS).height == 6
+    assert read_trajectories(tmp_path, require=TRAIN_COLUMNS, whole_episodes=True).height == 6

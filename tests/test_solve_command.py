@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-import helper.solve_command as cmd
-from agile.dataset import EmptyDataset, SchemaError
-from helper.solve_command import SolveConfig, run
+import helper.gate.solve_command as cmd
+from helper.gate.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, TabularModel, simulate
+from trajectories.shards import EmptyDataset, SchemaError
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ from helper_data import trajectories
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helper import solve_files
-from helper.distill import DistillConfig, load_solution, run
-from helper.solve_command import SolveConfig
-from helper.solve_command import run as solve
+from helper.gate import solve_files
+from helper.gate.distill import DistillConfig, load_solution, run
+from helper.gate.solve_command import SolveConfig
+from helper.gate.solve_command import run as solve
 from tabular_rl import Discretizer, Solution
 
 

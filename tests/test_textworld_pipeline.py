@@ -22,8 +22,8 @@ except ImportError as error:  # the extra is optional for users; CI installs it
     pytest.skip(f"textworld is not importable: {error}", allow_module_level=True)
 
 from agile.envs.textworld_env import default_horizon
-from helper.cli import main
-from helper.schema import read_trajectories
+from helper.commands.cli import main
+from trajectories.shards import read_trajectories
 
 # The tiny backbone's 2048-token context is shorter than a TextWorld episode: the PRM cuts old
 # history, as it is built to, and warns each time.
