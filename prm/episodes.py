@@ -1,6 +1,6 @@
 """The trajectory columns the PRM reads, and episodes as the sequences it renders.
 
-Reading, validation, atomic writes and resume are the floor's (``trajectories.shards``); ``prm
+Reading, validation, atomic writes and resume are the floor's (``trajectories``); ``prm
 train`` / ``prm score`` read with ``whole_episodes=True``: every episode must be whole (steps
 0..n-1), since it is rendered as one sequence.
 """
@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import polars as pl
 
-from trajectories.shards import SchemaError
+from trajectories.schema import SchemaError
 
 Validator = Callable[[pl.DataFrame, str], pl.DataFrame]
 """An extra check ``validate(frame, source) -> frame`` a caller may add after the schema's own."""

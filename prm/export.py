@@ -40,7 +40,8 @@ import polars as pl
 from prm import labels as L
 from prm.episodes import TRAIN_COLUMNS
 from prm.render import step_pieces
-from trajectories.shards import read_trajectories, write_atomic
+from trajectories.files import write_atomic
+from trajectories.shards import read_trajectories
 
 FORMATS = ("trl",)
 

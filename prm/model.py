@@ -54,7 +54,7 @@ from prm.batch import Batch, collate, pack
 from prm.calibration import CALIBRATION_FILE, Calibrator
 from prm.render import DEFAULT_TAG, Renderer, Window, history_windows, prefix_windows, truncation_note, windows
 from prm.signals import missing_block
-from trajectories.shards import read_json_object
+from trajectories.files import read_json_object
 
 HEADS = ("tag", "value")
 POOLINGS = ("last", "mean")

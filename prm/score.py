@@ -45,7 +45,8 @@ import torch
 
 from prm.episodes import FEATURES_FILE, OOF_FILE, Validator, episodes_of, score_columns
 from prm.signals import signal_matrix
-from trajectories.shards import SCORE_MANIFEST, Manifest, read_shard, shard_paths, write_shard
+from trajectories.manifest import SCORE_MANIFEST, Manifest
+from trajectories.shards import read_shard, shard_paths, write_shard
 
 MANIFEST = SCORE_MANIFEST
 
@@ -198,7 +199,7 @@ def score_shard(
 def plan(cfg: ScoreConfig) -> tuple[Path, list[tuple[Path, Path]], list[Path], Manifest]:
     """(output folder, shards to score as (source, target), shards skipped, progress manifest).
 
-    The manifest (``trajectories.shards.Manifest``) is keyed by the model's fingerprint: scoring with
+    The manifest (``trajectories.manifest.Manifest``) is keyed by the model's fingerprint: scoring with
     another model starts over; a shard rewritten since it was scored (re-collected) is scored again."""
     data = Path(cfg.data)
     out = Path(cfg.out) if cfg.out else data

@@ -65,7 +65,7 @@ from prm import quality
 from prm.backbones import is_encoder
 from prm.calibration import METHODS, cross_fitted, default_method, fit_calibrator
 from prm.folds import assign_folds, task_type
-from trajectories import shards
+from trajectories import schema, shards
 from prm.episodes import (
     FEATURES_FILE,
     OOF_FILE,
@@ -331,8 +331,8 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         frame = shards.read_trajectories(cfg.data, require=columns, whole_episodes=True)
         frame = frame if validate is None else validate(frame, str(cfg.data))
     else:
-        frame = shards.validate(frame, "the given frame", require=columns)
-        shards.check_episodes(frame, "the given frame")
+        frame = schema.validate(frame, "the given frame", require=columns)
+        schema.check_episodes(frame, "the given frame")
     for option, column in (("group_by", cfg.group_by), ("base_only", "actor" if cfg.base_only else None)):
         if column and column not in frame.columns:
             raise ValueError(f"{option} needs column {column!r}, which {cfg.data} lacks (columns: {frame.columns}).")

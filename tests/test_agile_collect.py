@@ -10,8 +10,9 @@ import pytest
 from agile.executor.episode import AgileSource
 from agile.rollout import run_episodes
 from helper.data.collect import CollectConfig, run
-from trajectories.shards import MANIFEST
-from trajectories.shards import SCHEMA, read_trajectories
+from trajectories.manifest import MANIFEST
+from trajectories.schema import SCHEMA
+from trajectories.shards import read_trajectories
 
 from productqa_slice import SLICE
 

@@ -16,8 +16,9 @@ import pytest
 
 from agile.envs.catalog_generator import default_catalog_dir
 from helper.data.collect import CollectConfig, main, run
-from trajectories.shards import MANIFEST, ConfigMismatch
-from trajectories.shards import SCHEMA, read_shard, read_trajectories
+from trajectories.manifest import MANIFEST, ConfigMismatch
+from trajectories.schema import SCHEMA
+from trajectories.shards import read_shard, read_trajectories
 
 REPO = Path(__file__).resolve().parents[1]
 

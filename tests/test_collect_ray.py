@@ -11,7 +11,7 @@ import pytest
 
 from agile.envs.catalog_generator import default_catalog_dir
 from helper.data.collect import CollectConfig, main, run
-from trajectories.shards import MANIFEST
+from trajectories.manifest import MANIFEST
 from trajectories.shards import read_trajectories
 
 try:

@@ -20,7 +20,8 @@ from agile.rollout import run_episodes
 from agile.seeding import stable_uniform
 from prm.folds import task_type
 from prm.render import Renderer, prefix_keys, step_pieces
-from trajectories.shards import SchemaError, read_trajectories, write_shard
+from trajectories.schema import SchemaError
+from trajectories.shards import read_trajectories, write_shard
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -9,7 +9,7 @@ import pandas as pd
 from nbclient import NotebookClient
 
 from helper.evaluation.metrics import summarize
-from trajectories.shards import write_json_atomic
+from trajectories.files import write_json_atomic
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "budget_sweep.ipynb"
 

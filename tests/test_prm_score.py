@@ -11,7 +11,7 @@ from prm.episodes import episodes_of
 from prm.model import ProcessRewardModel
 from prm.score import MANIFEST, ScoreConfig, run_score
 from prm.synthetic import synthetic_frame
-from trajectories.shards import SchemaError
+from trajectories.schema import SchemaError
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -3,17 +3,9 @@
 import polars as pl
 import pytest
 
-from trajectories.shards import ConfigMismatch, Manifest
-from trajectories.shards import (
-    SCHEMA,
-    EmptyDataset,
-    SchemaError,
-    read_shard,
-    read_trajectories,
-    shard_paths,
-    validate,
-    write_shard,
-)
+from trajectories.manifest import ConfigMismatch, Manifest
+from trajectories.schema import SCHEMA, EmptyDataset, SchemaError, validate
+from trajectories.shards import read_shard, read_trajectories, shard_paths, write_shard
 
 
 def _rows(n_episodes=2, steps=3):
@@ -138,3 +130,15 @@ def test_prm_reads_through_the_same_rules(tmp_path):
         read_trajectories(tmp_path, require=TRAIN_COLUMNS, whole_episodes=True)
     write_shard(_rows(), tmp_path / "text.parquet")
     assert read_trajectories(tmp_path, require=TRAIN_COLUMNS, whole_episodes=True).height == 6
+
+
+def test_the_row_builder_is_the_schema():
+    """One row schema: ``StepRecord``'s fields are ``SCHEMA``'s columns in order, then optional columns."""
+    from dataclasses import fields
+
+    from trajectories.rows import StepRecord
+    from trajectories.schema import OPTIONAL, SCHEMA
+
+    names = [f.name for f in fields(StepRecord)]
+    assert names[:len(SCHEMA)] == list(SCHEMA)
+    assert set(names[len(SCHEMA):]) <= set(OPTIONAL)

@@ -13,7 +13,7 @@ import pytest
 import helper.gate.solve_command as cmd
 from helper.gate.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, TabularModel, simulate
-from trajectories.shards import EmptyDataset, SchemaError
+from trajectories.schema import EmptyDataset, SchemaError
 
 
 @pytest.fixture

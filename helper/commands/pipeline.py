@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from helper.provenance import write_stage
-from trajectories.shards import write_json_atomic
+from trajectories.files import write_json_atomic
 
 STAGES = ("collect", "prm", "score", "solve", "distill", "sweep")
 

@@ -38,8 +38,10 @@ from typing import Literal
 import polars as pl
 
 from helper.data.environment import AgentEnvParams, EnvSetup, env_spec
-from trajectories.shards import ALL_COLUMNS, OPTIONAL, PROPOSAL_DEFAULTS, SCHEMA, read_trajectories, write_shard
-from trajectories.shards import Manifest
+from trajectories.manifest import Manifest
+from trajectories.rows import frame_of
+from trajectories.schema import PROPOSAL_DEFAULTS
+from trajectories.shards import read_trajectories, write_shard
 
 
 @dataclass
@@ -155,12 +157,10 @@ def shard_name(index: int) -> str:
 
 
 def records_frame(records, counterfactual: bool) -> pl.DataFrame:
-    columns = dict(SCHEMA) | {name: OPTIONAL[name] for name in ("horizon", "features", *PROPOSAL_DEFAULTS)}
+    optional = ("horizon", "features", *PROPOSAL_DEFAULTS)
     if counterfactual:
-        columns |= {"cf_base_success": ALL_COLUMNS["cf_base_success"],
-                    "cf_intervene_success": ALL_COLUMNS["cf_intervene_success"]}
-    rows = [record.to_row() for episode in records for record in episode]
-    return pl.DataFrame({name: [row[name] for row in rows] for name in columns}, schema=columns)
+        optional += ("cf_base_success", "cf_intervene_success")
+    return frame_of((record for episode in records for record in episode), optional)
 
 
 def collect_shard(setup: EnvSetup, config: CollectConfig, k: int, base, strong, progress=None) -> pl.DataFrame:

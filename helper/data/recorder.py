@@ -39,20 +39,19 @@ later stage run on it unchanged.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import polars as pl
-
 from agile.protocol import BASE, Observation
 from agile.seeding import stable_uniform
-from trajectories.shards import Manifest
-from trajectories.shards import OPTIONAL, SCHEMA, read_trajectories, write_shard
+from trajectories.manifest import Manifest
+from trajectories.rows import StepRecord, frame_of
+from trajectories.shards import read_trajectories, write_shard
 
-COLUMNS = dict(SCHEMA) | {"horizon": OPTIONAL["horizon"], "features": OPTIONAL["features"]}
+OPTIONAL_COLUMNS = ("horizon", "features")
+"""The optional columns a recorded shard has (no proposals: the caller's agent makes none we see)."""
 SHARD = re.compile(r"^shard-(\d{5})\.parquet$")
 
 
@@ -64,7 +63,7 @@ class _Episode:
     left: int
     decisions: dict[int, tuple[bool, int]] = field(default_factory=dict)
     """step -> (should_intervene's answer, budget left before it)."""
-    rows: list[dict] = field(default_factory=list)
+    rows: list[StepRecord] = field(default_factory=list)
 
 
 class Recorder:
@@ -170,13 +169,8 @@ class Recorder:
                                      "interventions is spent.")
                 state.left -= 1
             state.decisions.pop(step, None)
-            state.rows.append({
-                "episode_id": observation.episode_id, "step": step, "env": observation.env,
-                "task_id": observation.task_id, "state_text": observation.state_text, "action_text": str(action_text),
-                "actor": str(actor), "intervened": bool(intervened), "budget_left": int(before),
-                "reward": float(reward), "done": False, "success": 0.0, "explore_p": state.p, "seed": self.seed,
-                "horizon": int(observation.horizon), "features": json.dumps(observation.features, sort_keys=True),
-            })
+            state.rows.append(StepRecord.of(observation, action_text, actor, intervened, before, reward, False,
+                                            state.p, self.seed))
 
     def end_episode(self, success: float, episode_id: str | None = None) -> None:
         """Close the episode with its outcome (default: the episode this thread logged last)."""
@@ -188,9 +182,9 @@ class Recorder:
             state = self._open.pop(episode_id)
             if not state.rows:
                 raise ValueError(f"end_episode: episode {episode_id!r} has no logged step.")
-            state.rows[-1]["done"] = True
+            state.rows[-1].done = True
             for row in state.rows:
-                row["success"] = float(success)
+                row.success = float(success)
             self._recorded.add(episode_id)
             self._finished.append(state.rows)
             if len(self._finished) >= self.episodes_per_shard:
@@ -201,8 +195,7 @@ class Recorder:
         with self._lock:
             if not self._finished:
                 return
-            rows = [row for episode in self._finished for row in episode]
-            frame = pl.DataFrame({name: [row[name] for row in rows] for name in COLUMNS}, schema=COLUMNS)
+            frame = frame_of((row for episode in self._finished for row in episode), OPTIONAL_COLUMNS)
             name = f"shard-{self._next_shard:05d}.parquet"
             write_shard(frame, self.out / name)
             self._manifest.mark_done(name, first=self._episodes_written, count=len(self._finished), rows=frame.height)

@@ -36,7 +36,7 @@ from helper.evaluation.methods import METHODS as REGISTRY
 from helper.evaluation.methods import SweepContext
 from helper.evaluation.metrics import summarize, sweep_columns
 from helper.evaluation.plots import save_sweep_plot
-from trajectories.shards import write_json_atomic
+from trajectories.files import write_json_atomic
 
 METHODS = tuple(REGISTRY)
 Method = Literal["helper", "helper_priced", "never", "always", "random", "prm_threshold", "first_k", "router",

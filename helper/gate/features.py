@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from trajectories.shards import read_kind_json, write_json_atomic
+from trajectories.files import read_kind_json, write_json_atomic
 
 BASE_FEATURES = ("prm_score", "step", "horizon", "progress", "steps_left", "budget_left", "budget_per_step")
 SCORE_FEATURE = "prm_score"

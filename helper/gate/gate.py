@@ -61,7 +61,7 @@ from helper.gate import identity
 from helper.gate.features import SCORE_FEATURE, FeatureClassifier, observation_features
 from helper.gate.identity import UntrustedPrm
 from helper.gate.trained_on import mismatch
-from trajectories.shards import read_json_object
+from trajectories.files import read_json_object
 
 BACKENDS = ("features", "text", "table")
 CONFIG_FILE = "helper.json"
@@ -201,7 +201,7 @@ class HelperGate(ScoredGate):
         ``prm`` is the PRM folder to reference (stored relative to the helper folder when it lies
         inside it, absolute otherwise); ``extra`` goes into ``helper.json`` (training report).
         """
-        from trajectories.shards import write_json_atomic
+        from trajectories.files import write_json_atomic
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)

@@ -44,7 +44,8 @@ from tabular_rl.label import label
 from tabular_rl.solve import SOLVERS, solve
 from tabular_rl.solve_priced import advice_price, solve_priced
 from tabular_rl.transitions import OBJECTIVES, Columns
-from trajectories.shards import read_trajectories, shard_paths, write_json_atomic, write_shard
+from trajectories.files import write_json_atomic
+from trajectories.shards import read_trajectories, shard_paths, write_shard
 
 REQUIRED = ("episode_id", "step", "intervened", "budget_left", "reward", "done", "prm_score")
 THIN = 10  # a (step, state, action) cell with fewer rows than this is reported as thin

@@ -23,7 +23,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from trajectories.shards import write_json_atomic
+from trajectories.files import write_json_atomic
 
 SOLVE_MANIFEST = "solve.json"
 POLICY_GLOB = "policy_c*.npz"

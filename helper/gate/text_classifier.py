@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from trajectories.shards import read_kind_json
+from trajectories.files import read_kind_json
 
 _KIND = "helpgate.helper.TextClassifier"
 
