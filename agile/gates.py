@@ -1,13 +1,22 @@
-"""Baseline gates the helper is compared with. Every one is a ``BudgetedGate``, so it plugs into
-``agile.rollout.run_episodes(gate=...)`` like the helper and never exceeds its budget. How the
-sweep builds each one (rates, thresholds, training) is its registry, ``helper.evaluation.methods``.
+"""The simple gates, one registry (``GATES``): the baselines the helper is compared with, and the
+built-in gates of ``agile eval``. Every one is a ``BudgetedGate``, so it plugs into
+``agile.rollout.run_episodes(gate=...)`` and the AGILE executor like the helper and never exceeds
+its budget. How the sweep builds each one (rates, thresholds, training) is its registry of
+methods, ``helper.evaluation.methods``; ``agile eval --gate`` builds ``novelty``, ``random`` and
+``uniform`` (``agile.executor.evaluate.make_gate``).
 
 - ``NeverGate`` / ``AlwaysGate``: the two references of PGR. ``AlwaysGate`` asks at every
   decision; the sweep runs it with a budget covering the whole episode.
 - ``FirstKGate``: intervene at the first ``k`` decisions of the episode (always, capped at k).
 - ``RandomGate``: intervene with probability ``p`` at each decision (the sweep sets ``p`` so that
   its mean interventions match the helper's at the same budget). The draw is a pure function of
-  ``(seed, episode_id, step)``: reproducible under threads.
+  ``(seed, episode_id, step)``: reproducible under threads. ``agile eval`` draws in sequence
+  instead (``draws="sequential"``), as it always has, so its published rows reproduce.
+- ``UniformGate``: spends the budget at decisions drawn uniformly from the episode's: asks with
+  probability budget left / decisions left, so every set of ``budget`` decisions is equally likely
+  (random at exactly a given rate, never under it).
+- ``NoveltyGate``: advice when memory holds nothing close to the question (the closest memory
+  entry's cosine, the feature ``memory_top_similarity``, below ``threshold``).
 - ``ScoreThresholdGate``: intervene when a per-decision score is at or below a threshold. With
   the PRM score (P(success) from here) it is the ``prm_threshold`` baseline; with a router's
   predicted base-agent success it is the ``router`` baseline. ``calibrate_threshold`` sets the
@@ -28,7 +37,9 @@ sweep builds each one (rates, thresholds, training) is its registry, ``helper.ev
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Iterable, Mapping
+from typing import Literal
 
 import numpy as np
 
@@ -65,15 +76,45 @@ class FirstKGate(BudgetedGate):
 class RandomGate(BudgetedGate):
     name = "random"
 
-    def __init__(self, p: float, budget: int | None = None, seed: int = 0):
+    def __init__(self, p: float = 0.25, budget: int | None = None, seed: int = 0,
+                 draws: Literal["keyed", "sequential"] = "keyed"):
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"p={p}: an intervention probability must lie in [0, 1]")
+        if draws not in ("keyed", "sequential"):
+            raise ValueError(f"draws={draws!r}: keyed or sequential")
         super().__init__(budget)
         self.p = float(p)
         self.seed = seed
+        # sequential: one draw of random.Random(seed) per decision asked with budget left, in call order.
+        self.rng = random.Random(seed) if draws == "sequential" else None
 
     def wants(self, observation: Observation, budget_left: int) -> bool:
+        if self.rng is not None:
+            return self.rng.random() < self.p
         return stable_uniform(self.seed, observation.episode_id, observation.step, "random-gate") < self.p
+
+
+class UniformGate(BudgetedGate):
+    name = "uniform"
+
+    def __init__(self, seed: int = 0, budget: int | None = None):
+        super().__init__(budget)
+        self.rng = random.Random(seed)
+
+    def wants(self, observation: Observation, budget_left: int) -> bool:
+        questions_left = max(observation.horizon - observation.step, 1)
+        return self.rng.random() < budget_left / questions_left
+
+
+class NoveltyGate(BudgetedGate):
+    name = "novelty"
+
+    def __init__(self, threshold: float = 0.6, budget: int | None = None):
+        super().__init__(budget)
+        self.threshold = threshold
+
+    def wants(self, observation: Observation, budget_left: int) -> bool:
+        return observation.features.get("memory_top_similarity", 0.0) < self.threshold
 
 
 class ScoreThresholdGate(BudgetedGate):
@@ -160,3 +201,8 @@ class TableGate(BudgetedGate):
         state = self.state_of(observation)
         p = self.solution.intervene_prob([observation.step], [state], [budget_left])[0]
         return bool(p > 0.5)
+
+
+GATES: dict[str, type[BudgetedGate]] = {gate.name: gate for gate in (
+    NeverGate, AlwaysGate, FirstKGate, RandomGate, UniformGate, NoveltyGate, ScoreThresholdGate, OracleGate, TableGate)}
+"""Every simple gate by its ``name``."""

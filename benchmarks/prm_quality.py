@@ -29,7 +29,8 @@ from prm import labels as L  # noqa: E402
 from prm import quality  # noqa: E402
 from prm.episodes import TRAIN_COLUMNS  # noqa: E402
 from prm.model import ProcessRewardModel  # noqa: E402
-from prm.train import TrainConfig, cross_validated_l2, episode_features, fit_head  # noqa: E402
+from prm.probe import cross_validated_l2, fit_head  # noqa: E402
+from prm.train import TrainConfig, episode_features  # noqa: E402
 from trajectories.shards import read_trajectories  # noqa: E402
 
 

@@ -227,7 +227,8 @@ def record(manifest: Manifest, out: Path, target: Path, stats: dict) -> None:
 
 def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:
     """Score every shard of ``cfg.data``; returns counts and throughput."""
-    from prm.model import ProcessRewardModel, parse_dtype
+    from prm.load import load_prm
+    from prm.model import parse_dtype
 
     out, jobs, skipped, manifest = plan(cfg)
     if skipped:
@@ -242,7 +243,7 @@ def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:
             totals["rows"] += stats["rows"]
             totals["tokens"] += stats["tokens"]
     elif jobs:
-        prm = ProcessRewardModel.load(cfg.model, device=cfg.device, dtype=parse_dtype(cfg.dtype), merge_lora=True)
+        prm = load_prm(cfg.model, device=cfg.device, dtype=parse_dtype(cfg.dtype), merge_lora=True)
         if cfg.max_length:
             prm.settings.max_length = cfg.max_length
         for source, target in jobs:

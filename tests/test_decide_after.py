@@ -206,6 +206,7 @@ def test_proposal_rendering_keeps_prefixes_and_tags_the_proposal():
 def tiny_proposal_prm():
     import torch
 
+    from prm.load import load_prm
     from prm.model import ProcessRewardModel
 
     prm = ProcessRewardModel.create("tiny", tag_after="proposal", device="cpu", seed=0)
@@ -333,7 +334,7 @@ def test_helper_decides_after_the_proposal_within_budget(proposal_helper):
     # The score the gate acted on is the PRM's score of state and proposal.
     from prm.model import ProcessRewardModel
 
-    prm = ProcessRewardModel.load(root / "prm", device="cpu")
+    prm = load_prm(root / "prm", device="cpu")
     first = records[0][0]
     expected = prm.score_episodes([([first.state_text], [first.action_text], [first.proposal_text])])[0][0]
     observation = Observation(first.episode_id + "-again", first.env, first.task_id, 0, first.state_text, 3, {})

@@ -12,7 +12,7 @@ from helper.gate import solve_command
 from prm.episodes import OOF_FILE, episodes_of
 from prm.folds import assign_folds, task_group, task_type
 from prm.labels import add_labels
-from prm.model import ProcessRewardModel
+from prm.load import load_prm
 from prm.score import ScoreConfig, run_score
 from prm.synthetic import synthetic_frame
 from prm.train import TrainConfig, run_train
@@ -59,7 +59,7 @@ def test_out_of_fold_scores_differ_from_in_fold(overfit):
     oof = pl.read_parquet(root / "prm" / OOF_FILE).sort(["episode_id", "step"])
     assert oof.height == FRAME.height
     _ids, episodes = episodes_of(FRAME)
-    in_fold = np.concatenate(ProcessRewardModel.load(root / "prm").score_episodes(episodes))
+    in_fold = np.concatenate(load_prm(root / "prm").score_episodes(episodes))
     # Memorised: the saved (all-data) head puts training rows near their own outcome.
     outcome = FRAME.sort(["episode_id", "step"])["success"].to_numpy()
     assert np.abs(in_fold - outcome).mean() < 0.1

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from prm.episodes import episodes_of
+from prm.load import load_prm
 from prm.model import ProcessRewardModel
 from prm.score import MANIFEST, ScoreConfig, run_score
 from prm.synthetic import synthetic_frame
@@ -32,7 +33,7 @@ _MODELS = {}
 
 def _loaded(model_dir):
     if model_dir not in _MODELS:
-        _MODELS[model_dir] = ProcessRewardModel.load(model_dir)
+        _MODELS[model_dir] = load_prm(model_dir)
     return _MODELS[model_dir]
 
 

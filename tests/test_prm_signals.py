@@ -11,7 +11,7 @@ import pytest
 from agile.protocol import Action, Observation
 from prm.calibration import Calibrator, cross_fitted, fit_calibrator
 from prm.episodes import OOF_FILE
-from prm.model import ProcessRewardModel
+from prm.load import load_prm
 from prm.quality import auroc, ece
 from prm.score import ScoreConfig, run_score
 from prm.signals import SIGNALS_COLUMN, signal_keys, signal_matrix, signal_vector
@@ -126,7 +126,7 @@ def test_prm_score_and_the_gate_give_the_same_calibrated_scores(trained, tmp_pat
 
     root, frame, _ = trained
     folder = root / "signals"
-    prm = ProcessRewardModel.load(folder)
+    prm = load_prm(folder)
     assert prm.settings.signal_keys == ["entropy", "margin"] and prm.calibrator.method == "platt"
     # Training episodes: their calibrated out-of-fold scores.
     run_score(ScoreConfig(data=str(root / "data"), model=str(folder), out=str(tmp_path / "train"), progress=False))

@@ -274,8 +274,6 @@ def save_learning_curve(report: OnlineRLReport, path: str | Path, helper_success
     """Write ``online_rl_curve.csv`` and ``online_rl_curve.png`` into the folder ``path``: success at
     each C against cumulative training calls, the helper's success at each C as a dashed line (measure
     it on the same validation episodes: ``validation_success``; ``label`` names that reference)."""
-    from helper.evaluation.plots import save_learning_curve_plot
-
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
     frame = curve_frame(report)
@@ -283,3 +281,34 @@ def save_learning_curve(report: OnlineRLReport, path: str | Path, helper_success
     reached = calls_to_reach(report, helper_success) if helper_success else None
     save_learning_curve_plot(frame, folder / CURVE_PNG, helper_success, reached, label)
     return folder / CURVE_CSV, folder / CURVE_PNG
+
+
+def save_learning_curve_plot(frame: pd.DataFrame, path: str | Path, helper_success: dict | None = None,
+                             reached: dict | None = None, label: str = "helper") -> Path:
+    """The online learner's curve (``helper.baselines.online_rl.curve_frame``): validation success at each
+    budget C against cumulative training calls; the helper's success at C as a dashed line, and in
+    the legend the calls at which the curve first reaches it (or "not reached")."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7.5, 5.0), dpi=110)
+    axes = figure.add_subplot()
+    for k, (budget, rows) in enumerate(frame.groupby("budget", sort=True)):
+        color = f"C{k}"
+        rows = rows.sort_values("calls")
+        axes.plot(rows["calls"], rows["success"], marker="o", markersize=3, color=color, label=f"online_rl C={budget}")
+        if helper_success and budget in helper_success:
+            note = ""
+            if reached is not None:
+                hit = reached.get(int(budget))
+                note = f" (reached at {hit} calls)" if hit is not None else " (not reached)"
+            axes.axhline(helper_success[budget], color=color, linestyle="--", linewidth=1,
+                         label=f"{label} C={budget}{note}")
+    axes.set_xlabel("cumulative training calls (strong / human)")
+    axes.set_ylabel("validation success (greedy policy)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    return path

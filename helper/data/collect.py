@@ -224,7 +224,7 @@ def run(config: CollectConfig) -> dict:
         if todo and config.ray:
             from helper.data.ray_collect import collect_with_ray
 
-            for k, frame in collect_with_ray(config, todo):
+            for k, frame in collect_with_ray(config, todo, env_setup, collect_shard):
                 save(k, frame)
                 bar.update(shard_episodes(config, k)[1])
         elif todo:

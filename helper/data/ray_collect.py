@@ -5,20 +5,21 @@ one single-threaded CPU worker per CPU. A worker plays whole shards and sends th
 the driver alone writes each shard (atomically) and the manifest, as results arrive, so a killed
 run resumes exactly like the in-process one. Episode ``i`` is fixed by ``(seed, i)`` whatever
 worker plays it, so the folder is the same as the in-process run's.
+
+Collection hands in its own two functions (build the environment, play a shard): this module
+never imports ``helper.data.collect``, which imports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 
 class ShardCollector:
     """A Ray actor body: builds the environment and actors once, then plays whole shards."""
 
-    def __init__(self, config):
-        from helper.data.collect import env_setup
-
+    def __init__(self, config, env_setup: Callable, collect_shard: Callable):
         if config.device == "cpu":
             import torch
 
@@ -26,14 +27,13 @@ class ShardCollector:
             torch.set_num_threads(1)
         self.config = config
         self.setup = env_setup(config)
+        self.collect_shard = collect_shard
         self.actors = None
 
     def collect(self, k: int):
-        from helper.data.collect import collect_shard
-
         if self.actors is None:
             self.actors = self.setup.base_agent(), self.setup.strong_actor()
-        return k, collect_shard(self.setup, self.config, k, *self.actors)
+        return k, self.collect_shard(self.setup, self.config, k, *self.actors)
 
 
 def require_ray():
@@ -45,8 +45,10 @@ def require_ray():
     return ray
 
 
-def collect_with_ray(config, shards: list[int]) -> Iterator[tuple[int, object]]:
-    """Yield ``(shard index, rows)`` for each shard of ``shards`` as workers finish them."""
+def collect_with_ray(config, shards: list[int], env_setup: Callable, collect_shard: Callable
+                     ) -> Iterator[tuple[int, object]]:
+    """Yield ``(shard index, rows)`` for each shard of ``shards`` as workers finish them; each worker
+    builds ``env_setup(config)`` once and plays a shard with ``collect_shard(setup, config, k, base, strong)``."""
     ray = require_ray()
     from ray.util import ActorPool
 
@@ -62,7 +64,7 @@ def collect_with_ray(config, shards: list[int]) -> Iterator[tuple[int, object]]:
         n_workers = max(1, min(wanted, len(shards)))
         worker = ray.remote(num_gpus=1 if use_gpu else 0, num_cpus=1)(ShardCollector)
         worker_config = replace(config, device="cuda" if use_gpu else "cpu", ray=False)
-        actors = [worker.remote(worker_config) for _ in range(n_workers)]
+        actors = [worker.remote(worker_config, env_setup, collect_shard) for _ in range(n_workers)]
         pool = ActorPool(actors)
         yield from pool.map_unordered(lambda actor, k: actor.collect.remote(k), shards)
         for actor in actors:

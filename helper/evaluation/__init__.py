@@ -4,7 +4,7 @@
 - ``sweep.py``: ``helpgate sweep``: every method over the budgets; ``methods.py``: the registry
   of those methods, one class each.
 - ``metrics.py``: APGR, CPT, paired intervals: the one metrics module.
-- ``plots.py``: the sweep figure and the online-RL learning curve.
+- ``plots.py``: the sweep figure.
 - ``report.py``: ``helpgate report``: the headline table of finished runs.
 - ``agile_advice.py``: ``helpgate agile eval --helper``: a helper decides the AGILE agent's advice.
 """

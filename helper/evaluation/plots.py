@@ -54,32 +54,3 @@ def save_sweep_plot(frame: pd.DataFrame, path: str | Path, title: str | None = N
     path.parent.mkdir(parents=True, exist_ok=True)
     sweep_figure(frame, title).savefig(path)
     return path
-
-
-def save_learning_curve_plot(frame: pd.DataFrame, path: str | Path, helper_success: dict | None = None,
-                             reached: dict | None = None, label: str = "helper") -> Path:
-    """The online learner's curve (``helper.baselines.online_rl.curve_frame``): validation success at each
-    budget C against cumulative training calls; the helper's success at C as a dashed line, and in
-    the legend the calls at which the curve first reaches it (or "not reached")."""
-    figure = Figure(figsize=(7.5, 5.0), dpi=110)
-    axes = figure.add_subplot()
-    for k, (budget, rows) in enumerate(frame.groupby("budget", sort=True)):
-        color = f"C{k}"
-        rows = rows.sort_values("calls")
-        axes.plot(rows["calls"], rows["success"], marker="o", markersize=3, color=color, label=f"online_rl C={budget}")
-        if helper_success and budget in helper_success:
-            note = ""
-            if reached is not None:
-                hit = reached.get(int(budget))
-                note = f" (reached at {hit} calls)" if hit is not None else " (not reached)"
-            axes.axhline(helper_success[budget], color=color, linestyle="--", linewidth=1,
-                         label=f"{label} C={budget}{note}")
-    axes.set_xlabel("cumulative training calls (strong / human)")
-    axes.set_ylabel("validation success (greedy policy)")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    return path

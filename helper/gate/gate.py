@@ -323,8 +323,8 @@ def _load_scorer(path: str, device: str | None, config_path: Path, config: dict 
     if config is not None:
         identity.check_prm(config_path, config, path)  # before loading: a wrong PRM is never run
     try:
-        from prm.model import ProcessRewardModel
+        from prm.load import load_prm
 
-        return PrmScorer(ProcessRewardModel.load(path, device=device, merge_lora=True))
+        return PrmScorer(load_prm(path, device=device, merge_lora=True))
     except Exception as error:  # noqa: BLE001 - a broken PRM degrades to the documented fallback
         raise _Unloadable(f"could not load the PRM at {path} ({error})") from error
