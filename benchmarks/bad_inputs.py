@@ -58,7 +58,7 @@ def build_good(root: Path) -> dict[str, Path]:
                           progress=False))
     run_score(ScoreConfig(data=str(paths["trajectories"]), model=str(paths["prm"]),
                           out=str(paths["scored"]), progress=False))
-    solve(SolveConfig(data=str(paths["scored"]), budget=[1, 2], bins=3, out=str(paths["solve"])))
+    solve(SolveConfig(data=str(paths["scored"]), budgets=[1, 2], bins=3, out=str(paths["solve"])))
     distill(DistillConfig(labels=str(paths["solve"]), prm=str(paths["prm"]), out=str(paths["helper"])))
     paths["catalog"] = catalog
     return paths
@@ -134,9 +134,9 @@ def earlier_cases(root: Path, good: dict[str, Path]) -> list[Case]:
         Case("`prm_score` +inf on one row", ["solve", "--data", scored_variant("inf", _set_row0("prm_score", float("inf")))], "'prm_score'"),
         Case("`prm_score` -inf on one row", ["solve", "--data", scored_variant("-inf", _set_row0("prm_score", float("-inf")))], "'prm_score'"),
         Case("`success` outside [0, 1]", ["solve", "--data", scored_variant("success-7", lambda f: f.with_columns(pl.lit(7.0).alias("success")))], "'success'"),
-        Case("negative budget", ["solve", "--data", str(scored), "--budget", "-1"], "budget="),
-        Case("huge budget (10^9)", ["solve", "--data", str(scored), "--budget", "1000000000", "--out", str(bad / "solve-huge")], "budget=", bad / "solve-huge" / "solve.json"),
-        Case("budget not a number", ["solve", "--data", str(scored), "--budget", "two"], "--budget"),
+        Case("negative budget", ["solve", "--data", str(scored), "--budgets", "-1"], "budgets="),
+        Case("huge budget (10^9)", ["solve", "--data", str(scored), "--budgets", "1000000000", "--out", str(bad / "solve-huge")], "budget=", bad / "solve-huge" / "solve.json"),
+        Case("budget not a number", ["solve", "--data", str(scored), "--budgets", "two"], "--budgets"),
         Case("empty data folder", ["solve", "--data", str(empty)], "empty"),
         Case("data folder that does not exist", ["prm", "score", "--data", str(bad / "nowhere"), "--model", str(good["prm"])], "nowhere"),
         Case("shard with zero rows", ["solve", "--data", scored_variant("zero-rows", lambda f: f.head(0))], "zero-rows"),

@@ -50,5 +50,5 @@ def trajectories(directory: Path, n: int = 120, seed: int = 11) -> Path:
 def solved(directory: Path, data: Path, budgets=(1, 2)) -> Path:
     from helper.gate.solve_command import SolveConfig, run
 
-    run(SolveConfig(data=str(data), budget=list(budgets), bins=3, out=str(directory)))
+    run(SolveConfig(data=str(data), budgets=list(budgets), bins=3, out=str(directory)))
     return directory

@@ -300,7 +300,7 @@ def proposal_helper(tmp_path_factory):
     report = prm_train.run_train(prm_train.TrainConfig(data=data, out=str(root / "prm"), model="tiny",
                                                        tag_after="proposal", folds=3, progress=False))
     prm_score.run_score(prm_score.ScoreConfig(data=data, model=str(root / "prm"), progress=False))
-    solve_command.run(solve_command.SolveConfig(data=data, budget=[1, 2], bins=3, out=str(root / "solve")))
+    solve_command.run(solve_command.SolveConfig(data=data, budgets=[1, 2], bins=3, out=str(root / "solve")))
     distill.run(distill.DistillConfig(labels=str(root / "solve"), prm=str(root / "prm"), out=str(root / "helper")))
     return root, report
 

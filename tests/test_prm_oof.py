@@ -72,7 +72,7 @@ def test_score_and_solve_read_the_out_of_fold_scores(overfit, tmp_path):
     oof = pl.read_parquet(root / "prm" / OOF_FILE).sort(["episode_id", "step"])
     np.testing.assert_array_equal(scored["prm_score"].to_numpy(), oof["prm_score"].to_numpy())
     out = tmp_path / "solve"
-    solve_command.run(solve_command.SolveConfig(data=str(root / "data"), budget=[1], bins=4, out=str(out)))
+    solve_command.run(solve_command.SolveConfig(data=str(root / "data"), budgets=[1], bins=4, out=str(out)))
     edges = Discretizer.load(out / "discretizer.json").edges_
     np.testing.assert_array_equal(edges, Discretizer(4).fit(oof["prm_score"].to_numpy()).edges_)
     labels = pl.read_parquet(out / "labels.parquet").sort(["episode_id", "step"])

@@ -51,7 +51,7 @@ def _pipeline(out) -> dict:
                       "--tag-after", "state", "--head-steps", "20", "--l2", "0.01", "--device", "cpu",
                       "--state-features"],  # the TextWorld default: the gate then reads Observation.features
         "prm score": ["prm", "score", "--data", traj, "--model", prm, "--device", "cpu", "--no-progress"],
-        "solve": ["solve", "--data", traj, "--budget", "1", "2", "--bins", "3", "--out", solve],
+        "solve": ["solve", "--data", traj, "--budgets", "1", "2", "--bins", "3", "--out", solve],
         "distill": ["distill", "--labels", solve, "--prm", prm, "--out", helper],
         "sweep": ["sweep", *GAMES, "--tw-games", "2", "--helper", helper, "--out", sweep, "--episodes", "4",
                   "--max-budget", "2", "--methods", "helper", "first_k", "random", "exact_optimal",

@@ -4,7 +4,7 @@
     helpgate collect --out runs/demo/trajectories
     helpgate prm train --data runs/demo/trajectories --out runs/demo/prm
     helpgate prm score --data runs/demo/trajectories --model runs/demo/prm
-    helpgate solve --data runs/demo/trajectories --budget 1 2 3 --out runs/demo/solve
+    helpgate solve --data runs/demo/trajectories --budgets 1 2 3 --out runs/demo/solve
     helpgate distill --labels runs/demo/solve --out runs/demo/helper
     helpgate sweep --helper runs/demo/helper --out runs/demo/sweep
     helpgate agile sft|ppo|eval ...

@@ -250,7 +250,7 @@ def run(cfg: PipelineConfig) -> dict:
         methods.remove("online_rl")
         print("[pipeline] --quick with an LLM agent: online_rl is left out of the sweep (run without --quick for it)")
     _stage(out, "solve", cfg.redo, lambda: solve_command.run(solve_command.SolveConfig(
-        data=trajectories, budget=budgets, bins=cfg.bins, out=str(out / "solve"),
+        data=trajectories, budgets=budgets, bins=cfg.bins, out=str(out / "solve"),
     )))
     _stage(out, "distill", cfg.redo, lambda: distill.run(distill.DistillConfig(
         labels=str(out / "solve"), prm=str(out / "prm"), out=str(out / "helper"), backend=cfg.backend,

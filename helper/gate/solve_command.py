@@ -1,6 +1,6 @@
 """``helpgate solve``: scored trajectories -> optimal helper policy and labels, for each budget.
 
-    helpgate solve --data runs/default/trajectories --budget 1 2 3 --method exact --out runs/default/solve
+    helpgate solve --data runs/default/trajectories --budgets 1 2 3 --method exact --out runs/default/solve
     helpgate solve --data runs/agile/trajectories --advice-cost 0.3 --out runs/agile/solve_c0.3
 
 With ``--advice-cost c`` the policy maximises AGILE's total score, success - c * advice rate, with
@@ -36,6 +36,9 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Annotated
+
+import tyro
 
 from helper.gate import solve_files
 from tabular_rl.discretize import BINNINGS, Discretizer
@@ -55,7 +58,8 @@ THIN = 10  # a (step, state, action) cell with fewer rows than this is reported 
 class SolveConfig:
     data: str = "runs/default/trajectories"
     """Directory of scored Parquet shards (must have prm_score)."""
-    budget: list[int] = field(default_factory=lambda: [1, 2, 3])
+    # --budget: the spelling before every command said --budgets for several budgets; kept working.
+    budgets: Annotated[list[int], tyro.conf.arg(aliases=("--budget",))] = field(default_factory=lambda: [1, 2, 3])
     """Intervention budgets C per episode; one solution and one label column each."""
     method: str = "exact"
     """Solver: exact (hard budget), lagrangian or lp (both: budget in expectation)."""
@@ -77,7 +81,7 @@ class SolveConfig:
     """With objective success: weight of the logged reward added as a shaping term (0: none)."""
     advice_cost: float | None = None
     """Advice cost c: solve total score = success - c * advice rate with no budget (lambda = c / horizon,
-    or c with --objective reward) instead of the --budget solutions; unset solves the budgets."""
+    or c with --objective reward) instead of the --budgets solutions; unset solves the budgets."""
     out: str = "runs/default/solve"
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json, solve.json."""
     memory_limit_gb: float | None = None
@@ -96,9 +100,9 @@ def _validate(config: SolveConfig) -> list[int]:
         raise ValueError(f"objective={config.objective!r}: choose one of {', '.join(OBJECTIVES)}")
     if config.binning not in BINNINGS:
         raise ValueError(f"binning={config.binning!r}: choose one of {', '.join(BINNINGS)}")
-    budgets = sorted({int(b) for b in config.budget})
+    budgets = sorted({int(b) for b in config.budgets})
     if not budgets or budgets[0] < 0:
-        raise ValueError(f"budget={config.budget!r}: give one or more budgets >= 0, e.g. --budget 1 2 3")
+        raise ValueError(f"budgets={config.budgets!r}: give one or more budgets >= 0, e.g. --budgets 1 2 3")
     if config.bins < 1:
         raise ValueError(f"bins={config.bins}: give at least 1 score bin, e.g. --bins 10")
     if config.step_buckets < 0:
