@@ -206,7 +206,6 @@ def test_proposal_rendering_keeps_prefixes_and_tags_the_proposal():
 def tiny_proposal_prm():
     import torch
 
-    from prm.load import load_prm
     from prm.model import ProcessRewardModel
 
     prm = ProcessRewardModel.create("tiny", tag_after="proposal", device="cpu", seed=0)
@@ -332,7 +331,7 @@ def test_helper_decides_after_the_proposal_within_budget(proposal_helper):
     assert gate.stats()["decisions"] > 0 and gate.stats()["fallbacks"] == 0 and gate.stats()["score_errors"] == 0
     assert set(agent.asked.values()) == {1} and all(r["proposal_text"] for r in rows)
     # The score the gate acted on is the PRM's score of state and proposal.
-    from prm.model import ProcessRewardModel
+    from prm.load import load_prm
 
     prm = load_prm(root / "prm", device="cpu")
     first = records[0][0]
