@@ -1,11 +1,12 @@
-"""agile: the agent side of helpgate. Imports nothing else of the project.
+"""agile: the agent side of helpgate. Imports nothing of the project but the ``trajectories`` floor.
 
 The core rooms, and four wings by purpose:
 
 - ``protocol.py``: the contracts (Observation, Action, Episode, Agent, Gate).
 - ``rollout.py``: the one episode loop (``run_episodes``), lockstep, budgeted, counterfactual.
-- ``dataset.py``: the offline dataset's schema; every read, validation, atomic write and resume of
-  shards (it lives here because ``prm`` and ``helper`` both need it and ``prm`` imports only agile).
+- ``budget.py``: ``BudgetedGate``: the per-episode budget count every gate shares.
+- ``gates.py``: the simple gates, one registry: never, always, first k, random, uniform, novelty,
+  score threshold, hindsight oracle, a solved table.
 - ``models.py``: model loading (embedded SmolLM2, tiny test models, any Hugging Face id or folder).
 - ``seeding.py``: seeds and reproducible draws.
 - ``envs/``: ProductQA (data, SQL table, generator, answers) and TextWorld.

@@ -49,50 +49,14 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from agile.protocol import BASE, DECIDE_AFTER, Action, Agent, Episode, Gate, Observation, StepResult, gate_decides_after
 from agile.seeding import derive_seed, stable_uniform  # noqa: F401  (re-exported: older imports)
+from trajectories.rows import StepRecord
 
 MAX_TOOL_ROUNDS = 8
 """A decision that is still calling tools after this many rounds is a bug in the env or agent."""
-
-
-@dataclass
-class StepRecord:
-    """One decision point: every column of the trajectory schema (``helper.schema``)."""
-
-    episode_id: str
-    step: int
-    env: str
-    task_id: str
-    state_text: str
-    action_text: str
-    actor: str
-    intervened: bool
-    budget_left: int
-    """Interventions still allowed before this decision."""
-    reward: float
-    done: bool
-    success: float
-    """The episode's outcome, filled on every row once the episode ends."""
-    explore_p: float
-    seed: int
-    horizon: int
-    features: str
-    """The observation's features as a JSON object."""
-    proposal_text: str = ""
-    """What the base agent proposed here (its whole transcript); ``""`` in ``state`` mode."""
-    proposal_reward: float | None = None
-    """The proposal's immediate reward (on a clone where an intervention replaced it)."""
-    proposal_signals: str = "{}"
-    """The proposal's final action's ``signals`` as a JSON object."""
-    cf_base_success: float | None = None
-    cf_intervene_success: float | None = None
-
-    def to_row(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -260,14 +224,9 @@ def run_episodes(
             decisions = decide([episodes[i] for i in live], chosen)
         for i, decision in zip(live, decisions):
             obs = observations[i]
-            record = StepRecord(
-                episode_id=obs.episode_id, step=obs.step, env=obs.env, task_id=obs.task_id,
-                state_text=obs.state_text, action_text=decision.action_text, actor=decision.actor,
-                intervened=intervene[i], budget_left=budgets[i], reward=float(decision.result.reward),
-                done=bool(decision.result.done), success=0.0,
-                explore_p=float(ps[i] or 0.0), seed=int(getattr(episodes[i], "seed", rng_seed)),
-                horizon=int(obs.horizon), features=json.dumps(obs.features, sort_keys=True),
-            )
+            record = StepRecord.of(obs, decision.action_text, decision.actor, intervene[i], budgets[i],
+                                   decision.result.reward, decision.result.done, ps[i] or 0.0,
+                                   getattr(episodes[i], "seed", rng_seed))
             if mode == "proposal":
                 proposed = proposals[i][0]
                 record.proposal_text = proposed.action_text

@@ -6,7 +6,7 @@ Both folders are ``helpgate pipeline --out`` folders run with the same seed and 
 sweep played the same episodes). Prints the PRM's out-of-fold and in-fold AUROC of each run
 (``prm/metrics.json``), then one Markdown row per method: APGR of each run and, at every budget
 C >= 1, the second run's success minus the first's on the same episodes with its 95% paired
-bootstrap interval (``helper.metrics.paired_difference``).
+bootstrap interval (``helper.evaluation.metrics.paired_difference``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helper.metrics import paired_difference
+from helper.evaluation.metrics import paired_difference
 
 METHODS = ("helper", "prm_threshold", "router", "online_rl", "first_k", "random", "exact_optimal", "oracle")
 

@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from benchmarks.agile_productqa import cost_stage, log, parser, prepare, sft_stage, stage  # noqa: E402
-from helper.agile_advice import AgileEvalConfig  # noqa: E402
-from helper.agile_advice import run as agile_eval  # noqa: E402
+from helper.evaluation.agile_advice import AgileEvalConfig  # noqa: E402
+from helper.evaluation.agile_advice import run as agile_eval  # noqa: E402
 
 ROUTES = ("PPO", "helper@c", "helper@rate", "novelty@rate", "random@rate", "SFT")
 
@@ -51,8 +51,8 @@ def joined(args, out: Path) -> Path:
 
 def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
     """Collection through the SFT agent with random advice, then PRM train and out-of-fold scores."""
-    from helper.collect import CollectConfig
-    from helper.collect import run as collect
+    from helper.data.collect import CollectConfig
+    from helper.data.collect import run as collect
     from prm.score import ScoreConfig, run_score
     from prm.train import TrainConfig, run_train
 
@@ -77,15 +77,15 @@ def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
 
 def helper_stage(args, out: Path, name: str, advice_cost: float | None, budget: int | None) -> Path:
     """Solve (at a cost, or for a budget) and distill one helper; returns its folder."""
-    from helper.distill import DistillConfig
-    from helper.distill import run as distill
-    from helper.solve_command import SolveConfig
-    from helper.solve_command import run as solve
+    from helper.gate.distill import DistillConfig
+    from helper.gate.distill import run as distill
+    from helper.gate.solve_command import SolveConfig
+    from helper.gate.solve_command import run as solve
 
     folder = joined(args, out) / name
     data = folder.parent / "trajectories"
     stage(folder / "solve.json", lambda: solve(SolveConfig(
-        data=str(data), budget=[budget or 0], bins=6, advice_cost=advice_cost, out=str(folder / "solve"))))
+        data=str(data), budgets=[budget or 0], bins=6, advice_cost=advice_cost, out=str(folder / "solve"))))
     stage(folder / "distill.json", lambda: distill(DistillConfig(
         labels=str(folder / "solve"), prm=str(folder.parent / "prm"), out=str(folder / "helper"), seed=args.seed,
         device="cpu")))

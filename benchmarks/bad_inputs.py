@@ -6,7 +6,7 @@
 
 Good inputs are made first with the project's own commands on tiny sizes (a simulator collection,
 a PRM on the random-initialised ``tiny`` backbone, its scores, a solve, a helper). Each bad input
-is derived from them and handed to the real command in a fresh process (``python -m helper.cli``),
+is derived from them and handed to the real command in a fresh process (``python -m helper.commands.cli``),
 offline. The cases come in groups (``CASE_GROUPS``: the first table's cases, shard columns,
 manifests, numeric options, solve folders, helper and PRM folders, plug-ins); a new feature's
 refusals are one more group. Each case is judged: exit code 2 (0 for the one input handled with a
@@ -41,12 +41,12 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS"
 def build_good(root: Path) -> dict[str, Path]:
     """A trajectory folder, a tiny PRM, the scored folder, a solve folder and a helper folder."""
     from agile.envs.catalog_generator import default_catalog_dir
-    from helper.collect import CollectConfig
-    from helper.collect import run as collect
-    from helper.distill import DistillConfig
-    from helper.distill import run as distill
-    from helper.solve_command import SolveConfig
-    from helper.solve_command import run as solve
+    from helper.data.collect import CollectConfig
+    from helper.data.collect import run as collect
+    from helper.gate.distill import DistillConfig
+    from helper.gate.distill import run as distill
+    from helper.gate.solve_command import SolveConfig
+    from helper.gate.solve_command import run as solve
     from prm.score import ScoreConfig, run_score
     from prm.train import TrainConfig, run_train
 
@@ -58,7 +58,7 @@ def build_good(root: Path) -> dict[str, Path]:
                           progress=False))
     run_score(ScoreConfig(data=str(paths["trajectories"]), model=str(paths["prm"]),
                           out=str(paths["scored"]), progress=False))
-    solve(SolveConfig(data=str(paths["scored"]), budget=[1, 2], bins=3, out=str(paths["solve"])))
+    solve(SolveConfig(data=str(paths["scored"]), budgets=[1, 2], bins=3, out=str(paths["solve"])))
     distill(DistillConfig(labels=str(paths["solve"]), prm=str(paths["prm"]), out=str(paths["helper"])))
     paths["catalog"] = catalog
     return paths
@@ -134,9 +134,9 @@ def earlier_cases(root: Path, good: dict[str, Path]) -> list[Case]:
         Case("`prm_score` +inf on one row", ["solve", "--data", scored_variant("inf", _set_row0("prm_score", float("inf")))], "'prm_score'"),
         Case("`prm_score` -inf on one row", ["solve", "--data", scored_variant("-inf", _set_row0("prm_score", float("-inf")))], "'prm_score'"),
         Case("`success` outside [0, 1]", ["solve", "--data", scored_variant("success-7", lambda f: f.with_columns(pl.lit(7.0).alias("success")))], "'success'"),
-        Case("negative budget", ["solve", "--data", str(scored), "--budget", "-1"], "budget="),
-        Case("huge budget (10^9)", ["solve", "--data", str(scored), "--budget", "1000000000", "--out", str(bad / "solve-huge")], "budget=", bad / "solve-huge" / "solve.json"),
-        Case("budget not a number", ["solve", "--data", str(scored), "--budget", "two"], "--budget"),
+        Case("negative budget", ["solve", "--data", str(scored), "--budgets", "-1"], "budgets="),
+        Case("huge budget (10^9)", ["solve", "--data", str(scored), "--budgets", "1000000000", "--out", str(bad / "solve-huge")], "budget=", bad / "solve-huge" / "solve.json"),
+        Case("budget not a number", ["solve", "--data", str(scored), "--budgets", "two"], "--budgets"),
         Case("empty data folder", ["solve", "--data", str(empty)], "empty"),
         Case("data folder that does not exist", ["prm", "score", "--data", str(bad / "nowhere"), "--model", str(good["prm"])], "nowhere"),
         Case("shard with zero rows", ["solve", "--data", scored_variant("zero-rows", lambda f: f.head(0))], "zero-rows"),
@@ -471,7 +471,7 @@ def run_case(argv: list[str], plugins: Path | None = None) -> tuple[int, str, st
     env = {**os.environ, **OFFLINE}
     if plugins is not None:  # the user's own plug-in modules, importable as theirs would be
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugins), env.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-m", "helper.cli", *argv], cwd=REPO, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "helper.commands.cli", *argv], cwd=REPO, capture_output=True, text=True,
                           env=env, timeout=600, check=False)
     return done.returncode, message(done.stderr), done.stderr
 

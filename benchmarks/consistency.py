@@ -36,11 +36,12 @@ import polars as pl  # noqa: E402
 
 from agile.agents.llm_agent import CONSISTENCY_KEYS  # noqa: E402
 from benchmarks.prm_signals import signals_only  # noqa: E402
-from helper.pipeline import PipelineConfig  # noqa: E402
+from helper.commands.pipeline import PipelineConfig  # noqa: E402
 from prm import quality  # noqa: E402
-from prm.shards import TRAIN_COLUMNS, read_frame  # noqa: E402
+from prm.episodes import TRAIN_COLUMNS  # noqa: E402
 from prm.signals import SIGNALS_COLUMN, signal_keys, signal_matrix  # noqa: E402
 from prm.train import run_train  # noqa: E402
+from trajectories.shards import read_trajectories  # noqa: E402
 
 
 def without_consistency(frame: pl.DataFrame) -> pl.DataFrame:
@@ -75,7 +76,7 @@ def main() -> None:
     args = p.parse_args()
     out, trajectories = Path(args.out), Path(args.data)
     cfg = PipelineConfig(decide_after="proposal", seed=args.seed)
-    frame = read_frame(str(trajectories), TRAIN_COLUMNS)
+    frame = read_trajectories(str(trajectories), require=TRAIN_COLUMNS, whole_episodes=True)
     keys = signal_keys(frame)
     if not set(CONSISTENCY_KEYS) <= set(keys):
         raise SystemExit(f"{trajectories}: no consistency signals in {SIGNALS_COLUMN}; collect with "

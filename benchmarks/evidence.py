@@ -72,7 +72,7 @@ def setup_folder(out: Path, setup: str, decide_after: str | None, episodes: int 
 
 def run_seed(folder: Path, setup: str, seed: int, decide_after: str | None, episodes: int | None = None,
              **switches) -> Path:
-    from helper.pipeline import PipelineConfig, run
+    from helper.commands.pipeline import PipelineConfig, run
 
     mode = {} if decide_after is None else {"decide_after": decide_after}
     sizes = SETUPS[setup] | ({} if episodes is None else {"episodes": episodes})

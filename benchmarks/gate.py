@@ -54,8 +54,8 @@ from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa_env import make_episodes
 from agile.protocol import Observation
 from agile.rollout import run_episodes
-from helper.features import FeatureClassifier, default_feature_names, frame_features, observation_features
-from helper.gate import HelperGate
+from helper.gate.features import FeatureClassifier, default_feature_names, frame_features, observation_features
+from helper.gate.gate import HelperGate
 from prm.folds import task_type
 
 
@@ -151,7 +151,7 @@ def main() -> None:
     gate = HelperGate("table", table=table, discretizer=discretizer, scorer=scorer, budget=3)
     results["table"] = timed(lambda i: gate.should_intervene(obs(i)), n)
 
-    from helper.text_classifier import TextClassifier, format_input
+    from helper.gate.text_classifier import TextClassifier, format_input
 
     texts = [format_input(s, t, h, b) for s, t, h, b in zip(frame["state_text"][:256], frame["step"][:256],
                                                            frame["horizon"][:256], frame["budget_left"][:256])]
@@ -160,8 +160,8 @@ def main() -> None:
     results[f"text ({args.text_model})"] = timed(lambda i: gate.should_intervene(obs(i)), max(n // 10, 50))
 
     if args.prm != "none":
-        from helper.prm_scorer import PrmScorer
         from prm.model import ProcessRewardModel
+        from prm.scorer import PrmScorer
 
         prm = ProcessRewardModel.create(args.prm, tag_after="state", device="cpu")
         gate = HelperGate("features", classifiers["gbm"], fallback, scorer=PrmScorer(prm), budget=3, max_budget=3)
@@ -233,7 +233,7 @@ def serve_gate(helper: str):
     root = Path(__file__).resolve().parents[1]
     port = free_port()
     env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(root)}
-    server = subprocess.Popen([sys.executable, "-m", "helper.cli", "serve-gate", "--helper", helper, "--budget", "3",
+    server = subprocess.Popen([sys.executable, "-m", "helper.commands.cli", "serve-gate", "--helper", helper, "--budget", "3",
                                "--port", str(port)], cwd=root, env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:

@@ -1,6 +1,6 @@
 """The online deep-RL baseline's learning curve on the ProductQA simulator, against first_k and the optimum.
 
-Trains ``helper.online_rl`` (stable-baselines3 PPO) on training-split episodes until its curve
+Trains ``helper.baselines.online_rl`` (stable-baselines3 PPO) on training-split episodes until its curve
 flattens, then plays the same held-out test episodes with it, ``first_k`` and ``exact_optimal``
 (backward induction on the simulator's true model: the ceiling) at every C, and prints the curve
 (validation success at each C against cumulative training calls) and the paired test differences.
@@ -26,13 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from agile import gates as B
 from agile.envs.productqa import QUESTION_TYPES
 from agile.envs.productqa_env import question_type
-from helper import baselines as B
-from helper.environment import EnvConfig, Environment
-from helper.evaluate import evaluate_gate
-from helper.metrics import bootstrap_ci
-from helper.online_rl import (
+from helper.baselines import exact
+from helper.data.environment import EnvConfig, Environment
+from helper.evaluation.evaluate import evaluate_gate
+from helper.evaluation.metrics import bootstrap_ci
+from helper.baselines.online_rl import (
     OnlineRLConfig,
     OnlineRLGate,
     calls_to_reach,
@@ -56,7 +57,7 @@ def main() -> None:
 
     env = Environment(EnvConfig(questions_per_episode=args.questions, episodes=args.episodes))
     budgets = list(range(1, args.max_budget + 1))
-    model = B.simulator_model(env.type_sequences(), dict(zip(QUESTION_TYPES, env.cfg.sim_accuracy)),
+    model = exact.simulator_model(env.type_sequences(), dict(zip(QUESTION_TYPES, env.cfg.sim_accuracy)),
                               QUESTION_TYPES, env.horizon)
 
     def per_episode(make):
@@ -65,7 +66,7 @@ def main() -> None:
         return {c: np.array([r["success"] for r in rows if r["budget"] == c]) for c in budgets}
 
     first_k = per_episode(lambda c: B.FirstKGate(c))
-    optimum = per_episode(lambda c: B.exact_optimal_gate(model, QUESTION_TYPES, question_type, c))
+    optimum = per_episode(lambda c: exact.exact_optimal_gate(model, QUESTION_TYPES, question_type, c))
     results = {"args": vars(args), "first_k": {c: float(v.mean()) for c, v in first_k.items()},
                "exact_optimal": {c: float(v.mean()) for c, v in optimum.items()}, "seeds": {}}
     for seed in args.seeds:
@@ -78,7 +79,7 @@ def main() -> None:
         out = Path(args.out) / f"seed{seed}"
         # The optimum's success on the curve's own validation episodes is the reference line.
         reference = validation_success(
-            env, cfg, lambda c: B.exact_optimal_gate(model, QUESTION_TYPES, question_type, c))[0]
+            env, cfg, lambda c: exact.exact_optimal_gate(model, QUESTION_TYPES, question_type, c))[0]
         save_learning_curve(report, out, reference, label="exact_optimal")
         curve = curve_frame(report).pivot_table(index=["timesteps", "calls"], columns="budget", values="success")
         print(f"\n## seed {seed}: {report.stopped}; {report.timesteps} timesteps, {report.episodes} episodes, "

@@ -34,10 +34,10 @@ from sklearn.metrics import roc_auc_score
 
 from examples.plain_cue import SLIP
 from examples.plain_cue_optimum import RISKS, optimal_gate, optimum, true_model
-from helper.environment import Environment
-from helper.evaluate import evaluate_gate
-from helper.metrics import NIL_GAIN
-from helper.sweep import SweepConfig
+from helper.data.environment import Environment
+from helper.evaluation.evaluate import evaluate_gate
+from helper.evaluation.metrics import NIL_GAIN
+from helper.evaluation.sweep import SweepConfig
 from tabular_rl import solve_exact
 
 RISKY = r"\b(" + "|".join(r for r, p in SLIP.items() if p > 0) + r")\b"

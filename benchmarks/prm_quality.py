@@ -27,13 +27,15 @@ import torch  # noqa: E402
 
 from prm import labels as L  # noqa: E402
 from prm import quality  # noqa: E402
+from prm.episodes import TRAIN_COLUMNS  # noqa: E402
 from prm.model import ProcessRewardModel  # noqa: E402
-from prm.shards import TRAIN_COLUMNS, read_frame  # noqa: E402
-from prm.train import TrainConfig, cross_validated_l2, episode_features, fit_head  # noqa: E402
+from prm.probe import cross_validated_l2, fit_head  # noqa: E402
+from prm.train import TrainConfig, episode_features  # noqa: E402
+from trajectories.shards import read_trajectories  # noqa: E402
 
 
 def load(dirs: list[str]) -> pl.DataFrame:
-    frames = [read_frame(d, TRAIN_COLUMNS) for d in dirs]
+    frames = [read_trajectories(d, require=TRAIN_COLUMNS, whole_episodes=True) for d in dirs]
     frame = pl.concat([f.select(TRAIN_COLUMNS + ("task_id", "actor")) for f in frames])
     duplicated = frame.group_by("episode_id").len().filter(pl.col("len") > frame["step"].max() + 1)
     if duplicated.height:

@@ -24,8 +24,8 @@ import time
 import numpy as np
 import torch
 
+from prm.episodes import episodes_of
 from prm.model import ProcessRewardModel, parse_dtype
-from prm.shards import episodes_of
 from prm.synthetic import synthetic_frame
 
 

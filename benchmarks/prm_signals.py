@@ -29,10 +29,11 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from prm import quality  # noqa: E402
+from prm.episodes import TRAIN_COLUMNS  # noqa: E402
 from prm.folds import task_type  # noqa: E402
-from prm.shards import TRAIN_COLUMNS, read_frame  # noqa: E402
 from prm.signals import signal_keys, signal_matrix  # noqa: E402
 from prm.train import TrainConfig, run_train  # noqa: E402
+from trajectories.shards import read_trajectories  # noqa: E402
 
 VARIANTS = ("hidden", "signals", "hidden+signals")
 
@@ -88,7 +89,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     out = Path(args.out)
-    frame = read_frame(args.data, TRAIN_COLUMNS)
+    frame = read_trajectories(args.data, require=TRAIN_COLUMNS, whole_episodes=True)
     keys = signal_keys(frame)
     if not keys:
         raise SystemExit(f"{args.data}: no agent signals (column 'proposal_signals' absent or every row '{{}}'); "

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from helper.pipeline import PipelineConfig  # noqa: E402
+from helper.commands.pipeline import PipelineConfig  # noqa: E402
 from prm import train as prm_train  # noqa: E402
 from prm.backbones import is_encoder  # noqa: E402
 

@@ -20,8 +20,8 @@ from dataclasses import fields
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helper import sweep
-from helper.pipeline import PipelineConfig
+from helper.commands.pipeline import PipelineConfig
+from helper.evaluation import sweep
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -57,8 +57,8 @@ import numpy as np
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helper.baselines import calibrate_threshold
-from helper.metrics import paired_difference
+from agile.gates import calibrate_threshold
+from helper.evaluation.metrics import paired_difference
 from tabular_rl.discretize import Discretizer
 from tabular_rl.estimate import estimate
 from tabular_rl.solve import solve
@@ -83,7 +83,7 @@ def load_run(folder: Path) -> tuple[pl.DataFrame, int]:
 
 def load_transfer(folder: Path) -> pl.DataFrame:
     """Scored trajectory shards of other episodes (``helpgate prm score`` output), sorted."""
-    from helper.schema import read_trajectories
+    from trajectories.shards import read_trajectories
 
     rows = read_trajectories(folder)
     needed = ("episode_id", "step", "proposal_reward", "prm_score")

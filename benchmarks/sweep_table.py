@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helper.metrics import paired_difference
+from helper.evaluation.metrics import paired_difference
 
 REFERENCES = ("never", "always", "counterfactual")  # reference rows, not methods to rank
 NOT_COMPARED = (*REFERENCES, "helper", "oracle")  # the oracle is an upper bound, not a rival

@@ -35,11 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from helper.pipeline import PipelineConfig  # noqa: E402
+from helper.commands.pipeline import PipelineConfig  # noqa: E402
 from prm import quality  # noqa: E402
-from prm.shards import TRAIN_COLUMNS, read_frame  # noqa: E402
+from prm.episodes import TRAIN_COLUMNS  # noqa: E402
 from prm.signals import signal_matrix, state_keys  # noqa: E402
 from prm.train import run_train  # noqa: E402
+from trajectories.shards import read_trajectories  # noqa: E402
 
 PRM_VARIANTS = {"hidden": {"state_features": False, "hidden": True},
                 "hidden+state": {"state_features": True, "hidden": True},
@@ -96,7 +97,7 @@ def main() -> None:
     run, out = Path(args.run), Path(args.out)
     cfg = PipelineConfig(**json.loads((run / "pipeline.json").read_text()))
     trajectories = run / "trajectories"
-    frame = read_frame(str(trajectories), TRAIN_COLUMNS)
+    frame = read_trajectories(str(trajectories), require=TRAIN_COLUMNS, whole_episodes=True)
     cache = args.feature_cache or str(out / "features.npz")
     scores, seconds, judged = {}, {}, None
     for name, changes in ((n, PRM_VARIANTS[n]) for n in args.variants):

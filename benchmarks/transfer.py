@@ -49,8 +49,8 @@ def mark(folder: Path) -> None:
 
 
 def collect_test_rows(run: Path, seed: int, out: Path) -> None:
-    from helper.collect import CollectConfig
-    from helper.collect import run as collect
+    from helper.data.collect import CollectConfig
+    from helper.data.collect import run as collect
 
     config = json.loads((run / "pipeline.json").read_text())
     collect(CollectConfig(env="productqa", data=config["data"], split="test", agent="llm", model=config["agent"],
@@ -67,8 +67,8 @@ def score(data: Path, prm: Path, out: Path | None = None) -> None:
 
 def pool_and_train(runs: list[Path], root: Path) -> Path:
     """The seeds' training shards in one folder, a PRM trained on them, scored and solved like the pipeline."""
-    from helper.solve_command import SolveConfig
-    from helper.solve_command import run as solve
+    from helper.gate.solve_command import SolveConfig
+    from helper.gate.solve_command import run as solve
     from prm.train import TrainConfig, run_train
 
     pooled, prm, solved = root / "trajectories", root / "prm", root / "solve"

@@ -1,8 +1,23 @@
-"""helper: the offline dataset, distillation, the ``HelperGate``, baselines, metrics and the CLI.
+"""helper: learn when an agent should ask for help, and plug the learned gate into it.
 
 ``from helper import HelperGate`` is the entry point for agents; ``from helper import Recorder``
-records an agent that runs its own loop (``helper.recorder``). The imports are lazy so that the
-CLI and light modules do not pay for torch and scikit-learn.
+records an agent that runs its own loop (``helper.data.recorder``). The imports are lazy so that
+the CLI and light modules do not pay for torch and scikit-learn.
+
+Two rooms every command shares, and six wings by purpose:
+
+- ``config_cli.py``: a command's CLI from its config dataclass (``tyro``), user errors in one line.
+- ``provenance.py``: where a run folder came from (command, commit, machine, stage times).
+- ``data/``: collecting trajectories: episodes and actors, collection (in process or over Ray),
+  the recorder, plug-in envs and agents.
+- ``gate/``: from scored trajectories to a deployed gate: solve, distill, the classifiers, the
+  ``HelperGate`` and what it checks on load.
+- ``baselines/``: the baselines that learn or solve: online deep RL and its environment, the exact
+  optimum on a known model (the simple gates are ``agile.gates``).
+- ``evaluation/``: the sweep and its methods, online evaluation, metrics, plots, the report, and
+  ``agile eval`` with a helper.
+- ``serve/``: the gate and a model behind HTTP, and what both servers refuse.
+- ``commands/``: the ``helpgate`` command and ``helpgate pipeline``.
 """
 
 __all__ = ["HelperGate", "Recorder"]
@@ -10,11 +25,11 @@ __all__ = ["HelperGate", "Recorder"]
 
 def __getattr__(name):
     if name == "HelperGate":
-        from helper.gate import HelperGate
+        from helper.gate.gate import HelperGate
 
         return HelperGate
     if name == "Recorder":
-        from helper.recorder import Recorder
+        from helper.data.recorder import Recorder
 
         return Recorder
     raise AttributeError(f"module 'helper' has no attribute {name!r}")

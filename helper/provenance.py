@@ -101,7 +101,7 @@ def read(folder: str | Path) -> dict:
 def write_stage(folder: str | Path, stage: str, started: float, seconds: float,
                 command: list[str] | None = None) -> Path:
     """Add (or replace) ``stage``'s entry in ``folder/provenance.json``."""
-    from helper.schema import write_json_atomic
+    from trajectories.files import write_json_atomic
 
     data = read(folder)
     data["stages"][stage] = {

@@ -13,6 +13,10 @@
   without a tokenizer refused in one line naming the option.
 - ``assign_folds`` (``prm.folds``): folds of whole episodes, by task group, prefix-sharing
   episodes together.
+- ``load_prm`` (``prm.load``): a saved PRM folder of either kind (causal LM or encoder).
+- ``fit_head`` / ``cross_validated_l2`` (``prm.probe``): the frozen probe, its L2 chosen by CV.
+- ``PrmScorer`` (``prm.scorer``): the scorer a gate calls, one decision point at a time, caches per
+  episode.
 - ``ScoreConfig`` / ``run_score`` (``prm.score``): add ``prm_score`` to a trajectory folder
   (training episodes: their out-of-fold scores), streaming and resumable, in-process or over Ray.
 - ``signal_matrix`` (``prm.signals``): the base agent's own confidence signals (``Action.signals``,

@@ -37,10 +37,11 @@ from typing import Literal
 
 import polars as pl
 
-from agile.dataset import write_atomic
 from prm import labels as L
+from prm.episodes import TRAIN_COLUMNS
 from prm.render import step_pieces
-from prm.shards import TRAIN_COLUMNS, read_frame
+from trajectories.files import write_atomic
+from trajectories.shards import read_trajectories
 
 FORMATS = ("trl",)
 
@@ -90,7 +91,7 @@ def run_export(cfg: ExportConfig) -> dict:
     if cfg.format not in FORMATS:
         raise ValueError(f"format={cfg.format!r}: use one of {FORMATS}.")
     L.check_threshold(cfg.success_threshold)
-    frame = read_frame(cfg.data, TRAIN_COLUMNS)
+    frame = read_trajectories(cfg.data, require=TRAIN_COLUMNS, whole_episodes=True)
     if cfg.base_only:
         intervened = frame.filter(pl.col("actor") != "base")["episode_id"].unique()
         frame = frame.filter(~pl.col("episode_id").is_in(intervened.implode()))

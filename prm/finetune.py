@@ -5,7 +5,7 @@ Here the backbone's weights move, so every fold trains its own copy of the fresh
 folds' episodes and scores its own fold with it; then one more copy trained on every episode is
 the model saved (the gate's). The seconds of each fold's training are returned for the report.
 
-Warm start. Each copy's value head starts as the frozen probe (``prm.train.fit_head``, L2 chosen by
+Warm start. Each copy's value head starts as the frozen probe (``prm.probe.fit_head``, L2 chosen by
 cross-validation) fitted on that copy's own training rows over the fresh backbone's features: the
 few hundred optimiser steps a CPU affords then refine the backbone from where the frozen PRM stops
 instead of first finding a head from zero. The features are computed once (every copy starts from
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from prm.probe import cross_validated_l2, fit_head
 
 LORA_LR = 2e-4
 ENCODER_LR = 5e-5
@@ -88,8 +90,6 @@ def fine_tune(prm, episodes, target: np.ndarray, used: np.ndarray, episode_fold:
 
 def _warm_start(prm, x: torch.Tensor, y: torch.Tensor, groups: np.ndarray, cfg) -> float:
     """Fit the value head as the frozen probe on these rows; returns its L2 penalty."""
-    from prm.train import cross_validated_l2, fit_head
-
     head = prm.head.cpu()
     l2 = cfg.l2 if cfg.l2 is not None else cross_validated_l2(head, x, y, np.unique(groups, return_inverse=True)[1],
                                                               cfg.head_steps, cfg.seed)[0]

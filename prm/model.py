@@ -30,7 +30,7 @@ PRM returns goes through it (``probabilities``), so ``prm score`` and the gate g
 
 ``save(dir)`` writes ``prm_config.json``, ``head.safetensors`` and, as needed, the LoRA adapter
 (``adapter/``, ``save_pretrained``) and/or the backbone (``backbone/``, ``save_pretrained``);
-``ProcessRewardModel.load(dir)`` restores it.
+``prm.load.load_prm(dir)`` restores it.
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from agile.dataset import read_json_object
 from agile.models import TINY_LLM, load_causal_lm
 from prm.batch import Batch, collate, pack
 from prm.calibration import CALIBRATION_FILE, Calibrator
-from prm.signals import missing_block
 from prm.render import DEFAULT_TAG, Renderer, Window, history_windows, prefix_windows, truncation_note, windows
+from prm.signals import missing_block
+from trajectories.files import read_json_object
 
 HEADS = ("tag", "value")
 POOLINGS = ("last", "mean")
@@ -496,29 +496,14 @@ class ProcessRewardModel(nn.Module):
         dtype: torch.dtype | None = None,
         merge_lora: bool = False,
     ) -> ProcessRewardModel:
-        """Restore a PRM written by ``save``. ``merge_lora`` folds adapters in (faster scoring)."""
+        """Restore a causal-LM PRM written by ``save``. ``merge_lora`` folds adapters in (faster scoring).
+        A folder of either kind (an encoder PRM too) loads with ``prm.load.load_prm``."""
         from safetensors.torch import load_file
 
         directory = Path(directory)
-        config_path = directory / CONFIG_FILE
-        if not config_path.exists():
-            raise FileNotFoundError(
-                f"{config_path} not found: {directory} is not a PRM folder. Train one with "
-                "`helpgate prm train --data DIR --out DIR`."
-            )
-        raw = read_json_object(config_path, "helpgate prm train", "train the PRM again")
-        known = {f.name for f in dataclasses.fields(PRMSettings)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ValueError(f"{config_path}: unknown keys {unknown}; it was written by a newer version.")
-        settings = PRMSettings(**raw)
+        settings = read_settings(directory)
         if settings.encoder:
-            from prm.encoder import EncoderPRM
-
-            prm = EncoderPRM.restore(directory, settings, device, dtype)
-            prm.head.load_state_dict(load_file(directory / HEAD_FILE))
-            prm.calibrator = Calibrator.load(directory)
-            return prm.eval()
+            raise ValueError(f"{directory}: an encoder PRM; load it with prm.load.load_prm.")
         source = directory / BACKBONE_DIR if settings.backbone_saved else settings.backbone
         model, tokenizer = load_causal_lm(source, device=device, dtype=dtype)
         width = model.config.get_text_config().hidden_size
@@ -555,6 +540,22 @@ class ProcessRewardModel(nn.Module):
         prm.eval()
         return prm
 
+
+
+def read_settings(directory: str | os.PathLike) -> PRMSettings:
+    """The ``PRMSettings`` a PRM folder was saved with, refused in one line naming the file."""
+    config_path = Path(directory) / CONFIG_FILE
+    if not config_path.exists():
+        raise FileNotFoundError(
+            f"{config_path} not found: {directory} is not a PRM folder. Train one with "
+            "`helpgate prm train --data DIR --out DIR`."
+        )
+    raw = read_json_object(config_path, "helpgate prm train", "train the PRM again")
+    known = {f.name for f in dataclasses.fields(PRMSettings)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ValueError(f"{config_path}: unknown keys {unknown}; it was written by a newer version.")
+    return PRMSettings(**raw)
 
 DTYPES = {
     "bf16": torch.bfloat16,

@@ -23,19 +23,20 @@ class ShardScorer:
     ):
         import torch
 
-        from prm.model import ProcessRewardModel, parse_dtype
+        from prm.load import load_prm
+        from prm.model import parse_dtype
 
         if device == "cpu":
             # Ray gives a CPU worker one core; more torch threads would only contend with peers.
             torch.set_num_threads(1)
-        self.prm = ProcessRewardModel.load(model, device=device, dtype=parse_dtype(dtype), merge_lora=True)
+        self.prm = load_prm(model, device=device, dtype=parse_dtype(dtype), merge_lora=True)
         if max_length:
             self.prm.settings.max_length = max_length
         self.score_shard = score_shard
         self.batch_tokens = batch_tokens
         self.validate = validate
         # Training episodes get the out-of-fold scores `prm train` saved, as in-process scoring does.
-        from prm.shards import OOF_FILE
+        from prm.episodes import OOF_FILE
 
         self.out_of_fold = Path(model) / OOF_FILE
 

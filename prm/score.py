@@ -43,9 +43,10 @@ import numpy as np
 import polars as pl
 import torch
 
-from agile.dataset import SCORE_MANIFEST, Manifest, write_shard
-from prm.shards import FEATURES_FILE, OOF_FILE, Validator, episodes_of, read_shard, score_columns, shard_files
+from prm.episodes import FEATURES_FILE, OOF_FILE, Validator, episodes_of, score_columns
 from prm.signals import signal_matrix
+from trajectories.manifest import SCORE_MANIFEST, Manifest
+from trajectories.shards import read_shard, shard_paths, write_shard
 
 MANIFEST = SCORE_MANIFEST
 
@@ -180,7 +181,8 @@ def score_shard(
 ) -> dict:
     """Read one shard, score it, write it to ``target`` atomically; returns rows/tokens/seconds."""
     start = time.perf_counter()
-    frame = read_shard(source, score_columns(prm.settings.tag_after), validate)
+    frame = read_shard(source, score_columns(prm.settings.tag_after), whole_episodes=True)
+    frame = frame if validate is None else validate(frame, str(source))
     prm.last_run = {}
     scored = score_frame(prm, frame, batch_tokens, progress, saved_features, out_of_fold)
     write_shard(scored, target, require=(*score_columns(prm.settings.tag_after), "prm_score"))
@@ -197,11 +199,11 @@ def score_shard(
 def plan(cfg: ScoreConfig) -> tuple[Path, list[tuple[Path, Path]], list[Path], Manifest]:
     """(output folder, shards to score as (source, target), shards skipped, progress manifest).
 
-    The manifest (``agile.dataset.Manifest``) is keyed by the model's fingerprint: scoring with
+    The manifest (``trajectories.manifest.Manifest``) is keyed by the model's fingerprint: scoring with
     another model starts over; a shard rewritten since it was scored (re-collected) is scored again."""
     data = Path(cfg.data)
     out = Path(cfg.out) if cfg.out else data
-    sources = shard_files(cfg.data)  # the text as given: '' is refused, not read as the current folder
+    sources = shard_paths(cfg.data)  # the text as given: '' is refused, not read as the current folder
     if out != data and out.resolve().is_relative_to(data.resolve()):  # --out inside --data: not a source
         sources = [s for s in sources if not s.resolve().is_relative_to(out.resolve())]
     manifest = Manifest.open(out, {"model": model_fingerprint(cfg.model)}, name=MANIFEST, on_change="restart",
@@ -225,7 +227,8 @@ def record(manifest: Manifest, out: Path, target: Path, stats: dict) -> None:
 
 def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:
     """Score every shard of ``cfg.data``; returns counts and throughput."""
-    from prm.model import ProcessRewardModel, parse_dtype
+    from prm.load import load_prm
+    from prm.model import parse_dtype
 
     out, jobs, skipped, manifest = plan(cfg)
     if skipped:
@@ -240,7 +243,7 @@ def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:
             totals["rows"] += stats["rows"]
             totals["tokens"] += stats["tokens"]
     elif jobs:
-        prm = ProcessRewardModel.load(cfg.model, device=cfg.device, dtype=parse_dtype(cfg.dtype), merge_lora=True)
+        prm = load_prm(cfg.model, device=cfg.device, dtype=parse_dtype(cfg.dtype), merge_lora=True)
         if cfg.max_length:
             prm.settings.max_length = cfg.max_length
         for source, target in jobs:

@@ -42,7 +42,7 @@ other folds, so the figure is not the map's own training fit).
 
 Either way the report is printed and written to ``metrics.json`` and ``reliability.png`` (the
 folds or the split go to ``split.json``, the report's scores to ``validation_scores.parquet``),
-and the model is saved to ``--out`` (``ProcessRewardModel.load``).
+and the model is saved to ``--out`` (``prm.load.load_prm``).
 """
 
 from __future__ import annotations
@@ -65,15 +65,14 @@ from prm import quality
 from prm.backbones import is_encoder
 from prm.calibration import METHODS, cross_fitted, default_method, fit_calibrator
 from prm.folds import assign_folds, task_type
-from prm.shards import (
+from prm.probe import cross_validated_l2, fit_head
+from trajectories import schema, shards
+from prm.episodes import (
     FEATURES_FILE,
     OOF_FILE,
     TRAIN_COLUMNS,
     Validator,
-    check_columns,
-    check_episodes,
     episodes_of,
-    read_frame,
     score_columns,
 )
 from prm.signals import SIGNALS_COLUMN, signal_keys, signal_matrix, state_keys
@@ -171,62 +170,6 @@ class TrainConfig:
     score's ranking; isotonic's steps make ties)."""
     progress: bool = True
     """Show progress bars with tokens/s."""
-
-
-L2_GRID = (1e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
-"""Penalties tried by cross-validation; the loss is a mean over rows, so 1.0 is very strong."""
-
-
-def fit_head(head, x: torch.Tensor, y: torch.Tensor, l2: float, steps: int, losses: list | None = None):
-    """Fit a head on cached features: L-BFGS on BCE + l2 * ||weights - initial weights||^2.
-
-    Biases are not penalised, nor the weights of the head's last ``free_inputs`` inputs (the agent's
-    signals: a handful of strong columns that one penalty sized for hundreds of hidden dimensions
-    would drown). The value head's input standardisation is refitted on ``x`` first.
-    """
-    if hasattr(head, "fit_normalizer"):
-        head.fit_normalizer(x)
-    head_weights = [p for name, p in head.named_parameters() if "bias" not in name]
-    free = getattr(head, "free_inputs", 0)
-    anchors = [(w[..., :-free] if free else w).detach().clone() for w in head_weights]
-    optimizer = torch.optim.LBFGS(head.parameters(), lr=1.0, max_iter=steps, line_search_fn="strong_wolfe")
-
-    def closure():
-        optimizer.zero_grad()
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(head(x), y)
-        penalised = [w[..., :-free] for w in head_weights] if free else head_weights
-        total = loss + l2 * sum(((w - a) ** 2).sum() for w, a in zip(penalised, anchors))
-        total.backward()
-        if losses is not None:
-            losses.append(float(loss.detach()))
-        return total
-
-    optimizer.step(closure)
-    return head
-
-
-def cross_validated_l2(head, x, y, row_group: np.ndarray, steps: int, seed: int, folds: int = 3):
-    """Pick the L2 penalty with the lowest held-out log loss; ``row_group`` (non-negative ints, one
-    per row: the episode, or a group of episodes that must stay together) is never split."""
-    rng = np.random.default_rng(seed)
-    groups = rng.permutation(int(row_group.max()) + 1)
-    fold_of = np.empty(len(groups), dtype=int)
-    fold_of[groups] = np.arange(len(groups)) % folds
-    row_fold = torch.from_numpy(fold_of[row_group])
-    table = {}
-    for l2 in L2_GRID:
-        total = 0.0
-        for k in range(folds):
-            held = row_fold == k
-            if held.all() or not held.any():
-                continue
-            fitted = fit_head(copy.deepcopy(head), x[~held], y[~held], l2, steps)
-            with torch.no_grad():
-                total += float(
-                    torch.nn.functional.binary_cross_entropy_with_logits(fitted(x[held]), y[held], reduction="sum")
-                )
-        table[l2] = round(total / len(y), 4)
-    return min(table, key=table.get), table
 
 
 def episode_features(prm, frame: pl.DataFrame, cfg: TrainConfig) -> dict[str, np.ndarray]:
@@ -330,10 +273,11 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     # ---- data: read, check, label, split by episode ------------------------------------------
     columns = score_columns(cfg.tag_after, TRAIN_COLUMNS)
     if frame is None:
-        frame = read_frame(cfg.data, columns, validate)
+        frame = shards.read_trajectories(cfg.data, require=columns, whole_episodes=True)
+        frame = frame if validate is None else validate(frame, str(cfg.data))
     else:
-        frame = check_columns(frame, columns, "the given frame")
-        check_episodes(frame, "the given frame")
+        frame = schema.validate(frame, "the given frame", require=columns)
+        schema.check_episodes(frame, "the given frame")
     for option, column in (("group_by", cfg.group_by), ("base_only", "actor" if cfg.base_only else None)):
         if column and column not in frame.columns:
             raise ValueError(f"{option} needs column {column!r}, which {cfg.data} lacks (columns: {frame.columns}).")

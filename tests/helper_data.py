@@ -15,8 +15,8 @@ from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa_env import make_episodes
 from agile.rollout import run_episodes
-from helper.schema import write_shard
 from prm.folds import task_type
+from trajectories.shards import write_shard
 
 HORIZON = 6
 
@@ -48,7 +48,7 @@ def trajectories(directory: Path, n: int = 120, seed: int = 11) -> Path:
 
 
 def solved(directory: Path, data: Path, budgets=(1, 2)) -> Path:
-    from helper.solve_command import SolveConfig, run
+    from helper.gate.solve_command import SolveConfig, run
 
-    run(SolveConfig(data=str(data), budget=list(budgets), bins=3, out=str(directory)))
+    run(SolveConfig(data=str(data), budgets=list(budgets), bins=3, out=str(directory)))
     return directory

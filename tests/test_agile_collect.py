@@ -9,9 +9,10 @@ import pytest
 
 from agile.executor.episode import AgileSource
 from agile.rollout import run_episodes
-from helper.collect import CollectConfig, run
-from helper.manifest import MANIFEST
-from helper.schema import SCHEMA, read_trajectories
+from helper.data.collect import CollectConfig, run
+from trajectories.manifest import MANIFEST
+from trajectories.schema import SCHEMA
+from trajectories.shards import read_trajectories
 
 from productqa_slice import SLICE
 
@@ -103,7 +104,7 @@ def test_both_productqa_stacks_hold_the_same_sessions():
     questions on the light stack and on the AGILE executor, so a helper collected on one is
     replayed on the other's sessions question for question."""
     from agile.envs.productqa_env import ProductQASource
-    from helper.evaluate import episode_group
+    from helper.evaluation.evaluate import episode_group
 
     groups = ["all_pans", "leggings"]
     agile_source = AgileSource(ROOT, "test", groups, model="tiny", max_new_tokens=4)
@@ -121,8 +122,8 @@ def test_both_productqa_stacks_hold_the_same_sessions():
 def test_pipeline_runs_every_stage_on_the_agile_stack(tmp_path):
     """`helpgate pipeline --env agile`: collection, PRM, solve, distill and sweep all through the AGILE
     executor and LLM policy (a tiny model), one decision per question of the session."""
-    from helper.cli import main
-    from helper.pipeline import STAGES, PipelineConfig
+    from helper.commands.cli import main
+    from helper.commands.pipeline import STAGES, PipelineConfig
 
     out = tmp_path / "agile-run"
     args = ["pipeline", "--env", "agile", "--agent", "tiny", "--prm-model", "tiny", "--out", str(out), "--quick",

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from agile.executor.evaluate import NoveltyGate, RandomGate, UniformGate, markdown_table, run_eval
+from agile.executor.evaluate import markdown_table, run_eval
+from agile.gates import NoveltyGate, RandomGate, UniformGate
 from agile.models import load_causal_lm
 from agile.protocol import Gate, Observation
 from agile.train.command import EvalConfig, parse_command
@@ -28,6 +29,22 @@ def test_builtin_gates_follow_the_protocol():
     assert not NoveltyGate(0.5).should_intervene(obs, 0)
     assert not NoveltyGate(0.1).should_intervene(obs, 1)
     assert not RandomGate(1.0).should_intervene(obs, 0)
+
+
+def test_random_gate_draws_in_sequence_for_agile_eval_and_by_key_for_the_sweep():
+    """One RandomGate, two draw orders: agile eval's one draw of random.Random(seed) per decision asked
+    (its rows reproduce), the sweep's pure function of (seed, episode, step)."""
+    import random
+
+    from agile.seeding import stable_uniform
+
+    obs = [Observation("e", "productqa", "q", step, "", 8) for step in range(8)]
+    rng = random.Random(7)
+    sequential = RandomGate(0.5, seed=7, draws="sequential")
+    assert [sequential.should_intervene(o, 8) for o in obs] == [rng.random() < 0.5 for _ in obs]
+    keyed = RandomGate(0.5, seed=7)
+    assert [keyed.should_intervene(o, 8) for o in obs] == [stable_uniform(7, "e", o.step, "random-gate") < 0.5
+                                                           for o in obs]
 
 
 def test_uniform_gate_spends_exactly_its_budget_at_uniformly_drawn_questions():

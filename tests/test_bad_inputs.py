@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agile.envs.catalog_generator import default_catalog_dir
-from helper.cli import main
+from helper.commands.cli import main
 from prm.model import ProcessRewardModel
 from prm.synthetic import synthetic_frame
 
@@ -85,8 +85,8 @@ CHAIN_ENV, CHAIN_AGENT = "examples.arith_chain:make_episodes", "examples.arith_c
 def solved_dirs(tmp_path_factory):
     from helper_data import solved, trajectories
 
-    from helper.distill import DistillConfig
-    from helper.distill import run as distill
+    from helper.gate.distill import DistillConfig
+    from helper.gate.distill import run as distill
 
     root = tmp_path_factory.mktemp("good")
     data = trajectories(root / "data", n=24)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agile.budget import BudgetedGate, TooManyEpisodes
 from agile.protocol import Observation
-from helper.budget import BudgetedGate, TooManyEpisodes
-from helper.gate import HelperGate
+from helper.gate.gate import HelperGate
 
 EPISODES = ["a", "b", "c", "d"]
 

@@ -15,9 +15,10 @@ import polars as pl
 import pytest
 
 from agile.envs.catalog_generator import default_catalog_dir
-from helper.collect import CollectConfig, main, run
-from helper.manifest import MANIFEST, ConfigMismatch
-from helper.schema import SCHEMA, read_shard, read_trajectories
+from helper.data.collect import CollectConfig, main, run
+from trajectories.manifest import MANIFEST, ConfigMismatch
+from trajectories.schema import SCHEMA
+from trajectories.shards import read_shard, read_trajectories
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -104,7 +105,7 @@ def test_other_envs_fields_stay_out_of_the_manifest(tmp_path, catalog):
 
 
 def _cli(catalog, out, episodes):
-    return [sys.executable, "-m", "helper.collect", "--data", catalog, "--out", str(out),
+    return [sys.executable, "-m", "helper.data.collect", "--data", catalog, "--out", str(out),
             "--episodes", str(episodes), "--questions-per-episode", "4", "--shard-size", "25",
             "--batch-size", "25", "--budget", "2", "--explore-p", "0.1", "0.4", "--seed", "3",
             "--counterfactual"]
@@ -165,7 +166,7 @@ def test_agent_dtype_reaches_the_llm_and_the_manifest(tmp_path, catalog):
     identity (a resume with other weights is refused), and is refused where no local LLM plays."""
     import torch
 
-    from helper.collect import env_setup
+    from helper.data.collect import env_setup
 
     config = small(catalog, tmp_path / "bf16", agent="llm", model="tiny", agent_dtype="bfloat16", episodes=2)
     assert env_setup(config).base_agent().model.dtype == torch.bfloat16

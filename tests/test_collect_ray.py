@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from agile.envs.catalog_generator import default_catalog_dir
-from helper.collect import CollectConfig, main, run
-from helper.manifest import MANIFEST
-from helper.schema import read_trajectories
+from helper.data.collect import CollectConfig, main, run
+from trajectories.manifest import MANIFEST
+from trajectories.shards import read_trajectories
 
 try:
     import ray

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from agile import gates as B
 from agile.agents.llm_agent import LLMAgent, choose_mode
-from helper import baselines as B
-from helper.environment import EnvConfig, Environment
-from helper.evaluate import evaluate_gate
+from helper.data.environment import EnvConfig, Environment
+from helper.evaluation.evaluate import evaluate_gate
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from typing import Literal
 import pytest
 import tyro
 
-from helper.cli import COMMANDS, main
+from helper.commands.cli import COMMANDS, main
 from helper.config_cli import one_line, parse_config, run_reporting_errors
 
 
@@ -186,8 +186,8 @@ def test_every_field_of_every_config_has_a_docstring():
     option nobody can read about."""
     configs = _configs()
     # The discovery itself: every command's config, their bases (EnvSpec's family), the executor's.
-    assert {"helper.pipeline.PipelineConfig", "helper.collect.CollectConfig", "helper.environment.AgentEnvParams",
-            "helper.environment.EnvConfig", "helper.environment.EnvSpec", "agile.executor.executor.ExecutorConfig",
+    assert {"helper.commands.pipeline.PipelineConfig", "helper.data.collect.CollectConfig", "helper.data.environment.AgentEnvParams",
+            "helper.data.environment.EnvConfig", "helper.data.environment.EnvSpec", "agile.executor.executor.ExecutorConfig",
             "agile.train.ppo.PPOConfig", "prm.model.PRMSettings", "prm.export.ExportConfig"} <= set(configs)
     assert len(configs) >= 21
     undocumented = {}

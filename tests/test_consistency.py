@@ -12,7 +12,7 @@ from agile.agents.prompt_cache import PromptKVCache, greedy_continue, sample_con
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa_env import ProductQASource
 from agile.rollout import run_episodes
-from helper.collect import main as collect_main
+from helper.data.collect import main as collect_main
 
 
 @pytest.fixture(scope="module")

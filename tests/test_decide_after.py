@@ -18,9 +18,10 @@ from agile.models import load_tokenizer
 from agile.protocol import BASE, Action, Observation, StepResult
 from agile.rollout import run_episodes
 from agile.seeding import stable_uniform
-from helper.schema import SchemaError, read_trajectories, write_shard
 from prm.folds import task_type
 from prm.render import Renderer, prefix_keys, step_pieces
+from trajectories.schema import SchemaError
+from trajectories.shards import read_trajectories, write_shard
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -214,7 +215,7 @@ def tiny_proposal_prm():
 
 
 def test_scorer_reads_proposals_and_reproduces_logged_scores(tiny_proposal_prm):
-    from helper.prm_scorer import PrmScorer
+    from prm.scorer import PrmScorer
 
     states, actions, proposals = _proposal_episode(4)
     logged = tiny_proposal_prm.score_episodes([(states, actions, proposals)])[0]  # what `prm score` writes
@@ -261,7 +262,7 @@ def test_older_datasets_without_proposal_columns_still_load(tmp_path):
 
 
 def test_collect_logs_decide_after_and_resumes_older_folders(tmp_path):
-    from helper.collect import CollectConfig, run
+    from helper.data.collect import CollectConfig, run
 
     out = tmp_path / "traj"
     config = CollectConfig(out=str(out), episodes=4, shard_size=2, questions_per_episode=3, explore_p=[0.5],
@@ -286,7 +287,8 @@ def test_collect_logs_decide_after_and_resumes_older_folders(tmp_path):
 @pytest.fixture(scope="module")
 def proposal_helper(tmp_path_factory):
     """collect (simulator, proposal mode) -> prm train --tag-after proposal (tiny) -> score -> solve -> distill."""
-    from helper import collect, distill, solve_command
+    from helper.data import collect
+    from helper.gate import distill, solve_command
     from prm import score as prm_score
     from prm import train as prm_train
 
@@ -297,7 +299,7 @@ def proposal_helper(tmp_path_factory):
     report = prm_train.run_train(prm_train.TrainConfig(data=data, out=str(root / "prm"), model="tiny",
                                                        tag_after="proposal", folds=3, progress=False))
     prm_score.run_score(prm_score.ScoreConfig(data=data, model=str(root / "prm"), progress=False))
-    solve_command.run(solve_command.SolveConfig(data=data, budget=[1, 2], bins=3, out=str(root / "solve")))
+    solve_command.run(solve_command.SolveConfig(data=data, budgets=[1, 2], bins=3, out=str(root / "solve")))
     distill.run(distill.DistillConfig(labels=str(root / "solve"), prm=str(root / "prm"), out=str(root / "helper")))
     return root, report
 
@@ -329,9 +331,9 @@ def test_helper_decides_after_the_proposal_within_budget(proposal_helper):
     assert gate.stats()["decisions"] > 0 and gate.stats()["fallbacks"] == 0 and gate.stats()["score_errors"] == 0
     assert set(agent.asked.values()) == {1} and all(r["proposal_text"] for r in rows)
     # The score the gate acted on is the PRM's score of state and proposal.
-    from prm.model import ProcessRewardModel
+    from prm.load import load_prm
 
-    prm = ProcessRewardModel.load(root / "prm", device="cpu")
+    prm = load_prm(root / "prm", device="cpu")
     first = records[0][0]
     expected = prm.score_episodes([([first.state_text], [first.action_text], [first.proposal_text])])[0][0]
     observation = Observation(first.episode_id + "-again", first.env, first.task_id, 0, first.state_text, 3, {})
@@ -342,7 +344,7 @@ def test_served_helper_needs_and_reads_the_proposal(proposal_helper):
     from fastapi.testclient import TestClient
 
     from helper import HelperGate
-    from helper.serve_gate import ServedGate, create_app
+    from helper.serve.gate import ServedGate, create_app
 
     root, _ = proposal_helper
     with warnings.catch_warnings():

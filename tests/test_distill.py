@@ -10,7 +10,7 @@ import pytest
 from helper_data import HORIZON, PerfectScorer, solved, trajectories
 
 from helper import HelperGate
-from helper.distill import DistillConfig, expand_labels, held_out_mask, load_solution, run
+from helper.gate.distill import DistillConfig, expand_labels, held_out_mask, load_solution, run
 
 
 @pytest.fixture(scope="module")

@@ -73,11 +73,11 @@ def test_gold_table_pairs_each_method_with_itself(tmp_path):
 
 
 def test_episodes_switch_sizes_the_runs_and_names_their_folder(tmp_path, monkeypatch):
-    import helper.pipeline
+    import helper.commands.pipeline
 
     evidence = benchmark_module("evidence")
     seen = []
-    monkeypatch.setattr(helper.pipeline, "run", lambda cfg: seen.append(cfg))
+    monkeypatch.setattr(helper.commands.pipeline, "run", lambda cfg: seen.append(cfg))
     folder = evidence.setup_folder(tmp_path, "productqa", "proposal", 192)
     assert folder.name == "productqa-proposal-e192" and evidence.setup_folder(tmp_path, "productqa", None).name == "productqa"
     evidence.run_seed(folder / "seed0", "productqa", 0, "proposal", episodes=192)

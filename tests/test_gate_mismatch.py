@@ -11,11 +11,11 @@ import pytest
 
 from agile.protocol import Observation
 from helper import HelperGate
-from helper.distill import DistillConfig
-from helper.distill import run as distill
-from helper.features import FeatureClassifier, frame_features
-from helper.solve_command import SolveConfig
-from helper.solve_command import run as solve
+from helper.gate.distill import DistillConfig
+from helper.gate.distill import run as distill
+from helper.gate.features import FeatureClassifier, frame_features
+from helper.gate.solve_command import SolveConfig
+from helper.gate.solve_command import run as solve
 from tabular_rl import TabularModel, simulate
 
 TRAINED = {"env": ["productqa"], "horizon": 4, "budget": 2, "method": "exact"}
@@ -97,7 +97,7 @@ def test_distill_stores_what_it_was_trained_on(tmp_path):
 
 
 def test_agile_eval_budget_follows_the_kind_of_helper():
-    from helper.agile_advice import AgileEvalConfig, helper_budget
+    from helper.evaluation.agile_advice import AgileEvalConfig, helper_budget
 
     cfg = AgileEvalConfig(questions_per_group=20, gate_budget=0.25)
     assert helper_budget(cfg, {"method": "priced", "advice_cost": 0.3}) == 20  # the price decides
@@ -108,7 +108,7 @@ def test_agile_eval_budget_follows_the_kind_of_helper():
 
 
 def test_agile_eval_refuses_a_helper_of_another_env_before_the_policy_runs(tmp_path):
-    from helper.agile_advice import AgileEvalConfig, run
+    from helper.evaluation.agile_advice import AgileEvalConfig, run
 
     folder = tmp_path / "helper"
     folder.mkdir()

@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 from helper import HelperGate
-from helper.features import FeatureClassifier, frame_features
-from helper.identity import UntrustedPrm, prm_fingerprint
+from helper.gate.features import FeatureClassifier, frame_features
+from helper.gate.identity import UntrustedPrm, prm_fingerprint
 
 NAMES = ["prm_score", "step", "budget_left", "f_memory_hits"]
 

@@ -43,7 +43,7 @@ def scrubbed(episode):
 
 
 def prm_inputs(records):
-    """What the PRM and the helper's features read of each logged decision (``prm.shards``)."""
+    """What the PRM and the helper's features read of each logged decision (``prm.episodes``)."""
     return [(r.episode_id, r.step, r.state_text, r.action_text, r.proposal_text, r.features, r.proposal_signals)
             for episode in records for r in episode]
 

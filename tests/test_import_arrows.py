@@ -1,15 +1,23 @@
-"""The house rule: arrows point down. tabular_rl and agile import nothing of ours but themselves,
-prm imports only agile (so the shard module it shares with helper lives in agile)."""
+"""The house rules: arrows point down, and no module imports itself through others.
+
+Packages: tabular_rl and the trajectories floor import nothing of ours but themselves, agile
+imports only the floor, prm only agile and the floor, helper all of them. Inside helper, its wings
+stand on floors too (``HELPER_FLOORS``): a wing imports only wings below it and the two rooms
+every command shares. Every import counts, also one made inside a function."""
 
 from pathlib import Path
 
 import pytest
-from imports import imported_modules
+from imports import cycles, import_graph, imported_modules
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"agile", "helper", "prm", "tabular_rl"}
-ALLOWED = {"tabular_rl": {"tabular_rl"}, "agile": {"agile"}, "prm": {"prm", "agile"},
-           "helper": OURS}
+OURS = {"agile", "helper", "prm", "tabular_rl", "trajectories"}
+ALLOWED = {"tabular_rl": {"tabular_rl"}, "trajectories": {"trajectories"}, "agile": {"agile", "trajectories"},
+           "prm": {"prm", "agile", "trajectories"}, "helper": OURS}
+HELPER_FLOORS = {"config_cli": 0, "provenance": 0, "gate": 1, "data": 1, "baselines": 2, "serve": 2,
+                 "evaluation": 3, "commands": 4}
+"""helper's rooms and wings by floor: a module may import a part of helper on a lower floor only
+(``helper/__init__.py``, the public face, imports lazily and stands above all)."""
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
@@ -18,3 +26,31 @@ def test_imports_point_down(package):
         for name in imported_modules(path):
             top = name.split(".")[0]
             assert top not in OURS or top in ALLOWED[package], f"{path.relative_to(ROOT)} imports {name}"
+
+
+def _helper_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "helper" and len(parts) > 1 else None
+
+
+def test_helper_wings_point_down():
+    graph = import_graph(ROOT, tuple(sorted(OURS)))
+    unplaced = sorted({part for module in graph if (part := _helper_part(module)) and part not in HELPER_FLOORS})
+    assert not unplaced, f"helper parts with no floor in HELPER_FLOORS: {unplaced}"
+    for module, targets in graph.items():
+        part = _helper_part(module)
+        for target in targets:
+            other = _helper_part(target)
+            if part and other and other != part:
+                assert HELPER_FLOORS[other] < HELPER_FLOORS[part], f"{module} imports {target}: an arrow up or across"
+
+
+def test_no_import_cycle():
+    found = cycles(import_graph(ROOT, tuple(sorted(OURS))))
+    assert not found, "import cycles: " + "; ".join(" <-> ".join(cycle) for cycle in found)
+
+
+def test_the_cycle_finder_finds_cycles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "f": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helper import metrics
-from helper.metrics import (
+from helper.evaluation import metrics
+from helper.evaluation.metrics import (
     apgr,
     bootstrap_ci,
     cpt,

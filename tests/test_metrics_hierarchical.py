@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helper.metrics import (
+from helper.evaluation.metrics import (
     hierarchical_ci,
     hierarchical_weights,
     paired_hierarchical_difference,

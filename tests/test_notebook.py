@@ -8,8 +8,8 @@ import nbformat
 import pandas as pd
 from nbclient import NotebookClient
 
-from helper.metrics import summarize
-from helper.schema import write_json_atomic
+from helper.evaluation.metrics import summarize
+from trajectories.files import write_json_atomic
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "budget_sweep.ipynb"
 

@@ -19,8 +19,8 @@ import torch
 
 from agile.protocol import BASE, HUMAN, Action, Observation, StepResult
 from agile.rollout import run_episodes
-from helper.online_env import HelpEnv
-from helper.online_rl import (
+from helper.baselines.online_env import HelpEnv
+from helper.baselines.online_rl import (
     CURVE_CSV,
     CURVE_PNG,
     OnlineRLConfig,
@@ -76,7 +76,7 @@ class KeyAgent:
 
 
 class KeyEnvironment:
-    """What ``train`` needs of ``helper.environment.Environment``; remembers every episode it made."""
+    """What ``train`` needs of ``helper.data.environment.Environment``; remembers every episode it made."""
 
     horizon = HORIZON
 
@@ -161,7 +161,7 @@ def test_gate_never_exceeds_its_budget():
 def test_batched_vec_env_plays_exactly_as_one_env_at_a_time():
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from helper.online_env import HelpVecEnv
+    from helper.baselines.online_env import HelpVecEnv
 
     class CountingAgent(KeyAgent):
         def act(self, observations):

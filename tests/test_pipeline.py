@@ -6,8 +6,8 @@ import polars as pl
 import pytest
 from imports import benchmark_module
 
-from helper.cli import main
-from helper.pipeline import STAGES
+from helper.commands.cli import main
+from helper.commands.pipeline import STAGES
 
 
 def _helper_features(out):

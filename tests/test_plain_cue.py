@@ -11,9 +11,9 @@ from agile.protocol import BASE, Action
 from agile.rollout import run_episodes
 from examples.plain_cue import HORIZON, RISK_ODDS, SLIP, make_agent, make_episodes
 from examples.plain_cue_optimum import optimal_gate, optimum, policy_search, true_model
-from helper.cli import main
-from helper.schema import read_trajectories
+from helper.commands.cli import main
 from tabular_rl import solve_exact
+from trajectories.shards import read_trajectories
 
 NAMES = ["--env", "examples.plain_cue:make_episodes", "--agent", "examples.plain_cue:make_agent"]
 

@@ -14,11 +14,11 @@ import polars as pl
 import pytest
 
 from examples.arith_chain import make_agent, make_episodes
-from helper.cli import main
-from helper.environment import EnvConfig, Environment, EnvSetup, EnvSpec
-from helper.pipeline import STAGES
-from helper.plugins import PluginError, is_plugin, resolve
-from helper.schema import read_trajectories
+from helper.commands.cli import main
+from helper.commands.pipeline import STAGES
+from helper.data.environment import EnvConfig, Environment, EnvSetup, EnvSpec
+from helper.data.plugins import PluginError, is_plugin, resolve
+from trajectories.shards import read_trajectories
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = "examples.arith_chain:make_episodes"
@@ -103,7 +103,7 @@ def test_collect_by_name_resumes_and_matches_run_episodes(tmp_path):
     out = tmp_path / "t"
     args = [*NAMES, "--episodes", "10", "--shard-size", "4", "--explore-p", "0", "0.5", "--budget", "1",
             "--seed", "3", "--out", str(out)]
-    from helper.collect import main as collect
+    from helper.data.collect import main as collect
 
     assert collect(args) == 0
     first = read_trajectories(out)
@@ -210,7 +210,7 @@ def test_a_bad_factory_is_named_with_what_is_wrong(tmp_path, monkeypatch, env, a
 
 def test_a_bad_factory_is_one_line_from_the_command(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "helper.collect", "--env", "examples.arith_chain:no_such", "--agent", AGENT,
+        [sys.executable, "-m", "helper.data.collect", "--env", "examples.arith_chain:no_such", "--agent", AGENT,
          "--out", str(tmp_path / "t")], cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [(
@@ -222,7 +222,7 @@ def test_a_bad_factory_is_one_line_from_the_command(tmp_path):
 def _collect_human(tmp_path, answers: str):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     return subprocess.run(
-        [sys.executable, "-m", "helper.collect", *NAMES, "--strong", "human-cli", "--episodes", "2",
+        [sys.executable, "-m", "helper.data.collect", *NAMES, "--strong", "human-cli", "--episodes", "2",
          "--explore-p", "1", "--budget", "1", "--batch-size", "1", "--shard-size", "2", "--out", str(tmp_path / "h")],
         cwd=REPO, input=answers, capture_output=True, text=True, timeout=120, env=env, check=False)
 
@@ -256,8 +256,8 @@ def test_pipeline_budget_bound_is_the_plug_in_envs_longest_horizon():
     """Without --max-budget the pipeline's budgets run to the plug-in's own longest horizon (not
     TextWorld's), so README's example command runs as written."""
     from examples.arith_chain import make_episodes
-    from helper.pipeline import PipelineConfig, _horizon
-    from helper.plugins import episode_horizon
+    from helper.commands.pipeline import PipelineConfig, _horizon
+    from helper.data.plugins import episode_horizon
 
     cfg = PipelineConfig(env="examples.arith_chain:make_episodes", quick=True, seed=3)
     longest = max(episode_horizon(e) for e in make_episodes("train", cfg.sizes()[0], 3))

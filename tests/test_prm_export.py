@@ -10,10 +10,10 @@ from collections import defaultdict
 import polars as pl
 import pytest
 
-from helper.cli import main
-from helper.collect import CollectConfig, run
-from helper.schema import read_trajectories
+from helper.commands.cli import main
+from helper.data.collect import CollectConfig, run
 from prm.render import step_pieces
+from trajectories.shards import read_trajectories
 
 PLUGIN = {"env": "examples.arith_chain:make_episodes", "agent": "examples.arith_chain:make_agent"}
 

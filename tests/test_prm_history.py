@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from agile.protocol import Observation
-from helper.prm_scorer import PrmScorer
+from prm.load import load_prm
 from prm.model import ProcessRewardModel
+from prm.scorer import PrmScorer
 
 STATES = ["Question 1 of 3.\nCustomer: is it red?", "Question 2 of 3.\nFind a kettle.",
           "Question 3 of 3.\nIs it big?"]
@@ -47,7 +48,7 @@ def test_a_history_as_long_as_the_episode_scores_as_the_whole_episode():
 
 
 def test_the_gate_scorer_reproduces_the_logged_scores_and_memoises_the_window(tmp_path):
-    prm = ProcessRewardModel.load(_prm(0).save(tmp_path / "prm"), device="cpu")
+    prm = load_prm(_prm(0).save(tmp_path / "prm"), device="cpu")
     assert prm.settings.history == 0
     logged = _scores(prm, STATES)
     scorer = PrmScorer(prm)

@@ -8,12 +8,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from helper import solve_command
+from helper.gate import solve_command
+from prm.episodes import OOF_FILE, episodes_of
 from prm.folds import assign_folds, task_group, task_type
 from prm.labels import add_labels
-from prm.model import ProcessRewardModel
+from prm.load import load_prm
 from prm.score import ScoreConfig, run_score
-from prm.shards import OOF_FILE, episodes_of
 from prm.synthetic import synthetic_frame
 from prm.train import TrainConfig, run_train
 from tabular_rl.discretize import Discretizer
@@ -59,7 +59,7 @@ def test_out_of_fold_scores_differ_from_in_fold(overfit):
     oof = pl.read_parquet(root / "prm" / OOF_FILE).sort(["episode_id", "step"])
     assert oof.height == FRAME.height
     _ids, episodes = episodes_of(FRAME)
-    in_fold = np.concatenate(ProcessRewardModel.load(root / "prm").score_episodes(episodes))
+    in_fold = np.concatenate(load_prm(root / "prm").score_episodes(episodes))
     # Memorised: the saved (all-data) head puts training rows near their own outcome.
     outcome = FRAME.sort(["episode_id", "step"])["success"].to_numpy()
     assert np.abs(in_fold - outcome).mean() < 0.1
@@ -72,7 +72,7 @@ def test_score_and_solve_read_the_out_of_fold_scores(overfit, tmp_path):
     oof = pl.read_parquet(root / "prm" / OOF_FILE).sort(["episode_id", "step"])
     np.testing.assert_array_equal(scored["prm_score"].to_numpy(), oof["prm_score"].to_numpy())
     out = tmp_path / "solve"
-    solve_command.run(solve_command.SolveConfig(data=str(root / "data"), budget=[1], bins=4, out=str(out)))
+    solve_command.run(solve_command.SolveConfig(data=str(root / "data"), budgets=[1], bins=4, out=str(out)))
     edges = Discretizer.load(out / "discretizer.json").edges_
     np.testing.assert_array_equal(edges, Discretizer(4).fit(oof["prm_score"].to_numpy()).edges_)
     labels = pl.read_parquet(out / "labels.parquet").sort(["episode_id", "step"])

@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from agile.protocol import Observation
-from helper.prm_scorer import PrmScorer
+from prm.load import load_prm
 from prm.model import ProcessRewardModel
+from prm.scorer import PrmScorer
 
 STATES = ["Crossing 1 of 3. The ferryman calls this crossing calm today, and he points ahead.",
           "Crossing 2 of 3. This crossing looks dangerous from the bank, though the far side is hard to see.",
@@ -57,7 +58,7 @@ def test_one_pass_per_prefix_and_short_context_agree():
 
 @pytest.mark.parametrize("tag_after", ["state", "proposal"])
 def test_the_gate_scorer_reads_what_prm_score_wrote(tmp_path, tag_after):
-    prm = ProcessRewardModel.load(_prm(tag_after=tag_after).save(tmp_path / "prm"), device="cpu")
+    prm = load_prm(_prm(tag_after=tag_after).save(tmp_path / "prm"), device="cpu")
     assert prm.settings.pooling == "mean"
     proposals = ["The marker is 12.", "The marker is 41.", "The marker is 77."]
     episode = (STATES, ACTIONS, proposals) if tag_after == "proposal" else (STATES, ACTIONS)
@@ -91,4 +92,4 @@ def test_a_bad_pooling_is_refused_and_old_folders_read_last(tmp_path):
     config = folder / "prm_config.json"
     config.write_text(config.read_text().replace('  "pooling": "last",\n', ""))
     assert "pooling" not in config.read_text()
-    assert ProcessRewardModel.load(folder, device="cpu").settings.pooling == "last"
+    assert load_prm(folder, device="cpu").settings.pooling == "last"

@@ -5,10 +5,10 @@ import polars as pl
 import pytest
 import torch
 
+from prm.episodes import OOF_FILE
 from prm.labels import add_labels
 from prm.model import ProcessRewardModel
 from prm.score import ScoreConfig, run_score
-from prm.shards import OOF_FILE
 from prm.synthetic import synthetic_frame
 
 try:

@@ -7,10 +7,12 @@ import polars as pl
 import pytest
 import torch
 
+from prm.episodes import episodes_of
+from prm.load import load_prm
 from prm.model import ProcessRewardModel
 from prm.score import MANIFEST, ScoreConfig, run_score
-from prm.shards import ShardError, episodes_of
 from prm.synthetic import synthetic_frame
+from trajectories.schema import SchemaError
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -31,7 +33,7 @@ _MODELS = {}
 
 def _loaded(model_dir):
     if model_dir not in _MODELS:
-        _MODELS[model_dir] = ProcessRewardModel.load(model_dir)
+        _MODELS[model_dir] = load_prm(model_dir)
     return _MODELS[model_dir]
 
 
@@ -92,11 +94,11 @@ def test_bad_shard_names_file_and_column(tmp_path, model_dir):
     data = tmp_path / "data"
     data.mkdir()
     synthetic_frame(episodes=2).drop("action_text").write_parquet(data / "broken.parquet")
-    with pytest.raises(ShardError, match=r"broken\.parquet: missing column 'action_text'"):
+    with pytest.raises(SchemaError, match=r"broken\.parquet: missing column 'action_text'"):
         run_score(ScoreConfig(data=str(data), model=str(model_dir), progress=False))
     split = synthetic_frame(episodes=2, steps=3).filter(pl.col("step") != 1)
     split.write_parquet(data / "broken.parquet")
-    with pytest.raises(ShardError, match=r"broken\.parquet: episode .* has steps \[0, 2\]"):
+    with pytest.raises(SchemaError, match=r"broken\.parquet: episode .* has steps \[0, 2\]"):
         run_score(ScoreConfig(data=str(data), model=str(model_dir), progress=False))
 
 

@@ -10,10 +10,10 @@ import pytest
 
 from agile.protocol import Action, Observation
 from prm.calibration import Calibrator, cross_fitted, fit_calibrator
-from prm.model import ProcessRewardModel
+from prm.episodes import OOF_FILE
+from prm.load import load_prm
 from prm.quality import auroc, ece
 from prm.score import ScoreConfig, run_score
-from prm.shards import OOF_FILE
 from prm.signals import SIGNALS_COLUMN, signal_keys, signal_matrix, signal_vector
 from prm.synthetic import synthetic_frame
 from prm.train import TrainConfig, run_train
@@ -122,11 +122,11 @@ def test_signals_rank_what_the_hidden_state_cannot(trained):
 
 
 def test_prm_score_and_the_gate_give_the_same_calibrated_scores(trained, tmp_path):
-    from helper.prm_scorer import PrmScorer
+    from prm.scorer import PrmScorer
 
     root, frame, _ = trained
     folder = root / "signals"
-    prm = ProcessRewardModel.load(folder)
+    prm = load_prm(folder)
     assert prm.settings.signal_keys == ["entropy", "margin"] and prm.calibrator.method == "platt"
     # Training episodes: their calibrated out-of-fold scores.
     run_score(ScoreConfig(data=str(root / "data"), model=str(folder), out=str(tmp_path / "train"), progress=False))

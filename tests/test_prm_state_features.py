@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from agile.protocol import Observation
-from prm.model import ProcessRewardModel
+from prm.load import load_prm
 from prm.quality import auroc
 from prm.score import ScoreConfig, run_score
 from prm.signals import SIGNALS_COLUMN, signal_matrix, state_keys
@@ -54,7 +54,7 @@ def trained(tmp_path_factory, one_torch_thread):
 
 
 def test_state_features_rank_held_out_groups_and_the_gate_reads_them(trained, tmp_path):
-    from helper.prm_scorer import PrmScorer
+    from prm.scorer import PrmScorer
 
     root, reports = trained
     assert reports["state"]["signals"] == ["state:noise", "state:steps_left"]
@@ -64,7 +64,7 @@ def test_state_features_rank_held_out_groups_and_the_gate_reads_them(trained, tm
     fresh = _state_frame(16, seed=9).with_columns(pl.col("episode_id").str.replace("synthetic", "fresh"))
     for name in ("state", "state_only"):
         # New episodes: prm score and the gate (which reads Observation.features) give the same scores.
-        prm = ProcessRewardModel.load(root / name)
+        prm = load_prm(root / name)
         assert prm.settings.hidden_inputs == (name == "state")
         new = tmp_path / name
         new.mkdir()
@@ -88,7 +88,7 @@ def test_state_features_are_refused_without_features(tmp_path):
 
 
 def test_the_pipeline_reads_state_features_alone_on_textworld_only():
-    from helper.pipeline import PipelineConfig
+    from helper.commands.pipeline import PipelineConfig
 
     textworld = PipelineConfig(env="textworld").prm_train_config("t", "p")
     assert (textworld.state_features, textworld.hidden) == (True, False)

@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from prm.model import ProcessRewardModel
-from prm.shards import episodes_of
+from prm.episodes import episodes_of
+from prm.load import load_prm
 from prm.synthetic import synthetic_frame
 from prm.train import TrainConfig, run_train
 
@@ -88,8 +88,8 @@ def test_process_target_refuses_a_base_agent_that_is_never_right(tmp_path):
 def test_save_load_round_trip_gives_identical_scores(trained):
     out, _ = trained
     _, episodes = episodes_of(FRAME.head(40))
-    first = ProcessRewardModel.load(out).score_episodes(episodes)
-    again = ProcessRewardModel.load(out).score_episodes(episodes)
+    first = load_prm(out).score_episodes(episodes)
+    again = load_prm(out).score_episodes(episodes)
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
 
@@ -115,7 +115,7 @@ def test_lora_tag_head_loss_decreases_and_round_trips(tmp_path):
     assert len(losses) >= 8
     assert np.mean(losses[-3:]) < np.mean(losses[:3])
     _, episodes = episodes_of(frame)
-    trained = ProcessRewardModel.load(tmp_path)
+    trained = load_prm(tmp_path)
     assert trained.settings.lora and trained.settings.head == "tag"
     scores = np.concatenate(trained.score_episodes(episodes))
     reference = pl.read_parquet(tmp_path / "validation_scores.parquet").sort(["episode_id", "step"])
@@ -148,7 +148,7 @@ def test_score_gives_training_episodes_their_out_of_fold_scores(trained, tmp_pat
     )
     summary, got = _score_folder(tmp_path, frame, out)
     ids, episodes = episodes_of(frame)
-    reference = ProcessRewardModel.load(out)
+    reference = load_prm(out)
     expected_changed = reference.score_episodes([episodes[ids.index(changed)]])[0]
     assert summary["tokens"] == reference.last_run["tokens"] > 0  # the backbone saw only the changed one
     np.testing.assert_allclose(got.filter(pl.col("episode_id") == changed)["prm_score"], expected_changed, atol=1e-5)
@@ -162,7 +162,7 @@ def test_score_gives_training_episodes_their_out_of_fold_scores(trained, tmp_pat
 
 
 def test_score_reuses_saved_features_with_identical_scores(tmp_path):
-    from prm.shards import FEATURES_FILE
+    from prm.episodes import FEATURES_FILE
 
     frame = synthetic_frame(episodes=40, steps=(2, 3), seed=4)
     model = tmp_path / "prm"
@@ -176,7 +176,7 @@ def test_score_reuses_saved_features_with_identical_scores(tmp_path):
     )
     summary, got = _score_folder(tmp_path, frame, model)
     ids, episodes = episodes_of(frame)
-    reference = ProcessRewardModel.load(model)
+    reference = load_prm(model)
     reference.score_episodes([episodes[ids.index(changed)]])
     assert summary["tokens"] == reference.last_run["tokens"] > 0  # the backbone saw only the changed one
     np.testing.assert_allclose(got["prm_score"].to_numpy(), np.concatenate(reference.score_episodes(episodes)),

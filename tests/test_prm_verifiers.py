@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agile.protocol import Observation
-from helper.cli import main
-from helper.prm_scorer import PrmScorer
+from helper.commands.cli import main
+from prm.episodes import episodes_of
 from prm.folds import assign_folds, task_group
-from prm.model import ProcessRewardModel
-from prm.shards import episodes_of
+from prm.load import load_prm
+from prm.scorer import PrmScorer
 from prm.synthetic import synthetic_frame
 from prm.train import TrainConfig, run_train
 
@@ -80,12 +80,12 @@ def test_trains_out_of_fold_by_group_and_learns_the_cue(trained):
 def test_reloads_to_the_same_scores_and_the_gate_scores_as_prm_score(trained, tmp_path):
     mode, out, _ = trained
     _, episodes = episodes_of(FRAME.head(12))
-    first, again = ProcessRewardModel.load(out), ProcessRewardModel.load(out)
+    first, again = load_prm(out), load_prm(out)
     expected = first.score_episodes(episodes)
     for a, b in zip(expected, again.score_episodes(episodes)):
         np.testing.assert_allclose(a, b, atol=1e-6)
     # The gate's decision-time path (one window per decision) gives prm score's numbers.
-    scorer = PrmScorer(ProcessRewardModel.load(out, merge_lora=True))
+    scorer = PrmScorer(load_prm(out, merge_lora=True))
     states, actions = episodes[0]
     online = []
     for t, state in enumerate(states):

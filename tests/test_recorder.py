@@ -20,8 +20,9 @@ from agile.protocol import HUMAN, STRONG, Observation
 from agile.rollout import run_episodes
 from examples.arith_chain import make_agent, make_episodes
 from helper import Recorder
-from helper.manifest import MANIFEST, ConfigMismatch
-from helper.schema import SCHEMA, read_shard, read_trajectories
+from trajectories.manifest import MANIFEST, ConfigMismatch
+from trajectories.schema import SCHEMA
+from trajectories.shards import read_shard, read_trajectories
 
 REPO = Path(__file__).resolve().parents[1]
 COMPARED = ["episode_id", "step", "env", "task_id", "state_text", "action_text", "actor", "intervened",

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from helper.cli import main
+from helper.commands.cli import main
+from helper.evaluation.report import ReportConfig, run, verdict
 from helper.provenance import write_stage
-from helper.report import ReportConfig, run, verdict
 
 H = 4  # decisions per episode: always intervenes 4 times
 

@@ -3,17 +3,9 @@
 import polars as pl
 import pytest
 
-from helper.manifest import ConfigMismatch, Manifest
-from helper.schema import (
-    SCHEMA,
-    EmptyDataset,
-    SchemaError,
-    read_shard,
-    read_trajectories,
-    shard_paths,
-    validate,
-    write_shard,
-)
+from trajectories.manifest import ConfigMismatch, Manifest
+from trajectories.schema import SCHEMA, EmptyDataset, SchemaError, validate
+from trajectories.shards import read_shard, read_trajectories, shard_paths, write_shard
 
 
 def _rows(n_episodes=2, steps=3):
@@ -131,10 +123,22 @@ def test_manifest_resumes_refuses_and_restarts(tmp_path):
 
 
 def test_prm_reads_through_the_same_rules(tmp_path):
-    from prm.shards import TRAIN_COLUMNS, read_frame
+    from prm.episodes import TRAIN_COLUMNS
 
     _rows().with_columns(pl.col("step").cast(pl.String)).write_parquet(tmp_path / "text.parquet")
     with pytest.raises(SchemaError, match=r"text\.parquet: column 'step' has type String"):
-        read_frame(tmp_path, TRAIN_COLUMNS)
+        read_trajectories(tmp_path, require=TRAIN_COLUMNS, whole_episodes=True)
     write_shard(_rows(), tmp_path / "text.parquet")
-    assert read_frame(tmp_path, TRAIN_COLUMNS).height == 6
+    assert read_trajectories(tmp_path, require=TRAIN_COLUMNS, whole_episodes=True).height == 6
+
+
+def test_the_row_builder_is_the_schema():
+    """One row schema: ``StepRecord``'s fields are ``SCHEMA``'s columns in order, then optional columns."""
+    from dataclasses import fields
+
+    from trajectories.rows import StepRecord
+    from trajectories.schema import OPTIONAL, SCHEMA
+
+    names = [f.name for f in fields(StepRecord)]
+    assert names[:len(SCHEMA)] == list(SCHEMA)
+    assert set(names[len(SCHEMA):]) <= set(OPTIONAL)

@@ -24,9 +24,9 @@ import pytest
 
 from agile.agents.llm_agent import LLMAgent, choose_mode
 from agile.agents.openai_agent import OpenAIAgent, function_margin, plain_mode
+from agile.budget import BudgetedGate
 from agile.protocol import Observation
-from helper.budget import BudgetedGate
-from helper.serve_gate import ServedGate
+from helper.serve.gate import ServedGate
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -41,12 +41,12 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def cli_server(args: list[str], timeout: float = 120.0):
-    """``python -m helper.cli ARGS --port P`` in a subprocess; yields its base URL once /health answers."""
+    """``python -m helper.commands.cli ARGS --port P`` in a subprocess; yields its base URL once /health answers."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     # A file, not a pipe: a server that logs more than a pipe holds would block on a full pipe.
     with tempfile.TemporaryFile(mode="w+") as log:
-        process = subprocess.Popen([sys.executable, "-m", "helper.cli", *args, "--port", str(port)], cwd=ROOT,
+        process = subprocess.Popen([sys.executable, "-m", "helper.commands.cli", *args, "--port", str(port)], cwd=ROOT,
                                    env=ENV, stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + timeout
@@ -219,8 +219,8 @@ def test_openai_agent_on_smollm2_acts_exactly_like_the_local_agent(one_torch_thr
 
 
 def test_collect_through_the_server(model_server, tiny, tmp_path):
-    from helper.cli import main
-    from helper.schema import read_trajectories
+    from helper.commands.cli import main
+    from trajectories.shards import read_trajectories
 
     before = httpx.get(f"{model_server}/health").json()["completions"]
     out = tmp_path / "traj"
@@ -321,8 +321,8 @@ def helper_dirs(tmp_path_factory):
     """Two helper folders: one that reads the question type, one whose threshold 0 wants every decision."""
     import numpy as np
 
-    from helper.features import FeatureClassifier, frame_features
-    from helper.gate import HelperGate
+    from helper.gate.features import FeatureClassifier, frame_features
+    from helper.gate.gate import HelperGate
 
     rng = np.random.default_rng(0)
     hard = rng.random(300) < 0.4

@@ -19,8 +19,8 @@ from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa_env import make_episodes
 from agile.protocol import Action
 from helper import HelperGate
-from helper.cli import main
-from helper.identity import UntrustedPrm, prm_fingerprint
+from helper.commands.cli import main
+from helper.gate.identity import UntrustedPrm, prm_fingerprint
 
 BUDGET = 2
 HORIZON = 4

@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
-OURS = {"agile", "helper", "prm", "tabular_rl", "tests", "benchmarks", "examples", "helper_data", "imports", "conftest",
+OURS = {"agile", "helper", "prm", "tabular_rl", "trajectories", "tests", "benchmarks", "examples", "helper_data", "imports", "conftest",
         "productqa_slice"}
 
 
@@ -66,7 +66,7 @@ def test_every_import_is_declared():
         provided |= {canonicalize_name(Requirement(r).name) for r in line.split()}
     by_module = metadata.packages_distributions()
     missing = {}
-    for folder in ("agile", "helper", "prm", "tabular_rl", "tests", "benchmarks"):
+    for folder in ("agile", "helper", "prm", "tabular_rl", "trajectories", "tests", "benchmarks"):
         for path in (REPO / folder).rglob("*.py"):
             for name in imported_modules(path):
                 top = name.split(".")[0]

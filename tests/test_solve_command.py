@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-import helper.solve_command as cmd
-from agile.dataset import EmptyDataset, SchemaError
-from helper.solve_command import SolveConfig, run
+import helper.gate.solve_command as cmd
+from helper.gate.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, TabularModel, simulate
+from trajectories.schema import EmptyDataset, SchemaError
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def shards(tmp_path):
 def test_run_writes_every_output(shards, tmp_path, capsys):
     data, df = shards
     out = tmp_path / "solve"
-    summary = run(SolveConfig(data=str(data), budget=[2, 1, 2], bins=4, binning="uniform", out=str(out)))
+    summary = run(SolveConfig(data=str(data), budgets=[2, 1, 2], bins=4, binning="uniform", out=str(out)))
     printed = capsys.readouterr().out
     assert "C=1" in printed and "C=2" in printed and "expected success" in printed
 
@@ -49,7 +49,7 @@ def test_run_writes_every_output(shards, tmp_path, capsys):
     assert on_disk["data"]["rows"] == df.height and on_disk["data"]["shards"] == 3
     # The default back-off is chosen from the data and recorded.
     assert on_disk["data"]["reward_backoff"] > 0 and on_disk["data"]["transition_backoff"] > 0
-    fixed = run(SolveConfig(data=str(data), budget=[1], bins=4, backoff="5", out=str(tmp_path / "fixed")))
+    fixed = run(SolveConfig(data=str(data), budgets=[1], bins=4, backoff="5", out=str(tmp_path / "fixed")))
     assert fixed["data"]["reward_backoff"] == fixed["data"]["transition_backoff"] == 5.0
     assert [s["budget"] for s in on_disk["solutions"]] == [1, 2]
     for s in on_disk["solutions"]:
@@ -74,7 +74,7 @@ def test_run_writes_every_output(shards, tmp_path, capsys):
 @pytest.mark.parametrize("method", ["lagrangian", "lp"])
 def test_budget_in_expectation_methods(shards, tmp_path, method):
     data, _ = shards
-    summary = run(SolveConfig(data=str(data), budget=[1], method=method, bins=3, out=str(tmp_path / method)))
+    summary = run(SolveConfig(data=str(data), budgets=[1], method=method, bins=3, out=str(tmp_path / method)))
     (sol,) = summary["solutions"]
     assert sol["method"] == method and sol["expected_interventions"] <= 1 + 1e-7
 
@@ -118,4 +118,4 @@ def test_every_config_field_has_a_docstring():
         if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
     }
     assert documented == {f.name for f in fields(SolveConfig)}
-    assert {"data", "budget", "method", "bins", "binning", "step_buckets", "smoothing", "out"} <= documented
+    assert {"data", "budgets", "method", "bins", "binning", "step_buckets", "smoothing", "out"} <= documented

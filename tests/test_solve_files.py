@@ -11,10 +11,10 @@ from helper_data import trajectories
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helper import solve_files
-from helper.distill import DistillConfig, load_solution, run
-from helper.solve_command import SolveConfig
-from helper.solve_command import run as solve
+from helper.gate import solve_files
+from helper.gate.distill import DistillConfig, load_solution, run
+from helper.gate.solve_command import SolveConfig
+from helper.gate.solve_command import run as solve
 from tabular_rl import Discretizer, Solution
 
 
@@ -32,7 +32,7 @@ reruns = st.lists(st.tuples(budget_sets, st.integers(1, 4)), min_size=2, max_siz
 def test_distill_reads_the_latest_solve_after_any_reruns(data, tmp_path_factory, runs):
     out = tmp_path_factory.mktemp("solve")
     for budgets, bins in runs:  # budget sets that shrink and grow, with the discretizer changing too
-        solve(SolveConfig(data=str(data), budget=budgets, bins=bins, out=str(out)))
+        solve(SolveConfig(data=str(data), budgets=budgets, bins=bins, out=str(out)))
     budgets, bins = runs[-1]
     assert sorted(p.name for p in out.glob("policy_c*.npz")) == [f"policy_c{c}.npz" for c in budgets]
     discretizer, solution = load_solution(out)
@@ -47,14 +47,14 @@ def test_distill_reads_the_latest_solve_after_any_reruns(data, tmp_path_factory,
 
 def test_stale_or_changed_files_are_refused_by_name(data, tmp_path):
     out = tmp_path / "solve"
-    solve(SolveConfig(data=str(data), budget=[1, 3], bins=5, out=str(out)))
+    solve(SolveConfig(data=str(data), budgets=[1, 3], bins=5, out=str(out)))
     before = Solution.load(out / "policy_c3.npz", Discretizer.load(out / "discretizer.json")).policy.copy()
-    solve(SolveConfig(data=str(data), budget=[1], bins=2, out=str(out)))
+    solve(SolveConfig(data=str(data), budgets=[1], bins=2, out=str(out)))
     assert not (out / "policy_c3.npz").exists()
     assert load_solution(out)[1].budget == 1
     # A policy copied back from the earlier solve is not read: distill names it.
     other = tmp_path / "other"
-    solve(SolveConfig(data=str(data), budget=[1, 3], bins=5, out=str(other)))
+    solve(SolveConfig(data=str(data), budgets=[1, 3], bins=5, out=str(other)))
     assert np.array_equal(Solution.load(other / "policy_c3.npz", Discretizer.load(other / "discretizer.json")).policy,
                           before)
     shutil.copy(other / "policy_c3.npz", out / "policy_c3.npz")
@@ -76,7 +76,7 @@ def test_stale_or_changed_files_are_refused_by_name(data, tmp_path):
 
 def test_a_solve_cut_short_leaves_a_folder_distill_refuses(data, tmp_path):
     out = tmp_path / "solve"
-    solve(SolveConfig(data=str(data), budget=[2], bins=3, out=str(out)))
+    solve(SolveConfig(data=str(data), budgets=[2], bins=3, out=str(out)))
     solve_files.begin(out)  # what a solve killed while writing leaves
     with pytest.raises(FileNotFoundError, match="cut short"):
         load_solution(out)

@@ -10,14 +10,14 @@ import polars as pl
 import pytest
 from helper_data import HORIZON, PerfectScorer, solved, trajectories
 
-from helper.cli import main
-from helper.distill import DistillConfig
-from helper.distill import run as distill
-from helper.evaluate import EvaluateConfig
-from helper.metrics import SWEEP_COLUMNS
-from helper.schema import read_trajectories
-from helper.sweep import METHODS, SweepConfig
-from helper.sweep import run as sweep
+from helper.commands.cli import main
+from helper.evaluation.evaluate import EvaluateConfig
+from helper.evaluation.metrics import SWEEP_COLUMNS
+from helper.evaluation.sweep import METHODS, SweepConfig
+from helper.evaluation.sweep import run as sweep
+from helper.gate.distill import DistillConfig
+from helper.gate.distill import run as distill
+from trajectories.shards import read_trajectories
 
 
 def _docstring(cls, name: str) -> str:
@@ -147,7 +147,7 @@ def test_random_matches_the_helpers_interventions(swept):
 
 
 def test_oracle_name_says_whether_it_is_a_bound():
-    from helper.methods import oracle_is_exact
+    from helper.evaluation.methods import oracle_is_exact
 
     assert oracle_is_exact(SweepConfig())  # ProductQA simulator, no memory boost, human
     assert not oracle_is_exact(SweepConfig(memory_boost=0.1))
@@ -194,7 +194,7 @@ def test_textworld_sweep_has_a_one_step_oracle_and_measured_budgets(tmp_path):
 
 
 def test_router_reads_no_annotation_and_calibrates_out_of_fold(tmp_path):
-    from helper.methods import Router, SweepContext
+    from helper.evaluation.methods import Router, SweepContext
 
     data = trajectories(tmp_path / "rows", n=60)
     ctx = SweepContext(cfg=SweepConfig(max_budget=2, train_data=str(data)), env=None, out=tmp_path)

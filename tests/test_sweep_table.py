@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from helper.metrics import summarize
+from helper.evaluation.metrics import summarize
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sweep_table.py"
 

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from helper.solve_command import SolveConfig, run
+from helper.gate.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, estimate, solve_exact
 
 
@@ -50,7 +50,7 @@ def test_solve_command_maximises_success_by_default(tmp_path):
     _progress_is_not_winning().write_parquet(data)
     for objective, expected in ((None, 1.0), ("reward", 0.0)):
         out = tmp_path / str(objective)
-        cfg = SolveConfig(data=str(data), budget=[1], bins=1, backoff="0", out=str(out))
+        cfg = SolveConfig(data=str(data), budgets=[1], bins=1, backoff="0", out=str(out))
         if objective:
             cfg.objective = objective
         summary = run(cfg)

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from helper.solve_command import SolveConfig, run
+from helper.gate.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, TabularModel, estimate, evaluate, label, simulate
 from tabular_rl.solve_exact import solve_exact
 from tabular_rl.solve_priced import advice_price, solve_priced, solve_spending

@@ -22,8 +22,8 @@ except ImportError as error:  # the extra is optional for users; CI installs it
     pytest.skip(f"textworld is not importable: {error}", allow_module_level=True)
 
 from agile.envs.textworld_env import default_horizon
-from helper.cli import main
-from helper.schema import read_trajectories
+from helper.commands.cli import main
+from trajectories.shards import read_trajectories
 
 # The tiny backbone's 2048-token context is shorter than a TextWorld episode: the PRM cuts old
 # history, as it is built to, and warns each time.
@@ -51,7 +51,7 @@ def _pipeline(out) -> dict:
                       "--tag-after", "state", "--head-steps", "20", "--l2", "0.01", "--device", "cpu",
                       "--state-features"],  # the TextWorld default: the gate then reads Observation.features
         "prm score": ["prm", "score", "--data", traj, "--model", prm, "--device", "cpu", "--no-progress"],
-        "solve": ["solve", "--data", traj, "--budget", "1", "2", "--bins", "3", "--out", solve],
+        "solve": ["solve", "--data", traj, "--budgets", "1", "2", "--bins", "3", "--out", solve],
         "distill": ["distill", "--labels", solve, "--prm", prm, "--out", helper],
         "sweep": ["sweep", *GAMES, "--tw-games", "2", "--helper", helper, "--out", sweep, "--episodes", "4",
                   "--max-budget", "2", "--methods", "helper", "first_k", "random", "exact_optimal",

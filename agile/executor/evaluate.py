@@ -9,7 +9,7 @@ reported side by side:
   object with ``should_intervene(observation, budget_left)``), within a per-episode budget.
 
 Ablations switch components off through ``ExecutorConfig`` (memory, tools, advice, reflection).
-Two simple gates ship here so that the comparison runs with no trained helper: ``NoveltyGate``
+Three simple gates of ``agile.gates`` run with no trained helper (``--gate``): ``NoveltyGate``
 (advice when memory holds nothing close to the question), ``RandomGate`` (advice with a fixed
 probability) and ``UniformGate`` (the budget spent at questions drawn uniformly: random at exactly
 a given rate).
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import json
-import random
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -30,7 +29,7 @@ from agile.executor.executor import Executor, ExecutorConfig, records_to_jsonl
 from agile.executor.memory import Embedder, Memory
 from agile.executor.metrics import average, summarize
 from agile.executor.policy import LLMPolicy, run_executors
-from agile.protocol import Observation
+from agile.gates import GATES
 
 ABLATIONS = {
     "full": {},
@@ -40,42 +39,6 @@ ABLATIONS = {
     "no_reflection": {"use_reflection": False},
 }
 """Ablation name -> the ExecutorConfig fields it switches off."""
-
-
-class NoveltyGate:
-    """Advice when the closest memory entry has cosine below ``threshold`` (nothing to reuse)."""
-
-    def __init__(self, threshold: float = 0.6):
-        self.threshold = threshold
-
-    def should_intervene(self, observation: Observation, budget_left: int) -> bool:
-        if budget_left <= 0:
-            return False
-        return observation.features.get("memory_top_similarity", 0.0) < self.threshold
-
-
-class RandomGate:
-    """Advice with probability ``p`` (a baseline)."""
-
-    def __init__(self, p: float = 0.25, seed: int = 0):
-        self.p = p
-        self.rng = random.Random(seed)
-
-    def should_intervene(self, observation: Observation, budget_left: int) -> bool:
-        return budget_left > 0 and self.rng.random() < self.p
-
-
-class UniformGate:
-    """Spends its whole budget at questions drawn uniformly from the episode's: asks with
-    probability budget left / questions left, so every set of ``budget`` questions is equally likely
-    and the advice rate is exactly budget / questions (random at a given rate, never under it)."""
-
-    def __init__(self, seed: int = 0):
-        self.rng = random.Random(seed)
-
-    def should_intervene(self, observation: Observation, budget_left: int) -> bool:
-        questions_left = max(observation.horizon - observation.step, 1)
-        return budget_left > 0 and self.rng.random() < budget_left / questions_left
 
 
 @dataclass
@@ -171,13 +134,11 @@ def _run_reading_proposals(executors, questions_per_group, exec_cfg, gate, polic
 
 
 def make_gate(cfg: EvalConfig):
-    if cfg.gate == "novelty":
-        return NoveltyGate(cfg.gate_threshold)
-    if cfg.gate == "random":
-        return RandomGate(cfg.gate_p, cfg.seed)
-    if cfg.gate == "uniform":
-        return UniformGate(cfg.seed)
-    return None
+    """The built-in gate ``cfg.gate`` from the registry ``agile.gates.GATES`` (None for ``none``)."""
+    options = {"novelty": {"threshold": cfg.gate_threshold},
+               "random": {"p": cfg.gate_p, "seed": cfg.seed, "draws": "sequential"},
+               "uniform": {"seed": cfg.seed}}
+    return GATES[cfg.gate](**options[cfg.gate]) if cfg.gate in options else None
 
 
 def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,

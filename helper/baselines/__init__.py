@@ -1,0 +1,7 @@
+"""Baselines that learn or solve (the simple gates are ``agile.gates``, one registry for all).
+
+- ``online_rl.py``: PPO (stable-baselines3) trained online in the environment itself, and its
+  learning curve;
+  ``online_env.py``: the episode loop as a ``gymnasium`` environment for it.
+- ``exact.py``: the exact optimum on the simulator's true model (``exact_optimal``).
+"""

@@ -1,0 +1,104 @@
+"""The ``helpgate`` command: one subcommand per stage of the data flow.
+
+    helpgate pipeline --out runs/demo          # everything, embedded defaults
+    helpgate collect --out runs/demo/trajectories
+    helpgate prm train --data runs/demo/trajectories --out runs/demo/prm
+    helpgate prm score --data runs/demo/trajectories --model runs/demo/prm
+    helpgate solve --data runs/demo/trajectories --budgets 1 2 3 --out runs/demo/solve
+    helpgate distill --labels runs/demo/solve --out runs/demo/helper
+    helpgate sweep --helper runs/demo/helper --out runs/demo/sweep
+    helpgate agile sft|ppo|eval ...
+
+Each subcommand's options are generated from its config dataclass by ``tyro`` (the field
+docstrings are the help; ``helper.config_cli``). Only the chosen command's module is imported, so
+``helpgate --help`` stays fast. A user error prints one line and exits 2; ``--debug`` (anywhere on
+the line) shows the traceback. A new command is one line in ``COMMANDS``. A command that finishes
+records itself (command line, commit, machine, times) in the folder it wrote
+(``helper.provenance``): ``--out``, or the field ``RECORDED_IN`` names.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import sys
+import time
+from pathlib import Path
+
+from helper.config_cli import parse_config, run_reporting_errors, split_debug
+from helper.provenance import write_stage
+
+# (command path) -> (module, config class, run function, one-line help)
+COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
+    ("pipeline",): ("helper.commands.pipeline", "PipelineConfig", "run", "Run every stage end to end."),
+    ("collect",): ("helper.data.collect", "CollectConfig", "run", "Collect offline trajectories."),
+    ("prm", "train"): ("prm.train", "TrainConfig", "run_train", "Train the process reward model."),
+    ("prm", "score"): ("prm.score", "ScoreConfig", "run_score", "Score trajectories with a PRM."),
+    ("solve",): ("helper.gate.solve_command", "SolveConfig", "run", "Solve the budgeted MDP."),
+    ("prm", "export"): ("prm.export", "ExportConfig", "run_export", "Export a PRM dataset (TRL stepwise layout)."),
+    ("distill",): ("helper.gate.distill", "DistillConfig", "run", "Distill the helper classifier."),
+    ("evaluate",): ("helper.evaluation.evaluate", "EvaluateConfig", "run", "Evaluate one helper online."),
+    ("sweep",): ("helper.evaluation.sweep", "SweepConfig", "run", "Budget sweep against every baseline."),
+    ("report",): ("helper.evaluation.report", "ReportConfig", "run", "Headline table of finished runs (win / tie / loss)."),
+    ("serve",): ("helper.serve.model", "ServeConfig", "run", "Serve a model behind OpenAI-compatible chat completions."),
+    ("serve-gate",): ("helper.serve.gate", "ServeGateConfig", "run", "Serve a helper gate over HTTP."),
+    ("agile", "sft"): ("agile.train.command", "SFTConfig", "run_sft", "Imitation-train the agent."),
+    ("agile", "ppo"): ("agile.train.command", "PPOConfig", "run_ppo", "Session-level PPO."),
+    ("agile", "eval"): ("helper.evaluation.agile_advice", "AgileEvalConfig", "run",
+                        "Evaluate an AGILE agent (advice by its policy, a built-in gate or a helper)."),
+}
+
+RECORDED_IN: dict[tuple[str, ...], tuple[str, ...]] = {("prm", "score"): ("out", "data"), ("serve",): (),
+                                                       ("serve-gate",): (), ("report",): ()}
+"""The config fields naming the folder a command's provenance goes to, the first one set wins, where
+not ``out`` (none: servers run until stopped, and a report writes no run folder)."""
+
+
+def _usage() -> str:
+    width = max(len(" ".join(path)) for path in COMMANDS) + 2
+    lines = ["usage: helpgate [--debug] COMMAND [OPTIONS]   (helpgate COMMAND --help lists its options)",
+             "", __doc__.split("\n\n")[0].replace("``", ""), "", "commands:"]
+    lines += [f"  {' '.join(path):<{width}}{summary}" for path, (*_, summary) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def _command_path(argv: list[str]) -> tuple[tuple[str, ...] | None, list[str]]:
+    """The longest command of ``COMMANDS`` that ``argv`` starts with, and the arguments after it."""
+    for path in sorted(COMMANDS, key=len, reverse=True):
+        if tuple(argv[:len(path)]) == path:
+            return path, argv[len(path):]
+    return None, argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv, debug = split_debug(list(sys.argv[1:] if argv is None else argv))
+    path, rest = _command_path(argv)
+    if path is None:
+        words = tuple(itertools.takewhile(lambda a: not a.startswith("-"), argv))
+        if words and not any(p[:len(words)] == words for p in COMMANDS):
+            names = ", ".join(" ".join(p) for p in COMMANDS)
+            print(f"helpgate: error: unknown command {' '.join(words)!r}; the commands are: {names}.",
+                  file=sys.stderr)
+            return 2
+        print(_usage())
+        return 0 if "-h" in argv or "--help" in argv else 2
+    module_name, config_name, run_name, _ = COMMANDS[path]
+    prog = "helpgate " + " ".join(path)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        if debug:
+            raise
+        print(f"{prog}: error: unavailable here: {error}", file=sys.stderr)
+        return 2
+    config = parse_config(getattr(module, config_name), rest, prog=prog)
+    folder = next(filter(None, (getattr(config, name, None) for name in RECORDED_IN.get(path, ("out",)))), None)
+    started, clock = time.time(), time.perf_counter()
+    code, _ = run_reporting_errors(prog, getattr(module, run_name), config, debug)
+    if code == 0 and folder and Path(folder).is_dir():
+        write_stage(folder, " ".join(path), started, time.perf_counter() - clock, ["helpgate", *argv])
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""``helpgate pipeline``: collect → PRM train → score → solve → distill → sweep, in one folder.
+
+    helpgate pipeline --out runs/demo            # embedded defaults, < 15 min on a 2-core CPU
+    helpgate pipeline --out runs/demo --quick    # a first look, < 3 min
+    helpgate pipeline --out runs/demo --decide-after state      # the gate decides before the agent proposes
+
+Every stage writes its own sub-folder of ``--out`` and is an ordinary command of its own
+(``helpgate collect|prm train|prm score|solve|distill|sweep``), so any stage can be re-run alone
+on the same folder. A finished stage leaves ``<stage>/.done``; running the pipeline again skips
+finished stages (``--redo`` runs them all again), so a killed pipeline resumes where it stopped.
+Each finished stage is also recorded in ``<out>/provenance.json`` (command line, commit, machine,
+start time, wall time: ``helper.provenance``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from helper.provenance import write_stage
+from trajectories.files import write_json_atomic
+
+STAGES = ("collect", "prm", "score", "solve", "distill", "sweep")
+
+
+QUESTION_SESSIONS = ("productqa", "agile")
+"""Environments whose episode is a session of questions, one decision each (both ProductQA stacks)."""
+
+
+@dataclass
+class PipelineConfig:
+    out: str = "runs/demo"
+    """Folder that receives every stage's files."""
+    quick: bool = False
+    """A first look: fewer episodes, smaller budgets (about 3 minutes on a 2-core CPU)."""
+    env: str = "productqa"
+    """Environment: productqa, agile (ProductQA through the AGILE executor and LLM policy; --agent names its
+    model: the embedded SmolLM2 or an SFT / PPO output folder), textworld (needs the textworld extra), or a
+    plug-in env (module:factory or a helpgate.envs entry point)."""
+    agent: str = "smollm2"
+    """Base agent: 'smollm2' (embedded LLM), another model name or folder, 'simulator', or a plug-in agent."""
+    data: str | None = None
+    """ProductQA root with train/ and test/ groups (default: the embedded generated catalog; for agile,
+    ../shared/productqa or $HELPGATE_PRODUCTQA)."""
+    episodes: int | None = None
+    """Training episodes to collect (default: 64, or 16 with --quick)."""
+    eval_episodes: int | None = None
+    """Held-out episodes per method and budget in the sweep (default: 16, or 8 with --quick)."""
+    questions_per_episode: int = 4
+    """Decision points per episode (questions in a session)."""
+    max_budget: int | None = None
+    """Largest intervention budget C of collection, solve and sweep (default: always-intervene's
+    interventions: questions per episode for ProductQA; for TextWorld collection and solve go up to
+    the longest quest and the sweep up to always-intervene's mean interventions)."""
+    agent_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Weights of an LLM base agent in collection and sweep: auto (bfloat16 on a GPU, float32 on a CPU), or
+    named. bfloat16 on a CPU with native BF16 collects about 3x faster but changes some answers."""
+    consistency_samples: int = 0
+    """ProductQA LLM base agent: k answers sampled beside each greedy one (collection and sweep), read by the PRM
+    and the helper as the consistency_agree / consistency_entropy signals (0: off)."""
+    prm_model: str = "smollm2"
+    """Backbone of the process reward model (the embedded SmolLM2, 'tiny', a HF id or a folder), or encoder[:NAME]:
+    a cross-encoder fine-tuned whole (the embedded all-MiniLM-L6-v2, or a local encoder folder)."""
+    prm_lora: bool = False
+    """Train LoRA adapters on the PRM's causal backbone with its head, one copy per fold (see `prm train --lora`)."""
+    decide_after: Literal["state", "proposal"] | None = None
+    """When the helper (and every score-reading baseline) decides: before the base agent acts (state), or
+    after reading its proposal (proposal: the agent proposes first, the PRM's tag goes after the proposal,
+    and a kept proposal is played). Default: proposal for ProductQA, where a question's proposal is a cheap
+    call of the base agent next to a human's answer and says most about the agent's mistake; state for
+    TextWorld and plug-in environments (a move's proposal says little before its outcome). Pass state where
+    the base agent costs as much as the help."""
+    prm_target: Literal["soft", "hard", "process", "proposal"] | None = None
+    """PRM training label (see `helpgate prm train --target`). Default: with --decide-after proposal,
+    proposal (was the proposal right?); otherwise ProductQA scores each question on its own, so process
+    (will the base agent answer this one right?); TextWorld: soft (the episode's Monte-Carlo success
+    from this prefix)."""
+    prm_layers: int | None = None
+    """Keep only the first this many backbone layers for the PRM's features (0: all of them).
+    Default: 8 for the embedded SmolLM2 (a quarter of its 30 layers, a quarter of the cost), all otherwise."""
+    prm_state_features: bool | None = None
+    """The PRM's head also reads the environment's state features (prm train --state-features: progress, steps since
+    progress, steps left, ...), which mean the same in every game. Default: on for TextWorld, where the text alone
+    does not rank held-out games (benchmarks/RESULTS.md); off elsewhere."""
+    prm_hidden: bool | None = None
+    """The PRM's head reads the backbone's hidden state (prm train --no-hidden turns it off: the head then reads only
+    the signals and state features). Default: off for TextWorld, where the text ranks held-out games below chance
+    and the state features alone rank them best (benchmarks/RESULTS.md); on elsewhere."""
+    prm_pooling: Literal["last", "mean"] = "last"
+    """The PRM's step feature: the hidden state at the step's tag (last), or its mean over the step's tokens."""
+    prm_folds: int | None = None
+    """PRM folds: training rows get out-of-fold scores (1: a held-out split, and training rows get
+    the in-sample scores of the head fitted on them; for the ablation only). Default: 5, or 3 with
+    --quick (its 16 episodes leave three or four per fold at 5)."""
+    bins: int = 6
+    """PRM-score bins of the tabular MDP."""
+    rl_use_prm: bool = False
+    """Give the online_rl baseline the PRM score too: one PRM pass per training decision, which
+    with an LLM backbone costs more than the rest of the pipeline on a CPU."""
+    backend: Literal["features", "text"] = "features"
+    """Helper classifier: gradient boosting on features, or a sequence classifier on the state text."""
+    gold_features: bool = False
+    """ProductQA: give the helper and every baseline the dataset's question type as features (an
+    ablation: a deployed agent never has it)."""
+    methods: list[str] | None = None
+    """Methods of the sweep stage (default: all; see `helpgate sweep --help`). Fewer methods, a shorter
+    sweep: for an ablation that changes only some of them."""
+    seed: int = 0
+    """Seed of collection (evaluation uses seed + 1000 on the test groups)."""
+    redo: bool = False
+    """Run every stage again even if its folder is marked finished."""
+    device: str | None = None
+    """Torch device (default: cuda when available, else cpu)."""
+
+    def decide_mode(self) -> str:
+        """``decide_after``, or its default for this environment."""
+        return self.decide_after or ("proposal" if self.env == "productqa" else "state")
+
+    def prm_target_name(self) -> str:
+        if self.prm_target:
+            return self.prm_target
+        if self.decide_mode() == "proposal":
+            return "proposal"
+        return "process" if self.env in QUESTION_SESSIONS else "soft"
+
+    def prm_layer_count(self) -> int | None:
+        from prm.backbones import is_encoder
+
+        if is_encoder(self.prm_model):
+            return None  # an encoder is fine-tuned whole
+        if self.prm_layers is None:
+            return 8 if self.prm_model == "smollm2" else None
+        return self.prm_layers or None
+
+    def prm_train_config(self, trajectories, out, **changes):
+        """The PRM stage's ``prm train`` settings (``changes`` override fields, for ablations)."""
+        from prm import train as prm_train
+
+        return prm_train.TrainConfig(**{**dict(
+            # The gate scores a decision before the action is taken: the tag goes after the state, or
+            # after the base agent's proposal when the gate reads it.
+            data=str(trajectories), out=str(out), model=self.prm_model, head="value", tag_after=self.decide_mode(),
+            target=self.prm_target_name(),
+            # A process label is the base agent's own correctness at that step; rows where the human
+            # answered say nothing about it.
+            base_only=self.prm_target_name() == "process",
+            seed=self.seed, device=self.device, layers=self.prm_layer_count(), folds=self.fold_count(),
+            state_features=self.state_features(), hidden=self.hidden_inputs(),
+            pooling=self.prm_pooling,
+            lora=self.prm_lora,
+        ), **changes})
+
+    def hidden_inputs(self) -> bool:
+        if self.prm_hidden is not None:
+            return self.prm_hidden
+        return self.env != "textworld"
+
+    def state_features(self) -> bool:
+        if self.prm_state_features is not None:
+            return self.prm_state_features
+        return self.env == "textworld"
+
+    def fold_count(self) -> int:
+        return self.prm_folds if self.prm_folds is not None else (3 if self.quick else 5)
+
+    def sizes(self) -> tuple[int, int]:
+        train = self.episodes or (16 if self.quick else 64)
+        held_out = self.eval_episodes or (8 if self.quick else 16)
+        return train, held_out
+
+
+def _stage(out: Path, name: str, redo: bool, work) -> None:
+    marker = out / name / ".done"
+    if marker.exists() and not redo:
+        print(f"[pipeline] {name}: already finished ({marker}), skipping")
+        return
+    print(f"\n[pipeline] === {name} ===", flush=True)
+    started, start = time.time(), time.perf_counter()
+    work()
+    seconds = time.perf_counter() - start
+    write_json_atomic({"seconds": round(seconds, 2)}, marker)
+    write_stage(out, name, started, seconds)
+    print(f"[pipeline] {name}: {seconds:.1f} s", flush=True)
+
+
+def _horizon(cfg: PipelineConfig) -> int:
+    """The most interventions always-intervene uses in an episode: every question of a ProductQA
+    session; in TextWorld the expert wins in the quest's length of moves, so the longest quest; a
+    plug-in environment's longest horizon among the training episodes it builds."""
+    from helper.data.environment import AgentEnvParams
+    from helper.data.plugins import ENV_GROUP, PluginSource, is_plugin
+
+    if cfg.env in QUESTION_SESSIONS:
+        return cfg.questions_per_episode
+    if is_plugin(cfg.env, ENV_GROUP):
+        source = PluginSource(cfg.env, "train")
+        source.episodes(range(cfg.sizes()[0]), cfg.seed)
+        return source.max_horizon
+    return max(AgentEnvParams().tw_quest_lengths)
+
+
+def run(cfg: PipelineConfig) -> dict:
+    from helper.data import collect
+    from helper.data.plugins import AGENT_GROUP, is_plugin
+    from helper.evaluation import sweep
+    from helper.gate import distill, solve_command
+    from prm import score as prm_score
+    from prm import train as prm_train
+    from prm.backbones import check_backbone, is_encoder
+
+    cfg = replace(cfg, decide_after=cfg.decide_mode())
+    check_backbone(cfg.prm_model, "--prm-model")  # before collection, not after it
+    if cfg.prm_lora and is_encoder(cfg.prm_model):
+        raise ValueError(f"--prm-lora with --prm-model {cfg.prm_model}: an encoder is fine-tuned whole; "
+                         "drop --prm-lora.")
+    if cfg.env == "agile" and cfg.agent == "smollm2":
+        # Measured: 0 of 135 base-agent answers right on ../shared/productqa (it writes questions, not calls).
+        print("[pipeline] note: the untuned SmolLM2 rarely writes AGILE's function calls, so its answers may all be "
+              "wrong and the PRM stage then refuses; pass --agent with an SFT model folder (`helpgate agile sft`).",
+              flush=True)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(asdict(cfg), out / "pipeline.json")
+    n_train, n_eval = cfg.sizes()
+    llm = cfg.agent != "simulator"
+    trajectories = str(out / "trajectories")
+    top = cfg.max_budget if cfg.max_budget is not None else _horizon(cfg)
+    rl_steps = max(1, n_train * (top + 1) // 2 // (2 if cfg.quick else 1))
+
+    _stage(out, "collect", cfg.redo, lambda: collect.run(collect.CollectConfig(
+        env=cfg.env, data=cfg.data, split="train", model=cfg.agent,
+        agent=cfg.agent if is_plugin(cfg.agent, AGENT_GROUP) else ("llm" if llm else "simulator"),
+        explore_p=[0.0, 0.2, 0.4, 0.6], episodes=n_train, questions_per_episode=cfg.questions_per_episode,
+        budget=top, seed=cfg.seed, out=trajectories, shard_size=16, device=cfg.device,
+        memory_boost=0.0, gold_features=cfg.gold_features, decide_after=cfg.decide_after,
+        agent_dtype=cfg.agent_dtype, consistency_samples=cfg.consistency_samples,
+    )))
+    _stage(out, "prm", cfg.redo, lambda: prm_train.run_train(cfg.prm_train_config(trajectories, out / "prm")))
+    _stage(out, "score", cfg.redo, lambda: prm_score.run_score(prm_score.ScoreConfig(
+        data=trajectories, model=str(out / "prm"), device=cfg.device,
+    )))
+    budgets = list(range(1, top + 1))
+    methods = list(cfg.methods or sweep.METHODS)
+    if cfg.quick and llm and "online_rl" in methods:
+        # An online learner given a first look's interaction learns nothing (its rows equal
+        # first_k's) and playing it with an LLM agent is a third of the look's time.
+        methods.remove("online_rl")
+        print("[pipeline] --quick with an LLM agent: online_rl is left out of the sweep (run without --quick for it)")
+    _stage(out, "solve", cfg.redo, lambda: solve_command.run(solve_command.SolveConfig(
+        data=trajectories, budgets=budgets, bins=cfg.bins, out=str(out / "solve"),
+    )))
+    _stage(out, "distill", cfg.redo, lambda: distill.run(distill.DistillConfig(
+        labels=str(out / "solve"), prm=str(out / "prm"), out=str(out / "helper"), backend=cfg.backend,
+        seed=cfg.seed, device=cfg.device,
+    )))
+    _stage(out, "sweep", cfg.redo, lambda: sweep.run(sweep.SweepConfig(
+        env=cfg.env, helper=str(out / "helper"), out=str(out / "sweep"), max_budget=cfg.max_budget, data=cfg.data,
+        split="test", episodes=n_eval, seed=cfg.seed + 1000, questions_per_episode=cfg.questions_per_episode,
+        agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
+        gold_features=cfg.gold_features, decide_after=cfg.decide_after, methods=methods, agent_dtype=cfg.agent_dtype,
+        consistency_samples=cfg.consistency_samples,
+        random_rounds=3 if cfg.quick else 8,  # a first look matches random's spend more loosely
+        # The online-RL baseline plays training episodes. With an LLM agent it plays at most as many
+        # as the offline collection did (equal interaction with the environment; it is the slow part
+        # on a CPU), half as many with --quick: a timestep is a decision with budget left, so an
+        # episode of budget C has at least C of them, (max_budget + 1) / 2 on average. A few PPO
+        # updates and two small learning-curve points (start, end). With the simulator it trains
+        # until its curve flattens.
+        rl_timesteps=rl_steps if llm else (8192 if cfg.quick else 60_000),
+        rl_n_steps=max(4, rl_steps // 16) if llm else 256,
+        rl_eval_every=rl_steps if llm else (2048 if cfg.quick else 4096),
+        rl_val_episodes=(2 if cfg.quick else 4) if llm else (64 if cfg.quick else 128),
+        rl_use_prm=cfg.rl_use_prm,
+    )))
+    summary_path = out / "sweep" / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    print(f"\n[pipeline] done: every stage's files are in {out}/ "
+          f"(sweep table: {out / 'sweep' / 'sweep.csv'}, plot: {out / 'sweep' / 'sweep.png'})")
+    return summary

@@ -1,0 +1,9 @@
+"""Collecting trajectories: one row per decision point, written through ``trajectories``.
+
+- ``environment.py``: the one builder of an environment's episodes, base agent and strong actor
+  (``EnvSpec``), for collection and online evaluation alike.
+- ``plugins.py``: envs and agents of the user's own (``module:factory`` or an entry point).
+- ``collect.py``: ``collect-offline-trajectories``: random interventions, resumable shards.
+- ``ray_collect.py``: the same shards spread over Ray workers.
+- ``recorder.py``: ``Recorder``, for an agent that runs its own loop.
+"""

@@ -1,0 +1,308 @@
+"""Collect offline trajectories: episodes with random interventions, one row per decision point.
+
+    collect-offline-trajectories --out trajectories --episodes 200 --explore-p 0 0.1 0.3 0.5
+    python -m helper.data.collect --agent llm --model smollm2 --episodes 16 --out traj-llm
+    collect-offline-trajectories --env textworld --tw-games 8 --episodes 64 --out traj-tw
+    collect-offline-trajectories --env agile --model runs/agile_sft --episodes 64 --out traj-agile
+    collect-offline-trajectories --out traj --episodes 400 --shard-size 25 --ray   # over a Ray cluster
+    collect-offline-trajectories --env examples.arith_chain:make_episodes \
+        --agent examples.arith_chain:make_agent --episodes 64 --out traj-chain     # a plug-in env
+    helpgate collect --agent openai:smollm2 --base-url http://127.0.0.1:8000/v1 --out traj-served
+    collect-offline-trajectories --out traj-prop --decide-after proposal   # log the base agent's proposals
+
+Episodes and agents come from ``helper.data.environment.EnvSetup``, the builder online evaluation
+uses too. Episode ``i`` is fully determined by ``(seed, i)`` (its group or game, its questions,
+its exploration probability ``explore_p[i % len(explore_p)]``, every random draw), and episodes
+are written in whole shards of ``shard_size`` consecutive indices. ``manifest.json`` lists the
+shards that are complete. Kill the run at any moment and rerun it with the same arguments: the
+listed shards are skipped, the others are (re)written, and the folder ends up identical to an
+uninterrupted run.
+With ``--ray`` the shards are spread over Ray workers (``helper.data.ray_collect``); the folder is the
+same as without it, since every episode is fixed by ``(seed, index)``.
+A rerun with other arguments is refused with the name of the field that differs.
+
+``--decide-after proposal`` lets the base agent propose before each intervention is decided
+(``agile.rollout``) and logs ``proposal_text``, ``proposal_reward`` and ``proposal_signals`` at every
+decision point, also where an intervention replaced the proposal; the manifest records the mode
+(``decide_after``; a folder from before the option reads as ``state``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+
+from helper.data.environment import AgentEnvParams, EnvSetup, env_spec
+from trajectories.manifest import Manifest
+from trajectories.rows import frame_of
+from trajectories.schema import PROPOSAL_DEFAULTS
+from trajectories.shards import read_trajectories, write_shard
+
+
+@dataclass
+class CollectConfig(AgentEnvParams):
+    """Collect offline trajectories (random interventions) for training a helper."""
+
+    env: str = "productqa"
+    """Environment: productqa, textworld, agile (the AGILE executor and policy of --model), or a plug-in env (module:factory or a helpgate.envs entry point)."""
+    data: str | None = None
+    """ProductQA root holding train/ and test/ group folders; default: the embedded generated catalog."""
+    split: Literal["train", "test"] = "train"
+    """Which split of the data to draw episodes from."""
+    groups: list[str] | None = None
+    """Product groups to use (folder names); default: every group of the split."""
+    agent: str = "simulator"
+    """Base agent: simulator (known dynamics), llm (the --model LLM), openai:MODEL (served at --base-url), or a plug-in agent (module:factory or a
+    helpgate.agents entry point)."""
+    model: str = "smollm2"
+    """Model of the LLM base agent: smollm2 (embedded), tiny, a Hugging Face id or a local folder (env agile:
+    an SFT / PPO output folder of helpgate agile, whatever --agent says)."""
+    strong: str = "human"
+    """Who acts on an intervention: human (the gold answer / expert move), human-cli (a person at the terminal),
+    a model name for a stronger LLM, openai:MODEL (served at --base-url), or a plug-in agent."""
+    explore_p: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.3, 0.5])
+    """Intervention probabilities (a mixture): episode i uses the (i mod k)-th of the k values."""
+    episodes: int = 200
+    """Number of episodes to collect."""
+    questions_per_episode: int = 8
+    """ProductQA: questions (decision points) per episode."""
+    budget: int = 2
+    """Interventions allowed per episode."""
+    seed: int = 0
+    """Master seed: every episode and every random draw derives from (seed, episode index)."""
+    out: str = "trajectories"
+    """Output folder for the Parquet shards and manifest.json."""
+    shard_size: int = 50
+    """Episodes per shard (the unit that a killed run redoes)."""
+    max_new_tokens: int = 96
+    """env agile: longest turn the AGILE agent writes (as agile eval)."""
+    decoding: Literal["free", "constrained"] = "free"
+    """env agile: free (the policy writes its turns) or constrained (function and answer form by log-probability; no SFT needed)."""
+    counterfactual: bool = False
+    """Also record cf_base_success / cf_intervene_success at every decision (costly for an LLM)."""
+    decide_after: Literal["state", "proposal"] = "state"
+    """proposal: the base agent proposes first (on a copy of the episode) at every decision with budget left,
+    and its proposal, the proposal's reward and signals are logged also where an intervention replaced it
+    (proposal_text, proposal_reward, proposal_signals); state: the intervention is decided before it acts."""
+    batch_size: int = 16
+    """Episodes run in lockstep (batched agent calls)."""
+    device: str | None = None
+    """Torch device for LLMs (default: GPU when there is one)."""
+    ray: bool = False
+    """Spread shards over Ray workers (one per GPU for an LLM agent, else one per CPU); same data as without."""
+    ray_address: str | None = None
+    """Ray cluster to join (default: the running one, or a new local one)."""
+    ray_workers: int | None = None
+    """Number of Ray workers (default: one per GPU for an LLM agent, else one per CPU of the cluster)."""
+
+
+MAX_SHARDS = 100_000
+"""Shards one collection folder may hold (its manifest lists each one)."""
+IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url")
+"""Fields that may change between a run and its resumption (they do not change the data)."""
+ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto", "consistency_samples": 0, "decoding": "free"}
+"""Fields added since older folders were collected, with the value those folders had."""
+ENV_ONLY = {
+    "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features"),
+    "agile": ("data", "groups", "questions_per_episode", "max_new_tokens", "decoding"),
+    "textworld": ("tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p"),
+}
+"""Fields that only one environment reads; the other leaves them out of the manifest's identity."""
+
+
+def check(config: CollectConfig) -> None:
+    """Refuse values that cannot work, naming the field."""
+    positive = {"episodes": config.episodes, "questions_per_episode": config.questions_per_episode,
+                "shard_size": config.shard_size, "batch_size": config.batch_size,
+                "max_new_tokens": config.max_new_tokens}
+    for name, value in positive.items():
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}.")
+    if config.budget < 0:
+        raise ValueError(f"budget must be >= 0, got {config.budget}.")
+    shards = -(-config.episodes // config.shard_size)
+    if shards > MAX_SHARDS:
+        # The manifest is rewritten after every shard: past this many the bookkeeping alone is days.
+        raise ValueError(f"episodes={config.episodes} in shards of shard_size={config.shard_size} make {shards:,} "
+                         f"shards, more than {MAX_SHARDS:,} per folder; raise --shard-size or lower --episodes.")
+    if not config.explore_p or any(not 0.0 <= p <= 1.0 for p in config.explore_p):
+        raise ValueError(f"explore_p must be one or more values in [0, 1], got {config.explore_p}.")
+
+
+def env_setup(config: CollectConfig) -> EnvSetup:
+    """The episodes and actors of ``config`` (checked: bad values raise naming the field)."""
+    # env agile always runs the AGILE policy of --model: its default agent name means that policy.
+    uses_model = config.agent == "llm" or (config.env == "agile" and config.agent == "simulator")
+    agent = config.model if uses_model else config.agent
+    return EnvSetup(env_spec(config, agent=agent, agent_seed=config.seed, strong_seed=config.seed))
+
+
+def identity(config: CollectConfig, setup: EnvSetup) -> dict:
+    """What the manifest compares on resume: the config, less the other environment's fields."""
+    others = {name for env, names in ENV_ONLY.items() if env != config.env for name in names}
+    others -= set(ENV_ONLY.get(config.env, ()))  # a field two environments share stays when either runs
+    values = {k: v for k, v in asdict(config).items() if k not in others}
+    if config.env in ("productqa", "agile") and setup.root is not None:
+        values["data"] = str(setup.root)  # the resolved root: the same data under any spelling
+    return values
+
+
+def shard_name(index: int) -> str:
+    return f"shard-{index:05d}.parquet"
+
+
+def records_frame(records, counterfactual: bool) -> pl.DataFrame:
+    optional = ("horizon", "features", *PROPOSAL_DEFAULTS)
+    if counterfactual:
+        optional += ("cf_base_success", "cf_intervene_success")
+    return frame_of((record for episode in records for record in episode), optional)
+
+
+def collect_shard(setup: EnvSetup, config: CollectConfig, k: int, base, strong, progress=None) -> pl.DataFrame:
+    """The rows of shard ``k`` (episodes ``k * shard_size`` onwards), played in batches."""
+    from agile.rollout import run_episodes
+
+    first = k * config.shard_size
+    indices = list(range(first, min(first + config.shard_size, config.episodes)))
+    records = []
+    for start in range(0, len(indices), config.batch_size):
+        chunk = indices[start:start + config.batch_size]
+        episodes = setup.episodes(chunk, config.seed)
+        ps = [config.explore_p[i % len(config.explore_p)] for i in chunk]
+        records += run_episodes(
+            episodes, base, strong=strong, budget=config.budget, explore_p=ps,
+            rng_seed=config.seed, counterfactual=config.counterfactual, decide_after=config.decide_after,
+        )
+        if progress is not None:
+            progress(len(chunk))
+    return records_frame(records, config.counterfactual)
+
+
+def shard_episodes(config: CollectConfig, k: int) -> tuple[int, int]:
+    """``(first episode index, episodes)`` of shard ``k``."""
+    first = k * config.shard_size
+    return first, min(config.shard_size, config.episodes - first)
+
+
+def run(config: CollectConfig) -> dict:
+    """Collect (or finish collecting) ``config.out``; return the summary of the whole folder."""
+    from tqdm import tqdm
+
+    check(config)
+    if config.ray:
+        from helper.data.ray_collect import require_ray
+
+        require_ray()
+    setup = env_setup(config)
+    setup.source()  # a bad data root or group is refused before any file is written
+    out = Path(config.out)
+    ident = identity(config, setup)
+    # A default fills a field only where this run has it (another env's field is left out of both).
+    manifest = Manifest.open(out, ident, ignore=IGNORED_ON_RESUME,
+                             defaults={k: v for k, v in ADDED_SINCE.items() if k in ident})
+    for stale in out.glob(".*.tmp"):  # a shard or manifest write cut short by a kill
+        stale.unlink(missing_ok=True)
+    n_shards = -(-config.episodes // config.shard_size)
+    todo = [k for k in range(n_shards) if not manifest.is_done(shard_name(k))]
+    done_episodes = config.episodes - sum(shard_episodes(config, k)[1] for k in todo)
+
+    def save(k: int, frame: pl.DataFrame) -> None:
+        # Only this process writes shards and the manifest, so a worker's shard is on disk
+        # before the manifest lists it, whichever worker made it.
+        write_shard(frame, out / shard_name(k))
+        first, count = shard_episodes(config, k)
+        manifest.mark_done(shard_name(k), first=first, count=count, rows=frame.height,
+                           human_calls=human_calls(frame),
+                           episodes=frame["episode_id"].unique(maintain_order=True).to_list())
+
+    with tqdm(total=config.episodes, initial=done_episodes, unit="ep", desc="collect", file=sys.stderr) as bar:
+        if todo and config.ray:
+            from helper.data.ray_collect import collect_with_ray
+
+            for k, frame in collect_with_ray(config, todo, env_setup, collect_shard):
+                save(k, frame)
+                bar.update(shard_episodes(config, k)[1])
+        elif todo:
+            base, strong = setup.base_agent(), setup.strong_actor()  # models load only when work is left
+            for k in todo:
+                save(k, collect_shard(setup, config, k, base, strong, progress=bar.update))
+                if config.consistency_samples:  # after every shard: a long run shows its cost early
+                    print_sampling_cost(base)
+    manifest.complete = True
+    manifest.save()
+    return summarize(out)
+
+
+def print_sampling_cost(agent) -> None:
+    """The base agent's seconds per decision with its consistency samples and without them, measured
+    in this run (the samples are timed apart from the greedy answer they follow)."""
+    if not getattr(agent, "decisions", 0):
+        return
+    per = agent.act_seconds / agent.decisions
+    sampling = agent.sample_seconds / agent.decisions
+    print(f"[collect] base agent, {agent.decisions} decisions: {per:.3f} s per decision with "
+          f"{agent.consistency_samples} consistency samples, {per - sampling:.3f} s without them "
+          f"(sampling {sampling:.3f} s, x{per / max(per - sampling, 1e-9):.2f})", flush=True)
+
+
+def human_calls(frame: pl.DataFrame) -> int:
+    """Interventions the human answered: what collecting these rows cost in human calls."""
+    return int((frame["intervened"] & (frame["actor"] == "human")).sum())
+
+
+def summarize(out: str | Path) -> dict:
+    """Episodes, decision points, interventions and mean success of a trajectory folder."""
+    frame = read_trajectories(out)
+    episodes = frame.group_by("episode_id").agg(
+        pl.col("success").first(), pl.col("explore_p").first(), pl.col("intervened").sum()
+    )
+    by_p = episodes.group_by("explore_p").agg(
+        pl.len().alias("episodes"), pl.col("success").mean(), pl.col("intervened").mean()
+    ).sort("explore_p")
+    return {
+        "episodes": episodes.height,
+        "decision_points": frame.height,
+        "interventions": int(frame["intervened"].sum()),
+        "human_calls": human_calls(frame),
+        "intervention_rate": float(frame["intervened"].mean()),
+        "mean_success": float(episodes["success"].mean()),
+        "by_explore_p": by_p.to_dicts(),
+    }
+
+
+def print_summary(summary: dict, seconds: float | None = None) -> None:
+    print(f"episodes: {summary['episodes']}  decision points: {summary['decision_points']}  "
+          f"interventions: {summary['interventions']} (human calls {summary['human_calls']}) "
+          f"(rate {summary['intervention_rate']:.3f} per decision)  "
+          f"mean success: {summary['mean_success']:.3f}")
+    for row in summary["by_explore_p"]:
+        print(f"  explore_p={row['explore_p']:.2f}: {row['episodes']} episodes, "
+              f"success {row['success']:.3f}, interventions/episode {row['intervened']:.2f}")
+    if seconds is not None and seconds > 0:
+        print(f"{summary['episodes'] / seconds:.1f} episodes/s over {seconds:.1f} s (this run)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from helper.config_cli import parse_config, run_reporting_errors, split_debug
+
+    prog = "collect-offline-trajectories"
+    argv, debug = split_debug(list(sys.argv[1:] if argv is None else argv))
+    config = parse_config(CollectConfig, argv, prog=prog)
+    wall, started = time.time(), time.perf_counter()
+    code, summary = run_reporting_errors(prog, run, config, debug)
+    if code == 0:
+        print_summary(summary, time.perf_counter() - started)
+        if Path(config.out).is_dir():
+            from helper.provenance import write_stage
+
+            write_stage(config.out, "collect", wall, time.perf_counter() - started, [prog, *argv])
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

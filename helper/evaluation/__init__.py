@@ -1,0 +1,10 @@
+"""Evaluation: gates played online on held-out episodes, and what is reported of them.
+
+- ``evaluate.py``: ``helpgate evaluate``: one helper at several budgets (``evaluate_gate``).
+- ``sweep.py``: ``helpgate sweep``: every method over the budgets; ``methods.py``: the registry
+  of those methods, one class each.
+- ``metrics.py``: APGR, CPT, paired intervals: the one metrics module.
+- ``plots.py``: the sweep figure.
+- ``report.py``: ``helpgate report``: the headline table of finished runs.
+- ``agile_advice.py``: ``helpgate agile eval --helper``: a helper decides the AGILE agent's advice.
+"""

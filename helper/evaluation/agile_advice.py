@@ -1,0 +1,67 @@
+"""``helpgate agile eval --helper DIR``: a distilled ``HelperGate`` decides the agent's advice.
+
+``agile`` never imports ``helper``; this command joins them. Without ``--helper`` it is plain
+``agile eval`` (the policy's own ``[SeekAdvice]`` beside a built-in gate). With it, the rows of
+the gate run (``mode`` = ``gate:HelperGate``) come from the helper, so the table shows the policy's
+own advice and the helper's side by side. Two kinds of helper:
+
+- solved at an advice cost (``helpgate solve --advice-cost c``): the price decides, no budget caps
+  it (unless ``--budget`` is given); ``--advice-cost`` should be the same c, else a warning says so;
+- solved for a hard budget: ``--budget`` pieces of advice per episode (the rate version, e.g. the
+  PPO agent's advice rate times the questions), by default ``--gate-budget`` × questions per group.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from agile.executor.evaluate import EvalConfig, run_eval
+from agile.executor.executor import ENV_NAME as EXECUTOR_ENV
+from helper.gate.trained_on import PRICED, describe
+
+
+@dataclass
+class AgileEvalConfig(EvalConfig):
+    helper: str | None = None
+    """Folder of a distilled helper (helpgate distill); its HelperGate replaces the built-in gate."""
+    budget: int | None = None
+    """Helper's advice per episode; default: none for a helper solved at an advice cost, else
+    gate_budget x questions_per_group."""
+
+
+def helper_budget(cfg: AgileEvalConfig, trained: dict) -> int:
+    """The helper run's advice budget per episode (module docstring)."""
+    if cfg.budget is not None:
+        if cfg.budget < 0:
+            raise ValueError(f"budget={cfg.budget}: give the advice allowed per episode, >= 0.")
+        return cfg.budget
+    if trained.get("method") == PRICED:
+        return cfg.questions_per_group  # every question may be advised: the price decides
+    return max(int(round(cfg.gate_budget * cfg.questions_per_group)), 0)
+
+
+def run(cfg: AgileEvalConfig, log=print) -> list[dict]:
+    gate, budget = None, None
+    if cfg.helper:
+        from helper.gate.gate import CONFIG_FILE, HelperGate
+
+        config_path = Path(cfg.helper) / CONFIG_FILE
+        trained = json.loads(config_path.read_text()).get("trained_on") or {} if config_path.is_file() else {}
+        cost = trained.get("advice_cost")
+        if cost is not None and not math.isclose(cost, cfg.advice_cost):
+            warnings.warn(f"{cfg.helper}: helper solved for advice cost {cost:g}; evaluated with advice cost "
+                          f"{cfg.advice_cost:g}. Differs: advice_cost; distill one at this cost "
+                          "(helpgate solve --advice-cost).", stacklevel=2)
+        envs = trained.get("env") or []
+        if envs and EXECUTOR_ENV not in envs:
+            # Refused before the policy runs: such a helper reads features the executor never writes.
+            raise ValueError(f"{cfg.helper}: {describe(trained)}, not on the AGILE executor (env {EXECUTOR_ENV}); "
+                             "train one on the executor's own sessions (helpgate pipeline --env agile --agent "
+                             "MODEL) or leave --helper out.")
+        budget = helper_budget(cfg, trained)
+        gate = HelperGate.load(cfg.helper, budget=budget, device=cfg.device or None)
+    return run_eval(cfg, gate=gate, log=log, gate_advice=budget)

@@ -1,0 +1,326 @@
+"""``helpgate report``: the headline table of finished runs (win / tie / loss per set-up and baseline).
+
+    helpgate report runs/sim-s0 runs/sim-s1 runs/sim-s2 chain=runs/chain --out report.md
+
+Each ``RUN`` is a folder ``helpgate pipeline`` wrote (its ``sweep/``) or a ``helpgate sweep``
+folder (``episodes.csv``, ``summary.json``). Runs that share a set-up name pool as seeds of one
+set-up; the name is the sweep's environment (and base agent), or ``NAME=RUN`` names it. Runs of
+one name whose sweeps differ in more than seeds and paths (``PER_SEED``) are refused, naming the
+setting: another data root or ``decide_after`` is another set-up.
+
+Per set-up, from the pooled ``episodes.csv`` (one row per method, budget and episode):
+
+- success and interventions per method and budget: the mean over every episode of every seed;
+- one hierarchical bootstrap (``helper.evaluation.metrics.hierarchical_weights``: seeds, then each episode's
+  ``group`` within a seed, then episodes within a group), its draws shared by every method and
+  budget, so each difference is paired;
+- per baseline, at each of ``--budgets`` (default C = 1 and 2): the helper's success minus the
+  baseline's, with its 95% interval;
+- APGR of both with the share of [0, 1] their curve completes to always-intervene's point rather
+  than measured, and CPT(50%) / CPT(80%), marked † where they fall in that completed part (the
+  metrics of ``helper.evaluation.metrics.summarize`` on the pooled means);
+- the verdict, from the intervals alone: ``win`` where some interval lies above 0 and none below,
+  ``loss`` the reverse, ``mixed`` where intervals lie on both sides, ``tie`` where all hold 0.
+
+Baselines are every method of the runs except the references (``never``, ``always``), the
+upper bounds (``oracle``, ``exact_optimal``) and the helper. A run written before episodes had
+a group resamples episodes alone (said under the table). Writes ``--out`` (Markdown: the table,
+the reading notes, each run's provenance from ``provenance.json``) and beside it one figure per
+set-up, ``<out stem>-<set-up>.png``: success against interventions used, one line per method.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import pandas as pd
+import tyro
+
+from helper import provenance
+from helper.evaluation import metrics as M
+
+NOT_BASELINES = (M.NEVER, M.ALWAYS, M.ORACLE, M.EXACT_OPTIMAL, M.HELPER, "counterfactual")
+"""References, upper bounds and the helper itself: never compared as rivals."""
+COMPLETED = "†"
+
+
+@dataclass
+class ReportConfig:
+    runs: Annotated[list[str], tyro.conf.Positional, tyro.conf.arg(metavar="RUN")]
+    """Finished run folders (a pipeline's --out or a sweep folder); NAME=RUN names the set-up."""
+    out: str = "report.md"
+    """Markdown file to write; the figures go beside it."""
+    budgets: list[int] = field(default_factory=lambda: [1, 2])
+    """Budgets C at which the helper's success is compared with each baseline's."""
+    resamples: int = 2000
+    """Hierarchical bootstrap resamples."""
+    level: float = 0.95
+    """Confidence level of the intervals."""
+    seed: int = 0
+    """Seed of the bootstrap draws."""
+    figures: bool = True
+    """Draw one figure per set-up beside the table."""
+
+
+@dataclass
+class Run:
+    path: Path
+    sweep: Path
+    setup: str
+    episodes: pd.DataFrame
+    grouped: bool
+    """Whether episodes.csv has the group column (runs before it resample episodes alone)."""
+    config: dict = field(default_factory=dict)
+    """The sweep's config (summary.json)."""
+
+
+def sweep_folder(path: Path) -> Path:
+    """The sweep folder of a run: the run itself, or its ``sweep/``."""
+    for folder in (path, path / "sweep"):
+        if (folder / "episodes.csv").exists():
+            return folder
+    raise FileNotFoundError(f"{path}: no episodes.csv in it or in {path / 'sweep'}; is it a finished "
+                            "helpgate pipeline or sweep folder?")
+
+
+def setup_name(config: dict) -> str:
+    """A set-up's default name: the environment (a plug-in's module), and the base agent."""
+    env = str(config.get("env", "?"))
+    short = env.split(":")[0].rsplit(".", 1)[-1]
+    agent = str(config.get("agent", ""))
+    if ":" in agent and not agent.startswith("openai:"):  # a plug-in agent: the env says it all
+        return short
+    return f"{short} ({Path(agent).name})" if agent else short
+
+
+def load_run(spec: str) -> Run:
+    name, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"run {path}: not a folder")
+    sweep = sweep_folder(path)
+    frame = pd.read_csv(sweep / "episodes.csv")
+    missing = {"method", "budget", "episode_id", "success", "interventions"} - set(frame.columns)
+    if missing:
+        raise ValueError(f"{sweep / 'episodes.csv'}: lacks column(s) {sorted(missing)}")
+    summary_path = sweep / "summary.json"
+    config = json.loads(summary_path.read_text()).get("config", {}) if summary_path.exists() else {}
+    grouped = "group" in frame.columns
+    if not grouped:
+        frame["group"] = frame["episode_id"]
+    frame["group"] = frame["group"].astype(str)
+    return Run(path, sweep, name or setup_name(config), frame, grouped, config)
+
+
+PER_SEED = ("seed", "agent_seed", "strong_seed", "out", "helper", "train_data", "prm", "title", "device")
+"""Sweep settings that may differ between the seeds of one set-up (paths, seeds, where it ran)."""
+
+
+def check_pooled(name: str, runs: list[Run]) -> None:
+    """Refuse to pool runs whose sweeps differ in more than their seed: they are other set-ups."""
+    first = runs[0]
+    for other in runs[1:]:
+        keys = (set(first.config) | set(other.config)) - set(PER_SEED)
+        differing = sorted(k for k in keys if first.config.get(k) != other.config.get(k))
+        if differing:
+            key = differing[0]
+            raise ValueError(f"runs {first.path} and {other.path} share the set-up name {name!r} but their sweeps "
+                             f"differ in {', '.join(differing)} ({key}: {first.config.get(key)!r} vs "
+                             f"{other.config.get(key)!r}); name them apart with NAME=RUN.")
+
+
+# -- one set-up ----------------------------------------------------------------------------------
+@dataclass
+class Pooled:
+    """A set-up's runs as one table of per-episode outcomes and the bootstrap draws over it."""
+
+    columns: list[tuple[str, int]]
+    """(method, budget) of each column of ``success`` / ``interventions``."""
+    success: np.ndarray
+    interventions: np.ndarray
+    weights: np.ndarray
+    """Hierarchical bootstrap multiplicities (resamples, episodes), shared by every column."""
+
+    def index(self, method: str, budget: int) -> int | None:
+        return self.columns.index((method, budget)) if (method, budget) in self.columns else None
+
+    def frame(self, level: float) -> pd.DataFrame:
+        """The pooled sweep (``sweep.csv`` columns): means and hierarchical intervals."""
+        draws = M.weighted_means(self.success, self.weights)
+        rows = []
+        for k, (method, budget) in enumerate(self.columns):
+            low, high = M.percentile_interval(draws[:, k], level)
+            rows.append({"method": method, "budget": budget, "success": self.success[:, k].mean(),
+                         "interventions": self.interventions[:, k].mean(), "episodes": len(self.success),
+                         "ci_low": low, "ci_high": high})
+        return pd.DataFrame(rows, columns=list(M.SWEEP_COLUMNS))
+
+
+def pool(runs: list[Run], resamples: int, seed: int) -> Pooled:
+    frames = [run.episodes.assign(run=k) for k, run in enumerate(runs)]
+    every = pd.concat(frames, ignore_index=True)
+    every["budget"] = every["budget"].astype(int)
+    keys = ["run", "episode_id"]
+    units = every[keys + ["group"]].drop_duplicates(keys).reset_index(drop=True)
+    tables = {}
+    for value in ("success", "interventions"):
+        wide = every.pivot_table(index=keys, columns=["method", "budget"], values=value, aggfunc="mean")
+        tables[value] = wide.reindex(pd.MultiIndex.from_frame(units[keys]))
+    gaps = tables["success"].isna()
+    if gaps.to_numpy().any():
+        column = gaps.any(axis=0).to_numpy().nonzero()[0][0]
+        method, budget = tables["success"].columns[column]
+        missing = units["run"][gaps.iloc[:, column].to_numpy()].iloc[0]
+        raise ValueError(f"{runs[missing].path}: {method} at C={budget} did not play every episode the others did; "
+                         "a paired comparison needs the same episodes and budgets for every method (runs pooled "
+                         "as seeds need the same budgets, e.g. one --max-budget; or rerun the sweep).")
+    weights = M.hierarchical_weights([units["run"].tolist(), units["group"].tolist()], resamples, seed)
+    columns = [(str(m), int(b)) for m, b in tables["success"].columns]
+    return Pooled(columns, tables["success"].to_numpy(float), tables["interventions"].to_numpy(float), weights)
+
+
+def verdict(intervals: list[tuple[float, float]]) -> str:
+    """win / loss / mixed / tie from the helper-minus-baseline intervals (see the module docstring)."""
+    above = any(low > 0 for low, _ in intervals)
+    below = any(high < 0 for _, high in intervals)
+    return "mixed" if above and below else "win" if above else "loss" if below else "tie"
+
+
+def _cpt(entry: dict, key: str) -> str:
+    value = entry.get(key)
+    if value is None:
+        return "none"
+    measured_to = 1.0 - (entry.get("apgr_extrapolated_share") or 0.0)
+    return f"{value:.2f}" + (COMPLETED if value > measured_to + 1e-12 else "")
+
+
+def _apgr(entry: dict) -> str:
+    value = entry.get("apgr")
+    return "none" if value is None else f"{value:.3f} ({100 * (entry.get('apgr_extrapolated_share') or 0):.0f}%)"
+
+
+def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict], pd.DataFrame]:
+    """The table rows of one set-up (one per baseline) and its pooled sweep frame."""
+    pooled = pool(runs, cfg.resamples, cfg.seed)
+    frame = pooled.frame(cfg.level)
+    summary = M.summarize(frame)["methods"]
+    if M.HELPER not in summary:
+        raise ValueError(f"set-up {name!r}: the runs have no helper rows ({[str(r.path) for r in runs]})")
+    draws = M.weighted_means(pooled.success, pooled.weights)
+    rows = []
+    for baseline in sorted(set(summary) - set(NOT_BASELINES)):
+        cells, intervals = {}, []
+        for budget in cfg.budgets:
+            mine, theirs = pooled.index(M.HELPER, budget), pooled.index(baseline, budget)
+            if mine is None or theirs is None:
+                cells[budget] = "–"
+                continue
+            diff = pooled.success[:, mine].mean() - pooled.success[:, theirs].mean()
+            low, high = M.percentile_interval(draws[:, mine] - draws[:, theirs], cfg.level)
+            intervals.append((low, high))
+            cells[budget] = f"{diff:+.3f} [{low:+.3f}, {high:+.3f}]"
+        helper, other = summary[M.HELPER], summary[baseline]
+        rows.append({"set-up": name, "seeds": len(runs), "episodes": len(pooled.success), "baseline": baseline,
+                     **{f"C={c}": cells[c] for c in cfg.budgets},
+                     "APGR helper / baseline (completed)": f"{_apgr(helper)} / {_apgr(other)}",
+                     "CPT(50%) helper / baseline": f"{_cpt(helper, 'cpt50')} / {_cpt(other, 'cpt50')}",
+                     "CPT(80%) helper / baseline": f"{_cpt(helper, 'cpt80')} / {_cpt(other, 'cpt80')}",
+                     "verdict": verdict(intervals) if intervals else "–"})
+    return rows, frame
+
+
+def markdown_table(rows: list[dict]) -> str:
+    if not rows:
+        return "(no baseline to compare)"
+    header = list(rows[0])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    last = None
+    for row in rows:
+        cells = [str(row[h]) for h in header]
+        if row["set-up"] == last:  # one block per set-up: its name, seeds and episodes once
+            cells[:3] = ["", "", ""]
+        last = row["set-up"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def provenance_lines(run: Run) -> list[str]:
+    """One run's provenance: command, commit, machine, start and wall time of each stage."""
+    stages = {**provenance.read(run.path)["stages"], **provenance.read(run.sweep)["stages"]}
+    if not stages:
+        return [f"- `{run.path}`: no provenance.json (written before runs recorded it)"]
+    stages = dict(sorted(stages.items(), key=lambda item: str(item[1].get("started"))))  # in the order they ran
+    first = next(iter(stages.values()))
+    main = stages.get("pipeline") or stages.get("sweep") or first
+    commit = main.get("commit") or {}
+    machine = main.get("machine") or {}
+    gpus = ", ".join(machine.get("gpus") or []) or "no GPU"
+    described = commit.get("describe") or commit.get("hash") or commit.get("version")
+    dirty = " (dirty)" if commit.get("dirty") and not str(described).endswith("-dirty") else ""
+    times = ", ".join(f"{stage} {entry.get('seconds', float('nan')):.1f} s" for stage, entry in stages.items())
+    return [f"- `{run.path}` ({run.setup}): `{' '.join(main.get('command') or [])}`",
+            f"  commit {described}{dirty}; "
+            f"{machine.get('cpu')} ({machine.get('usable_cores')} of {machine.get('cores')} cores), {gpus}; "
+            f"started {first.get('started')}",
+            f"  wall time: {times}"]
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "setup"
+
+
+def run(cfg: ReportConfig) -> str:
+    if not cfg.runs:
+        raise ValueError("runs: name at least one finished run folder")
+    if not cfg.budgets or min(cfg.budgets) < 0:
+        raise ValueError(f"budgets={cfg.budgets}: give one or more budgets >= 0")
+    if cfg.resamples < 1:
+        raise ValueError(f"resamples={cfg.resamples}: draw at least one resample")
+    if not 0 < cfg.level < 1:
+        raise ValueError(f"level={cfg.level}: a confidence level lies strictly between 0 and 1")
+    runs = [load_run(spec) for spec in cfg.runs]
+    setups: dict[str, list[Run]] = {}
+    for one in runs:
+        setups.setdefault(one.setup, []).append(one)
+    out = Path(cfg.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows, figures = [], []
+    for name, members in setups.items():
+        check_pooled(name, members)
+    for name, members in setups.items():
+        these, frame = setup_rows(name, members, cfg)
+        rows += these
+        if cfg.figures:
+            from helper.evaluation.plots import save_sweep_plot
+
+            path = out.with_name(f"{out.stem}-{_slug(name)}.png")
+            save_sweep_plot(frame, path, f"{name}: {len(members)} seed(s), pooled")
+            figures.append(path.name)
+    level = f"{100 * cfg.level:g}%"
+    notes = [
+        f"Cells C=c: the helper's success minus the baseline's at budget c on the same episodes, pooled over "
+        f"the set-up's seeds, [{level} hierarchical bootstrap interval: seeds, then groups, then episodes, "
+        f"{cfg.resamples} resamples, the same draws for every method]. Verdict: win where an interval lies above 0 "
+        "and none below, loss the reverse, mixed both, tie where every interval holds 0.",
+        f"APGR (the share of [0, 1] completed to always-intervene's point, not measured); CPT as a share of "
+        f"always-intervene's interventions, {COMPLETED} where it falls in the completed part.",
+    ]
+    ungrouped = [str(r.path) for r in runs if not r.grouped]
+    if ungrouped:
+        notes.append(f"No group column (runs before it was recorded), episodes resampled without groups: "
+                     f"{', '.join(ungrouped)}.")
+    if figures:
+        notes.append("Figures: " + ", ".join(figures) + " (success against interventions used, one line per method).")
+    lines = [markdown_table(rows), "", *notes, "", "Provenance:", ""]
+    for one in runs:
+        lines += provenance_lines(one)
+    text = "\n".join(lines) + "\n"
+    out.write_text(text)
+    print(text, end="")
+    print(f"report: wrote {out}")
+    return text

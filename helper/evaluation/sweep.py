@@ -1,0 +1,164 @@
+"""``helpgate sweep``: every method, budgets C = 0..max_budget, the same held-out episodes.
+
+    helpgate sweep --helper runs/demo/helper --out runs/demo/sweep
+
+Each method is a class of the registry ``helper.evaluation.methods.METHODS`` (one interface: prepare, then a
+gate per budget) evaluated by ``helper.evaluation.evaluate.evaluate_gate``: fresh held-out episodes, the same
+base agent and strong actor, ``run_episodes(..., gate=gate, budget=C)`` per budget. The methods
+and how each is built or trained are listed in ``helper.evaluation.methods``.
+
+Budgets go by default from 0 up to always-intervene's mean interventions per episode (rounded
+up: ProductQA's questions per episode; TextWorld's mean episode length under always), so every
+method's PGR curve is measured over the whole intervention-share range [0, 1] where the method
+spends that much; ``summary.json`` says per method how much of its APGR was completed rather than
+measured (``apgr_extrapolated_share``, see ``helper.evaluation.metrics``).
+
+Training rows (for ``prm_threshold`` and ``router``) default to the ``labels.parquet`` of the
+solve folder the helper was distilled from. Writes ``out``: ``sweep.csv`` (method, budget,
+success, interventions, episodes, ci_low, ci_high, and ``nil_gain_interventions`` where the env counts
+interventions that could gain nothing), ``episodes.csv`` (method, budget, episode_id, group, success,
+interventions: what ``helpgate report`` resamples), ``summary.json``
+(``helper.evaluation.metrics.summarize`` plus training calls, skipped methods, config), ``sweep.png``, and
+``online_rl_curve.png`` when the online-RL report can draw one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+
+from helper.data.environment import EnvConfig, Environment
+from helper.evaluation.methods import METHODS as REGISTRY
+from helper.evaluation.methods import SweepContext
+from helper.evaluation.metrics import summarize, sweep_columns
+from helper.evaluation.plots import save_sweep_plot
+from trajectories.files import write_json_atomic
+
+METHODS = tuple(REGISTRY)
+Method = Literal["helper", "helper_priced", "never", "always", "random", "prm_threshold", "first_k", "router",
+                 "online_rl", "oracle", "exact_optimal"]
+
+
+@dataclass
+class SweepConfig(EnvConfig):
+    helper: str = "runs/default/helper"
+    """Helper folder written by `helpgate distill`."""
+    out: str = "runs/default/sweep"
+    """Folder for sweep.csv, episodes.csv, summary.json and sweep.png."""
+    max_budget: int | None = None
+    """Budgets C = 0..max_budget interventions per episode (default: always-intervene's mean
+    interventions, rounded up, so the sweep covers the whole intervention-share range)."""
+    methods: list[Method] = field(default_factory=lambda: list(METHODS))
+    """Methods to evaluate (never and always are always added: PGR needs them)."""
+    train_data: str | None = None
+    """Training rows (Parquet file or folder) for prm_threshold and router (default: the helper's labels)."""
+    helper_backend: str | None = None
+    """Override the helper's backend (features, text, table)."""
+    prm: str | None = None
+    """Score with this PRM folder instead of the one the helper names."""
+    rl_timesteps: int = 60_000
+    """online_rl: most training decisions (PPO timesteps), if its learning curve has not flattened before."""
+    rl_n_steps: int = 256
+    """online_rl: decisions collected per environment copy (4 copies) between two PPO updates."""
+    rl_eval_every: int = 4096
+    """online_rl: training decisions between two points of its learning curve."""
+    rl_val_episodes: int = 128
+    """online_rl: training-split validation episodes per budget at each learning-curve point."""
+    rl_lr: float = 1e-3
+    """online_rl: Adam learning rate."""
+    rl_train_episodes: int | None = None
+    """online_rl: replay this many training episodes in turn (default: a fresh episode at every reset). An LLM
+    base agent answers a replayed history from its cache: the way to a flattened curve on a CPU."""
+    rl_use_prm: bool = True
+    """online_rl: give the policy the PRM score too (one PRM pass per training decision)."""
+    ci_resamples: int = 2000
+    """Bootstrap resamples of each 95 percent confidence interval."""
+    title: str | None = None
+    """Title of sweep.png."""
+    decide_after: Literal["state", "proposal"] | None = None
+    """When the helper, prm_threshold and router decide: before the base agent acts (state) or after reading
+    its proposal (proposal; needs a helper whose PRM was trained with --tag-after proposal). Default: the
+    helper's own."""
+    random_rounds: int = 8
+    """random: at most this many runs per budget to match the helper's mean interventions (it stops
+    once within 0.02 of them; each run corrects the rate)."""
+
+
+def run(cfg: SweepConfig, scorer=None) -> dict:
+    """Run the sweep; returns the summary. ``scorer`` (Python API) replaces the PRM for every method."""
+    from helper.evaluation.evaluate import load_helper
+
+    if set(cfg.methods) - set(REGISTRY):
+        raise ValueError(f"methods={sorted(set(cfg.methods) - set(REGISTRY))}: unknown; choose from {METHODS}.")
+    if cfg.max_budget is not None and cfg.max_budget < 0:
+        raise ValueError(f"max_budget={cfg.max_budget}: give a budget >= 0, or leave it unset for the horizon.")
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ctx = SweepContext(cfg=cfg, env=Environment(cfg), out=out)
+    wanted = set(cfg.methods) | {"never", "always"}
+    if {"helper", "helper_priced", "prm_threshold"} & wanted:
+        ctx.helper = load_helper(cfg, cfg.helper_backend)
+        if scorer is not None:
+            ctx.helper.scorer = scorer
+        ctx.helper_config = json.loads((Path(cfg.helper) / "helper.json").read_text())
+    ctx.scorer = scorer or (ctx.helper.scorer if ctx.helper is not None else None)
+    ctx.decide_after = _decide_after(cfg, ctx)
+
+    calls, skipped = {}, {}
+    for name, kind in REGISTRY.items():
+        if name not in wanted:
+            continue
+        method = kind()
+        reason = method.prepare(ctx)
+        if reason:
+            skipped[name] = reason
+            continue
+        method.run(ctx)
+        calls[method.row] = method.training_calls(ctx)
+
+    rows, per_episode, helper = ctx.rows, ctx.per_episode, ctx.helper
+    frame = pd.DataFrame(rows, columns=sweep_columns(rows))
+    frame.to_csv(out / "sweep.csv", index=False)
+    pd.DataFrame(per_episode).to_csv(out / "episodes.csv", index=False)
+    summary = summarize(frame, calls)
+    summary["skipped"] = skipped
+    summary["budgets"] = ctx.budgets
+    summary.update(ctx.extra)
+    summary["decide_after"] = ctx.decide_after
+    summary["config"] = asdict(cfg)
+    if helper is not None:
+        summary["helper_stats"] = helper.stats()
+    if hasattr(ctx.scorer, "memo_hits"):  # how much PRM work the shared prefixes saved
+        summary["prm_scores"] = {"forward": ctx.scorer.forward_scores, "reused": ctx.scorer.memo_hits}
+    policy = getattr(ctx.env.base, "policy", None)
+    if getattr(policy, "memo_hits", 0):  # the base agent's turns that replayed sessions shared
+        summary["agent_turns"] = {"generated_tokens": policy.generated_tokens, "reused_turns": policy.memo_hits}
+    write_json_atomic(summary, out / "summary.json")
+    save_sweep_plot(frame, out / "sweep.png", cfg.title)
+    _print(summary, out)
+    return summary
+
+
+def _decide_after(cfg: SweepConfig, ctx: SweepContext) -> str:
+    """The one mode of every score-reading method: the helper's (its PRM's), or the configured one."""
+    own = getattr(ctx.helper, "decide_after", None) or getattr(ctx.scorer, "decide_after", None)
+    if cfg.decide_after and own and cfg.decide_after != own:
+        raise ValueError(f"decide_after={cfg.decide_after!r}, but the helper {cfg.helper} decides after its "
+                         f"{own}: its PRM was trained for that. Pass --decide-after {own}, or use a helper distilled "
+                         f"from a PRM trained with --tag-after {cfg.decide_after}.")
+    return cfg.decide_after or own or "state"
+
+
+def _print(summary: dict, out: Path) -> None:
+    print(f"{'method':>14s}  {'APGR':>6s}  {'extrap':>6s}  {'CPT50':>6s}  {'CPT80':>6s}  calls")
+    for method, entry in sorted(summary["methods"].items(), key=lambda kv: -(kv[1]["apgr"] or -9)):
+        fmt = lambda v: "  none" if v is None else f"{v:6.3f}"
+        print(f"{method:>14s}  {fmt(entry['apgr'])}  {fmt(entry['apgr_extrapolated_share'])}  {fmt(entry['cpt50'])}  {fmt(entry['cpt80'])}  "
+              f"{entry['training_calls']}")
+    for method, reason in summary["skipped"].items():
+        print(f"{method:>14s}  skipped: {reason}")
+    print(f"sweep: wrote {out / 'sweep.csv'}, {out / 'summary.json'}, {out / 'sweep.png'}")

@@ -1,0 +1,11 @@
+"""The gate: from scored trajectories to the ``HelperGate`` an agent calls at each decision point.
+
+- ``solve_command.py``: ``helpgate solve``: the budgeted MDP solved, optimal labels per budget;
+  ``solve_files.py``: what a solve folder holds, read as one unit.
+- ``distill.py``: ``helpgate distill``: the helper classifier trained on those labels.
+- ``features.py``: a decision point's numeric features, and the features-backend classifier;
+  ``text_classifier.py``: the text-backend classifier.
+- ``gate.py``: ``HelperGate``: load a helper folder, decide within the budget.
+- ``identity.py`` / ``trained_on.py``: what makes a helper folder one unit, and the check that it
+  runs on the kind of episodes it was trained on.
+"""

@@ -1,0 +1,330 @@
+"""``HelperGate``: the distilled helper, one call per decision point.
+
+    from helper import HelperGate
+
+    gate = HelperGate.load("runs/demo/helper", budget=2)     # PRM, classifier, config
+    if gate.should_intervene(observation):                   # before the agent acts
+        action = strong_actor(observation)                   # or ask a human
+    else:
+        action = agent(observation)
+
+A helper whose PRM was trained with ``--tag-after proposal`` decides after the base agent's
+proposal (``gate.decide_after == "proposal"``, stored as ``decide_after`` in ``helper.json``):
+``gate.should_intervene(observation, proposal=agent(observation))`` keeps the proposal or calls
+for help; ``run_episodes`` does this by itself for such a gate.
+
+It is an ``agile.protocol.Gate``: ``run_episodes(episodes, agent, gate=gate, budget=2)`` works
+unchanged (the loop passes its own ``budget_left``; the gate also keeps its own count per
+``observation.episode_id``, see ``agile.budget``). It never answers True once the episode's
+budget is spent, whatever the order of the calls, and it is safe to call from many threads. A
+count restarts only for a new ``episode_id`` or after ``gate.end_episode(episode_id)`` /
+``gate.reset()`` (``run_episodes`` ends each episode when it finishes).
+
+Backends (chosen by ``helpgate distill --backend``; ``table`` can be forced at load time):
+
+- ``features``: a gradient-boosting / logistic-regression classifier on the PRM score, step,
+  progress, budget left and the observation's numeric features;
+- ``text``: a sequence classifier on the state text with the step and budget written in (it
+  needs no PRM);
+- ``table``: no classifier, the solved policy table itself (PRM score -> discretizer -> table).
+
+Fallback when no PRM score can be computed (no PRM in the helper folder, the PRM failed to load,
+or scoring raised / returned NaN): the features and table backends use the *fallback classifier*,
+the same model trained without the score feature, which distill always saves. If even that is
+missing, the conservative rule applies: intervene only when the interventions left cover every
+remaining decision (spending them then cannot take them from a later, better use).
+``gate.stats()`` counts decisions and fallbacks.
+
+On its first decision the gate compares the use with what it was trained on (``helper.gate.trained_on``,
+stored by distill): a larger budget, a longer horizon or another env warns once, naming the fields;
+an observation that has none of the features the classifier reads is refused (``ValueError``).
+
+A helper folder is one unit (``helper.gate.identity``): ``helper.json`` records the training horizon, the
+classifiers' feature names and a fingerprint of the PRM, and ``load`` refuses a folder whose files
+disagree with them, naming the field. A PRM that loads but is not the recorded one is always
+refused (``UntrustedPrm``; ``prm=False`` runs on the fallback instead). A recorded PRM that is
+missing or does not load takes the fallback above with a warning and ``gate.degraded`` saying why,
+or is refused with ``allow_fallback=False`` (what ``serve-gate`` does unless ``--allow-fallback``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import warnings
+from pathlib import Path
+
+from agile.budget import ScoredGate
+from agile.protocol import Observation
+from helper.gate import identity
+from helper.gate.features import SCORE_FEATURE, FeatureClassifier, observation_features
+from helper.gate.identity import UntrustedPrm
+from helper.gate.trained_on import mismatch
+from trajectories.files import read_json_object
+
+BACKENDS = ("features", "text", "table")
+CONFIG_FILE = "helper.json"
+KIND = "helpgate.helper"
+
+
+class HelperGate(ScoredGate):
+    """See the module docstring. Build with ``HelperGate.load(dir)`` (or the constructor in tests)."""
+
+    name = "helper"
+
+    def __init__(self, backend: str = "features", classifier=None, fallback: FeatureClassifier | None = None,
+                 scorer=None, table=None, discretizer=None, budget: int | None = None,
+                 max_budget: int | None = None, threshold: float = 0.5, decide_after: str | None = None,
+                 trained_on: dict | None = None):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend={backend!r}: choose one of {', '.join(BACKENDS)}")
+        if backend in ("features", "text") and classifier is None:
+            raise ValueError(f"backend={backend!r} needs a classifier")
+        if backend == "table" and (table is None or discretizer is None):
+            raise ValueError("backend='table' needs the solved table (Solution) and its discretizer")
+        if max_budget is None and table is not None:
+            max_budget = table.budget
+        super().__init__(budget if budget is not None else max_budget)
+        self.backend = backend
+        self.classifier = classifier
+        self.fallback = fallback
+        self.scorer = scorer
+        self.table = table
+        self.discretizer = discretizer
+        self.max_budget = max_budget
+        self.threshold = float(threshold)
+        # The PRM decides the mode: its score reads the proposal or it does not.
+        self.decide_after = decide_after or getattr(scorer, "decide_after", "state")
+        if self.decide_after not in ("state", "proposal"):
+            raise ValueError(f"decide_after={self.decide_after!r}: use 'state' or 'proposal'.")
+        self._stats_lock = threading.Lock()
+        self._stats = {"decisions": 0, "fallbacks": 0, "score_errors": 0}
+        self._warned = False
+        self.trained_on = trained_on or {}
+        """What distill saw (env, horizon, budget, method): compared with the first use."""
+        self.horizon: int | None = self.trained_on.get("horizon")
+        """Decision points of the longest training episode (``serve-gate``'s horizon)."""
+        self._use_checked = [False]  # a list: gates made by with_budget share it (one warning for all)
+        self.degraded: str | None = None
+        """Why decisions run on the fallback although the helper has a PRM (None: they do not)."""
+
+    # -- decision --------------------------------------------------------------------------------
+    def should_intervene(self, observation: Observation, budget_left: int | None = None, proposal=None) -> bool:
+        self._check_use(observation)
+        return super().should_intervene(observation, budget_left, proposal)
+
+    def _check_use(self, observation: Observation) -> None:
+        """Warn once if this use differs from the training data; refuse a meaningless one."""
+        if self._use_checked[0]:
+            return
+        names = self.classifier.feature_names if self.backend == "features" else ()
+        text = mismatch(self.trained_on, observation, self.budget, names)
+        with self._stats_lock:
+            if self._use_checked[0]:
+                return
+            self._use_checked[0] = True
+        if text:
+            warnings.warn(text, stacklevel=3)
+
+    def wants(self, observation: Observation, budget_left: int, proposal=None) -> bool:
+        return self.intervene_probability(observation, budget_left, proposal) >= self.threshold
+
+    def intervene_probability(self, observation: Observation, budget_left: int, proposal=None) -> float:
+        """The backend's P(intervene) at this decision with ``budget_left`` (no budget bookkeeping);
+        ``proposal``: the base agent's proposal, read when ``decide_after == "proposal"``."""
+        # The classifier never saw more budget than it was trained with; more left acts like max.
+        # (``is not None``: a helper trained for max_budget=0 clips to 0, it does not skip the clip.)
+        left = min(int(budget_left), self.max_budget) if self.max_budget is not None else int(budget_left)
+        self._check_use(observation)
+        self._count("decisions")
+        if self.backend == "text":
+            from helper.gate.text_classifier import format_input
+
+            text = format_input(observation.state_text, observation.step, observation.horizon, left)
+            return float(self.classifier.predict_proba([text])[0])
+        score = self._score(observation, proposal)
+        if math.isnan(score):
+            return self._fallback(observation, left)
+        if self.backend == "table":
+            state = self.discretizer.transform([score], [observation.step])
+            return float(self.table.intervene_prob([observation.step], state, [left])[0])
+        row = observation_features(observation, left, score, self.classifier.feature_names)
+        return float(self.classifier.predict_proba(row)[0])
+
+    def with_budget(self, budget: int) -> HelperGate:
+        """A gate sharing this one's models (PRM, classifiers) and ``stats`` with its own budget."""
+        gate = HelperGate(self.backend, self.classifier, self.fallback, self.scorer, self.table, self.discretizer,
+                          budget, self.max_budget, self.threshold, self.decide_after, self.trained_on)
+        gate._stats, gate._stats_lock = self._stats, self._stats_lock
+        gate.degraded, gate.horizon = self.degraded, self.horizon
+        if budget is None or self.budget is None or budget <= self.budget:
+            gate._use_checked = self._use_checked  # a larger budget is a new use, checked on its own
+        return gate
+
+    def stats(self) -> dict[str, int]:
+        with self._stats_lock:
+            return dict(self._stats)
+
+    # -- internals ---------------------------------------------------------------------------------
+    def _count(self, key: str) -> None:
+        with self._stats_lock:
+            self._stats[key] += 1
+
+    def _score(self, observation: Observation, proposal=None) -> float:
+        if self.scorer is None:
+            return math.nan
+        try:
+            if self.decide_after == "proposal":
+                return float(self.scorer.score(observation, proposal))
+            return float(self.scorer.score(observation))
+        except Exception as error:  # noqa: BLE001 - any PRM failure must fall back, never stop the agent
+            self._count("score_errors")
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"PRM scoring failed ({error!r}); the helper falls back to its no-score "
+                              "classifier for such decisions.", stacklevel=3)
+            return math.nan
+
+    def _fallback(self, observation: Observation, left: int) -> float:
+        self._count("fallbacks")
+        if self.fallback is not None:
+            row = observation_features(observation, left, math.nan, self.fallback.feature_names)
+            return float(self.fallback.predict_proba(row)[0])
+        steps_left = max(int(observation.horizon) - int(observation.step), 1)
+        return 1.0 if left >= steps_left else 0.0
+
+    # -- persistence --------------------------------------------------------------------------------
+    def save(self, directory: str | Path, prm: str | None = None, extra: dict | None = None) -> Path:
+        """Write a helper folder that ``HelperGate.load`` restores.
+
+        ``prm`` is the PRM folder to reference (stored relative to the helper folder when it lies
+        inside it, absolute otherwise); ``extra`` goes into ``helper.json`` (training report).
+        """
+        from trajectories.files import write_json_atomic
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        if self.classifier is not None:
+            self.classifier.save(directory / "classifier")
+        if self.fallback is not None:
+            self.fallback.save(directory / "fallback")
+        if self.table is not None:
+            self.discretizer.save(directory / "discretizer.json")
+            self.table.save(directory / "policy.npz")
+        prm_ref = recorded_path(directory, prm) if prm else {"prm": None}
+        trained = (extra or {}).get("trained_on") or self.trained_on
+        config = {"kind": KIND, "backend": self.backend, "max_budget": self.max_budget,
+                  "threshold": self.threshold, "decide_after": self.decide_after} | prm_ref
+        config |= {"trained_on": trained} if trained else {}
+        config |= identity.recorded(trained.get("horizon"), self.classifier, self.fallback, prm) | (extra or {})
+        write_json_atomic(config, directory / CONFIG_FILE)
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path, budget: int | None = None, backend: str | None = None,
+             prm: bool | str = True, device: str | None = None, allow_fallback: bool = True) -> HelperGate:
+        """Restore a helper folder written by ``helpgate distill``.
+
+        ``budget``: per-episode interventions (default: the largest budget it was trained for).
+        ``backend``: override the saved backend (``table`` follows the solved table directly).
+        ``prm``: False skips the PRM (every decision takes the fallback), a path loads that PRM
+        instead of the one the folder names (the caller's choice: its fingerprint is not compared).
+        ``allow_fallback``: a recorded PRM that is missing or does not load degrades to the
+        fallback with a warning (True) or raises ``UntrustedPrm`` (False).
+        """
+        directory = Path(directory)
+        config_path = directory / CONFIG_FILE
+        if not config_path.exists():
+            raise FileNotFoundError(f"{config_path}: not found. Create the helper folder with `helpgate distill`.")
+        config = read_json_object(config_path, "helpgate distill", "re-run `helpgate distill`")
+        if config.get("kind") != KIND:
+            raise ValueError(f"{config_path}: kind={config.get('kind')!r}, expected {KIND!r}")
+        if not (backend or config.get("backend")):
+            raise ValueError(f"{config_path}: no 'backend' field (features, text or table); re-run `helpgate distill`.")
+        backend = backend or config["backend"]
+        classifier = fallback = table = discretizer = None
+        if backend == "features":
+            classifier = FeatureClassifier.load(directory / "classifier")
+        elif backend == "text":
+            from helper.gate.text_classifier import TextClassifier
+
+            classifier = TextClassifier.load(directory / "classifier", device=device)
+        if (directory / "fallback").exists():
+            fallback = FeatureClassifier.load(directory / "fallback")
+        if (directory / "policy.npz").exists():
+            from tabular_rl import Discretizer, Solution
+
+            discretizer = Discretizer.load(directory / "discretizer.json")
+            table = Solution.load(directory / "policy.npz", discretizer)
+        identity.check_files(config_path, config, classifier, fallback)
+        missing = identity.missing_fields(config)
+        if missing:
+            warnings.warn(f"{config_path} records no {', '.join(missing)} (written by an older helpgate): loaded "
+                          "without those checks. Re-run `helpgate distill` to record them.", stacklevel=2)
+        scorer = degraded = None
+        needs_score = backend == "table" or (classifier is not None and SCORE_FEATURE in getattr(
+            classifier, "feature_names", ()))
+        prm_path = prm if isinstance(prm, str) else resolve_recorded(directory, config, "prm")
+        if prm is not False and needs_score and prm_path:
+            try:
+                scorer = _load_scorer(prm_path, device, config_path, None if isinstance(prm, str) else config)
+            except _Unloadable as error:
+                if not allow_fallback:
+                    raise UntrustedPrm(f"{config_path}: {error}; the helper would decide on its fallback "
+                                       "classifier (no PRM score).") from error
+                degraded = str(error)
+                warnings.warn(f"{error}; the helper uses its fallback classifier (no PRM score) for every "
+                              "decision.", stacklevel=2)
+        decide_after = config.get("decide_after", "state")
+        if scorer is not None and scorer.decide_after != decide_after:
+            raise ValueError(f"{config_path}: decide_after={decide_after!r}, but the PRM at {prm_path} was trained "
+                             f"with tag_after={scorer.tag_after!r}; load the PRM the helper was distilled with.")
+        gate = cls(backend, classifier, fallback, scorer, table, discretizer, budget, config.get("max_budget"),
+                   config.get("threshold", 0.5), decide_after, config.get("trained_on"))
+        gate.degraded = degraded
+        gate.horizon = identity.horizon_of(config)
+        return gate
+
+    def __repr__(self) -> str:
+        return (f"HelperGate(backend={self.backend!r}, budget={self.budget}, max_budget={self.max_budget}, "
+                f"prm={'yes' if self.scorer is not None else 'no'}, decide_after={self.decide_after!r})")
+
+
+def recorded_path(directory: str | Path, path: str | Path, key: str = "prm") -> dict[str, str]:
+    """How a helper folder records a folder it depends on: relative to itself, so a run folder moved
+    or copied whole keeps working, and absolute as a second try for a helper folder moved alone."""
+    target = Path(path).resolve()
+    relative = os.path.relpath(target, Path(directory).resolve())
+    return {key: relative, f"{key}_absolute": str(target)}
+
+
+def resolve_recorded(directory: str | Path, config: dict, key: str = "prm") -> str | None:
+    """The recorded folder ``key`` of a helper folder: the relative path if it exists, else the
+    absolute one, else the relative one (so the caller's message names where it was expected)."""
+    recorded = config.get(key)
+    if not recorded:
+        return None
+    first = Path(os.path.normpath(Path(directory) / recorded))  # an absolute `recorded` stays as it is
+    candidates = [first] + ([Path(config[f"{key}_absolute"])] if config.get(f"{key}_absolute") else [])
+    return str(next((c for c in candidates if c.exists()), first))
+
+
+class _Unloadable(Exception):
+    """A recorded PRM folder that is missing or does not load (its message names the folder)."""
+
+
+def _load_scorer(path: str, device: str | None, config_path: Path, config: dict | None):
+    """The PRM scorer at ``path``; its fingerprint is compared with ``config``'s (None: not compared)."""
+    from prm.scorer import PrmScorer
+
+    if not (Path(path) / "prm_config.json").exists():
+        raise _Unloadable(f"could not load the PRM at {path} (no prm_config.json there)")
+    if config is not None:
+        identity.check_prm(config_path, config, path)  # before loading: a wrong PRM is never run
+    try:
+        from prm.load import load_prm
+
+        return PrmScorer(load_prm(path, device=device, merge_lora=True))
+    except Exception as error:  # noqa: BLE001 - a broken PRM degrades to the documented fallback
+        raise _Unloadable(f"could not load the PRM at {path} ({error})") from error

@@ -1,0 +1,74 @@
+"""The one row builder: a decision point as a row of the offline dataset.
+
+``StepRecord.of(observation, ...)`` is how the episode loop (``agile.rollout``) and the recorder
+(``helper.data.recorder``) make a row; ``frame_of(records, optional)`` is how collection (in
+process and over Ray) and the recorder turn rows into a shard's frame, in ``SCHEMA`` order and types.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import polars as pl
+
+from trajectories.schema import OPTIONAL, SCHEMA
+
+
+@dataclass
+class StepRecord:
+    """One decision point: a row of the offline dataset, its fields in ``SCHEMA`` order, then the
+    optional columns collection writes (``trajectories.schema``)."""
+
+    episode_id: str
+    step: int
+    env: str
+    task_id: str
+    state_text: str
+    action_text: str
+    actor: str
+    intervened: bool
+    budget_left: int
+    """Interventions still allowed before this decision."""
+    reward: float
+    done: bool
+    success: float
+    """The episode's outcome, filled on every row once the episode ends."""
+    explore_p: float
+    seed: int
+    horizon: int
+    features: str
+    """The observation's features as a JSON object."""
+    proposal_text: str = ""
+    """What the base agent proposed here (its whole transcript); ``""`` in ``state`` mode."""
+    proposal_reward: float | None = None
+    """The proposal's immediate reward (on a clone where an intervention replaced it)."""
+    proposal_signals: str = "{}"
+    """The proposal's final action's ``signals`` as a JSON object."""
+    cf_base_success: float | None = None
+    cf_intervene_success: float | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def of(cls, observation, action_text: str, actor: str, intervened: bool, budget_left: int, reward: float,
+           done: bool, explore_p: float, seed: int) -> StepRecord:
+        """The row of a decision at ``observation`` (an ``agile.protocol.Observation``, read by its
+        attributes); ``success`` is 0 until the episode ends."""
+        return cls(
+            episode_id=observation.episode_id, step=int(observation.step), env=observation.env,
+            task_id=observation.task_id, state_text=observation.state_text, action_text=str(action_text),
+            actor=str(actor), intervened=bool(intervened), budget_left=int(budget_left), reward=float(reward),
+            done=bool(done), success=0.0, explore_p=float(explore_p), seed=int(seed),
+            horizon=int(observation.horizon), features=json.dumps(observation.features, sort_keys=True),
+        )
+
+
+def frame_of(records: Iterable[StepRecord], optional: Iterable[str] = ()) -> pl.DataFrame:
+    """``records`` as a frame with every ``SCHEMA`` column and the ``optional`` ones, typed."""
+    columns = dict(SCHEMA) | {name: OPTIONAL[name] for name in optional}
+    rows = [record.to_row() for record in records]
+    return pl.DataFrame({name: [row[name] for row in rows] for name in columns}, schema=columns)

@@ -1,0 +1,179 @@
+"""The offline dataset's columns and the rules a frame of them must keep.
+
+- ``SCHEMA``: the columns every collected shard has, with their types; ``OPTIONAL``: the columns
+  later stages (or counterfactual, proposal collection) add, typed when present.
+- ``validate(frame, source, require)``: every column in ``require`` (default: ``SCHEMA``) must be
+  there, without nulls; every known column present (``ALL_COLUMNS``) must have its type. Integer
+  columns accept any integer width, number columns any integer or float (widened, never
+  narrowed); nothing is ever converted from text: a ``step`` stored as strings is refused, with
+  the file and the column named.
+- ``check_episodes``: every episode holds steps 0..n-1 exactly once (for readers of whole episodes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import polars as pl
+
+SCHEMA: dict[str, pl.DataType] = {
+    "episode_id": pl.String,
+    "step": pl.Int64,
+    "env": pl.String,
+    "task_id": pl.String,
+    "state_text": pl.String,
+    "action_text": pl.String,
+    "actor": pl.String,
+    "intervened": pl.Boolean,
+    "budget_left": pl.Int64,
+    "reward": pl.Float64,
+    "done": pl.Boolean,
+    "success": pl.Float64,
+    "explore_p": pl.Float64,
+    "seed": pl.Int64,
+}
+"""Columns every collected shard has, with their types."""
+
+OPTIONAL: dict[str, pl.DataType] = {
+    "prm_score": pl.Float64,
+    "horizon": pl.Int64,
+    "features": pl.String,
+    "cf_base_success": pl.Float64,
+    "cf_intervene_success": pl.Float64,
+    "proposal_text": pl.String,
+    "proposal_reward": pl.Float64,
+    "proposal_signals": pl.String,
+}
+"""Columns added by later stages or by counterfactual collection; typed when present.
+
+``proposal_text`` / ``proposal_reward`` / ``proposal_signals`` hold, at every decision point, what
+the base agent proposed, that proposal's immediate reward and the agent's numbers about it (a JSON
+object), also where an intervention replaced it (``collect-offline-trajectories --decide-after
+proposal``); a dataset collected before them, or in ``state`` mode, reads as ``PROPOSAL_DEFAULTS``.
+
+``features`` holds the observation's numeric side information as a JSON object;
+``cf_*_success`` hold the counterfactual outcomes (base acts / intervention here, then the
+same continuation policy) recorded by ``collect-offline-trajectories --counterfactual``.
+"""
+
+ALL_COLUMNS = {**SCHEMA, **OPTIONAL}
+
+PROPOSAL_DEFAULTS: dict[str, Any] = {"proposal_text": "", "proposal_reward": None, "proposal_signals": "{}"}
+"""The proposal columns of a row with no proposal logged (``state`` mode, or an older dataset)."""
+DECIDE_AFTER_DEFAULT = "state"
+"""A dataset's ``decide_after`` when its manifest does not say (collected before the option)."""
+
+_MADE_BY = {"prm_score": "score the shards first: helpgate prm score",
+            "proposal_text": "collect the trajectories with --decide-after proposal (or use --tag-after state)"}
+_EXPECTED = {pl.Int64: "an integer (Int64)", pl.Float64: "a number (Float64)", pl.Boolean: "Boolean",
+             pl.String: "String"}
+
+
+class SchemaError(ValueError):
+    """A trajectory file that does not match the schema; the message names file and column."""
+
+
+class EmptyDataset(SchemaError):
+    """A trajectory folder (or file) with no rows."""
+
+
+def validate(frame: pl.DataFrame, source: str | os.PathLike = "<frame>",
+             require: Iterable[str] | None = None) -> pl.DataFrame:
+    """``frame`` with canonical dtypes, or ``SchemaError`` naming ``source`` and the column.
+
+    ``require``: the columns that must be present and non-null (default: every ``SCHEMA`` column);
+    a stage that reads only a few passes those."""
+    require = list(SCHEMA if require is None else require)
+    missing = [name for name in require if name not in frame.columns]
+    if missing:
+        hint = next((_MADE_BY[m] for m in missing if m in _MADE_BY),
+                    "re-create it with collect-offline-trajectories")
+        more = f" (and {missing[1:]})" if len(missing) > 1 else ""
+        raise SchemaError(f"{source}: missing column {missing[0]!r}{more}; {hint}.")
+    casts = []
+    for name, dtype in ALL_COLUMNS.items():
+        if name not in frame.columns or frame.schema[name] == dtype:
+            continue
+        actual = frame.schema[name]
+        widen = (actual == pl.Null or (dtype == pl.Int64 and actual.is_integer())
+                 or (dtype == pl.Float64 and (actual.is_integer() or actual.is_float())))
+        if not widen:
+            raise SchemaError(f"{source}: column {name!r} has type {actual}, expected {_EXPECTED[dtype]}; "
+                              "values are never converted from another type, re-create the shard.")
+        casts.append(pl.col(name).cast(dtype))
+    frame = frame.with_columns(casts) if casts else frame
+    for name in require:
+        nulls = frame[name].null_count()
+        if nulls:
+            raise SchemaError(f"{source}: column {name!r} has {nulls} null values; fill or drop those rows.")
+    # NaN is a missing value (a score that could not be computed); an infinity is a bug upstream.
+    for name in ("reward", "success", "prm_score", "explore_p"):
+        if name in frame.columns and frame[name].is_infinite().any():
+            raise SchemaError(f"{source}: column {name!r} holds an infinite value; every {name} must be finite "
+                              "(NaN marks a missing score).")
+    if "proposal_reward" in frame.columns and frame["proposal_reward"].is_infinite().any():
+        raise SchemaError(f"{source}: column 'proposal_reward' holds an infinite value; a proposal's reward "
+                          "must be finite (null where none was logged).")
+    if "proposal_signals" in frame.columns:
+        _check_signals(frame["proposal_signals"], source)
+    for name in ("success", "explore_p", "prm_score"):
+        if name in frame.columns:
+            # polars orders NaN above every number; a NaN prm_score is a missing score, not out of range.
+            above = (pl.col(name) > 1) & (pl.col(name).is_not_nan() if name == "prm_score" else True)
+            outside = frame.filter((pl.col(name) < 0) | above).height
+            if outside:
+                what = ("a probability of success" if name == "prm_score"
+                        else "a probability or a mean outcome")
+                raise SchemaError(f"{source}: column {name!r} has {outside} values outside [0, 1]; "
+                                  f"{'a decision' if name == 'prm_score' else 'an episode'}'s {name} is {what} in [0, 1].")
+    for name, low in (("step", 0), ("budget_left", 0), ("horizon", 1)):
+        if name in frame.columns and frame.height and (smallest := frame[name].min()) is not None and smallest < low:
+            raise SchemaError(f"{source}: column {name!r} holds {smallest}; every {name} must be >= {low}.")
+    return frame
+
+
+def _check_signals(column: pl.Series, source) -> None:
+    """Every ``proposal_signals`` value is a JSON object of finite numbers (null: none logged)."""
+    for row, text in enumerate(column.to_list()):
+        if text is None or text == "{}":
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = None
+        numbers = isinstance(value, dict) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) != float("inf") for v in value.values())
+        if not numbers:
+            raise SchemaError(f"{source}: column 'proposal_signals' row {row} is {text[:60]!r}, not a JSON object of "
+                              "finite numbers; re-create the shard.")
+
+
+def with_proposal_defaults(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with every proposal column, the missing ones filled with ``PROPOSAL_DEFAULTS``."""
+    missing = [pl.lit(value, dtype=OPTIONAL[name]).alias(name) for name, value in PROPOSAL_DEFAULTS.items()
+               if name not in frame.columns]
+    return frame.with_columns(missing) if missing else frame
+
+
+def check_episodes(frame: pl.DataFrame, source: str | os.PathLike) -> None:
+    """Every episode must hold steps 0..n-1 exactly once (for readers that need whole episodes)."""
+    bad = (
+        frame.group_by("episode_id")
+        .agg(pl.col("step").sort().alias("steps"), pl.len().alias("n"))
+        .filter(pl.col("steps") != pl.int_ranges(0, pl.col("n")))
+    )
+    if bad.height:
+        row = bad.row(0, named=True)
+        steps = row["steps"][:12]
+        raise SchemaError(
+            f"{source}: episode {row['episode_id']!r} has steps {steps}{'...' if row['n'] > 12 else ''}, "
+            f"expected 0..{row['n'] - 1} each once ({bad.height} such episodes). Keep each episode "
+            "whole within one shard and drop duplicated rows."
+        )
+
+
+def empty_frame() -> pl.DataFrame:
+    return pl.DataFrame(schema=SCHEMA)

@@ -1,0 +1,87 @@
+"""Trajectory shards: the one place that finds, reads and writes them.
+
+Every stage goes through it: collection writes shards with ``write_shard`` (and resumes with a
+``trajectories.manifest.Manifest``); ``prm train`` / ``prm score`` read with ``read_trajectories`` /
+``read_shard``; ``helpgate solve`` and ``distill`` read the same way.
+
+- A folder's shards are its ``*.parquet`` files, in sub-folders too (a partitioned dataset);
+  names starting with ``.`` or ``_`` are skipped (``.`` is how an unfinished atomic write starts).
+- A file that is not readable Parquet (truncated, corrupt) is refused naming the file; a folder
+  whose shards hold no rows is refused as empty (``EmptyDataset``); a folder's shards must be
+  what its manifests recorded (``trajectories.manifest.check_manifests``).
+- Every shard read or written is validated (``trajectories.schema.validate``); writes are atomic
+  (``trajectories.files.write_atomic``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import polars as pl
+
+from trajectories.files import write_atomic
+from trajectories.manifest import check_manifests
+from trajectories.schema import (PROPOSAL_DEFAULTS, EmptyDataset, SchemaError, check_episodes, validate,
+                                 with_proposal_defaults)
+
+
+def shard_paths(data: str | os.PathLike) -> list[Path]:
+    """The shards of ``data``: the file itself, or every ``*.parquet`` below the folder, sorted."""
+    if not str(data).strip():  # Path("") is the current folder: never search it by accident
+        raise ValueError("data='': name the trajectory folder (or one shard), e.g. --data runs/demo/trajectories")
+    data = Path(data)
+    if data.is_file():
+        return [data]
+    if not data.is_dir():
+        raise FileNotFoundError(f"{data}: no such trajectory folder. Create it with collect-offline-trajectories.")
+    paths = sorted(p for p in data.rglob("*.parquet")
+                   if not any(part.startswith((".", "_")) for part in p.relative_to(data).parts))
+    if not paths:
+        raise EmptyDataset(f"{data}: the dataset is empty (no *.parquet shards); collect trajectories first "
+                           "(helpgate collect).")
+    return paths
+
+
+def read_shard(path: str | os.PathLike, require: Iterable[str] | None = None,
+               whole_episodes: bool = False) -> pl.DataFrame:
+    """One shard, validated (see ``validate``); an unreadable file is refused naming it."""
+    try:
+        frame = pl.read_parquet(path)
+    except Exception as error:  # polars raises several error types for a broken file
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise SchemaError(f"{path}: not a readable Parquet file, truncated or corrupt ({first}); "
+                          "re-create or delete it.") from error
+    frame = validate(frame, path, require)
+    if whole_episodes:
+        check_episodes(frame, path)
+    return frame
+
+
+def read_trajectories(data: str | os.PathLike, require: Iterable[str] | None = None,
+                      whole_episodes: bool = False) -> pl.DataFrame:
+    """Every shard of ``data`` validated, concatenated (the columns all shards have), sorted by
+    (episode_id, step); an empty dataset is refused."""
+    require = None if require is None else list(require)
+    paths = shard_paths(data)
+    frames = [read_shard(path, require, whole_episodes) for path in paths]
+    if Path(data).is_dir():
+        check_manifests(Path(data), dict(zip(paths, frames)))
+    if any(name in f.columns for f in frames for name in PROPOSAL_DEFAULTS):
+        # Shards from before the proposal columns keep their rows next to newer ones.
+        frames = [with_proposal_defaults(f) for f in frames]
+    columns = [c for c in frames[0].columns if all(c in f.columns for f in frames)]
+    frame = pl.concat([f.select(columns) for f in frames], how="vertical_relaxed")
+    if frame.height == 0:
+        raise EmptyDataset(f"{data}: the dataset is empty (no rows in {len(frames)} shard"
+                           f"{'s' if len(frames) > 1 else ''}); collect trajectories first (helpgate collect).")
+    if whole_episodes and len(frames) > 1:
+        check_episodes(frame, data)
+    return frame.sort(["episode_id", "step"])
+
+
+def write_shard(frame: pl.DataFrame, path: str | os.PathLike, require: Iterable[str] | None = None) -> Path:
+    """Validate (see ``validate``) and write one Parquet shard atomically."""
+    frame = validate(frame, path, require)
+    return write_atomic(path, frame.write_parquet)
