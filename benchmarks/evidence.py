@@ -65,7 +65,15 @@ SETUPS = {
     "main": dict(),
 }
 NOT_COMPARED = ("never", "always", "counterfactual", "helper")
-INTERVAL = ("95% bootstrap interval over seeds, then groups, then episodes (episodes within seeds where "
+EPISODE_INTERVALS = False
+"""``--episode-intervals``: every interval resamples episodes within seeds (the interval before groups), to
+show where a verdict depends on resampling seeds and groups."""
+
+
+def interval_note() -> str:
+    if EPISODE_INTERVALS:
+        return "95% bootstrap interval of episodes within seeds (--episode-intervals: no seed or group resampled)"
+    return ("95% bootstrap interval over seeds, then groups, then episodes (episodes within seeds where "
             "episodes.csv has no group)")
 
 
@@ -112,7 +120,7 @@ def paired_difference(first: list[pd.DataFrame], method: str, second: list[pd.Da
         pairs.append((h.to_numpy(), o.to_numpy()))
         seeds += [k] * len(h)
         groups += rows["group"].astype(str).loc[h.index].tolist() if "group" in rows.columns else [None] * len(h)
-    if None in groups:
+    if EPISODE_INTERVALS or None in groups:
         return pooled_difference([h for h, _ in pairs], [o for _, o in pairs])
     return paired_hierarchical_difference(np.concatenate([h for h, _ in pairs]),
                                           np.concatenate([o for _, o in pairs]), [seeds, groups])
@@ -141,7 +149,7 @@ def tables(folders: list[Path], sweep: str = "sweep") -> str:
             cells.append(cell)
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     lines += ["", "Cells: success, mean over seeds (interventions per episode); Δ = helper minus method on the "
-              f"same episodes, pooled over seeds, {INTERVAL}.", "",
+              f"same episodes, pooled over seeds, {interval_note()}.", "",
               "| method | APGR | extrapolated share | CPT(50%) | CPT(80%) | training strong / human calls |",
               "|---|---|---|---|---|---|"]
 
@@ -234,7 +242,7 @@ def modes_table(proposal: list[Path], state: list[Path]) -> str:
         cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
     lines.append("| proposal minus state (paired) | " + " | ".join(cells) + " | | |")
     lines += ["", f"{len(proposal)} seeds; success is the mean over seeds; the difference pairs each held-out "
-              f"episode with itself, {INTERVAL}."]
+              f"episode with itself, {interval_note()}."]
     return "\n".join(lines)
 
 
@@ -266,7 +274,7 @@ def gold_table(plain: list[Path], gold: list[Path], methods: tuple[str, ...]) ->
                 cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
             lines.append(f"| {method} ({arm}) | " + " | ".join(cells) + " |")
     lines += ["", f"{len(plain)} seeds; APGR is the mean over seeds; differences pair each held-out episode "
-              f"with itself, pooled over seeds, {INTERVAL}."]
+              f"with itself, pooled over seeds, {interval_note()}."]
     return "\n".join(lines)
 
 
@@ -287,12 +295,16 @@ def main() -> None:
     p.add_argument("--tables-only", action="store_true", help="only print the tables of finished runs")
     p.add_argument("--sweep", default="sweep",
                    help="the sweep folder of each run to tabulate (e.g. one written by benchmarks/resweep.py)")
+    p.add_argument("--episode-intervals", action="store_true",
+                   help="intervals resampling episodes within seeds only (as before groups), for comparison")
     p.add_argument("--compare-modes", action="store_true",
                    help="the helper deciding after the proposal against deciding before it (runs both modes)")
     p.add_argument("--compare-gold", action="store_true",
                    help="the gold-features ablation: the feature-reading methods with the dataset's question "
                         "type as features against without (runs <setup>[-mode]-plain and -gold, those methods only)")
     args = p.parse_args()
+    global EPISODE_INTERVALS
+    EPISODE_INTERVALS = args.episode_intervals
     if args.compare_gold:
         root = setup_folder(args.out, args.setup, args.decide_after, args.episodes)
         arms = {}
@@ -325,7 +337,8 @@ def main() -> None:
                    for f, s in zip(folders, args.seeds)]
     text = tables(folders, args.sweep)
     root.mkdir(parents=True, exist_ok=True)
-    (root / ("evidence.md" if args.sweep == "sweep" else f"evidence-{args.sweep}.md")).write_text(text + "\n")
+    name = "evidence" if args.sweep == "sweep" else f"evidence-{args.sweep}"
+    (root / f"{name}{'-episodes' if EPISODE_INTERVALS else ''}.md").write_text(text + "\n")
     print(f"\n### {root.name}\n\n{text}")
 
 

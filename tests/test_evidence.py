@@ -162,7 +162,7 @@ def test_prm_variants_partial_reads_the_folds_a_stopped_verifier_finished(tmp_pa
     assert text.splitlines()[-1] == "| model=encoder | 1 (0) | 3 | 1.000 | 0.500 | 12 |"
 
 
-def test_paired_difference_resamples_seeds_then_groups_where_episodes_carry_one():
+def test_paired_difference_resamples_seeds_then_groups_where_episodes_carry_one(monkeypatch):
     evidence = benchmark_module("evidence")
 
     def seed(helper, other, groups):
@@ -177,3 +177,6 @@ def test_paired_difference_resamples_seeds_then_groups_where_episodes_carry_one(
     flat = [grouped[0].drop(columns="group")]
     mean, low, high = evidence.paired_difference(flat, "helper", flat, "random", 1)
     assert mean == 0.5 and 0.0 < low < 0.5 < high < 1.0
+    # --episode-intervals: the same grouped episodes, resampled as before groups existed
+    monkeypatch.setattr(evidence, "EPISODE_INTERVALS", True)
+    assert evidence.paired_difference(grouped, "helper", grouped, "random", 1) == (mean, low, high)
