@@ -10,8 +10,10 @@ episodes, PRM with out-of-fold scores, solve, distill and a sweep on held-out ep
 run is reused). The tables pool the seeds:
 
 - per method and budget C: mean success over seeds, the helper's success minus the method's on the
-  same episodes (each seed's held-out episodes, pooled; a bootstrap that resamples episodes within
-  each seed) with its 95% interval, and mean interventions per episode;
+  same episodes (each seed's held-out episodes, pooled) with its 95% interval, and mean interventions
+  per episode. The interval is ``helper.evaluation.metrics``' hierarchical bootstrap, as ``helpgate report``'s:
+  seeds, then groups within a seed, then episodes within a group; where an ``episodes.csv`` has no
+  group column (runs before it), ``pooled_difference``: episodes resampled within each seed;
 - per method: APGR, its share completed rather than measured, CPT(50%), CPT(80%) (means over
   seeds) and training strong + human calls.
 
@@ -63,6 +65,16 @@ SETUPS = {
     "main": dict(),
 }
 NOT_COMPARED = ("never", "always", "counterfactual", "helper")
+EPISODE_INTERVALS = False
+"""``--episode-intervals``: every interval resamples episodes within seeds (the interval before groups), to
+show where a verdict depends on resampling seeds and groups."""
+
+
+def interval_note() -> str:
+    if EPISODE_INTERVALS:
+        return "95% bootstrap interval of episodes within seeds (--episode-intervals: no seed or group resampled)"
+    return ("95% bootstrap interval over seeds, then groups, then episodes (episodes within seeds where "
+            "episodes.csv has no group)")
 
 
 def setup_folder(out: Path, setup: str, decide_after: str | None, episodes: int | None = None) -> Path:
@@ -95,14 +107,23 @@ def pooled_difference(helper: list[np.ndarray], other: list[np.ndarray], resampl
 def paired_difference(first: list[pd.DataFrame], method: str, second: list[pd.DataFrame], other: str,
                       budget: int) -> tuple:
     """``method`` (in ``first``) minus ``other`` (in ``second``) at ``budget``, each seed's episodes.csv
-    paired by episode id, pooled over seeds."""
-    pairs = []
-    for a, b in zip(first, second):
-        h = a[(a.method == method) & (a.budget == budget)].set_index("episode_id")["success"]
+    paired by episode id, pooled over seeds; the interval resamples seeds, then groups, then episodes
+    (``pooled_difference`` where an episodes.csv has no group column)."""
+    from helper.evaluation.metrics import paired_hierarchical_difference
+
+    pairs, seeds, groups = [], [], []
+    for k, (a, b) in enumerate(zip(first, second)):
+        rows = a[(a.method == method) & (a.budget == budget)].set_index("episode_id")
+        h = rows["success"]
         o = b[(b.method == other) & (b.budget == budget)].set_index("episode_id")["success"]
         h, o = h.align(o, join="inner")
         pairs.append((h.to_numpy(), o.to_numpy()))
-    return pooled_difference([h for h, _ in pairs], [o for _, o in pairs])
+        seeds += [k] * len(h)
+        groups += rows["group"].astype(str).loc[h.index].tolist() if "group" in rows.columns else [None] * len(h)
+    if EPISODE_INTERVALS or None in groups:
+        return pooled_difference([h for h, _ in pairs], [o for _, o in pairs])
+    return paired_hierarchical_difference(np.concatenate([h for h, _ in pairs]),
+                                          np.concatenate([o for _, o in pairs]), [seeds, groups])
 
 
 def tables(folders: list[Path], sweep: str = "sweep") -> str:
@@ -128,7 +149,7 @@ def tables(folders: list[Path], sweep: str = "sweep") -> str:
             cells.append(cell)
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     lines += ["", "Cells: success, mean over seeds (interventions per episode); Δ = helper minus method on the "
-              "same episodes, pooled over seeds, 95% bootstrap interval within seeds.", "",
+              f"same episodes, pooled over seeds, {interval_note()}.", "",
               "| method | APGR | extrapolated share | CPT(50%) | CPT(80%) | training strong / human calls |",
               "|---|---|---|---|---|---|"]
 
@@ -221,7 +242,7 @@ def modes_table(proposal: list[Path], state: list[Path]) -> str:
         cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
     lines.append("| proposal minus state (paired) | " + " | ".join(cells) + " | | |")
     lines += ["", f"{len(proposal)} seeds; success is the mean over seeds; the difference pairs each held-out "
-              "episode with itself, 95% bootstrap interval within seeds."]
+              f"episode with itself, {interval_note()}."]
     return "\n".join(lines)
 
 
@@ -253,7 +274,7 @@ def gold_table(plain: list[Path], gold: list[Path], methods: tuple[str, ...]) ->
                 cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
             lines.append(f"| {method} ({arm}) | " + " | ".join(cells) + " |")
     lines += ["", f"{len(plain)} seeds; APGR is the mean over seeds; differences pair each held-out episode "
-              "with itself, pooled over seeds, 95% bootstrap interval within seeds."]
+              f"with itself, pooled over seeds, {interval_note()}."]
     return "\n".join(lines)
 
 
@@ -274,12 +295,16 @@ def main() -> None:
     p.add_argument("--tables-only", action="store_true", help="only print the tables of finished runs")
     p.add_argument("--sweep", default="sweep",
                    help="the sweep folder of each run to tabulate (e.g. one written by benchmarks/resweep.py)")
+    p.add_argument("--episode-intervals", action="store_true",
+                   help="intervals resampling episodes within seeds only (as before groups), for comparison")
     p.add_argument("--compare-modes", action="store_true",
                    help="the helper deciding after the proposal against deciding before it (runs both modes)")
     p.add_argument("--compare-gold", action="store_true",
                    help="the gold-features ablation: the feature-reading methods with the dataset's question "
                         "type as features against without (runs <setup>[-mode]-plain and -gold, those methods only)")
     args = p.parse_args()
+    global EPISODE_INTERVALS
+    EPISODE_INTERVALS = args.episode_intervals
     if args.compare_gold:
         root = setup_folder(args.out, args.setup, args.decide_after, args.episodes)
         arms = {}
@@ -312,7 +337,8 @@ def main() -> None:
                    for f, s in zip(folders, args.seeds)]
     text = tables(folders, args.sweep)
     root.mkdir(parents=True, exist_ok=True)
-    (root / ("evidence.md" if args.sweep == "sweep" else f"evidence-{args.sweep}.md")).write_text(text + "\n")
+    name = "evidence" if args.sweep == "sweep" else f"evidence-{args.sweep}"
+    (root / f"{name}{'-episodes' if EPISODE_INTERVALS else ''}.md").write_text(text + "\n")
     print(f"\n### {root.name}\n\n{text}")
 
 

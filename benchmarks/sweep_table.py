@@ -8,7 +8,9 @@ strong/human calls (``sweep.csv`` and ``summary.json`` as
 ``helpgate sweep`` wrote them); then whether the helper reaches ``always``-level success: the
 first budget whose interval holds ``always``'s success, and its interventions against
 ``always``'s; then, from ``episodes.csv``, the helper's success minus each baseline's on the same
-episodes with a paired bootstrap interval (tighter than comparing the two intervals). The
+episodes with a paired bootstrap interval (tighter than comparing the two intervals) that
+resamples groups, then episodes within a group (``helper.evaluation.metrics.paired_grouped_difference``;
+episodes alone for an ``episodes.csv`` with no group column, written before it existed). The
 ``oracle`` row is an upper bound and is not compared; ``oracle_1step`` (where decisions interact)
 is no bound and is compared like any baseline.
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helper.evaluation.metrics import paired_difference
+from helper.evaluation.metrics import paired_grouped_difference
 
 REFERENCES = ("never", "always", "counterfactual")  # reference rows, not methods to rank
 NOT_COMPARED = (*REFERENCES, "helper", "oracle")  # the oracle is an upper bound, not a rival
@@ -83,6 +85,8 @@ def paired_table(episodes: pd.DataFrame, budgets: list[int]) -> str:
     """Helper minus each baseline, per budget, on the same held-out episodes."""
     lines = ["| helper minus | " + " | ".join(f"C={c}" for c in budgets) + " |", "|---|" + "---|" * len(budgets)]
     by = {key: g.set_index("episode_id")["success"] for key, g in episodes.groupby(["method", "budget"])}
+    group_of = (episodes.drop_duplicates("episode_id").set_index("episode_id")["group"].astype(str)
+                if "group" in episodes.columns else None)
     for method in sorted({m for m, _ in by} - set(NOT_COMPARED)):
         cells = []
         for c in budgets:
@@ -90,11 +94,13 @@ def paired_table(episodes: pd.DataFrame, budgets: list[int]) -> str:
                 cells.append("–")
                 continue
             helper, other = by[("helper", c)].align(by[(method, c)], join="inner")
-            mean, low, high = paired_difference(helper.to_numpy(), other.to_numpy())
+            groups = None if group_of is None else group_of.loc[helper.index].tolist()
+            mean, low, high = paired_grouped_difference(helper.to_numpy(), other.to_numpy(), groups)
             cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("Success difference on the same episodes, 95% paired bootstrap interval.")
+    lines.append("Success difference on the same episodes, 95% paired bootstrap interval "
+                 + ("(groups, then episodes)." if group_of is not None else "(episodes; no group column)."))
     return "\n".join(lines)
 
 

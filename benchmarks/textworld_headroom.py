@@ -33,7 +33,7 @@ def main() -> None:
     by_length = defaultdict(list)
     t0, c0 = time.perf_counter(), time.process_time()
     for g in range(args.games):
-        game = source.game(g)
+        game = source.game(g, seed=0)  # the held-out games of seed 0, played below
         by_length[game.spec.quest_length].append(game.meta["seconds"])
     print(f"generation: {args.games} games, wall {time.perf_counter() - t0:.1f} s, "
           f"this process CPU {time.process_time() - c0:.1f} s, load avg {os.getloadavg()[0]:.1f}")
@@ -44,7 +44,7 @@ def main() -> None:
     rng = random.Random(0)
     steps, wall, cpu = 0, 0.0, 0.0
     starts = []
-    for episode in source.episodes(range(args.games), seed=99):
+    for episode in source.episodes(range(args.games), seed=0):
         t = time.perf_counter()
         episode.observe()
         starts.append(time.perf_counter() - t)
@@ -60,7 +60,7 @@ def main() -> None:
           f"start+reset {statistics.mean(starts) * 1000:.0f} ms")
 
     # 3. clone cost (replay on a fresh interpreter) by history length
-    episode = source.episode(args.games - 1, seed=7)  # a quest of the longest length
+    episode = source.episode(args.games - 1, seed=0)  # a quest of the longest length
     rng = random.Random(1)
     for target in (0, 10, 20):
         while episode.steps < target and not episode.done:

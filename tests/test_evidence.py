@@ -160,3 +160,23 @@ def test_prm_variants_partial_reads_the_folds_a_stopped_verifier_finished(tmp_pa
     # The verifier ranks the three rows perfectly; the frozen PRM, on the same three rows only (b is not
     # among them), puts the one positive (0.2) between its two negatives (0.8, 0.1): 0.500.
     assert text.splitlines()[-1] == "| model=encoder | 1 (0) | 3 | 1.000 | 0.500 | 12 |"
+
+
+def test_paired_difference_resamples_seeds_then_groups_where_episodes_carry_one(monkeypatch):
+    evidence = benchmark_module("evidence")
+
+    def seed(helper, other, groups):
+        return pd.DataFrame([(m, 1, f"e{i}", g, s) for m, values in (("helper", helper), ("random", other))
+                             for i, (g, s) in enumerate(zip(groups, values))],
+                            columns=["method", "budget", "episode_id", "group", "success"])
+
+    # One seed; the helper wins all of group a, ties all of group b: over groups the interval is [0, 1]
+    # (two fair coins, as in test_metrics_hierarchical); resampling episodes alone it is narrower.
+    grouped = [seed([1] * 8, [0] * 4 + [1] * 4, ["a"] * 4 + ["b"] * 4)]
+    assert evidence.paired_difference(grouped, "helper", grouped, "random", 1) == (0.5, 0.0, 1.0)
+    flat = [grouped[0].drop(columns="group")]
+    mean, low, high = evidence.paired_difference(flat, "helper", flat, "random", 1)
+    assert mean == 0.5 and 0.0 < low < 0.5 < high < 1.0
+    # --episode-intervals: the same grouped episodes, resampled as before groups existed
+    monkeypatch.setattr(evidence, "EPISODE_INTERVALS", True)
+    assert evidence.paired_difference(grouped, "helper", grouped, "random", 1) == (mean, low, high)

@@ -10,8 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helper.evaluation.metrics import (
+    bootstrap_ci,
+    grouped_ci,
     hierarchical_ci,
     hierarchical_weights,
+    paired_difference,
+    paired_grouped_difference,
     paired_hierarchical_difference,
     weighted_means,
 )
@@ -118,3 +122,65 @@ def test_weights_keep_the_hierarchy(units, resamples, seed):
                       for s in seen_seeds}
         assert all(float(v).is_integer() for v in seed_draws.values())
         assert sum(seed_draws.values()) == len(seen_seeds)
+
+
+# -- the sweep's own intervals: groups, then episodes, where episodes carry a group --------------
+TWO_GROUPS = ["a"] * 4 + ["b"] * 4
+
+
+def test_grouped_ci_resamples_groups_where_episodes_carry_one():
+    # Group a's four episodes all fail, group b's all succeed. Groups first: both draws are a with
+    # probability 1/4 (mean 0), both b with 1/4 (mean 1), so the 95% interval is [0, 1] exactly.
+    # Episodes alone: mean 0 needs all eight draws from a, (1/2)^8 = 1/256, inside the 2.5% tail,
+    # so the episode interval is strictly narrower.
+    values = [0.0] * 4 + [1.0] * 4
+    assert grouped_ci(values, TWO_GROUPS, resamples=4000) == (0.0, 1.0)
+    low, high = grouped_ci(values, None, resamples=4000)
+    assert 0.0 < low < 0.5 < high < 1.0
+
+
+def test_grouped_ci_is_the_episode_bootstrap_where_no_group_exists():
+    values = [0.0, 1.0, 1.0, 0.0, 1.0]
+    assert grouped_ci(values, None, seed=2) == bootstrap_ci(values, seed=2)
+    # every episode its own group: no group above the episodes, the old interval unchanged
+    assert grouped_ci(values, ["e0", "e1", "e2", "e3", "e4"], seed=2) == bootstrap_ci(values, seed=2)
+    mean, low, high = paired_grouped_difference(values, [0.0] * 5, None, seed=2)
+    assert (mean, low, high) == paired_difference(values, [0.0] * 5, seed=2)
+
+
+def test_paired_grouped_difference_resamples_groups_of_the_pair():
+    # The helper wins every episode of group a and ties every episode of group b: the difference is
+    # 1 on a, 0 on b; over groups the mean is 0, 1/2 or 1 with 1/4, 1/2, 1/4 (two fair coins), so the
+    # interval is [0, 1]; a constant difference stays a point whatever the groups.
+    helper = [1.0] * 4 + [1.0] * 4
+    other = [0.0] * 4 + [1.0] * 4
+    assert paired_grouped_difference(helper, other, TWO_GROUPS, resamples=4000) == (0.5, 0.0, 1.0)
+    assert paired_grouped_difference([0.5] * 8, [0.25] * 8, TWO_GROUPS) == pytest.approx((0.25, 0.25, 0.25))
+
+
+def test_sweep_csv_interval_resamples_the_episodes_groups():
+    # evaluate_gate's ci_low / ci_high: the arithmetic chain's held-out episodes put in two groups by
+    # their outcome under never (known from a first play), so each group is constant and the interval
+    # over groups is [0, 1], as by hand above; episodes.csv carries the same groups.
+    from types import SimpleNamespace
+
+    from examples import arith_chain
+    from agile import gates as B
+    from helper.evaluation.evaluate import evaluate_gate
+
+    agent = arith_chain.make_agent()
+    first = SimpleNamespace(episodes=lambda: arith_chain.make_episodes("test", 24, 5), base=agent, strong=None)
+    _, played, _ = evaluate_gate(first, B.NeverGate, [0], "never", ci_resamples=200)
+    outcome = {row["episode_id"]: row["success"] for row in played}
+    assert 0 < sum(outcome.values()) < len(outcome)  # both outcomes occur
+
+    def grouped():
+        episodes = arith_chain.make_episodes("test", 24, 5)
+        for episode in episodes:
+            episode.group = "won" if outcome[episode.episode_id] else "lost"
+        return episodes
+
+    env = SimpleNamespace(episodes=grouped, base=agent, strong=None)
+    rows, per_episode, _ = evaluate_gate(env, B.NeverGate, [0], "never", ci_resamples=4000)
+    assert (rows[0]["ci_low"], rows[0]["ci_high"]) == (0.0, 1.0)
+    assert {r["group"] for r in per_episode} == {"won", "lost"}

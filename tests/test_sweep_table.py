@@ -52,3 +52,17 @@ def test_tables_and_paired_differences(tmp_path):
     # The one-step oracle is no bound: compared like a baseline; the oracle (a bound) is not.
     assert any(line.startswith("| oracle_1step | +0.000") for line in text.splitlines())
     assert not any(line.startswith(("| oracle | +", "| oracle | -")) for line in text.splitlines())
+
+
+def test_paired_differences_resample_groups_where_episodes_carry_one():
+    # The helper gains every episode of group a over random and ties group b: the difference is 1 on
+    # a, 0 on b; two groups drawn with replacement give 0, 1/2, 1 with 1/4, 1/2, 1/4, so the interval
+    # is [0, 1] (by hand); without the group column the same episodes give a narrower one.
+    rows = [(m, 1, f"e{i}", "a" if i < 4 else "b", s)
+            for m, values in (("helper", [1] * 8), ("random", [0] * 4 + [1] * 4)) for i, s in enumerate(values)]
+    episodes = pd.DataFrame(rows, columns=["method", "budget", "episode_id", "group", "success"])
+    table = load_script().paired_table(episodes, [1])
+    assert "| random | +0.500 [+0.000, +1.000] |" in table and "(groups, then episodes)" in table
+    flat = load_script().paired_table(episodes.drop(columns="group"), [1])
+    low = float(next(line for line in flat.splitlines() if line.startswith("| random")).split("[")[1].split(",")[0])
+    assert 0.0 < low < 0.5 and "(episodes; no group column)" in flat

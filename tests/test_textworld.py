@@ -90,6 +90,27 @@ def test_splits_hold_disjoint_seeds_and_bad_specs_are_refused():
         game_suite(2, "dev")
 
 
+def test_held_out_games_are_drawn_per_seed_and_never_a_training_game():
+    # The sweep's held-out episodes (split "test", the run's evaluation seed) play games drawn for
+    # that seed: two seeds play different games, the same seed the same ones, and no seed's held-out
+    # game is a training game (checked on the specs: nothing is generated).
+    train = TextWorldSource("train", n_games=48)
+    test = TextWorldSource("test", n_games=24)
+    assert train.specs_for(0) == train.specs_for(1) == train.specs  # training games: one fixed set
+    drawn = {seed: {s.seed for s in test.specs_for(seed)} for seed in (1000, 1001, 1002)}
+    assert all(len(games) == 24 for games in drawn.values())
+    assert drawn[1000] != drawn[1001] and drawn[1000] != drawn[1002] and drawn[1001] != drawn[1002]
+    assert {s.seed for s in TextWorldSource("test", n_games=24).specs_for(1000)} == drawn[1000]
+    training = {s.seed for s in train.specs} | {s.seed for s in game_suite(48, "train", seed=3)}
+    for games in drawn.values():
+        assert not games & training
+        assert all(1_000_000 <= g < 2_000_000 for g in games)  # the test split's seed range
+    # quest lengths still cycle as in the fixed suite, so the horizon is the same for every seed
+    assert [s.quest_length for s in test.specs_for(1001)] == [s.quest_length for s in test.specs]
+    drawn_train = game_suite(24, "train", draw=7)
+    assert not {s.seed for s in drawn_train} & drawn[1000] and all(s.seed < 1_000_000 for s in drawn_train)
+
+
 # -- the episode ------------------------------------------------------------------------------
 
 def test_expert_wins_within_the_horizon_with_unit_return(games):

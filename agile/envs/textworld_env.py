@@ -264,10 +264,12 @@ class TextWorldEpisode:
 class TextWorldSource:
     """The games of one split, generated on first use, and the episodes drawn from them.
 
-    The games are fixed by ``(split, n_games, quest_lengths, nb_rooms, nb_objects, dense,
-    games_seed)``; train and test never share a game. Episode ``i`` plays game ``i % n_games``
-    with the seed ``derive_seed(seed, i)`` and an id naming both, so any subset of indices can be
-    built alone and the agents' draws (keyed by episode id) differ between collection seeds.
+    The train games are fixed by ``(split, n_games, quest_lengths, nb_rooms, nb_objects, dense,
+    games_seed)``. The held-out (``test``) games are drawn per episode seed (``specs_for``): each
+    seed plays its own ``n_games`` games, so seeds of a sweep resample games too; train and test
+    never share a game. Episode ``i`` plays game ``i % n_games`` of its seed's set with the seed
+    ``derive_seed(seed, i)`` and an id naming both, so any subset of indices can be built alone and
+    the agents' draws (keyed by episode id) differ between collection seeds.
     """
 
     def __init__(
@@ -285,10 +287,13 @@ class TextWorldSource:
         if n_games < 1:
             raise ValueError(f"n_games must be >= 1, got {n_games}.")
         self.split = split
-        self.specs = game_suite(n_games, split, tuple(quest_lengths), nb_rooms, nb_objects, games_seed, dense)
+        self._suite = (n_games, split, tuple(quest_lengths), nb_rooms, nb_objects, games_seed, dense)
+        self.specs = game_suite(*self._suite)
+        """The split's fixed games (train's; for test, the games drawn without a seed)."""
         self.horizon = horizon
         self.cache_dir = cache_dir
-        self._games: dict[int, GameFile] = {}
+        self._games: dict[str, GameFile] = {}
+        self._drawn: dict[int, list[GameSpec]] = {}
 
     @property
     def max_horizon(self) -> int:
@@ -297,15 +302,25 @@ class TextWorldSource:
             return self.horizon
         return max(default_horizon(spec.quest_length) for spec in self.specs)
 
-    def game(self, g: int) -> GameFile:
-        if g not in self._games:
-            self._games[g] = ensure_game(self.specs[g], self.cache_dir)
-        return self._games[g]
+    def specs_for(self, seed: int | None) -> list[GameSpec]:
+        """The games the episodes of ``seed`` play: train's fixed set; test's drawn for this seed."""
+        if self.split != "test" or seed is None:
+            return self.specs
+        if seed not in self._drawn:
+            self._drawn[seed] = game_suite(*self._suite, draw=seed)
+        return self._drawn[seed]
+
+    def game(self, g: int, seed: int | None = None) -> GameFile:
+        spec = self.specs_for(seed)[g]
+        if spec.key not in self._games:
+            self._games[spec.key] = ensure_game(spec, self.cache_dir)
+        return self._games[spec.key]
 
     def episode(self, index: int, seed: int) -> TextWorldEpisode:
-        g = index % len(self.specs)
-        episode_id = f"{ENV_NAME}-{self.split}-s{seed}-{index:06d}-{self.specs[g].key}"
-        return TextWorldEpisode(self.game(g), derive_seed(seed, index), episode_id, self.horizon)
+        specs = self.specs_for(seed)
+        g = index % len(specs)
+        episode_id = f"{ENV_NAME}-{self.split}-s{seed}-{index:06d}-{specs[g].key}"
+        return TextWorldEpisode(self.game(g, seed), derive_seed(seed, index), episode_id, self.horizon)
 
     def episodes(self, indices, seed: int) -> list[TextWorldEpisode]:
         return [self.episode(i, seed) for i in indices]

@@ -22,7 +22,8 @@ Determinism: the same spec gives byte-identical files in any process (checked ac
 hash seeds); the compile step runs TextWorld's bundled Inform 7 tools in a subprocess.
 
 ``game_suite`` draws the game specs of a split; train and test seeds never overlap, so test
-games are held out.
+games are held out. With ``draw`` (the held-out split's episode seed) it draws the split's games
+out of the split's whole seed range, a different set per draw: held-out games drawn per seed.
 
     from agile.envs.textworld_games import GameSpec, ensure_game
     game = ensure_game(GameSpec(quest_length=5, seed=3))
@@ -32,6 +33,7 @@ games are held out.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import tempfile
 import time
@@ -39,9 +41,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agile.models import cache_root, file_lock
+from agile.seeding import derive_seed
 
 SPLIT_SEED_OFFSET = {"train": 0, "test": 1_000_000}
 """Game seeds of a split start here; a split holds fewer than 1e6 games, so splits never share one."""
+SPLIT_SPAN = 1_000_000
+"""Game seeds of a split lie in ``[offset, offset + SPLIT_SPAN)``."""
 
 FORMAT = 1
 """Bumped whenever this module changes the games it writes, so old cache entries are not reused."""
@@ -225,8 +230,13 @@ def game_suite(
     nb_objects: int = 10,
     seed: int = 0,
     dense: bool = True,
+    draw: int | None = None,
 ) -> list[GameSpec]:
-    """``n_games`` specs cycling through ``quest_lengths``; seeds are disjoint between splits."""
+    """``n_games`` specs cycling through ``quest_lengths``; seeds are disjoint between splits.
+
+    Without ``draw`` the game seeds are ``offset + seed * 10000 + i``; with it, ``n_games`` distinct
+    seeds of the split's range drawn by a pure function of ``(split, seed, draw)``: another draw,
+    another set of games, still inside the split's range (so never a game of the other split)."""
     if split not in SPLIT_SEED_OFFSET:
         raise ValueError(f"split must be one of {sorted(SPLIT_SEED_OFFSET)}, got {split!r}.")
     if not quest_lengths:
@@ -235,7 +245,11 @@ def game_suite(
         raise ValueError(f"seed={seed}, n_games={n_games}: keep seed*10000 + n_games below 1e6 so "
                          f"train and test games never share a seed.")
     base = SPLIT_SEED_OFFSET[split] + seed * 10_000
+    seeds = [base + i for i in range(n_games)]
+    if draw is not None:
+        picks = random.Random(derive_seed("textworld-games", split, seed, draw)).sample(range(SPLIT_SPAN), n_games)
+        seeds = [SPLIT_SEED_OFFSET[split] + k for k in picks]
     return [
-        GameSpec(quest_lengths[i % len(quest_lengths)], nb_rooms, nb_objects, base + i, dense)
-        for i in range(n_games)
+        GameSpec(quest_lengths[i % len(quest_lengths)], nb_rooms, nb_objects, game_seed, dense)
+        for i, game_seed in enumerate(seeds)
     ]

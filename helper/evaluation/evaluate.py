@@ -5,8 +5,9 @@
 Evaluating a method is always the same two steps (``evaluate_gate``): build its gate for budget
 C, then ``agile.rollout.run_episodes`` on fresh copies of the held-out episodes with that gate
 and ``budget=C``. Per budget it records mean success, mean interventions per episode and a 95%
-bootstrap interval of the success (``helper.evaluation.metrics``). ``helpgate sweep`` runs every baseline
-through the same function.
+bootstrap interval of the success that resamples groups, then episodes within a group
+(``helper.evaluation.metrics.grouped_ci``; episodes alone where every episode is its own group).
+``helpgate sweep`` runs every baseline through the same function.
 
 Writes ``out/evaluate.csv`` (the ``sweep.csv`` columns) and ``out/episodes.csv`` (one row per
 method, budget and episode: its group, success and interventions). An episode's ``group``
@@ -27,7 +28,7 @@ import pandas as pd
 
 from agile.rollout import run_episodes
 from helper.data.environment import EnvConfig, Environment
-from helper.evaluation.metrics import NIL_GAIN, bootstrap_ci, sweep_columns
+from helper.evaluation.metrics import NIL_GAIN, grouped_ci, sweep_columns
 
 
 @dataclass
@@ -63,7 +64,8 @@ def evaluate_gate(env: Environment, gate_for_budget: Callable[[int], object], bu
                 gate.end_episode(episode.episode_id)
         success = [float(episode.success()) for episode in episodes]
         used = [sum(r.intervened for r in episode_records) for episode_records in records]
-        low, high = bootstrap_ci(success, resamples=ci_resamples, seed=int(budget))
+        groups = [episode_group(e, r) for e, r in zip(episodes, records)]
+        low, high = grouped_ci(success, groups, resamples=ci_resamples, seed=int(budget))
         rows.append({"method": method, "budget": int(budget), "success": float(sum(success) / len(success)),
                      "interventions": float(sum(used) / len(used)), "episodes": len(episodes),
                      "ci_low": low, "ci_high": high})
@@ -72,8 +74,8 @@ def evaluate_gate(env: Environment, gate_for_budget: Callable[[int], object], bu
         if episodes and all(n is not None for n in nil):
             rows[-1][NIL_GAIN] = float(sum(nil) / len(nil))
         per_episode += [{"method": method, "budget": int(budget), "episode_id": e.episode_id,
-                         "group": episode_group(e, r), "success": s, "interventions": u}
-                        for e, r, s, u in zip(episodes, records, success, used)]
+                         "group": g, "success": s, "interventions": u}
+                        for e, g, s, u in zip(episodes, groups, success, used)]
         all_records[int(budget)] = records
         print(f"{method:>14s}  C={budget:<2d} success {rows[-1]['success']:.3f} [{low:.3f}, {high:.3f}]  "
               f"interventions {rows[-1]['interventions']:.2f}"

@@ -37,7 +37,9 @@ over episodes (``scipy.stats.bootstrap``); ``paired_difference`` the same for th
 two methods on the same episodes; ``hierarchical_weights`` the draws of a hierarchical bootstrap
 (seeds, then groups or games within a seed, then episodes within a group), shared by every method
 so comparisons stay paired, and ``hierarchical_ci`` / ``paired_hierarchical_difference`` its
-percentile intervals; ``total_score`` the AGILE score
+percentile intervals, and ``grouped_ci`` / ``paired_grouped_difference`` the same with one level
+(groups, then episodes) where episodes carry a group, the episode bootstrap where they do not
+(``sweep.csv``'s interval, ``benchmarks/sweep_table.py``); ``total_score`` the AGILE score
 ``accuracy - c * advice_rate`` (re-exported from ``agile.executor.metrics``, its one home).
 """
 
@@ -204,6 +206,25 @@ def paired_hierarchical_difference(first: Sequence[float], second: Sequence[floa
         return math.nan, math.nan, math.nan
     low, high = hierarchical_ci(a - b, levels, level, resamples, seed)
     return float((a - b).mean()), low, high
+
+
+def grouped_ci(outcomes: Sequence[float], groups: Sequence | None = None, level: float = 0.95,
+               resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Interval of the mean over episodes that carry a group: groups, then episodes within a group
+    (``hierarchical_ci``). Where no group exists (``groups`` None, or every episode its own group)
+    it is ``bootstrap_ci``, the episode bootstrap: the same law, the interval as before groups."""
+    if groups is None or len(set(groups)) == len(groups):
+        return bootstrap_ci(outcomes, level, resamples, seed)
+    return hierarchical_ci(outcomes, [list(groups)], level, resamples, seed)
+
+
+def paired_grouped_difference(first: Sequence[float], second: Sequence[float], groups: Sequence | None = None,
+                              level: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """``paired_difference`` resampling groups, then episodes, where the episodes carry a group (as
+    ``grouped_ci``); the episode bootstrap where they do not."""
+    if groups is None or len(set(groups)) == len(groups):
+        return paired_difference(first, second, level, resamples, seed)
+    return paired_hierarchical_difference(first, second, [list(groups)], level, resamples, seed)
 
 
 # -- curves ----------------------------------------------------------------------------------
