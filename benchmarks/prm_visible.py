@@ -2,13 +2,15 @@
 train groups -> test groups, the frozen PRM (today's default) beside ``prm train --proposal-features`` on the
 same rows (paired).
 
-    python benchmarks/prm_visible.py RUN... --out runs/prm-visible
+    python benchmarks/prm_visible.py RUN... --out runs/prm-visible --train-only --variants frozen visible state \
+        visible+state "visible+state, no hidden"      # choosing: out of fold on the train groups only
+    python benchmarks/prm_visible.py RUN... --out runs/prm-visible --variants frozen CHOSEN   # then the test groups
 
 Each RUN folder holds ``trajectories/`` (train groups) and ``test_trajectories/`` (test groups), both collected
-in proposal mode by the committed commands (README of this file: ``collect`` below). Per RUN (a seed), the PRM
-stage of ``helpgate pipeline --data productqa --decide-after proposal --seed S`` is run on the train groups twice,
-as it is and with ``proposal_features=True`` (one feature cache: the backbone runs once), into
-``OUT/<run>/<variant>``; each variant's all-data model then scores the test groups (``prm score``). Printed:
+in proposal mode by the commands below. Per RUN (a seed), the PRM stage of ``helpgate pipeline --data productqa
+--decide-after proposal --seed S`` is run on the train groups once per variant (``VARIANTS``: as it is, with
+``proposal_features=True``, ...; one feature cache: the backbone runs once), into ``OUT/<run>/<variant>``; each
+variant's all-data model then scores the test groups (``prm score``). Printed:
 
 1. AUROC on the test groups (the issue's target) and out of fold on the train groups, per seed and pooled, with
    95% intervals that resample product groups then episodes (seeds as a level when pooled), and the paired
@@ -47,8 +49,19 @@ from prm import quality  # noqa: E402
 from prm.folds import task_group, task_type  # noqa: E402
 from prm.visible import proposal_features  # noqa: E402
 
-VARIANTS = {"frozen": {}, "visible": {"proposal_features": True}}
-"""The PRM of today (frozen first 8 layers + the agent's signals) and the same with the proposal features."""
+VARIANTS = {
+    "frozen": {},
+    "visible": {"proposal_features": True},
+    "state": {"state_features": True},
+    "visible+state": {"proposal_features": True, "state_features": True},
+    "visible+state, no hidden": {"proposal_features": True, "state_features": True, "hidden": False},
+    "visible, no hidden": {"proposal_features": True, "hidden": False},
+}
+"""The PRM of today (frozen first 8 layers + the agent's signals) first, then the same head with the proposal
+features (``prm.visible``), with the environment's state features (progress, memory hits), with both, and with
+both or the proposal features alone but no hidden state (TextWorld's recipe: only numbers that mean the same in
+every group)."""
+DEFAULT_VARIANTS = ["frozen", "visible"]
 RESAMPLES = 2000
 
 
@@ -60,44 +73,51 @@ def seed_of(run: Path) -> int:
     return int(digits) if digits else 0
 
 
-def train_and_score(run: Path, out: Path) -> dict[str, dict]:
-    """Each variant's PRM on the run's train groups (out-of-fold report) and its scores of the test groups."""
+def folder_name(variant: str) -> str:
+    return variant.replace("+", "-").replace(", ", "-").replace(" ", "_")
+
+
+def train_and_score(run: Path, out: Path, names: list[str], test: bool = True) -> dict[str, dict]:
+    """Each variant's PRM on the run's train groups (out-of-fold report) and, with ``test``, its scores of the
+    test groups; the seconds each took."""
     from prm.score import ScoreConfig, run_score
     from prm.train import run_train
 
     cfg = PipelineConfig(data="productqa", decide_after="proposal", seed=seed_of(run))
     results = {}
-    for name, changes in VARIANTS.items():
-        folder = out / name
+    for name in names:
+        folder = out / folder_name(name)
         started = time.perf_counter()
         if not (folder / "metrics.json").exists():
             run_train(cfg.prm_train_config(run / "trajectories", folder, progress=False,
-                                           feature_cache=str(out / "features.npz"), **changes))
+                                           feature_cache=str(out / "features.npz"), **VARIANTS[name]))
         trained = time.perf_counter() - started
-        scored = out / f"test-{name}"
-        if not (scored / "manifest.json").exists():
+        scored = out / f"test-{folder_name(name)}"
+        if test and not (scored / "manifest.json").exists():
             run_score(ScoreConfig(data=str(run / "test_trajectories"), model=str(folder), out=str(scored),
                                   progress=False))
-        results[name] = {"metrics": json.loads((folder / "metrics.json").read_text()),
-                         "seconds": round(trained, 1), "score_seconds": round(time.perf_counter() - started - trained, 1)}
+        results[name] = {"train_s": round(trained, 1), "score_s": round(time.perf_counter() - started - trained, 1)}
     return results
 
 
-def rows_of(run: Path, out: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(train rows with every variant's out-of-fold score, test rows with every variant's score), each with the
-    texts, the outcome (was the proposal right) and the group."""
+def rows_of(run: Path, out: Path, names: list[str], test: bool = True) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """(train rows with every variant's out-of-fold score, test rows with every variant's score or None), each
+    with the texts, the outcome (was the proposal right) and the group."""
     keys = ["episode_id", "step"]
     train = pl.read_parquet(run / "trajectories" / "*.parquet")
-    for name in VARIANTS:
-        oof = pl.read_parquet(out / name / "validation_scores.parquet").select(*keys, "outcome", "used",
-                                                                             pl.col("prm_score").alias(name))
-        train = train.join(oof if name == "frozen" else oof.select(*keys, name), on=keys, how="inner")
-    test = pl.read_parquet(run / "test_trajectories" / "*.parquet").with_columns(
+    for i, name in enumerate(names):
+        oof = pl.read_parquet(out / folder_name(name) / "validation_scores.parquet").select(
+            *keys, "outcome", "used", pl.col("prm_score").alias(name))
+        train = train.join(oof if i == 0 else oof.select(*keys, name), on=keys, how="inner")
+    if not test:
+        return train.filter("used").sort(keys), None
+    held = pl.read_parquet(run / "test_trajectories" / "*.parquet").with_columns(
         (pl.col("proposal_reward") >= 0.5).cast(pl.Float64).alias("outcome"), pl.lit(True).alias("used"))
-    for name in VARIANTS:
-        scored = pl.read_parquet(out / f"test-{name}" / "*.parquet").select(*keys, pl.col("prm_score").alias(name))
-        test = test.join(scored, on=keys, how="inner")
-    return (train.filter("used").sort(keys), test.sort(keys))
+    for name in names:
+        scored = pl.read_parquet(out / f"test-{folder_name(name)}" / "*.parquet").select(
+            *keys, pl.col("prm_score").alias(name))
+        held = held.join(scored, on=keys, how="inner")
+    return train.filter("used").sort(keys), held.sort(keys)
 
 
 def kind_of(state: str, proposal: str) -> str:
@@ -194,42 +214,51 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="folders with trajectories/ and test_trajectories/")
     parser.add_argument("--out", type=Path, default=Path("runs/prm-visible"))
+    parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS),
+                        help="PRMs to compare; the first is the reference of the paired differences")
+    parser.add_argument("--train-only", action="store_true",
+                        help="out of fold on the train groups only (choosing a variant: the test groups are not read)")
     args = parser.parse_args(argv)
-    names = list(VARIANTS)
+    names, test = list(args.variants), not args.train_only
     trains, tests, timing = [], [], {}
     for run in args.runs:
         out = args.out / run.name
         started = time.perf_counter()
-        results = train_and_score(run, out)
-        timing[run.name] = {"wall_s": round(time.perf_counter() - started, 1),
-                            **{n: r["seconds"] for n, r in results.items()}}
-        train, test = rows_of(run, out)
+        seconds = train_and_score(run, out, names, test)
+        timing[run.name] = {"wall_s": round(time.perf_counter() - started, 1), **seconds}
+        train, held = rows_of(run, out, names, test)
         trains.append(with_kinds(train).with_columns(pl.lit(run.name).alias("seed_run")))
-        tests.append(with_kinds(test).with_columns(pl.lit(run.name).alias("seed_run")))
+        if held is not None:
+            tests.append(with_kinds(held).with_columns(pl.lit(run.name).alias("seed_run")))
     report = {}
-    print("\n## AUROC of the proposal's rightness: frozen PRM vs --proposal-features (paired, same rows)\n")
-    print("| rows | seed | rows (right) | groups | frozen [95%] | visible [95%] | visible - frozen [95%] |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"\n## AUROC of the proposal's rightness, paired on the same rows (difference: each - {names[0]})\n")
+    print("| rows | seed | rows (right) | groups | " + " | ".join(f"{n} [95%]" for n in names) + " | "
+          + " | ".join(f"{n} - {names[0]} [95%]" for n in names[1:]) + " |")
+    print("|---" * (4 + 2 * len(names) - 1) + "|")
     for where, frames in (("test groups", tests), ("train groups, out of fold", trains)):
-        pooled = pl.concat(frames, how="diagonal_relaxed")
+        if not frames:
+            continue
         parts = [(f.item(0, "seed_run"), f, ["group"]) for f in frames]
         if len(frames) > 1:
-            parts.append(("pooled", pooled, ["seed_run", "group"]))
+            parts.append(("pooled", pl.concat(frames, how="diagonal_relaxed"), ["seed_run", "group"]))
         for seed, frame, levels in parts:
             found = intervals(frame, names, levels)
             report[f"{where}/{seed}"] = found
-            f, v = found["frozen"], found["visible"]
+            cells = [f"{found[n]['auroc']:.3f} [{found[n]['ci'][0]:.3f}, {found[n]['ci'][1]:.3f}]" for n in names]
+            diffs = [f"{found[n]['diff']:+.3f} [{found[n]['diff_ci'][0]:+.3f}, {found[n]['diff_ci'][1]:+.3f}]"
+                     for n in names[1:]]
             print(f"| {where} | {seed} | {frame.height} ({int(frame['outcome'].sum())}) | {frame['group'].n_unique()} | "
-                  f"{f['auroc']:.3f} [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}] | {v['auroc']:.3f} [{v['ci'][0]:.3f}, "
-                  f"{v['ci'][1]:.3f}] | {v['diff']:+.3f} [{v['diff_ci'][0]:+.3f}, {v['diff_ci'][1]:+.3f}] |")
+                  + " | ".join(cells + diffs) + " |")
     for where, frames in (("train groups, out of fold", trains), ("test groups", tests)):
+        if not frames:
+            continue
         pooled = pl.concat(frames, how="diagonal_relaxed")
         for line in kind_table(pooled, names, f"### By the proposal's visible kind ({where}, seeds pooled)"):
             print(line)
         pooled = pooled.with_columns(pl.col("qtype").alias("kind"))
         for line in kind_table(pooled, names, f"### By the dataset's question type (an annotation: analysis only; {where})"):
             print(line)
-    print(f"\nwall s per run (training of each variant inside): {json.dumps(timing)}")
+    print(f"\nseconds per run (wall; each variant's training and test scoring inside): {json.dumps(timing)}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "report.json").write_text(json.dumps({"auroc": report, "timing": timing}, indent=2, default=float))
 
