@@ -4,7 +4,8 @@ same rows (paired).
 
     python benchmarks/prm_visible.py RUN... --out runs/prm-visible --train-only --variants frozen visible state \
         visible+state "visible+state, no hidden"      # choosing: out of fold on the train groups only
-    python benchmarks/prm_visible.py RUN... --out runs/prm-visible --variants frozen CHOSEN   # then the test groups
+    python benchmarks/prm_visible.py RUN... --out runs/prm-visible   # then the test groups: frozen vs the chosen
+                                                                     # (--proposal-features --no-hidden)
 
 Each RUN folder holds ``trajectories/`` (train groups) and ``test_trajectories/`` (test groups), both collected
 in proposal mode by the commands below. Per RUN (a seed), the PRM stage of ``helpgate pipeline --data productqa
@@ -61,7 +62,7 @@ VARIANTS = {
 features (``prm.visible``), with the environment's state features (progress, memory hits), with both, and with
 both or the proposal features alone but no hidden state (TextWorld's recipe: only numbers that mean the same in
 every group)."""
-DEFAULT_VARIANTS = ["frozen", "visible"]
+DEFAULT_VARIANTS = ["frozen", "visible, no hidden"]
 RESAMPLES = 2000
 
 
