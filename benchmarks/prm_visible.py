@@ -15,7 +15,8 @@ variant's all-data model then scores the test groups (``prm score``). Printed:
 
 1. AUROC on the test groups (the issue's target) and out of fold on the train groups, per seed and pooled, with
    95% intervals that resample product groups then episodes (seeds as a level when pooled), and the paired
-   difference new - frozen under the same draws.
+   difference new - frozen under the same draws; beside them ``kinds alone``, a score that is only the rate of
+   right proposals of the proposal's kind on the train groups (out of fold there), no model.
 2. Where the frozen PRM ranks wrongly: its AUROC split by what a deployed agent sees of the proposal (its kind:
    a search that failed, found nothing, or found rows; a yes, a no, a free answer), the share of each kind and
    its rate of right proposals, and the AUROC cut into its between-kind part (pairs of two kinds: the base rates)
@@ -108,7 +109,7 @@ def rows_of(run: Path, out: Path, names: list[str], test: bool = True) -> tuple[
     train = pl.read_parquet(run / "trajectories" / "*.parquet")
     for i, name in enumerate(names):
         oof = pl.read_parquet(out / folder_name(name) / "validation_scores.parquet").select(
-            *keys, "outcome", "used", pl.col("prm_score").alias(name))
+            *keys, "outcome", "used", "fold", pl.col("prm_score").alias(name))
         train = train.join(oof if i == 0 else oof.select(*keys, name), on=keys, how="inner")
     if not test:
         return train.filter("used").sort(keys), None
@@ -135,6 +136,28 @@ def kind_of(state: str, proposal: str) -> str:
     if v["yesno"]:
         return "yes" if v["yes"] else "no"
     return "ids/none" if v["answer_ids"] or v["answer_none"] else "free"
+
+
+KINDS_ALONE = "kinds alone"
+"""A score that is only the proposal's kind's rate of right proposals, fitted on the train groups (out of fold
+there: on the other folds): the base rates the kinds carry, with no ranking inside a kind."""
+
+
+def add_kind_rates(train: pl.DataFrame, held: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The ``KINDS_ALONE`` column on the train rows (out of fold) and the test rows (fitted on all train rows)."""
+    kind, y, fold = np.array(train["kind"].to_list()), train["outcome"].to_numpy(), train["fold"].to_numpy()
+
+    def rates(rows: np.ndarray, kinds: list[str]) -> np.ndarray:
+        table = {k: y[rows & (kind == k)].mean() for k in set(kind[rows].tolist())}
+        return np.array([table.get(k, y[rows].mean()) for k in kinds])
+
+    oof = np.zeros(train.height)
+    for k in np.unique(fold):
+        oof[fold == k] = rates(fold != k, kind[fold == k].tolist())
+    train = train.with_columns(pl.Series(KINDS_ALONE, oof))
+    if held is not None:
+        held = held.with_columns(pl.Series(KINDS_ALONE, rates(np.ones(train.height, bool), held["kind"].to_list())))
+    return train, held
 
 
 def weighted_auroc(score: np.ndarray, outcome: np.ndarray, weight: np.ndarray) -> float:
@@ -228,9 +251,11 @@ def main(argv: list[str] | None = None) -> None:
         seconds = train_and_score(run, out, names, test)
         timing[run.name] = {"wall_s": round(time.perf_counter() - started, 1), **seconds}
         train, held = rows_of(run, out, names, test)
-        trains.append(with_kinds(train).with_columns(pl.lit(run.name).alias("seed_run")))
+        train, held = add_kind_rates(with_kinds(train), with_kinds(held) if held is not None else None)
+        trains.append(train.with_columns(pl.lit(run.name).alias("seed_run")))
         if held is not None:
-            tests.append(with_kinds(held).with_columns(pl.lit(run.name).alias("seed_run")))
+            tests.append(held.with_columns(pl.lit(run.name).alias("seed_run")))
+    names = names + [KINDS_ALONE]
     report = {}
     print(f"\n## AUROC of the proposal's rightness, paired on the same rows (difference: each - {names[0]})\n")
     print("| rows | seed | rows (right) | groups | " + " | ".join(f"{n} [95%]" for n in names) + " | "
