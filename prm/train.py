@@ -604,10 +604,10 @@ def _view_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str]:
     from prm.visible import KEYS
 
     if cfg.tag_after != "proposal" or "proposal_text" not in frame.columns:
-        raise ValueError("proposal_features=True reads the base agent's proposal: use --tag-after proposal on data "
+        raise ValueError("--proposal-features reads the base agent's proposal: use --tag-after proposal on data "
                          "collected with --decide-after proposal.")
     if cfg.head != "value" or cfg.lora or is_encoder(cfg.model):
-        raise ValueError("proposal_features=True needs the value head on a frozen causal backbone (--head value, "
+        raise ValueError("--proposal-features needs the value head on a frozen causal backbone (--head value, "
                          "no --lora, no encoder).")
     return list(KEYS)
 

@@ -94,7 +94,7 @@ def test_proposal_features_train_score_and_the_gate_agrees(trained, tmp_path):
 
 def test_proposal_features_need_proposal_mode(tmp_path):
     frame = synthetic_frame(episodes=12, steps=1, seed=1)
-    with pytest.raises(ValueError, match="proposal_features=True"):
+    with pytest.raises(ValueError, match="--proposal-features"):
         run_train(TrainConfig(out=str(tmp_path), model="tiny", proposal_features=True, progress=False), frame=frame)
 
 
@@ -106,4 +106,4 @@ def test_the_cli_refuses_proposal_features_in_one_line(tmp_path):
                            "--proposal-features", "--out", str(tmp_path / "prm")], capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and "proposal_features" in lines[0] and "Traceback" not in done.stderr
+    assert len(lines) == 1 and "--proposal-features" in lines[0] and "Traceback" not in done.stderr
