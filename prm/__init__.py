@@ -21,6 +21,8 @@
   (training episodes: their out-of-fold scores), streaming and resumable, in-process or over Ray.
 - ``signal_matrix`` (``prm.signals``): the base agent's own confidence signals (``Action.signals``,
   logged as ``proposal_signals``) as head inputs beside the hidden state.
+- ``proposal_features`` (``prm.visible``): the proposal's visible form on ProductQA (search outcome, answer
+  kind and shape, question phrasing, details, memory) as ``view:`` head inputs (``--proposal-features``).
 - ``Calibrator`` (``prm.calibration``): isotonic or Platt map fitted on out-of-fold scores, saved
   as ``calibration.json`` and applied wherever the PRM scores.
 - ``ExportConfig`` / ``run_export`` (``prm.export``): the trajectories as a PRM dataset for other

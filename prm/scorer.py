@@ -142,7 +142,7 @@ class PrmScorer:
                 raise ValueError("this PRM scores the base agent's proposal (tag_after='proposal'): pass it, "
                                  "score(observation, proposal), from a gate with decide_after='proposal'.")
             text = str(getattr(proposal, "text", proposal))
-        signals = self._signals(proposal if isinstance(proposal, Action) else None, observation)
+        signals = self._signals(proposal, observation)
         with self._lock:
             entry = self._episode(observation)
             entry.states[observation.step] = observation.state_text
@@ -219,14 +219,19 @@ class PrmScorer:
             self._token_bytes = 2 * layers * kv_heads * head_dim * element
         return self._token_bytes
 
-    def _signals(self, proposal: Action | None, observation: Observation):
-        """This step's signal row for a PRM that reads signals or state features (else None)."""
+    def _signals(self, proposal: Action | str | None, observation: Observation):
+        """This step's signal row for a PRM that reads signals, state features or proposal features (else None)."""
         keys = getattr(getattr(self.prm, "settings", None), "signal_keys", None)
         if not keys:
             return None
         from prm.signals import signal_vector, state_inputs
+        from prm.visible import VIEW_PREFIX
 
-        said = dict(proposal.signals) if proposal is not None else {}
+        said = dict(proposal.signals) if isinstance(proposal, Action) else {}
+        if proposal is not None and any(k.startswith(VIEW_PREFIX) for k in keys):  # prm.visible
+            from prm.visible import view_inputs
+
+            said.update(view_inputs(observation.state_text, str(getattr(proposal, "text", proposal))))
         return signal_vector({**said, **state_inputs(observation.features)}, keys)
 
     # -- the two ways to score -------------------------------------------------------------------

@@ -13,6 +13,10 @@ the decision point (``Observation.features``, logged in the ``features`` column;
 progress, steps since progress, steps left, admissible commands and quest length) become keys
 ``state:<name>``. Unlike the text, they mean the same in every game, so a head that reads them can
 rank steps of a game it never saw (``benchmarks/RESULTS.md``, TextWorld held-out games).
+
+Proposal features (``prm train --proposal-features``, ``prm.visible``) are numbers read from the state
+and the proposal texts (the proposal's form, the search's outcome, the answer's shape), keys
+``view:<name>``; they are computed from the ``state_text`` and ``proposal_text`` columns, not logged.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import polars as pl
+
+from prm.visible import VIEW_PREFIX, frame_view_features
 
 SIGNALS_COLUMN = "proposal_signals"
 FEATURES_COLUMN = "features"
@@ -90,6 +96,8 @@ def signal_matrix(frame: pl.DataFrame, keys: Sequence[str]) -> np.ndarray:
     rows = frame_signals(frame)
     if any(key.startswith(STATE_PREFIX) for key in keys):
         rows = [{**said, **state} for said, state in zip(rows, frame_state_features(frame))]
+    if any(key.startswith(VIEW_PREFIX) for key in keys):
+        rows = [{**said, **view} for said, view in zip(rows, frame_view_features(frame))]
     if not rows:
         return np.zeros((0, 2 * len(keys)), dtype=np.float32)
     return np.stack([signal_vector(row, keys) for row in rows])

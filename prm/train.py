@@ -162,6 +162,10 @@ class TrainConfig:
     """Feed the environment's state features (the features column, e.g. TextWorld's progress, steps since
     progress, steps left) to the value head beside the hidden state, unpenalised like the signals: they mean
     the same in every game, which the text does not."""
+    proposal_features: bool = False
+    """Feed the proposal's agent-visible form (prm.visible: searched, SQL error, empty search, answer kind and
+    shape, the product details' agreement) to the value head beside the hidden state, unpenalised like the
+    signals; needs --tag-after proposal."""
     hidden: bool = True
     """The value head reads the backbone's hidden state; --no-hidden: only the signals and state features (the text's
     game-specific content cannot leak into the score; the backbone then runs only when scoring)."""
@@ -525,7 +529,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
 def _signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
     """The agent signal keys (``--signals``) then the state feature keys (``--state-features``) the head
     reads, or None."""
-    agent = _agent_signal_keys(frame, cfg) or []
+    agent = (_agent_signal_keys(frame, cfg) or []) + _view_keys(frame, cfg)
     if not cfg.state_features:
         return agent or None
     state = state_keys(frame)
@@ -535,6 +539,21 @@ def _signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
     if cfg.head != "value" or cfg.lora:
         raise ValueError("state_features=True needs the value head on a frozen backbone (--head value, no --lora).")
     return agent + state
+
+
+def _view_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str]:
+    """The proposal-feature keys the head reads (``--proposal-features``, ``prm.visible``), or none."""
+    if not cfg.proposal_features:
+        return []
+    from prm.visible import KEYS
+
+    if cfg.tag_after != "proposal" or "proposal_text" not in frame.columns:
+        raise ValueError("--proposal-features reads the base agent's proposal: use --tag-after proposal on data "
+                         "collected with --decide-after proposal.")
+    if cfg.head != "value" or cfg.lora or is_encoder(cfg.model):
+        raise ValueError("--proposal-features needs the value head on a frozen causal backbone (--head value, "
+                         "no --lora, no encoder).")
+    return list(KEYS)
 
 
 def _agent_signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:

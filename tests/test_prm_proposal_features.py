@@ -1,0 +1,109 @@
+"""The PRM reading the proposal's visible form beside the hidden state (``prm train --proposal-features``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import polars as pl
+import pytest
+
+from agile.protocol import Action, Observation
+from prm.model import ProcessRewardModel
+from prm.quality import auroc
+from prm.score import ScoreConfig, run_score
+from prm.signals import signal_matrix
+from prm.synthetic import synthetic_frame
+from prm.train import TrainConfig, run_train
+from prm.visible import KEYS, proposal_features
+
+STATE = ("Table `t`: price (number)\nQuestion 1 of 1.\nCustomer: {question}\nProduct B000000001: a thing\n"
+         "Details: price: 3.5; Water Resistance: yes; Detachable Strap: no")
+FAILED = ("[SearchProduct] SELECT product_id FROM `t` WHERE x = 1;\n[SearchResult] SQL error: no such column: x\n"
+          "[PredictAnswer] none")
+FOUND = ("[SearchProduct] SELECT product_id FROM `t` WHERE price < 9;\n[SearchResult] B000000001 (a thing); "
+         "B000000002 (b) (+3 more)\n[PredictAnswer] B000000001")
+
+
+def test_proposal_features_read_the_form_the_search_and_the_details():
+    failed = proposal_features(STATE.format(question="Find me the cheapest one."), FAILED)
+    assert (failed["searched"], failed["sql_error"], failed["answer_none"], failed["yesno"]) == (1, 1, 1, 0)
+    assert failed["form_mismatch"] == 0 and failed["question_yesno"] == 0
+    assert proposal_features(STATE.format(question="Find me the cheapest one."), "[PredictAnswer] no")["form_mismatch"] == 1
+    found = proposal_features(STATE.format(question="Find me the cheapest one."), FOUND)
+    assert found["answer_ids"] == 1 and found["search_rows"] == pytest.approx(np.log1p(5)) and not found["sql_error"]
+    said_no = proposal_features(STATE.format(question="Is it water resistant? I swim a lot."), "[PredictAnswer] no")
+    assert (said_no["yesno"], said_no["yes"], said_no["detail_agrees"], said_no["question_first_person"]) == (1, 0, -1, 1)
+    assert said_no["details_yes_share"] == 0.5 and said_no["form_mismatch"] == 0
+    free = proposal_features(STATE.format(question="What does it cost?"), "[PredictAnswer] 3.5")
+    assert (free["free"], free["answer_in_details"], free["form_mismatch"]) == (1, 1, 0)
+    assert proposal_features("", "")["unanswered"] == 1  # no text at all: nothing breaks
+    frame = pl.DataFrame({"state_text": [STATE.format(question="Find it.")], "proposal_text": [FAILED]})
+    row = signal_matrix(frame, ["view:sql_error", "view:yesno"])
+    np.testing.assert_array_equal(row, [[1, 0, 0, 0]])
+
+
+def _proposal_frame(episodes: int, seed: int) -> pl.DataFrame:
+    """One-step proposal-mode episodes in 7 groups: a failed search is always wrong, a yes/no answer right
+    with a group's own rate in its text (what must not carry over), a search that found rows right most often."""
+    frame = synthetic_frame(episodes=episodes, steps=1, p_good=0.5, seed=seed)
+    rng = np.random.default_rng(seed + 7)
+    form = rng.integers(0, 3, size=frame.height)
+    proposals = [FAILED if f == 0 else ("[PredictAnswer] no" if f == 1 else FOUND) for f in form]
+    right = np.where(form == 0, 0.0, np.where(form == 1, rng.random(frame.height) < 0.4,
+                                                rng.random(frame.height) < 0.9)).astype(float)
+    states = [STATE.format(question="Is it water resistant?" if f == 1 else "Find me one.") + f"\n{s}"
+              for f, s in zip(form, frame["state_text"])]
+    return frame.with_columns(pl.Series("state_text", states), pl.Series("proposal_text", proposals),
+                              pl.Series("action_text", proposals), pl.Series("proposal_reward", right),
+                              pl.Series("reward", right), pl.Series("success", right))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, one_torch_thread):
+    root = tmp_path_factory.mktemp("visible")
+    data = root / "data"
+    data.mkdir()
+    _proposal_frame(120, seed=3).write_parquet(data / "part-000.parquet")
+    common = {"data": str(data), "model": "tiny", "tag_after": "proposal", "target": "proposal", "progress": False,
+              "feature_cache": str(root / "features.npz")}
+    return root, {"hidden": run_train(TrainConfig(out=str(root / "hidden"), **common)),
+                  "visible": run_train(TrainConfig(out=str(root / "visible"), proposal_features=True, **common))}
+
+
+def test_proposal_features_train_score_and_the_gate_agrees(trained, tmp_path):
+    from prm.scorer import PrmScorer
+
+    root, reports = trained
+    assert reports["visible"]["signals"] == list(KEYS)
+    assert reports["visible"]["oof_auroc"] > 0.8 and reports["hidden"]["signals"] is None
+    fresh = _proposal_frame(16, seed=11).with_columns(pl.col("episode_id").str.replace("synthetic", "fresh"))
+    new = tmp_path / "new"
+    new.mkdir()
+    fresh.write_parquet(new / "part-000.parquet")
+    run_score(ScoreConfig(data=str(new), model=str(root / "visible"), progress=False))
+    logged = pl.read_parquet(new / "part-000.parquet")
+    assert auroc(logged["prm_score"], logged["proposal_reward"]) > 0.8
+    scorer = PrmScorer(ProcessRewardModel.load(root / "visible"))
+    online = [scorer.score(Observation(row["episode_id"], "synthetic", row["task_id"], 0, row["state_text"], 1),
+                           proposal=Action(row["proposal_text"]))
+              for row in logged.iter_rows(named=True)]
+    np.testing.assert_allclose(online, logged["prm_score"].to_numpy(), atol=1e-5)
+
+
+def test_proposal_features_need_proposal_mode(tmp_path):
+    frame = synthetic_frame(episodes=12, steps=1, seed=1)
+    with pytest.raises(ValueError, match="--proposal-features"):
+        run_train(TrainConfig(out=str(tmp_path), model="tiny", proposal_features=True, progress=False), frame=frame)
+
+
+def test_the_cli_refuses_proposal_features_in_one_line(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    synthetic_frame(episodes=12, steps=1, seed=1).write_parquet(data / "part-000.parquet")
+    done = subprocess.run([sys.executable, "-m", "helper.commands.cli", "prm", "train", "--data", str(data), "--model", "tiny",
+                           "--proposal-features", "--out", str(tmp_path / "prm")], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and "--proposal-features" in lines[0] and "Traceback" not in done.stderr
