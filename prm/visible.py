@@ -36,6 +36,8 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from agile.envs.phrasing import is_yes_no_question
+
 VIEW_PREFIX = "view:"
 """Prefix of the keys that name proposal features among a PRM's signal keys (``prm.signals``)."""
 
@@ -54,10 +56,6 @@ _ASIN = re.compile(r"(?<![0-9A-Za-z])B0[0-9A-Z]{8}(?![0-9A-Za-z])", re.IGNORECAS
 _MORE = re.compile(r"\(\+(\d+) more\)")
 _CUSTOMER = re.compile(r"^Customer: (.*)$", re.MULTILINE)
 _DETAILS = re.compile(r"^Details: (.*)$", re.MULTILINE)
-_YES_NO_START = re.compile(
-    r"^(do|does|did|is|are|was|were|am|can|could|will|would|should|shall|has|have|had|may|might|must)\b",
-    re.IGNORECASE,
-)
 _WORD = re.compile(r"[a-z0-9]+")
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|my|me|mine)\b", re.IGNORECASE)
 _TROUBLE = re.compile(r"\b(issues?|problems?|complain\w*|defects?|imperfections?|drawbacks?|residue|leak\w*|noisy|"
@@ -75,13 +73,6 @@ def _words(text: str) -> set[str]:
 def _last_line_with(lines: list[str], token: str) -> str | None:
     found = [line for line in lines if line.startswith(token)]
     return found[-1][len(token):].strip() if found else None
-
-
-def is_yes_no_question(question: str) -> bool:
-    """Whether the last question sentence starts like a yes/no question (the agent's own rule)."""
-    sentences = [s.strip() for s in re.split(r"(?<=[.?!])\s+", question) if s.strip()]
-    asked = [s for s in sentences if s.endswith("?")] or sentences
-    return bool(asked) and bool(_YES_NO_START.match(asked[-1]))
 
 
 def _details(state_text: str) -> list[tuple[str, str]]:

@@ -11,11 +11,14 @@ import torch
 from agile.agents.prompt_cache import PromptKVCache, score_continuations
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.sessions import SplitSessions
+from agile.envs.phrasing import is_yes_no_question
 from agile.executor import functions as fn
+from agile.executor.constrained import ConstrainedDecoder
 from agile.executor.episode import ExternalAdvice
 from agile.executor.executor import Executor
 from agile.executor.memory import Embedder, Memory
 from agile.executor.policy import LLMPolicy, run_executors
+from agile.executor.sql_grammar import SQLGrammar
 from agile.models import load_causal_lm
 
 
@@ -74,14 +77,56 @@ def test_golden_answers_on_fixed_seeds(seed, sessions, embedder):
     assert {(c["function"], c["form"]) for c in policy.constrained.choices} == {("[PredictAnswer]", "yesno")}
 
 
-def test_golden_queries_write_the_condition_after_the_given_prefix(sessions, embedder):
-    runs, policy = play(1, sessions, embedder, n=1, questions=1)
-    action_turns = [s.text for s in runs[0].segments if s.action]
-    # The random model's condition is no valid SQL: the executor shows the error and it tries again.
-    assert action_turns == ["[SearchProduct] SELECT product_id FROM `gen_backpacks` WHERE WHERE WHERE WHERE "
-                            "WHERE WHERE WHERE\n"] * 3
-    assert runs[0].records[0].answer is None and runs[0].records[0].turns == 3
-    assert [c["form"] for c in policy.constrained.choices] == ["sql"] * 3
+def test_golden_query_is_built_in_the_tables_grammar_and_runs(sessions, embedder):
+    model, tokenizer = load_causal_lm("tiny", seed=1)
+    policy = LLMPolicy(model, tokenizer, max_new_tokens=6, greedy=True, decoding="constrained")
+    group, questions = sessions.window(2, 0, 1)  # "What is the color temperature of this lamp?": not yes/no
+    executor = Executor(group, questions, tokenizer, Memory(embedder), episode_id="e")
+    run_executors([executor], policy)
+    action_turns = [s.text for s in executor.segments if s.action]
+    query = "SELECT product_id FROM `gen_desk_lamps` WHERE brand = 'BenQ';"
+    assert action_turns == [f"[SearchProduct] {query}\n"]  # one turn: a grammar's query always runs
+    assert executor.records[0].answer == executor.db.query(query, limit=executor.config.max_search_results) != []
+    assert [c["form"] for c in policy.constrained.choices] == ["sql"]
+
+
+def test_each_query_unit_is_the_argmax_of_brute_force_log_probabilities(sessions, embedder):
+    """Column, value and ending: each the most probable of the grammar's choices after what came before."""
+    model, tokenizer = load_causal_lm("tiny", seed=1)
+    group, questions = sessions.window(2, 0, 1)
+    executor = Executor(group, questions, tokenizer, Memory(embedder), episode_id="e")
+    grammar = SQLGrammar.of(executor.db)
+    decoder = ConstrainedDecoder(model, tokenizer)
+    prompt = executor.prompt_ids()
+    ids = decoder._grammar_sql(prompt, grammar)
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    written = encode(f"{fn.SEARCH_PRODUCT} {grammar.prefix()}")
+
+    def best(units):
+        return max(units, key=lambda u: _logprob(model, prompt + written, encode(u)))
+
+    unit = best(grammar.columns(set()))
+    written += encode(unit)
+    written += encode(best(grammar.values(grammar.name_of(unit))))
+    nxt = best(grammar.endings() + [" AND"])
+    assert nxt != " AND"  # this model ends after one condition (the golden query above)
+    assert ids == written + encode(nxt) + ([] if nxt.endswith("\n") else [decoder.newline_id])
+
+
+def test_yes_no_questions_are_answered_yes_or_no_and_never_searched(sessions, embedder):
+    """The wording restricts the forms: a search answers with product ids, which cannot answer yes/no."""
+    model, tokenizer = load_causal_lm("tiny", seed=1)  # the seed that searches the lamp question above
+    policy = LLMPolicy(model, tokenizer, max_new_tokens=6, greedy=True, decoding="constrained")
+    runs = executors(sessions, tokenizer, embedder, n=6, questions=4)
+    run_executors(runs, policy)
+    by_wording = {}
+    for choice in policy.constrained.choices:
+        by_wording.setdefault(choice["yes_no_question"], []).append(choice)
+    assert {(c["function"], c["form"]) for c in by_wording[True]} == {("[PredictAnswer]", "yesno")}
+    assert all(fn.SEARCH_PRODUCT not in c["function_logprobs"] for c in by_wording[True])
+    assert {c["function"] for c in by_wording[False]} >= {fn.SEARCH_PRODUCT}
+    # One turn per yes/no question: the wording was read off the context, question by question.
+    assert len(by_wording[True]) == sum(is_yes_no_question(q.question) for e in runs for q in e.questions) > 0
 
 
 def test_reflection_after_advice_is_the_models_line(sessions, embedder):
@@ -106,8 +151,9 @@ def test_choices_are_the_argmax_of_brute_force_log_probabilities(sessions, embed
         prompts = [(e.prompt_ids(), e.allowed()) for e in active]
         for executor, ids, (prompt, allowed) in zip(active, policy(active), prompts):
             choice = policy.constrained.choices[-len(active) + active.index(executor)]
+            offered = [a for a in allowed if not (choice["yes_no_question"] and a == fn.SEARCH_PRODUCT)]
             brute = {name: _logprob(model, prompt, tokenizer(name, add_special_tokens=False)["input_ids"])
-                     for name in allowed}
+                     for name in offered}
             assert choice["function_logprobs"] == pytest.approx(brute, abs=1e-3)
             assert choice["function"] == max(brute, key=brute.get)
             assert tokenizer.decode(ids).startswith(choice["function"]) and ids[-1] in policy.constrained.newlines

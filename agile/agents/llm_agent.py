@@ -112,6 +112,7 @@ from agile.agents.prompt_cache import (
     score_continuations,
 )
 from agile.envs.answer_eval import parse_product_ids
+from agile.envs.phrasing import is_yes_no_question
 from agile.envs.productqa_env import (
     NO_PRODUCT,
     PREDICT,
@@ -151,10 +152,6 @@ or from the dataset's question type (an ablation)."""
 PREFIX_CACHE_BYTES = 768 * 2**20
 """Default memory for cached prompt keys and values on a CPU (a lockstep round of 16 search
 prompts of SmolLM2 must fit: the answers after the search reuse them in the next round)."""
-_YES_NO_START = re.compile(
-    r"^(do|does|did|is|are|was|were|am|can|could|will|would|should|shall|has|have|had|may|might|must)\b",
-    re.IGNORECASE,
-)
 _AGENT_TOKEN = re.compile("|".join(re.escape(t) for t in (PREDICT, SEARCH, SEEK)))
 _TABLE = re.compile(r"Table `([^`]+)`")
 _CUSTOMER = re.compile(r"^Customer: (.*)$", re.MULTILINE)
@@ -180,13 +177,6 @@ def consistency_signals(greedy: str, samples: Sequence[str]) -> dict[str, float]
     entropy = -sum(c / n * math.log(c / n) for c in counts)
     agree = sum(key == answer_key(greedy) for key in keys) / n
     return {"consistency_agree": float(agree), "consistency_entropy": float(entropy) + 0.0}
-
-
-def is_yes_no_question(question: str) -> bool:
-    """Whether the last question sentence starts like a yes/no question ("Does it ...?")."""
-    sentences = [s.strip() for s in re.split(r"(?<=[.?!])\s+", question) if s.strip()]
-    asked = [s for s in sentences if s.endswith("?")] or sentences
-    return bool(asked) and bool(_YES_NO_START.match(asked[-1]))
 
 
 def answer_mode(observation: Observation, search: bool) -> str:

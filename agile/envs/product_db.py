@@ -104,6 +104,23 @@ class ProductDB:
                              + (f" -- {note}" if note else ""))
         return "\n".join(lines)
 
+    def text_values(self) -> list[tuple[str, list[str]]]:
+        """Each TEXT column with the values that occur in it, most frequent first (what a query
+        may compare it with; ``agile.executor.sql_grammar`` builds its conditions from them)."""
+        out = []
+        with self._lock:
+            for name, kind in self.columns:
+                if kind == "TEXT":
+                    col = _ident(name)
+                    out.append((name, [v for (v,) in self._con.execute(
+                        f"SELECT {col} FROM {_ident(self.table)} WHERE {col} IS NOT NULL "
+                        f"GROUP BY {col} ORDER BY COUNT(*) DESC, {col}")]))
+        return out
+
+    def real_columns(self) -> list[str]:
+        """The numeric columns (a query may order by them)."""
+        return [name for name, kind in self.columns if kind == "REAL"]
+
     def close(self) -> None:
         self._con.close()
 

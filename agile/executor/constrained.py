@@ -10,20 +10,30 @@ only restricts what it may write, one turn at a time:
    one whose token sequence the model gives the highest log-probability after the context.
 2. **The answer's form**, by the model's log-probability as well, never by a dataset annotation:
 
-   - ``[SearchProduct]``: the SQL prefix ``SELECT product_id FROM `<table>` WHERE`` is given and
-     the model writes the condition (greedy, up to its first ``;`` or newline); the executor
-     submits the query's product ids as the answer.
+   - ``[SearchProduct]``: the query is built in the grammar of ``agile.executor.sql_grammar``
+     (conditions on the table's own columns and values, then an ending), each unit the most
+     probable of the grammar's choices: a column, its value, then ``AND`` or an ending. Every
+     such query runs; the executor submits its product ids as the answer. (Writing the
+     ``WHERE`` freely, SmolLM2-135M's queries failed to run in 15 of 16 shared test sessions.)
    - ``[PredictAnswer]``: one candidate per form, each a whole line: ``yes``, ``no``, each
      product id the session's context shows, and the model's own greedy line (free text). The
      turn is the candidate whose line (its closing newline included) is most probable. Scoring
      whole lines is what lets the forms compete on one scale: a form wins only when the model
-     puts more mass on its complete answer than on the others', so a yes/no question gets yes
-     or no, and free text wins where the model continues with something else.
+     puts more mass on its complete answer than on the others', and free text wins where the
+     model continues with something else.
+
+   **The question's wording** restricts the forms first, as the light agent does
+   (``agile.envs.phrasing.is_yes_no_question``): a question phrased as a yes/no question is
+   answered ``yes`` or ``no`` and is not searched (a search answers with product ids, which can
+   never answer it). Asked about every question, SmolLM2-135M puts more mass on
+   ``[SearchProduct]`` than on ``[PredictAnswer]`` for all of them (46 of 46 turns on shared
+   test sessions); among the questions not phrased so, most are search questions.
    - ``[Reflection]`` (after advice): the model's greedy line.
    - ``[SeekAdvice]``: the function alone.
 
-What it reads is what a deployed agent sees: the context token ids, the allowed functions and
-the context text (for the table name and the product ids shown). It never reads the session's
+What it reads is what a deployed agent sees: the context token ids, the allowed functions, the
+context text (the question's wording and the product ids shown) and the table it may query
+(its columns and the values in them). It never reads the session's
 ``Question`` (type, gold answer, gold SQL): ``tests/test_agile_constrained.py`` checks that
 executors whose questions carry no annotation get the same turns.
 
@@ -40,11 +50,14 @@ import torch
 
 from agile.agents.prompt_cache import KV, PromptKVCache, greedy_continue, score_continuations
 from agile.envs.answer_eval import parse_product_ids
+from agile.envs.phrasing import is_yes_no_question
 from agile.executor import functions as fn
+from agile.executor.sql_grammar import MAX_CONDITIONS, SQLGrammar
 
 YES_NO = ("yes", "no")
 _TABLE = re.compile(r"FROM `([^`]+)`")
 _MAX_ID_CANDIDATES = 8  # a long history could show dozens; the first few are the current session's
+_SCORED_TOKENS = 16_384  # prompt tokens x candidates per scoring pass: bounds the copied keys and values
 
 
 class ConstrainedDecoder:
@@ -61,6 +74,7 @@ class ConstrainedDecoder:
         eos = tokenizer.eos_token_id
         self.eos = {eos} if eos is not None else set()
         self.newline_id = self._encode("\n")[-1]
+        self._grammars: dict[int, tuple] = {}
         self.choices: list[dict] = []
         """Per turn: the function, its form and the log-probabilities compared (for reports)."""
 
@@ -69,27 +83,77 @@ class ConstrainedDecoder:
 
     @torch.no_grad()
     def __call__(self, executors: Sequence) -> list[list[int]]:
-        return [self.turn(e.prompt_ids(), e.allowed(), e.context_text()) for e in executors]
+        return [self.turn(e.prompt_ids(), e.allowed(), e.context_text(), self._grammar(e)) for e in executors]
 
-    def turn(self, prompt: list[int], allowed: Sequence[str], context: str) -> list[int]:
-        """The token ids of one turn after ``prompt`` when ``allowed`` functions may be called."""
+    def _grammar(self, executor) -> SQLGrammar | None:
+        db = getattr(executor, "db", None)
+        if db is None:
+            return None
+        if id(db) not in self._grammars:  # one table per group, shared by its executors
+            self._grammars[id(db)] = (db, SQLGrammar.of(db))
+        return self._grammars[id(db)][1]
+
+    def turn(self, prompt: list[int], allowed: Sequence[str], context: str,
+             grammar: SQLGrammar | None = None) -> list[int]:
+        """The token ids of one turn after ``prompt`` when ``allowed`` functions may be called
+        (``grammar``: the table's queries; without it a search's condition is written freely)."""
         if not allowed:
             raise ValueError("the executor allows no function now (its episode is finished).")
+        yes_no = is_yes_no_question(_question(context))
+        candidates = [a for a in allowed if not (yes_no and a == fn.SEARCH_PRODUCT and fn.PREDICT_ANSWER in allowed)]
         logits, kv = self.cache.prefill(prompt)
-        names = [self._encode(name) for name in allowed]
+        names = [self._encode(name) for name in candidates]
         scores = score_continuations(self.model, logits, kv, names)
-        name = allowed[max(range(len(allowed)), key=scores.__getitem__)]
-        choice = {"function": name, "function_logprobs": dict(zip(allowed, scores))}
+        name = candidates[max(range(len(candidates)), key=scores.__getitem__)]
+        choice = {"function": name, "function_logprobs": dict(zip(candidates, scores)), "yes_no_question": yes_no}
         if name == fn.SEEK_ADVICE:
             ids, choice["form"] = self._encode(name) + [self.newline_id], "none"
         elif name == fn.SEARCH_PRODUCT:
-            ids, choice["form"] = self._sql(prompt, context), "sql"
+            if grammar is None:
+                ids, choice["form"] = self._sql(prompt, context), "sql"
+            else:
+                ids, choice["form"] = self._grammar_sql(prompt, grammar), "sql"
         elif name == fn.PREDICT_ANSWER:
-            ids, choice["form"], choice["form_logprobs"] = self._answer(prompt, logits, kv, context)
+            ids, choice["form"], choice["form_logprobs"] = self._answer(prompt, logits, kv, context, yes_no)
         else:
             ids, choice["form"] = self._free(prompt, self._encode(name)), "free"
+        choice["turn"] = self.tokenizer.decode(ids, skip_special_tokens=True).rstrip("\n")
         self.choices.append(choice)
         return ids
+
+    def _most_probable(self, prompt: list[int], units: list[str]) -> int:
+        """Index of the unit the model finds most probable after ``prompt`` (scored in passes small
+        enough that the copied keys and values stay bounded)."""
+        logits, kv = self.cache.prefill(prompt)
+        encoded = [self._encode(u) for u in units]
+        per_pass = max(1, _SCORED_TOKENS // max(len(prompt), 1))
+        scores: list[float] = []
+        for start in range(0, len(encoded), per_pass):
+            scores += score_continuations(self.model, logits, kv, encoded[start:start + per_pass])
+        return max(range(len(units)), key=scores.__getitem__)
+
+    def _grammar_sql(self, prompt: list[int], grammar: SQLGrammar) -> list[int]:
+        ids = self._encode(f"{fn.SEARCH_PRODUCT} {grammar.prefix()}")
+        used: set[str] = set()
+        for k in range(MAX_CONDITIONS):
+            columns = grammar.columns(used)
+            if k > 0:
+                endings = grammar.endings()
+                options = endings + ([" AND"] if columns else [])
+                pick = options[self._most_probable(prompt + ids, options)]
+                if pick != " AND":
+                    return self._line_end(ids + self._encode(pick))
+                ids += self._encode(pick)
+            if not columns:
+                break
+            unit = columns[self._most_probable(prompt + ids, columns)]
+            ids += self._encode(unit)
+            name = grammar.name_of(unit)
+            used.add(name)
+            values = grammar.values(name)
+            ids += self._encode(values[self._most_probable(prompt + ids, values)])
+        endings = grammar.endings()
+        return self._line_end(ids + self._encode(endings[self._most_probable(prompt + ids, endings)]))
 
     def _continue(self, prefix_ids: list[int], stops: set[int], prompt: list[int]) -> list[int]:
         logits, kv = self.cache.prefill(prompt + prefix_ids)
@@ -112,14 +176,13 @@ class ConstrainedDecoder:
             return self._line_end(prefix + self._encode(" " + text.split(";", 1)[0].strip() + ";"))
         return self._line_end(prefix + written)
 
-    def _answer(self, prompt: list[int], logits: torch.Tensor, kv: KV, context: str):
-        prefix = self._encode(fn.PREDICT_ANSWER)
-        free = self._free(prompt, prefix)
-        session = context.rsplit(fn.GET_QUESTION, 1)[-1]  # ids shown for this question
-        ids_shown = parse_product_ids(session)[:_MAX_ID_CANDIDATES]
+    def _answer(self, prompt: list[int], logits: torch.Tensor, kv: KV, context: str, yes_no: bool = False):
         lines = {("yesno", a): self._encode(f"{fn.PREDICT_ANSWER} {a}\n") for a in YES_NO}
-        lines.update({("ids", a): self._encode(f"{fn.PREDICT_ANSWER} {a}\n") for a in ids_shown})
-        lines[("free", "")] = free
+        if not yes_no:  # the wording asks for yes or no: the other forms are not offered
+            session = context.rsplit(fn.GET_QUESTION, 1)[-1]  # ids shown for this question
+            ids_shown = parse_product_ids(session)[:_MAX_ID_CANDIDATES]
+            lines.update({("ids", a): self._encode(f"{fn.PREDICT_ANSWER} {a}\n") for a in ids_shown})
+            lines[("free", "")] = self._free(prompt, self._encode(fn.PREDICT_ANSWER))
         keys = list(lines)
         scores = score_continuations(self.model, logits, kv, [lines[k] for k in keys])
         best = max(range(len(keys)), key=scores.__getitem__)
@@ -127,3 +190,10 @@ class ConstrainedDecoder:
         for (form, _), score in zip(keys, scores):
             by_form[form] = max(by_form.get(form, -float("inf")), score)
         return lines[keys[best]], keys[best][0], by_form
+
+
+def _question(context: str) -> str:
+    """The current session's question: the text after its last ``[GetQuestion]`` on that line."""
+    if fn.GET_QUESTION not in context:
+        return ""
+    return context.rsplit(fn.GET_QUESTION, 1)[-1].split("\n", 1)[0].strip()
