@@ -53,8 +53,8 @@ def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
     """Collection through the SFT agent with random advice, then PRM train and out-of-fold scores."""
     from helper.data.collect import CollectConfig
     from helper.data.collect import run as collect
-    from prm.score import ScoreConfig, run_score
-    from prm.train import TrainConfig, run_train
+    from prm.scoring.score import ScoreConfig, run_score
+    from prm.training.train import TrainConfig, run_train
 
     folder = joined(args, out)
     data, prm = folder / "trajectories", folder / "prm"

@@ -47,8 +47,8 @@ def build_good(root: Path) -> dict[str, Path]:
     from helper.gate.distill import run as distill
     from helper.gate.solve_command import SolveConfig
     from helper.gate.solve_command import run as solve
-    from prm.score import ScoreConfig, run_score
-    from prm.train import TrainConfig, run_train
+    from prm.scoring.score import ScoreConfig, run_score
+    from prm.training.train import TrainConfig, run_train
 
     catalog = default_catalog_dir(seed=0)
     paths = {name: root / name for name in ("trajectories", "prm", "scored", "solve", "helper")}

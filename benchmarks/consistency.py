@@ -6,7 +6,7 @@
 
 On a run collected with ``--consistency-samples K`` (the LLM agent's ``consistency_agree`` and
 ``consistency_entropy`` beside its ``answer_logprob``, ``margin`` and ``entropy``), scored against
-"the proposal is right" (the proposal-mode pipeline's PRM target), folds by product group (``prm.folds``) for all:
+"the proposal is right" (the proposal-mode pipeline's PRM target), folds by product group (``prm.data.folds``) for all:
 
 - ``agree (raw)``, ``-entropy (raw)``: the signal itself as the score (nothing fitted);
 - ``consistency``: a logistic regression on the two consistency signals, out of fold;
@@ -37,10 +37,10 @@ import polars as pl  # noqa: E402
 from agile.agents.llm_agent import CONSISTENCY_KEYS  # noqa: E402
 from benchmarks.prm_signals import signals_only  # noqa: E402
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
-from prm import quality  # noqa: E402
-from prm.episodes import TRAIN_COLUMNS  # noqa: E402
-from prm.signals import SIGNALS_COLUMN, signal_keys, signal_matrix  # noqa: E402
-from prm.train import run_train  # noqa: E402
+from prm.training import quality  # noqa: E402
+from prm.data.episodes import TRAIN_COLUMNS  # noqa: E402
+from prm.inputs.signals import SIGNALS_COLUMN, signal_keys, signal_matrix  # noqa: E402
+from prm.training.train import run_train  # noqa: E402
 from trajectories.shards import read_trajectories  # noqa: E402
 
 
@@ -56,8 +56,8 @@ def without_consistency(frame: pl.DataFrame) -> pl.DataFrame:
 
 def labelled(frame: pl.DataFrame, cfg: PipelineConfig) -> pl.DataFrame:
     """What ``prm train`` judges, without training: every row, its proposal's outcome, its fold by group."""
-    from prm.folds import assign_folds
-    from prm.labels import add_labels
+    from prm.data.folds import assign_folds
+    from prm.data.labels import add_labels
 
     train = cfg.prm_train_config("", "")
     rows = add_labels(frame, train.success_threshold, train.tag_after)

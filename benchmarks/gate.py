@@ -56,7 +56,7 @@ from agile.protocol import Observation
 from agile.rollout import run_episodes
 from helper.gate.features import FeatureClassifier, default_feature_names, frame_features, observation_features
 from helper.gate.gate import HelperGate
-from prm.folds import task_type
+from prm.data.folds import task_type
 
 
 class LookupScorer:
@@ -160,8 +160,8 @@ def main() -> None:
     results[f"text ({args.text_model})"] = timed(lambda i: gate.should_intervene(obs(i)), max(n // 10, 50))
 
     if args.prm != "none":
-        from prm.model import ProcessRewardModel
-        from prm.scorer import PrmScorer
+        from prm.verifiers.model import ProcessRewardModel
+        from prm.scoring.scorer import PrmScorer
 
         prm = ProcessRewardModel.create(args.prm, tag_after="state", device="cpu")
         gate = HelperGate("features", classifiers["gbm"], fallback, scorer=PrmScorer(prm), budget=3, max_budget=3)
@@ -260,7 +260,7 @@ def http_under_large_bodies(frame, y, observations, n: int, prm: str, senders: i
 
     import httpx
 
-    from prm.model import ProcessRewardModel
+    from prm.verifiers.model import ProcessRewardModel
 
     names = default_feature_names(frame)
     classifier = FeatureClassifier("gbm", names).fit(frame_features(frame, names), y)

@@ -61,7 +61,7 @@ def run_light(args, out: Path) -> None:
     from agile.agents.llm_agent import LLMAgent
     from agile.envs.productqa_env import ProductQASource
     from agile.rollout import run_episodes
-    from prm.folds import task_type
+    from prm.data.folds import task_type
 
     source = ProductQASource(args.data, "test")
     # One agent, two mode rules: answers are remembered by prompt, so the run that chooses by itself
@@ -93,7 +93,7 @@ def run_light(args, out: Path) -> None:
 def run_agile(args, out: Path) -> None:
     from agile.executor.episode import AgileSource
     from agile.rollout import run_episodes
-    from prm.folds import task_type
+    from prm.data.folds import task_type
 
     source = AgileSource(args.data, "test", model="smollm2", max_new_tokens=args.max_new_tokens,
                          decoding="constrained")

@@ -3,7 +3,7 @@
 Which decisions of the base agent does a frozen-backbone PRM with a value head tell apart? Every
 row gets a score from a head that never saw its episode (K folds split by episode), so the
 AUROC uses all rows instead of one small validation split. The head, the L2 choice and the
-features are the ones ``helpgate prm train`` uses (``prm.train``); only the split differs.
+features are the ones ``helpgate prm train`` uses (``prm.training.train``); only the split differs.
 
     python benchmarks/prm_quality.py --data runs/demo/trajectories --layers 8 --folds 5
 
@@ -25,12 +25,12 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
-from prm import labels as L  # noqa: E402
-from prm import quality  # noqa: E402
-from prm.episodes import TRAIN_COLUMNS  # noqa: E402
-from prm.model import ProcessRewardModel  # noqa: E402
-from prm.probe import cross_validated_l2, fit_head  # noqa: E402
-from prm.train import TrainConfig, episode_features  # noqa: E402
+from prm.data import labels as L  # noqa: E402
+from prm.training import quality  # noqa: E402
+from prm.data.episodes import TRAIN_COLUMNS  # noqa: E402
+from prm.verifiers.model import ProcessRewardModel  # noqa: E402
+from prm.training.probe import cross_validated_l2, fit_head  # noqa: E402
+from prm.training.train import TrainConfig, episode_features  # noqa: E402
 from trajectories.shards import read_trajectories  # noqa: E402
 
 

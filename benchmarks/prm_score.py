@@ -24,9 +24,9 @@ import time
 import numpy as np
 import torch
 
-from prm.episodes import episodes_of
-from prm.model import ProcessRewardModel, parse_dtype
-from prm.synthetic import synthetic_frame
+from prm.data.episodes import episodes_of
+from prm.verifiers.model import ProcessRewardModel, parse_dtype
+from prm.data.synthetic import synthetic_frame
 
 
 def timed(fn, repeats: int):

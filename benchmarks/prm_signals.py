@@ -4,10 +4,10 @@
 
 On one trajectory folder whose ``proposal_signals`` column carries the agent's signals
 (``Action.signals``; the LLM agent gives answer log-probability, margin and entropy), with the
-same folds for all three (``prm.folds``: by task group):
+same folds for all three (``prm.data.folds``: by task group):
 
 - ``hidden``: ``helpgate prm train --no-signals`` (the backbone's hidden state at the step tag);
-- ``signals``: a logistic regression on the signals alone (``prm.signals.signal_matrix``);
+- ``signals``: a logistic regression on the signals alone (``prm.inputs.signals.signal_matrix``);
 - ``hidden+signals``: ``helpgate prm train --signals True``.
 
 Prints a Markdown table of the AUROC pooled and per question type (the type is read from the
@@ -28,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from prm import quality  # noqa: E402
-from prm.episodes import TRAIN_COLUMNS  # noqa: E402
-from prm.folds import task_type  # noqa: E402
-from prm.signals import signal_keys, signal_matrix  # noqa: E402
-from prm.train import TrainConfig, run_train  # noqa: E402
+from prm.training import quality  # noqa: E402
+from prm.data.episodes import TRAIN_COLUMNS  # noqa: E402
+from prm.data.folds import task_type  # noqa: E402
+from prm.inputs.signals import signal_keys, signal_matrix  # noqa: E402
+from prm.training.train import TrainConfig, run_train  # noqa: E402
 from trajectories.shards import read_trajectories  # noqa: E402
 
 VARIANTS = ("hidden", "signals", "hidden+signals")

@@ -7,12 +7,13 @@ trajectories with other backbone depths, history windows or trained verifiers, o
 Each run folder is one ``helpgate pipeline`` output; its PRM stage is re-run exactly as the pipeline
 ran it (``PipelineConfig.prm_train_config``: same target, tag, folds by group, seed) with the variant's
 fields changed (``mode=state``: the PRM a state-mode run trains, on the same decision points), into ``OUT/<run>/<variant>/`` (a finished one is read back, not trained again).
-Trained verifiers (``prm.finetune``, one copy per fold, same folds by group):
+Trained verifiers (``prm.training.finetune``, one copy per fold, same folds by group):
 
     python benchmarks/prm_variants.py RUN... --variants layers=8 lora=1,layers=4,history=0 model=encoder
 
 ``lora=1`` trains LoRA adapters (``lora_r=``, ``epochs=``, ``lr=``, ``step_tokens=`` also apply), ``model=encoder``
-(or ``model=encoder:FOLDER``) fine-tunes a cross-encoder whole (``prm.encoder``; the run's layer cut does not apply).
+(or ``model=encoder:FOLDER``) fine-tunes a cross-encoder whole (``prm.verifiers.encoder``; the run's layer cut does
+not apply).
 Prints, per variant: out-of-fold AUROC per run and their mean, per question type and per step
 (means over runs), the training time and, for trained verifiers, the seconds per fold.
 """
@@ -30,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
-from prm import train as prm_train  # noqa: E402
-from prm.backbones import is_encoder  # noqa: E402
+from prm.training import train as prm_train  # noqa: E402
+from prm.verifiers.backbones import is_encoder  # noqa: E402
 
 INT_FIELDS = {"layers", "history", "folds", "epochs", "lora_r", "step_tokens", "max_length"}
 FLOAT_FIELDS = {"lr", "head_lr"}
@@ -126,7 +127,7 @@ def partial_table(run: Path, variants: list[str], out: Path) -> str:
     (``fold_scores/``), beside the first variant's out-of-fold AUROC on exactly those rows (paired)."""
     import polars as pl
 
-    from prm.quality import auroc
+    from prm.training.quality import auroc
 
     keys = ["episode_id", "step"]
     reference = pl.read_parquet(variant_folder(run, variants[0], out) / "validation_scores.parquet").filter("used")
@@ -152,7 +153,7 @@ def rank_mean_auroc(run: Path, variants: list[str], out: Path) -> float:
     import polars as pl
     from scipy.stats import rankdata
 
-    from prm.quality import auroc
+    from prm.training.quality import auroc
 
     keys = ["episode_id", "step"]
     joined = None

@@ -47,9 +47,9 @@ import polars as pl  # noqa: E402
 
 from helper.metrics import hierarchical_weights, percentile_interval  # noqa: E402
 from helper.pipeline import PipelineConfig  # noqa: E402
-from prm import quality  # noqa: E402
-from prm.folds import task_group, task_type  # noqa: E402
-from prm.visible import proposal_features  # noqa: E402
+from prm.training import quality  # noqa: E402
+from prm.data.folds import task_group, task_type  # noqa: E402
+from prm.inputs.visible import proposal_features  # noqa: E402
 
 VARIANTS = {
     "frozen": {},
@@ -60,7 +60,7 @@ VARIANTS = {
     "visible, no hidden": {"proposal_features": True, "hidden": False},
 }
 """The PRM of today (frozen first 8 layers + the agent's signals) first, then the same head with the proposal
-features (``prm.visible``), with the environment's state features (progress, memory hits), with both, and with
+features (``prm.inputs.visible``), with the environment's state features (progress, memory hits), with both, and with
 both or the proposal features alone but no hidden state (TextWorld's recipe: only numbers that mean the same in
 every group)."""
 DEFAULT_VARIANTS = ["frozen", "visible, no hidden"]
@@ -82,8 +82,8 @@ def folder_name(variant: str) -> str:
 def train_and_score(run: Path, out: Path, names: list[str], test: bool = True) -> dict[str, dict]:
     """Each variant's PRM on the run's train groups (out-of-fold report) and, with ``test``, its scores of the
     test groups; the seconds each took."""
-    from prm.score import ScoreConfig, run_score
-    from prm.train import run_train
+    from prm.scoring.score import ScoreConfig, run_score
+    from prm.training.train import run_train
 
     cfg = PipelineConfig(data="productqa", decide_after="proposal", seed=seed_of(run))
     results = {}

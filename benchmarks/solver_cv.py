@@ -223,7 +223,7 @@ def run_folds(rows: pl.DataFrame, bins: int, budgets: list[int], folds: int, see
 
 def score_shift(train: pl.DataFrame, other: pl.DataFrame, bins: int) -> str:
     """The score on the training rows (out of fold) against the other rows: where it lies and what it ranks."""
-    from prm.quality import auroc
+    from prm.training.quality import auroc
 
     disc = Discretizer(bins, "quantile", 0).fit(train["prm_score"], train["step"])
     lines = ["| rows | decisions | proposals right | score p10 / p50 / p90 | AUROC (proposal right) | "

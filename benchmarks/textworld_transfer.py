@@ -36,10 +36,10 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
-from prm import quality  # noqa: E402
-from prm.episodes import TRAIN_COLUMNS  # noqa: E402
-from prm.signals import signal_matrix, state_keys  # noqa: E402
-from prm.train import run_train  # noqa: E402
+from prm.training import quality  # noqa: E402
+from prm.data.episodes import TRAIN_COLUMNS  # noqa: E402
+from prm.inputs.signals import signal_matrix, state_keys  # noqa: E402
+from prm.training.train import run_train  # noqa: E402
 from trajectories.shards import read_trajectories  # noqa: E402
 
 PRM_VARIANTS = {"hidden": {"state_features": False, "hidden": True},

@@ -60,7 +60,7 @@ def collect_test_rows(run: Path, seed: int, out: Path) -> None:
 
 
 def score(data: Path, prm: Path, out: Path | None = None) -> None:
-    from prm.score import ScoreConfig, run_score
+    from prm.scoring.score import ScoreConfig, run_score
 
     run_score(ScoreConfig(data=str(data), model=str(prm), out=None if out is None else str(out)))
 
@@ -69,7 +69,7 @@ def pool_and_train(runs: list[Path], root: Path) -> Path:
     """The seeds' training shards in one folder, a PRM trained on them, scored and solved like the pipeline."""
     from helper.gate.solve_command import SolveConfig
     from helper.gate.solve_command import run as solve
-    from prm.train import TrainConfig, run_train
+    from prm.training.train import TrainConfig, run_train
 
     pooled, prm, solved = root / "trajectories", root / "prm", root / "solve"
     config = json.loads((runs[0] / "pipeline.json").read_text())

@@ -15,7 +15,7 @@ from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa_env import make_episodes
 from agile.rollout import run_episodes
-from prm.folds import task_type
+from prm.data.folds import task_type
 from trajectories.shards import write_shard
 
 HORIZON = 6

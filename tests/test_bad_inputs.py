@@ -10,8 +10,8 @@ import pytest
 
 from agile.envs.catalog_generator import default_catalog_dir
 from helper.commands.cli import main
-from prm.model import ProcessRewardModel
-from prm.synthetic import synthetic_frame
+from prm.verifiers.model import ProcessRewardModel
+from prm.data.synthetic import synthetic_frame
 
 
 def one_error_line(capsys) -> str:

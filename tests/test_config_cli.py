@@ -160,7 +160,7 @@ def _configs() -> dict[str, type]:
     import typing
 
     from agile.train.command import COMMANDS as AGILE_COMMANDS
-    from prm.model import PRMSettings
+    from prm.verifiers.model import PRMSettings
 
     found, todo = {}, [getattr(importlib.import_module(m), c) for m, c, *_ in COMMANDS.values()]
     todo += [*AGILE_COMMANDS.values(), PRMSettings]
@@ -188,7 +188,8 @@ def test_every_field_of_every_config_has_a_docstring():
     # The discovery itself: every command's config, their bases (EnvSpec's family), the executor's.
     assert {"helper.commands.pipeline.PipelineConfig", "helper.data.collect.CollectConfig", "helper.data.environment.AgentEnvParams",
             "helper.data.environment.EnvConfig", "helper.data.environment.EnvSpec", "agile.executor.executor.ExecutorConfig",
-            "agile.train.ppo.PPOConfig", "prm.model.PRMSettings", "prm.export.ExportConfig"} <= set(configs)
+            "agile.train.ppo.PPOConfig", "prm.verifiers.model.PRMSettings",
+            "prm.data.export.ExportConfig"} <= set(configs)
     assert len(configs) >= 21
     undocumented = {}
     for key, cls in configs.items():

@@ -18,8 +18,8 @@ from agile.models import load_tokenizer
 from agile.protocol import BASE, Action, Observation, StepResult
 from agile.rollout import run_episodes
 from agile.seeding import stable_uniform
-from prm.folds import task_type
-from prm.render import Renderer, prefix_keys, step_pieces
+from prm.data.folds import task_type
+from prm.inputs.render import Renderer, prefix_keys, step_pieces
 from trajectories.schema import SchemaError
 from trajectories.shards import read_trajectories, write_shard
 
@@ -206,7 +206,7 @@ def test_proposal_rendering_keeps_prefixes_and_tags_the_proposal():
 def tiny_proposal_prm():
     import torch
 
-    from prm.model import ProcessRewardModel
+    from prm.verifiers.model import ProcessRewardModel
 
     prm = ProcessRewardModel.create("tiny", tag_after="proposal", device="cpu", seed=0)
     torch.manual_seed(0)
@@ -215,7 +215,7 @@ def tiny_proposal_prm():
 
 
 def test_scorer_reads_proposals_and_reproduces_logged_scores(tiny_proposal_prm):
-    from prm.scorer import PrmScorer
+    from prm.scoring.scorer import PrmScorer
 
     states, actions, proposals = _proposal_episode(4)
     logged = tiny_proposal_prm.score_episodes([(states, actions, proposals)])[0]  # what `prm score` writes
@@ -237,7 +237,7 @@ def test_scorer_reads_proposals_and_reproduces_logged_scores(tiny_proposal_prm):
 
 # -- data -------------------------------------------------------------------------------------------
 def test_older_datasets_without_proposal_columns_still_load(tmp_path):
-    from prm.train import TrainConfig, run_train
+    from prm.training.train import TrainConfig, run_train
 
     records = run_episodes(_episodes(n=8), SimulatorAgent(seed=0), budget=1, explore_p=0.3, decide_after="proposal")
     frame = pl.DataFrame(_rows(records)).drop(["cf_base_success", "cf_intervene_success"])
@@ -289,8 +289,8 @@ def proposal_helper(tmp_path_factory):
     """collect (simulator, proposal mode) -> prm train --tag-after proposal (tiny) -> score -> solve -> distill."""
     from helper.data import collect
     from helper.gate import distill, solve_command
-    from prm import score as prm_score
-    from prm import train as prm_train
+    from prm.scoring import score as prm_score
+    from prm.training import train as prm_train
 
     root = tmp_path_factory.mktemp("proposal-run")
     data = str(root / "trajectories")
@@ -331,7 +331,7 @@ def test_helper_decides_after_the_proposal_within_budget(proposal_helper):
     assert gate.stats()["decisions"] > 0 and gate.stats()["fallbacks"] == 0 and gate.stats()["score_errors"] == 0
     assert set(agent.asked.values()) == {1} and all(r["proposal_text"] for r in rows)
     # The score the gate acted on is the PRM's score of state and proposal.
-    from prm.load import load_prm
+    from prm.verifiers.load import load_prm
 
     prm = load_prm(root / "prm", device="cpu")
     first = records[0][0]

@@ -201,7 +201,7 @@ def test_plugs_into_run_episodes(helper_dir):
 def tiny_prm():
     import torch
 
-    from prm.model import ProcessRewardModel
+    from prm.verifiers.model import ProcessRewardModel
 
     prm = ProcessRewardModel.create("tiny", tag_after="state", device="cpu", seed=0)
     torch.manual_seed(0)
@@ -210,7 +210,7 @@ def tiny_prm():
 
 
 def test_prm_scorer_reproduces_logged_scores(tiny_prm):
-    from prm.scorer import PrmScorer
+    from prm.scoring.scorer import PrmScorer
 
     states = ["Question 1 of 3 (fact_qa).\nCustomer: is it red?", "Question 2 of 3 (search_qa).\nFind a kettle.",
               "Question 3 of 3 (fact_qa).\nIs it big?"]
@@ -240,7 +240,7 @@ def test_prm_scorer_reproduces_logged_scores(tiny_prm):
 def test_prm_scorer_keeps_lockstep_caches_within_its_memory_budget(tiny_prm):
     """Many episodes stepped in lockstep keep their caches while they fit the byte budget; a
     small budget drops the least recently used, and scores never change."""
-    from prm.scorer import PrmScorer
+    from prm.scoring.scorer import PrmScorer
 
     episodes = [[f"Question {t + 1} of 3 (fact_qa).\nCustomer: is item {e}-{t} red?" for t in range(3)]
                 for e in range(24)]
@@ -265,7 +265,7 @@ def test_prm_scorer_memo_scores_a_shared_prefix_once(tiny_prm):
     """A second play of the same episode (another id, as the sweep's next method) reuses the
     scores of the prefix it shares, without a forward pass, and after the first different action
     scores what the PRM gives its own prefix: the cache catches up over the skipped steps."""
-    from prm.scorer import PrmScorer
+    from prm.scoring.scorer import PrmScorer
 
     states = ["Question 1 of 3.\nCustomer: is it red?", "Question 2 of 3.\nFind a kettle.",
               "Question 3 of 3.\nIs it big?"]
@@ -298,7 +298,7 @@ def test_prm_scorer_memo_scores_a_shared_prefix_once(tiny_prm):
 def test_prm_scorer_restarts_its_cache_past_the_context(tiny_prm):
     """A long episode: scores match the logged ones while the prefix fits; past the context the
     cache starts over on recent steps (never more than the context), with no full re-scoring."""
-    from prm.scorer import PrmScorer
+    from prm.scoring.scorer import PrmScorer
 
     states = [f"Move {t}. You are in room {t % 3} and see item {t}." for t in range(12)]
     logged = tiny_prm.score_episodes([(states, ["go east"] * 12)])[0]
@@ -320,7 +320,7 @@ def test_prm_scorer_restarts_its_cache_past_the_context(tiny_prm):
 
 
 def _entry_with(states):
-    from prm.scorer import _Episode
+    from prm.scoring.scorer import _Episode
 
     entry = _Episode(0)
     entry.states = dict(enumerate(states))
@@ -329,7 +329,7 @@ def _entry_with(states):
 
 
 def test_prm_scorer_warns_for_post_action_tags(tiny_prm):
-    from prm.scorer import PrmScorer
+    from prm.scoring.scorer import PrmScorer
 
     tiny_prm.settings.tag_after = "action"
     try:

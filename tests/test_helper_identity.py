@@ -28,7 +28,7 @@ def classifier(names) -> FeatureClassifier:
 
 @pytest.fixture(scope="module")
 def prm_dir(tmp_path_factory):
-    from prm.model import ProcessRewardModel
+    from prm.verifiers.model import ProcessRewardModel
 
     return ProcessRewardModel.create("tiny", tag_after="state", device="cpu", seed=0).save(
         tmp_path_factory.mktemp("run") / "prm")

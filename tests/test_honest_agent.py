@@ -43,7 +43,7 @@ def scrubbed(episode):
 
 
 def prm_inputs(records):
-    """What the PRM and the helper's features read of each logged decision (``prm.episodes``)."""
+    """What the PRM and the helper's features read of each logged decision (``prm.data.episodes``)."""
     return [(r.episode_id, r.step, r.state_text, r.action_text, r.proposal_text, r.features, r.proposal_signals)
             for episode in records for r in episode]
 
@@ -140,7 +140,7 @@ def test_agile_task_ids_carry_the_product_group_so_prm_folds_are_by_group():
     import polars as pl
 
     from agile.executor.episode import AgileSource
-    from prm.folds import assign_folds, task_group
+    from prm.data.folds import assign_folds, task_group
 
     source = AgileSource(default_catalog_dir(seed=0), "train", model="tiny", max_new_tokens=4)
     episodes = source.episodes(range(12), seed=0, questions_per_episode=2)

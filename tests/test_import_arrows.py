@@ -1,9 +1,10 @@
 """The house rules: arrows point down, and no module imports itself through others.
 
 Packages: tabular_rl and the trajectories floor import nothing of ours but themselves, agile
-imports only the floor, prm only agile and the floor, helper all of them. Inside helper, its wings
-stand on floors too (``HELPER_FLOORS``): a wing imports only wings below it and the two rooms
-every command shares. Every import counts, also one made inside a function."""
+imports only the floor, prm only agile and the floor, helper all of them. Inside helper and prm,
+the wings stand on floors too (``HELPER_FLOORS``, ``PRM_FLOORS``): a wing imports only wings below
+it (in helper, also the two rooms every command shares). Every import counts, also one made inside
+a function."""
 
 from pathlib import Path
 
@@ -18,6 +19,9 @@ HELPER_FLOORS = {"config_cli": 0, "provenance": 0, "gate": 1, "data": 1, "baseli
                  "evaluation": 3, "commands": 4}
 """helper's rooms and wings by floor: a module may import a part of helper on a lower floor only
 (``helper/__init__.py``, the public face, imports lazily and stands above all)."""
+PRM_FLOORS = {"inputs": 0, "data": 1, "verifiers": 1, "training": 2, "scoring": 3}
+"""prm's wings by floor, the same rule (``prm/__init__.py``, the public face, stands above all)."""
+FLOORS = {"helper": HELPER_FLOORS, "prm": PRM_FLOORS}
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
@@ -28,21 +32,23 @@ def test_imports_point_down(package):
             assert top not in OURS or top in ALLOWED[package], f"{path.relative_to(ROOT)} imports {name}"
 
 
-def _helper_part(module: str) -> str | None:
+def _part(package: str, module: str) -> str | None:
     parts = module.split(".")
-    return parts[1] if parts[0] == "helper" and len(parts) > 1 else None
+    return parts[1] if parts[0] == package and len(parts) > 1 else None
 
 
-def test_helper_wings_point_down():
+@pytest.mark.parametrize("package", sorted(FLOORS))
+def test_wings_point_down(package):
+    floors = FLOORS[package]
     graph = import_graph(ROOT, tuple(sorted(OURS)))
-    unplaced = sorted({part for module in graph if (part := _helper_part(module)) and part not in HELPER_FLOORS})
-    assert not unplaced, f"helper parts with no floor in HELPER_FLOORS: {unplaced}"
+    unplaced = sorted({part for module in graph if (part := _part(package, module)) and part not in floors})
+    assert not unplaced, f"{package} parts with no floor in {package.upper()}_FLOORS: {unplaced}"
     for module, targets in graph.items():
-        part = _helper_part(module)
+        part = _part(package, module)
         for target in targets:
-            other = _helper_part(target)
+            other = _part(package, target)
             if part and other and other != part:
-                assert HELPER_FLOORS[other] < HELPER_FLOORS[part], f"{module} imports {target}: an arrow up or across"
+                assert floors[other] < floors[part], f"{module} imports {target}: an arrow up or across"
 
 
 def test_no_import_cycle():

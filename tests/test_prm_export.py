@@ -12,7 +12,7 @@ import pytest
 
 from helper.commands.cli import main
 from helper.data.collect import CollectConfig, run
-from prm.render import step_pieces
+from prm.inputs.render import step_pieces
 from trajectories.shards import read_trajectories
 
 PLUGIN = {"env": "examples.arith_chain:make_episodes", "agent": "examples.arith_chain:make_agent"}

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from agile.protocol import Observation
-from prm.load import load_prm
-from prm.model import ProcessRewardModel
-from prm.scorer import PrmScorer
+from prm.verifiers.load import load_prm
+from prm.verifiers.model import ProcessRewardModel
+from prm.scoring.scorer import PrmScorer
 
 STATES = ["Question 1 of 3.\nCustomer: is it red?", "Question 2 of 3.\nFind a kettle.",
           "Question 3 of 3.\nIs it big?"]

@@ -3,9 +3,9 @@
 import polars as pl
 import pytest
 
-from prm.labels import SingleClassError, add_labels, class_counts, has_process_rewards, split_episodes
-from prm.synthetic import synthetic_frame
-from prm.train import TrainConfig, run_train
+from prm.data.labels import SingleClassError, add_labels, class_counts, has_process_rewards, split_episodes
+from prm.data.synthetic import synthetic_frame
+from prm.training.train import TrainConfig, run_train
 
 
 def _frame(rows):

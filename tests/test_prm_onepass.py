@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from prm.model import ProcessRewardModel
-from prm.render import windows
+from prm.verifiers.model import ProcessRewardModel
+from prm.inputs.render import windows
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -9,13 +9,13 @@ import polars as pl
 import pytest
 
 from helper.gate import solve_command
-from prm.episodes import OOF_FILE, episodes_of
-from prm.folds import assign_folds, task_group, task_type
-from prm.labels import add_labels
-from prm.load import load_prm
-from prm.score import ScoreConfig, run_score
-from prm.synthetic import synthetic_frame
-from prm.train import TrainConfig, run_train
+from prm.data.episodes import OOF_FILE, episodes_of
+from prm.data.folds import assign_folds, task_group, task_type
+from prm.data.labels import add_labels
+from prm.verifiers.load import load_prm
+from prm.scoring.score import ScoreConfig, run_score
+from prm.data.synthetic import synthetic_frame
+from prm.training.train import TrainConfig, run_train
 from tabular_rl.discretize import Discretizer
 
 

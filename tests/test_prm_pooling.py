@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from agile.protocol import Observation
-from prm.load import load_prm
-from prm.model import ProcessRewardModel
-from prm.scorer import PrmScorer
+from prm.verifiers.load import load_prm
+from prm.verifiers.model import ProcessRewardModel
+from prm.scoring.scorer import PrmScorer
 
 STATES = ["Crossing 1 of 3. The ferryman calls this crossing calm today, and he points ahead.",
           "Crossing 2 of 3. This crossing looks dangerous from the bank, though the far side is hard to see.",

@@ -10,13 +10,13 @@ import polars as pl
 import pytest
 
 from agile.protocol import Action, Observation
-from prm.model import ProcessRewardModel
-from prm.quality import auroc
-from prm.score import ScoreConfig, run_score
-from prm.signals import signal_matrix
-from prm.synthetic import synthetic_frame
-from prm.train import TrainConfig, run_train
-from prm.visible import KEYS, proposal_features
+from prm.verifiers.model import ProcessRewardModel
+from prm.training.quality import auroc
+from prm.scoring.score import ScoreConfig, run_score
+from prm.inputs.signals import signal_matrix
+from prm.data.synthetic import synthetic_frame
+from prm.training.train import TrainConfig, run_train
+from prm.inputs.visible import KEYS, proposal_features
 
 STATE = ("Table `t`: price (number)\nQuestion 1 of 1.\nCustomer: {question}\nProduct B000000001: a thing\n"
          "Details: price: 3.5; Water Resistance: yes; Detachable Strap: no")
@@ -73,7 +73,7 @@ def trained(tmp_path_factory, one_torch_thread):
 
 
 def test_proposal_features_train_score_and_the_gate_agrees(trained, tmp_path):
-    from prm.scorer import PrmScorer
+    from prm.scoring.scorer import PrmScorer
 
     root, reports = trained
     assert reports["visible"]["signals"] == list(KEYS)

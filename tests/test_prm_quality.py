@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prm.quality import auroc, brier, ece, quality_report, reliability_plot
+from prm.training.quality import auroc, brier, ece, quality_report, reliability_plot
 
 
 def _brute_auroc(scores, outcomes):

@@ -5,11 +5,11 @@ import polars as pl
 import pytest
 import torch
 
-from prm.episodes import OOF_FILE
-from prm.labels import add_labels
-from prm.model import ProcessRewardModel
-from prm.score import ScoreConfig, run_score
-from prm.synthetic import synthetic_frame
+from prm.data.episodes import OOF_FILE
+from prm.data.labels import add_labels
+from prm.verifiers.model import ProcessRewardModel
+from prm.scoring.score import ScoreConfig, run_score
+from prm.data.synthetic import synthetic_frame
 
 try:
     import ray

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from agile.models import load_tokenizer
-from prm.model import ContextTruncationWarning, ProcessRewardModel
-from prm.render import Renderer, prefix_windows, windows
+from prm.verifiers.model import ContextTruncationWarning, ProcessRewardModel
+from prm.inputs.render import Renderer, prefix_windows, windows
 
 
 @pytest.fixture(autouse=True, scope="module")

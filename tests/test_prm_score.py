@@ -7,11 +7,11 @@ import polars as pl
 import pytest
 import torch
 
-from prm.episodes import episodes_of
-from prm.load import load_prm
-from prm.model import ProcessRewardModel
-from prm.score import MANIFEST, ScoreConfig, run_score
-from prm.synthetic import synthetic_frame
+from prm.data.episodes import episodes_of
+from prm.verifiers.load import load_prm
+from prm.verifiers.model import ProcessRewardModel
+from prm.scoring.score import MANIFEST, ScoreConfig, run_score
+from prm.data.synthetic import synthetic_frame
 from trajectories.schema import SchemaError
 
 

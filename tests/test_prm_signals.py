@@ -9,14 +9,14 @@ import polars as pl
 import pytest
 
 from agile.protocol import Action, Observation
-from prm.calibration import Calibrator, cross_fitted, fit_calibrator
-from prm.episodes import OOF_FILE
-from prm.load import load_prm
-from prm.quality import auroc, ece
-from prm.score import ScoreConfig, run_score
-from prm.signals import SIGNALS_COLUMN, signal_keys, signal_matrix, signal_vector
-from prm.synthetic import synthetic_frame
-from prm.train import TrainConfig, run_train
+from prm.verifiers.calibration import Calibrator, cross_fitted, fit_calibrator
+from prm.data.episodes import OOF_FILE
+from prm.verifiers.load import load_prm
+from prm.training.quality import auroc, ece
+from prm.scoring.score import ScoreConfig, run_score
+from prm.inputs.signals import SIGNALS_COLUMN, signal_keys, signal_matrix, signal_vector
+from prm.data.synthetic import synthetic_frame
+from prm.training.train import TrainConfig, run_train
 
 
 def test_signal_matrix_has_a_fixed_order_and_flags_missing_values():
@@ -122,7 +122,7 @@ def test_signals_rank_what_the_hidden_state_cannot(trained):
 
 
 def test_prm_score_and_the_gate_give_the_same_calibrated_scores(trained, tmp_path):
-    from prm.scorer import PrmScorer
+    from prm.scoring.scorer import PrmScorer
 
     root, frame, _ = trained
     folder = root / "signals"

@@ -9,12 +9,12 @@ import polars as pl
 import pytest
 
 from agile.protocol import Observation
-from prm.load import load_prm
-from prm.quality import auroc
-from prm.score import ScoreConfig, run_score
-from prm.signals import SIGNALS_COLUMN, signal_matrix, state_keys
-from prm.synthetic import synthetic_frame
-from prm.train import TrainConfig, run_train
+from prm.verifiers.load import load_prm
+from prm.training.quality import auroc
+from prm.scoring.score import ScoreConfig, run_score
+from prm.inputs.signals import SIGNALS_COLUMN, signal_matrix, state_keys
+from prm.data.synthetic import synthetic_frame
+from prm.training.train import TrainConfig, run_train
 
 
 def _state_frame(episodes: int, seed: int) -> pl.DataFrame:
@@ -54,7 +54,7 @@ def trained(tmp_path_factory, one_torch_thread):
 
 
 def test_state_features_rank_held_out_groups_and_the_gate_reads_them(trained, tmp_path):
-    from prm.scorer import PrmScorer
+    from prm.scoring.scorer import PrmScorer
 
     root, reports = trained
     assert reports["state"]["signals"] == ["state:noise", "state:steps_left"]

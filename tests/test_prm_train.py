@@ -6,10 +6,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from prm.episodes import episodes_of
-from prm.load import load_prm
-from prm.synthetic import synthetic_frame
-from prm.train import TrainConfig, run_train
+from prm.data.episodes import episodes_of
+from prm.verifiers.load import load_prm
+from prm.data.synthetic import synthetic_frame
+from prm.training.train import TrainConfig, run_train
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -74,7 +74,7 @@ def test_held_out_split_with_one_fold(tmp_path):
 def test_process_target_refuses_a_base_agent_that_is_never_right(tmp_path):
     """Episodes succeed where the human answered, but every base-agent answer is wrong: the process
     label of the rows it judges has one class, so nothing could be ranked (AUROC would be nan)."""
-    from prm.labels import SingleClassError
+    from prm.data.labels import SingleClassError
 
     frame = synthetic_frame(episodes=12, steps=(2, 3), seed=3)
     human = (pl.col("step") == 0) & (pl.int_range(pl.len()) % 2 == 0)
@@ -129,7 +129,7 @@ def test_lora_tag_head_loss_decreases_and_round_trips(tmp_path):
 
 
 def _score_folder(tmp_path, frame, model):
-    from prm.score import ScoreConfig, run_score
+    from prm.scoring.score import ScoreConfig, run_score
 
     data = tmp_path / "data"
     data.mkdir()
@@ -162,7 +162,7 @@ def test_score_gives_training_episodes_their_out_of_fold_scores(trained, tmp_pat
 
 
 def test_score_reuses_saved_features_with_identical_scores(tmp_path):
-    from prm.episodes import FEATURES_FILE
+    from prm.data.episodes import FEATURES_FILE
 
     frame = synthetic_frame(episodes=40, steps=(2, 3), seed=4)
     model = tmp_path / "prm"

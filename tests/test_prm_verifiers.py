@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 
 from agile.protocol import Observation
 from helper.commands.cli import main
-from prm.episodes import episodes_of
-from prm.folds import assign_folds, task_group
-from prm.load import load_prm
-from prm.scorer import PrmScorer
-from prm.synthetic import synthetic_frame
-from prm.train import TrainConfig, run_train
+from prm.data.episodes import episodes_of
+from prm.data.folds import assign_folds, task_group
+from prm.verifiers.load import load_prm
+from prm.scoring.scorer import PrmScorer
+from prm.data.synthetic import synthetic_frame
+from prm.training.train import TrainConfig, run_train
 
 # Group names of the shared ProductQA train split and of the generated catalog.
 PRODUCTQA_GROUPS = ["blades", "blu_ray_players", "camera_lenses", "cell_phones", "coffee_machines", "digital_scales",
@@ -109,7 +109,7 @@ def test_folds_never_split_a_product_group(groups, k, seed):
     rows = [{"episode_id": f"ep{i}", "task_id": f"{g}/fact_qa_{i}", "prefix_key": f"k{i}-{s}"}
             for i, g in enumerate(groups) for s in range(2)]
     frame = pl.DataFrame(rows)
-    if len(set(groups)) < k:  # fewer groups than folds: folds by episode (prm.folds, tested in test_prm_oof)
+    if len(set(groups)) < k:  # fewer groups than folds: folds by episode (prm.data.folds, tested in test_prm_oof)
         return
     folds = assign_folds(frame, k, seed).fold
     seen = {}

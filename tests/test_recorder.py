@@ -143,7 +143,7 @@ def _write(out: Path, kill_after: int | None) -> int:
 
 
 def test_sigkill_then_resume_gives_every_episode_once_and_prm_trains(tmp_path, one_torch_thread):
-    from prm.train import TrainConfig, run_train
+    from prm.training.train import TrainConfig, run_train
 
     out = tmp_path / "killed"
     assert _write(out, kill_after=7) == 7

@@ -123,7 +123,7 @@ def test_manifest_resumes_refuses_and_restarts(tmp_path):
 
 
 def test_prm_reads_through_the_same_rules(tmp_path):
-    from prm.episodes import TRAIN_COLUMNS
+    from prm.data.episodes import TRAIN_COLUMNS
 
     _rows().with_columns(pl.col("step").cast(pl.String)).write_parquet(tmp_path / "text.parquet")
     with pytest.raises(SchemaError, match=r"text\.parquet: column 'step' has type String"):

@@ -27,7 +27,7 @@ from trajectories.shards import read_trajectories
 
 # The tiny backbone's 2048-token context is shorter than a TextWorld episode: the PRM cuts old
 # history, as it is built to, and warns each time.
-pytestmark = pytest.mark.filterwarnings("ignore::prm.model.ContextTruncationWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::prm.verifiers.model.ContextTruncationWarning")
 
 GAMES = ["--env", "textworld", "--tw-quest-lengths", "3", "--tw-sim-p", "0.3"]
 

@@ -32,10 +32,10 @@ from helper.provenance import write_stage
 COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
     ("pipeline",): ("helper.commands.pipeline", "PipelineConfig", "run", "Run every stage end to end."),
     ("collect",): ("helper.data.collect", "CollectConfig", "run", "Collect offline trajectories."),
-    ("prm", "train"): ("prm.train", "TrainConfig", "run_train", "Train the process reward model."),
-    ("prm", "score"): ("prm.score", "ScoreConfig", "run_score", "Score trajectories with a PRM."),
+    ("prm", "train"): ("prm.training.train", "TrainConfig", "run_train", "Train the process reward model."),
+    ("prm", "score"): ("prm.scoring.score", "ScoreConfig", "run_score", "Score trajectories with a PRM."),
     ("solve",): ("helper.gate.solve_command", "SolveConfig", "run", "Solve the budgeted MDP."),
-    ("prm", "export"): ("prm.export", "ExportConfig", "run_export", "Export a PRM dataset (TRL stepwise layout)."),
+    ("prm", "export"): ("prm.data.export", "ExportConfig", "run_export", "Export a PRM dataset (TRL stepwise layout)."),
     ("distill",): ("helper.gate.distill", "DistillConfig", "run", "Distill the helper classifier."),
     ("evaluate",): ("helper.evaluation.evaluate", "EvaluateConfig", "run", "Evaluate one helper online."),
     ("sweep",): ("helper.evaluation.sweep", "SweepConfig", "run", "Budget sweep against every baseline."),

@@ -127,7 +127,7 @@ class PipelineConfig:
         return "process" if self.env in QUESTION_SESSIONS else "soft"
 
     def prm_layer_count(self) -> int | None:
-        from prm.backbones import is_encoder
+        from prm.verifiers.backbones import is_encoder
 
         if is_encoder(self.prm_model):
             return None  # an encoder is fine-tuned whole
@@ -137,7 +137,7 @@ class PipelineConfig:
 
     def prm_train_config(self, trajectories, out, **changes):
         """The PRM stage's ``prm train`` settings (``changes`` override fields, for ablations)."""
-        from prm import train as prm_train
+        from prm.training import train as prm_train
 
         return prm_train.TrainConfig(**{**dict(
             # The gate scores a decision before the action is taken: the tag goes after the state, or
@@ -207,9 +207,9 @@ def run(cfg: PipelineConfig) -> dict:
     from helper.data.plugins import AGENT_GROUP, is_plugin
     from helper.evaluation import sweep
     from helper.gate import distill, solve_command
-    from prm import score as prm_score
-    from prm import train as prm_train
-    from prm.backbones import check_backbone, is_encoder
+    from prm.scoring import score as prm_score
+    from prm.training import train as prm_train
+    from prm.verifiers.backbones import check_backbone, is_encoder
 
     cfg = replace(cfg, decide_after=cfg.decide_mode())
     check_backbone(cfg.prm_model, "--prm-model")  # before collection, not after it

@@ -316,14 +316,14 @@ class _Unloadable(Exception):
 
 def _load_scorer(path: str, device: str | None, config_path: Path, config: dict | None):
     """The PRM scorer at ``path``; its fingerprint is compared with ``config``'s (None: not compared)."""
-    from prm.scorer import PrmScorer
+    from prm.scoring.scorer import PrmScorer
 
     if not (Path(path) / "prm_config.json").exists():
         raise _Unloadable(f"could not load the PRM at {path} (no prm_config.json there)")
     if config is not None:
         identity.check_prm(config_path, config, path)  # before loading: a wrong PRM is never run
     try:
-        from prm.load import load_prm
+        from prm.verifiers.load import load_prm
 
         return PrmScorer(load_prm(path, device=device, merge_lora=True))
     except Exception as error:  # noqa: BLE001 - a broken PRM degrades to the documented fallback

@@ -19,18 +19,18 @@ Only the hidden states at tag positions are projected, never the full vocabulary
 would cost ``vocab x hidden`` per token for two numbers per step.
 
 Training modes: frozen backbone (head only) or LoRA adapters through ``peft`` plus the head
-(``prm.finetune``). ``prm.encoder`` subclasses this model for a bidirectional encoder: ``frame`` (a
+(``prm.training.finetune``). ``prm.verifiers.encoder`` subclasses this model for a bidirectional encoder: ``frame`` (a
 hook, identity here) turns a rendered window into what the backbone reads, and ``load`` dispatches
 on ``encoder`` in the settings.
-Signals (``prm.signals``, value head on a frozen backbone): the agent's own confidence numbers are
+Signals (``prm.inputs.signals``, value head on a frozen backbone): the agent's own confidence numbers are
 appended to ``h`` before the head (``signal_keys`` in the settings fixes their order), so scoring
 takes them per step (``score_episodes(..., signals=...)``; absent ones count as missing).
-Calibration (``prm.calibration``): when the folder has ``calibration.json``, every probability the
+Calibration (``prm.verifiers.calibration``): when the folder has ``calibration.json``, every probability the
 PRM returns goes through it (``probabilities``), so ``prm score`` and the gate give the same numbers.
 
 ``save(dir)`` writes ``prm_config.json``, ``head.safetensors`` and, as needed, the LoRA adapter
 (``adapter/``, ``save_pretrained``) and/or the backbone (``backbone/``, ``save_pretrained``);
-``prm.load.load_prm(dir)`` restores it.
+``prm.verifiers.load.load_prm(dir)`` restores it.
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ import torch
 from torch import nn
 
 from agile.models import TINY_LLM, load_causal_lm
-from prm.batch import Batch, collate, pack
-from prm.calibration import CALIBRATION_FILE, Calibrator
-from prm.render import DEFAULT_TAG, Renderer, Window, history_windows, prefix_windows, truncation_note, windows
-from prm.signals import missing_block
+from prm.inputs.batch import Batch, collate, pack
+from prm.verifiers.calibration import CALIBRATION_FILE, Calibrator
+from prm.inputs.render import DEFAULT_TAG, Renderer, Window, history_windows, prefix_windows, truncation_note, windows
+from prm.inputs.signals import missing_block
 from trajectories.files import read_json_object
 
 HEADS = ("tag", "value")
@@ -111,18 +111,18 @@ class PRMSettings:
     lora_merged: bool = False
     """The adapters are merged into that saved backbone."""
     signal_keys: list[str] | None = None
-    """Names of the agent signals the head reads after the hidden state (``prm.signals``), in order."""
+    """Names of the agent signals the head reads after the hidden state (``prm.inputs.signals``), in order."""
     hidden_inputs: bool = True
     """Whether the value head reads the backbone's hidden state; False: only the signal columns (agent signals,
     state features), which mean the same in every game (``prm train --no-hidden``)."""
     history: int | None = None
-    """Earlier steps each score reads besides its own (``prm.render.history_windows``); None: the whole
+    """Earlier steps each score reads besides its own (``prm.inputs.render.history_windows``); None: the whole
     episode so far, in one pass."""
     pooling: str = "last"
     """The head reads the hidden state at the step's tag (last) or its mean over the step's tokens (mean)."""
     encoder: bool = False
     """The backbone is a bidirectional encoder fine-tuned whole, mean-pooled over one window per step
-    (``prm.encoder``)."""
+    (``prm.verifiers.encoder``)."""
     format: int = FORMAT_VERSION
     """Version of the saved folder's layout (written with it; for readers of prm_config.json)."""
 
@@ -141,7 +141,7 @@ class ValueHead(nn.Module):
     def __init__(self, hidden: int, free_inputs: int = 0):
         super().__init__()
         self.free_inputs = free_inputs
-        """Trailing inputs (the agent's signals) whose weights the L2 penalty leaves free (``prm.train``)."""
+        """Trailing inputs (the agent's signals) whose weights the L2 penalty leaves free (``prm.training.train``)."""
         self.linear = nn.Linear(hidden, 1)
         nn.init.zeros_(self.linear.weight)
         nn.init.zeros_(self.linear.bias)
@@ -196,7 +196,7 @@ class ProcessRewardModel(nn.Module):
         self.settings = settings
         self.renderer = Renderer(tokenizer, settings.tag_text, settings.tag_after)
         self.calibrator: Calibrator | None = None
-        """Score -> calibrated probability (``prm.calibration``), applied by ``probabilities``."""
+        """Score -> calibrated probability (``prm.verifiers.calibration``), applied by ``probabilities``."""
         self.last_run: dict = {}
         """Tokens, windows and seconds of the latest scoring call (for throughput reports)."""
 
@@ -229,7 +229,7 @@ class ProcessRewardModel(nn.Module):
         ``layers`` keeps only the first that many decoder layers (features from a middle layer:
         proportionally cheaper, and often as good for a probe); the tag head then reads the LM
         head rows against a middle layer, so it suits the value head best. ``signal_keys``: the
-        agent signals the value head reads beside the hidden state (``prm.signals``). ``history``:
+        agent signals the value head reads beside the hidden state (``prm.inputs.signals``). ``history``:
         each step's score reads only that many earlier steps (None: all, one pass per episode).
         ``hidden_inputs=False``: the value head reads the signal columns alone (``signal_keys`` needed).
         ``pooling``: ``last`` reads the hidden state at each step's tag; ``mean`` averages it over
@@ -329,7 +329,7 @@ class ProcessRewardModel(nn.Module):
 
     def head_input(self, hidden: torch.Tensor, signals: np.ndarray | torch.Tensor | None = None) -> torch.Tensor:
         """What the head reads: the hidden states, then the signal columns when the PRM has any
-        (``signals`` ``[rows, signal_width]`` from ``prm.signals``; None: all missing)."""
+        (``signals`` ``[rows, signal_width]`` from ``prm.inputs.signals``; None: all missing)."""
         keys = self.settings.signal_keys
         if not keys:
             return hidden
@@ -364,7 +364,7 @@ class ProcessRewardModel(nn.Module):
         return [self.frame(w) for w in found]
 
     def frame(self, window: Window) -> Window:
-        """The window as the backbone reads it (a causal LM: as rendered; ``prm.encoder`` adds its
+        """The window as the backbone reads it (a causal LM: as rendered; ``prm.verifiers.encoder`` adds its
         special tokens)."""
         return window
 
@@ -416,7 +416,7 @@ class ProcessRewardModel(nn.Module):
 
         One forward pass per episode (per window when it exceeds the context); ``per_prefix``
         instead feeds every step's prefix on its own (the slow reference, for tests and benchmarks).
-        ``signals``: per episode, its steps' signal rows (``prm.signals.signal_matrix``) for a PRM
+        ``signals``: per episode, its steps' signal rows (``prm.inputs.signals.signal_matrix``) for a PRM
         that reads signals; None (or a None entry): all missing.
         """
         was_training = self.training
@@ -497,13 +497,13 @@ class ProcessRewardModel(nn.Module):
         merge_lora: bool = False,
     ) -> ProcessRewardModel:
         """Restore a causal-LM PRM written by ``save``. ``merge_lora`` folds adapters in (faster scoring).
-        A folder of either kind (an encoder PRM too) loads with ``prm.load.load_prm``."""
+        A folder of either kind (an encoder PRM too) loads with ``prm.verifiers.load.load_prm``."""
         from safetensors.torch import load_file
 
         directory = Path(directory)
         settings = read_settings(directory)
         if settings.encoder:
-            raise ValueError(f"{directory}: an encoder PRM; load it with prm.load.load_prm.")
+            raise ValueError(f"{directory}: an encoder PRM; load it with prm.verifiers.load.load_prm.")
         source = directory / BACKBONE_DIR if settings.backbone_saved else settings.backbone
         model, tokenizer = load_causal_lm(source, device=device, dtype=dtype)
         width = model.config.get_text_config().hidden_size

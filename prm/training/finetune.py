@@ -1,11 +1,11 @@
 """Training a PRM end to end, out of fold: LoRA adapters on the causal backbone, or a whole encoder.
 
-A frozen backbone's features are computed once and only heads are fitted per fold (``prm.train``).
+A frozen backbone's features are computed once and only heads are fitted per fold (``prm.training.train``).
 Here the backbone's weights move, so every fold trains its own copy of the fresh PRM on the other
 folds' episodes and scores its own fold with it; then one more copy trained on every episode is
 the model saved (the gate's). The seconds of each fold's training are returned for the report.
 
-Warm start. Each copy's value head starts as the frozen probe (``prm.probe.fit_head``, L2 chosen by
+Warm start. Each copy's value head starts as the frozen probe (``prm.training.probe.fit_head``, L2 chosen by
 cross-validation) fitted on that copy's own training rows over the fresh backbone's features: the
 few hundred optimiser steps a CPU affords then refine the backbone from where the frozen PRM stops
 instead of first finding a head from zero. The features are computed once (every copy starts from
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from prm.probe import cross_validated_l2, fit_head
+from prm.training.probe import cross_validated_l2, fit_head
 
 LORA_LR = 2e-4
 ENCODER_LR = 5e-5

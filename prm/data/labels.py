@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from prm.episodes import require_proposals
-from prm.render import prefix_keys
+from prm.data.episodes import require_proposals
+from prm.inputs.render import prefix_keys
 
 TARGETS = ("hard", "soft", "process", "proposal")
 LABEL_COLUMNS = {"hard": "label_hard", "soft": "label_soft", "process": "label_process", "proposal": "label_proposal"}

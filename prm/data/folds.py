@@ -73,7 +73,7 @@ def _components(n: int, links: list[np.ndarray]) -> np.ndarray:
 def assign_folds(frame: pl.DataFrame, folds: int, seed: int = 0) -> Folds:
     """The folds (episode id -> fold in ``0..k-1``) of a labelled frame.
 
-    ``frame`` needs ``episode_id`` and ``prefix_key`` (``prm.labels.add_labels``); ``task_id`` is
+    ``frame`` needs ``episode_id`` and ``prefix_key`` (``prm.data.labels.add_labels``); ``task_id`` is
     used when present. ``k`` is ``folds`` or, when fewer independent components exist, their count.
     """
     if folds < 2:

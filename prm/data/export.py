@@ -12,9 +12,9 @@
 
 TRL's PRMTrainer appends its step separator (default ``"\\n"``) to each completion and puts the
 prompt straight before the first one: the text it reads is exactly the text ``helpgate prm train``
-renders (``prm.render``, step tag after the action) plus a final newline, and the label of a
+renders (``prm.inputs.render``, step tag after the action) plus a final newline, and the label of a
 completion sits on its separator, where our step tag is. (``tests/test_prm_export.py`` runs TRL's
-own trainer on an export to check this.) The labels, from ``prm.labels`` with the same names as
+own trainer on an export to check this.) The labels, from ``prm.data.labels`` with the same names as
 ``prm train --target``, made boolean with ``--success-threshold``:
 
 - ``soft`` (default): the mean outcome of the episodes that share the text up to this step (the
@@ -37,9 +37,9 @@ from typing import Literal
 
 import polars as pl
 
-from prm import labels as L
-from prm.episodes import TRAIN_COLUMNS
-from prm.render import step_pieces
+from prm.data import labels as L
+from prm.data.episodes import TRAIN_COLUMNS
+from prm.inputs.render import step_pieces
 from trajectories.files import write_atomic
 from trajectories.shards import read_trajectories
 

@@ -1,7 +1,7 @@
 """Load a saved PRM folder of either kind: a causal-LM PRM or a cross-encoder one.
 
-It stands above both classes so that ``prm.model`` need not know its encoder subclass
-(``prm.encoder``), which builds on it.
+It stands above both classes so that ``prm.verifiers.model`` need not know its encoder subclass
+(``prm.verifiers.encoder``), which builds on it.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import torch
 
-from prm.calibration import Calibrator
-from prm.encoder import EncoderPRM
-from prm.model import HEAD_FILE, ProcessRewardModel, read_settings
+from prm.verifiers.calibration import Calibrator
+from prm.verifiers.encoder import EncoderPRM
+from prm.verifiers.model import HEAD_FILE, ProcessRewardModel, read_settings
 
 
 def load_prm(directory: str | os.PathLike, device: str | None = None, dtype: torch.dtype | None = None,

@@ -4,8 +4,8 @@ One worker per GPU when the cluster has GPUs, else one single-threaded CPU worke
 worker scores a shard and writes it atomically; the driver alone updates the progress manifest
 as results arrive, so a killed run resumes exactly like the in-process one.
 
-The per-shard function comes from the caller (``prm.score.score_shard``), so this module imports
-nothing of ``prm.score`` and the two do not import each other.
+The per-shard function comes from the caller (``prm.scoring.score.score_shard``), so this module imports
+nothing of ``prm.scoring.score`` and the two do not import each other.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ class ShardScorer:
     ):
         import torch
 
-        from prm.load import load_prm
-        from prm.model import parse_dtype
+        from prm.verifiers.load import load_prm
+        from prm.verifiers.model import parse_dtype
 
         if device == "cpu":
             # Ray gives a CPU worker one core; more torch threads would only contend with peers.
@@ -36,7 +36,7 @@ class ShardScorer:
         self.batch_tokens = batch_tokens
         self.validate = validate
         # Training episodes get the out-of-fold scores `prm train` saved, as in-process scoring does.
-        from prm.episodes import OOF_FILE
+        from prm.data.episodes import OOF_FILE
 
         self.out_of_fold = Path(model) / OOF_FILE
 

@@ -14,7 +14,7 @@ A window longer than ``max_length`` (default 256, the length the embedded model 
 keeps its first and last halves and drops the middle: a ProductQA state opens with the question and
 the product and ends with the proposal, and its middle is the table schema and the memory lines.
 
-Everything else is the causal PRM's (``prm.model``): the value head, the calibrator, scoring through
+Everything else is the causal PRM's (``prm.verifiers.model``): the value head, the calibrator, scoring through
 ``score_episodes`` / ``score_last``, hence ``prm score`` and the gate's ``PrmScorer``. ``save`` always
 writes the fine-tuned encoder with ``save_pretrained`` (safetensors) into ``backbone/``; ``load``
 reads only safetensors from there.
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import torch
 
-from prm.backbones import EMBEDDED_ENCODER, TINY_ENCODER, encoder_name
-from prm.model import BACKBONE_DIR, PRMSettings, ProcessRewardModel, ValueHead, _portable_name
-from prm.render import DEFAULT_TAG, Window
+from prm.verifiers.backbones import EMBEDDED_ENCODER, TINY_ENCODER, encoder_name
+from prm.verifiers.model import BACKBONE_DIR, PRMSettings, ProcessRewardModel, ValueHead, _portable_name
+from prm.inputs.render import DEFAULT_TAG, Window
 
 DEFAULT_MAX_LENGTH = 256
 

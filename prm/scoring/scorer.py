@@ -1,6 +1,6 @@
 """PRM scores at decision time, from what a gate sees: the observations of each episode so far.
 
-The PRM scores an episode rendered as ``Step 0: <state> ... TAG ...`` (``prm.render``). At a
+The PRM scores an episode rendered as ``Step 0: <state> ... TAG ...`` (``prm.inputs.render``). At a
 decision point the gate has the states up to now but not yet this step's action. So:
 
 - with a PRM trained with ``tag_after="state"`` (the tag sits between state and action) the score
@@ -36,14 +36,14 @@ window (``prm train --history K``) reads each step's K latest steps only: no cac
 one short forward pass per decision (``ProcessRewardModel.score_last``), and the memo below matches
 equal windows across episodes.
 
-Signals and calibration. A PRM trained with the base agent's signals (``prm.signals``) reads
+Signals and calibration. A PRM trained with the base agent's signals (``prm.inputs.signals``) reads
 them from the proposal: ``score(observation, proposal=action)`` uses ``action.signals`` at this
 step (no proposal: the signals count as missing, as in ``prm score`` on a row without them); a PRM
-trained with state features reads ``observation.features``. The PRM's calibrator (``prm.calibration``) maps every score, as ``prm score`` does.
+trained with state features reads ``observation.features``. The PRM's calibrator (``prm.verifiers.calibration``) maps every score, as ``prm score`` does.
 
 Memo. A sweep plays the same held-out episodes once per method and budget, and they agree up to
 their first different decision: the scorer remembers each score under a hash of exactly what the
-PRM reads for it (``prm.render.prefix_keys`` of the rendered prefix, plus this step's signals), so
+PRM reads for it (``prm.inputs.render.prefix_keys`` of the rendered prefix, plus this step's signals), so
 an identical prefix is scored once whichever episode, method or budget asks again (``memo_size``
 scores, least recently used dropped; ``memo_hits`` counts the reuse). A hit does not feed the
 episode's cache; the next miss feeds every step since the last fed one in one pass, so the
@@ -180,7 +180,7 @@ class PrmScorer:
 
     def _prefix_key(self, entry: _Episode, t: int) -> str:
         """Hash of the text the PRM reads for step ``t``'s score (everything before its tag)."""
-        from prm.render import prefix_keys
+        from prm.inputs.render import prefix_keys
 
         # A PRM with a history window reads steps first..t only: the same text in another
         # episode (or at another budget) is the same score.
@@ -224,12 +224,12 @@ class PrmScorer:
         keys = getattr(getattr(self.prm, "settings", None), "signal_keys", None)
         if not keys:
             return None
-        from prm.signals import signal_vector, state_inputs
-        from prm.visible import VIEW_PREFIX
+        from prm.inputs.signals import signal_vector, state_inputs
+        from prm.inputs.visible import VIEW_PREFIX
 
         said = dict(proposal.signals) if isinstance(proposal, Action) else {}
-        if proposal is not None and any(k.startswith(VIEW_PREFIX) for k in keys):  # prm.visible
-            from prm.visible import view_inputs
+        if proposal is not None and any(k.startswith(VIEW_PREFIX) for k in keys):  # prm.inputs.visible
+            from prm.inputs.visible import view_inputs
 
             said.update(view_inputs(observation.state_text, str(getattr(proposal, "text", proposal))))
         return signal_vector({**said, **state_inputs(observation.features)}, keys)
@@ -251,7 +251,7 @@ class PrmScorer:
 
     def _step_ids(self, entry: _Episode, s: int, with_action: bool) -> list[int]:
         """Token ids of step ``s`` as rendered: (the previous action,) the state (and proposal), the tag."""
-        from prm.render import step_pieces
+        from prm.inputs.render import step_pieces
 
         renderer = self.prm.renderer
         mode = self.tag_after

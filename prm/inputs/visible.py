@@ -23,9 +23,9 @@ result, the answer), never from the dataset's annotations (question type, gold a
   of yes among the yes/no answers a person gave in the retrieved memory; 0.5 when none) and
   ``memory_human_answers`` (how many memory answers a person gave).
 
-Each key is ``view:<name>`` in the head's signal columns (``prm.signals``): a value and a missing flag,
+Each key is ``view:<name>`` in the head's signal columns (``prm.inputs.signals``): a value and a missing flag,
 unpenalised. The same function reads a logged row (``prm train`` / ``prm score``) and a live decision
-(``prm.scorer``: the observation's state and the proposal's text), so the two agree.
+(``prm.scoring.scorer``: the observation's state and the proposal's text), so the two agree.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import polars as pl
 from agile.envs.phrasing import is_yes_no_question
 
 VIEW_PREFIX = "view:"
-"""Prefix of the keys that name proposal features among a PRM's signal keys (``prm.signals``)."""
+"""Prefix of the keys that name proposal features among a PRM's signal keys (``prm.inputs.signals``)."""
 
 NAMES = (
     "searched", "yesno", "free", "unanswered", "fallback",

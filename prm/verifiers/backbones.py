@@ -3,9 +3,9 @@
 Names (``prm train --model``, ``helpgate pipeline --prm-model``):
 
 - a causal LM: ``smollm2`` (embedded), ``tiny`` (tests), a Hugging Face id or a local folder: read at
-  step tags (``prm.model``), frozen or with LoRA adapters;
+  step tags (``prm.verifiers.model``), frozen or with LoRA adapters;
 - ``encoder`` or ``encoder:NAME``: a bidirectional encoder fine-tuned whole as a cross-encoder
-  (``prm.encoder``). ``NAME`` is ``minilm`` (the embedded all-MiniLM-L6-v2, the default), ``tiny``
+  (``prm.verifiers.encoder``). ``NAME`` is ``minilm`` (the embedded all-MiniLM-L6-v2, the default), ``tiny``
   (a random two-layer BERT with MiniLM's tokenizer, for tests) or any local encoder folder / id.
 
 ``check_backbone`` runs before any data is read or collected, so a missing folder or a folder

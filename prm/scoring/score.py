@@ -24,9 +24,9 @@ model. A PRM trained on a frozen backbone also keeps the features it computed
 (``features.npz``); episodes found there with unchanged text are scored by the head alone, so
 no backbone pass is spent on them.
 
-A PRM trained with the agent's signals (``prm.signals``) reads them from the ``proposal_signals``
+A PRM trained with the agent's signals (``prm.inputs.signals``) reads them from the ``proposal_signals``
 column (absent column or keys: missing). A PRM with a calibrator (``calibration.json``,
-``prm.calibration``) writes calibrated probabilities, the out-of-fold ones included (``prm
+``prm.verifiers.calibration``) writes calibrated probabilities, the out-of-fold ones included (``prm
 train`` saves those calibrated), so the table's bins and the gate's scores mean the same.
 """
 
@@ -43,8 +43,8 @@ import numpy as np
 import polars as pl
 import torch
 
-from prm.episodes import FEATURES_FILE, OOF_FILE, Validator, episodes_of, score_columns
-from prm.signals import signal_matrix
+from prm.data.episodes import FEATURES_FILE, OOF_FILE, Validator, episodes_of, score_columns
+from prm.inputs.signals import signal_matrix
 from trajectories.manifest import SCORE_MANIFEST, Manifest
 from trajectories.shards import read_shard, shard_paths, write_shard
 
@@ -133,7 +133,7 @@ def _episode_signals(prm, ordered: pl.DataFrame, episodes) -> list:
 
 def _content(prm, ids, episodes) -> dict[str, str]:
     """Each episode's rendered-text hash (the last prefix key), as ``prm train`` recorded it."""
-    from prm.render import prefix_keys
+    from prm.inputs.render import prefix_keys
 
     tag_after = prm.settings.tag_after
     return {e: prefix_keys(states, actions, tag_after, *proposals)[-1]
@@ -163,7 +163,7 @@ def _out_of_fold(prm, ids, episodes, path: Path | None) -> dict[str, np.ndarray]
 def _cached_features(prm, ids, episodes, saved_features: Path | None) -> dict[str, np.ndarray]:
     if saved_features is None or not saved_features.exists() or prm.settings.lora or prm.settings.encoder:
         return {}
-    from prm.train import load_features
+    from prm.training.train import load_features
 
     content = _content(prm, ids, episodes)
     return {e: x for e, (_, x) in load_features(saved_features, None, content).items()}
@@ -227,8 +227,8 @@ def record(manifest: Manifest, out: Path, target: Path, stats: dict) -> None:
 
 def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:
     """Score every shard of ``cfg.data``; returns counts and throughput."""
-    from prm.load import load_prm
-    from prm.model import parse_dtype
+    from prm.verifiers.load import load_prm
+    from prm.verifiers.model import parse_dtype
 
     out, jobs, skipped, manifest = plan(cfg)
     if skipped:
@@ -236,7 +236,7 @@ def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:
     start = time.perf_counter()
     totals = {"rows": 0, "tokens": 0}
     if jobs and cfg.ray:
-        from prm.ray_score import score_with_ray
+        from prm.scoring.ray_score import score_with_ray
 
         for target, stats in score_with_ray(cfg, jobs, score_shard, validate):
             record(manifest, out, target, stats)

@@ -1,6 +1,6 @@
 """The frozen probe: a head fitted on cached backbone features, its L2 penalty chosen by cross-validation.
 
-``prm train`` fits the head this way on a frozen backbone; ``prm.finetune`` starts each fine-tuned
+``prm train`` fits the head this way on a frozen backbone; ``prm.training.finetune`` starts each fine-tuned
 copy's value head from the same probe.
 """
 

@@ -14,7 +14,7 @@ progress, steps since progress, steps left, admissible commands and quest length
 ``state:<name>``. Unlike the text, they mean the same in every game, so a head that reads them can
 rank steps of a game it never saw (``benchmarks/RESULTS.md``, TextWorld held-out games).
 
-Proposal features (``prm train --proposal-features``, ``prm.visible``) are numbers read from the state
+Proposal features (``prm train --proposal-features``, ``prm.inputs.visible``) are numbers read from the state
 and the proposal texts (the proposal's form, the search's outcome, the answer's shape), keys
 ``view:<name>``; they are computed from the ``state_text`` and ``proposal_text`` columns, not logged.
 """
@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from prm.visible import VIEW_PREFIX, frame_view_features
+from prm.inputs.visible import VIEW_PREFIX, frame_view_features
 
 SIGNALS_COLUMN = "proposal_signals"
 FEATURES_COLUMN = "features"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from prm.render import Window
+from prm.inputs.render import Window
 
 
 @dataclass

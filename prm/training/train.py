@@ -8,18 +8,18 @@
     helpgate prm train --data traj-prop --out prm --tag-after proposal --model encoder  # cross-encoder
 
 With ``--tag-after proposal`` (data collected with ``--decide-after proposal``) every step renders
-the base agent's proposal before the tag (``prm.render``), and the default target is the
+the base agent's proposal before the tag (``prm.inputs.render``), and the default target is the
 proposal's own reward (``label_proposal``: was the proposal right?) when every row logged it.
 
 Frozen backbone: one inference pass caches the hidden state at every step tag, then the head is
 fitted on those features by L-BFGS (a convex, L2-regularised logistic regression: fast on CPU,
 no learning rate to tune). LoRA adapters, or a cross-encoder fine-tuned whole (``--model encoder``,
-``prm.encoder``): backbone and head trained together with AdamW, one copy per fold (``prm.finetune``);
-each fold's held-out scores are written to ``fold_scores/`` as it finishes, and ``metrics.json``
-gives the seconds per fold (``fine_tune``).
+``prm.verifiers.encoder``): backbone and head trained together with AdamW, one copy per fold
+(``prm.training.finetune``); each fold's held-out scores are written to ``fold_scores/`` as it finishes,
+and ``metrics.json`` gives the seconds per fold (``fine_tune``).
 
 Out of fold (frozen backbone, the default): the episodes are dealt into ``--folds`` folds (by task
-group, prefix-sharing episodes together: ``prm.folds``; LoRA and encoder alike); one head (or, for a
+group, prefix-sharing episodes together: ``prm.data.folds``; LoRA and encoder alike); one head (or, for a
 trained verifier, one trained copy) per fold is fitted on the other
 folds and scores the fold it did not see, and one head fitted on every episode is THE model saved
 to ``--out`` (the one the gate loads). The out-of-fold scores go to ``oof_scores.parquet``, which
@@ -32,9 +32,9 @@ instead (one training instead of folds + 1 for a trained verifier), and ``prm sc
 gives the training episodes in-fold scores (metrics.json says so).
 
 Signals (``--signals``, on by default when the data's ``proposal_signals`` carry any): the base
-agent's own confidence numbers (``prm.signals``) join the hidden state as head inputs; their key
+agent's own confidence numbers (``prm.inputs.signals``) join the hidden state as head inputs; their key
 order is stored with the PRM. Calibration (``--calibration``): a monotone map fitted on the
-out-of-fold (or held-out) scores to the outcome (``prm.calibration``), saved as
+out-of-fold (or held-out) scores to the outcome (``prm.verifiers.calibration``), saved as
 ``calibration.json`` and applied by ``prm score`` and the gate; ``oof_scores.parquet`` holds the
 calibrated scores (``prm_score``) beside the raw ones (``prm_score_raw``), and metrics.json gives
 ``oof_brier`` / ``oof_ece`` before and after (after: each fold mapped by a calibrator fitted on the
@@ -42,7 +42,7 @@ other folds, so the figure is not the map's own training fit).
 
 Either way the report is printed and written to ``metrics.json`` and ``reliability.png`` (the
 folds or the split go to ``split.json``, the report's scores to ``validation_scores.parquet``),
-and the model is saved to ``--out`` (``prm.load.load_prm``).
+and the model is saved to ``--out`` (``prm.verifiers.load.load_prm``).
 """
 
 from __future__ import annotations
@@ -60,14 +60,14 @@ import numpy as np
 import polars as pl
 import torch
 
-from prm import labels as L
-from prm import quality
-from prm.backbones import is_encoder
-from prm.calibration import METHODS, cross_fitted, default_method, fit_calibrator
-from prm.folds import assign_folds, task_type
-from prm.probe import cross_validated_l2, fit_head
+from prm.data import labels as L
+from prm.training import quality
+from prm.verifiers.backbones import is_encoder
+from prm.verifiers.calibration import METHODS, cross_fitted, default_method, fit_calibrator
+from prm.data.folds import assign_folds, task_type
+from prm.training.probe import cross_validated_l2, fit_head
 from trajectories import schema, shards
-from prm.episodes import (
+from prm.data.episodes import (
     FEATURES_FILE,
     OOF_FILE,
     TRAIN_COLUMNS,
@@ -75,7 +75,7 @@ from prm.episodes import (
     episodes_of,
     score_columns,
 )
-from prm.signals import SIGNALS_COLUMN, signal_keys, signal_matrix, state_keys
+from prm.inputs.signals import SIGNALS_COLUMN, signal_keys, signal_matrix, state_keys
 
 
 @dataclass
@@ -163,7 +163,7 @@ class TrainConfig:
     progress, steps left) to the value head beside the hidden state, unpenalised like the signals: they mean
     the same in every game, which the text does not."""
     proposal_features: bool = False
-    """Feed the proposal's agent-visible form (prm.visible: searched, SQL error, empty search, answer kind and
+    """Feed the proposal's agent-visible form (prm.inputs.visible: searched, SQL error, empty search, answer kind and
     shape, the product details' agreement) to the value head beside the hidden state, unpenalised like the
     signals; needs --tag-after proposal."""
     hidden: bool = True
@@ -257,7 +257,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     ``frame`` skips reading ``cfg.data`` (pass an already validated trajectory frame);
     ``validate(frame, source)`` runs on every shard read from ``cfg.data`` otherwise.
     """
-    from prm.backbones import check_backbone
+    from prm.verifiers.backbones import check_backbone
 
     started = time.perf_counter()
     check_backbone(cfg.model, "--model")
@@ -402,8 +402,8 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
             val_scores = torch.sigmoid(head(val_x)).numpy()
         head.to(prm.device)
     else:
-        # ---- LoRA adapters or a whole encoder, trained end to end: one copy per fold (prm.finetune) -------
-        from prm.finetune import fine_tune
+        # ---- LoRA adapters or a whole encoder, trained end to end: one copy per fold (prm.training.finetune) -------
+        from prm.training.finetune import fine_tune
 
         row_group = (np.array([split.group[e] for e in train_frame["episode_id"]]) if split else
                      np.repeat(np.arange(len(train_episodes)), [len(states) for states, *_ in train_episodes]))
@@ -542,10 +542,10 @@ def _signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
 
 
 def _view_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str]:
-    """The proposal-feature keys the head reads (``--proposal-features``, ``prm.visible``), or none."""
+    """The proposal-feature keys the head reads (``--proposal-features``, ``prm.inputs.visible``), or none."""
     if not cfg.proposal_features:
         return []
-    from prm.visible import KEYS
+    from prm.inputs.visible import KEYS
 
     if cfg.tag_after != "proposal" or "proposal_text" not in frame.columns:
         raise ValueError("--proposal-features reads the base agent's proposal: use --tag-after proposal on data "
@@ -605,11 +605,12 @@ def _per_type_auroc(judged: pl.DataFrame, min_rows: int = 10) -> dict[str, float
 
 
 def _create(cfg: TrainConfig, keys):
-    """A fresh PRM on ``cfg.model``: a cross-encoder (``prm.encoder``) or a causal LM (``prm.model``)."""
-    from prm.model import ProcessRewardModel, parse_dtype
+    """A fresh PRM on ``cfg.model``: a cross-encoder (``prm.verifiers.encoder``) or a causal LM
+    (``prm.verifiers.model``)."""
+    from prm.verifiers.model import ProcessRewardModel, parse_dtype
 
     if is_encoder(cfg.model):
-        from prm.encoder import EncoderPRM
+        from prm.verifiers.encoder import EncoderPRM
 
         return EncoderPRM.create_encoder(cfg.model, tag_after=cfg.tag_after, max_length=cfg.max_length,
                                          history=cfg.history, device=cfg.device, dtype=parse_dtype(cfg.dtype),
