@@ -47,6 +47,7 @@ import polars as pl  # noqa: E402
 
 from helper.metrics import hierarchical_weights, percentile_interval  # noqa: E402
 from helper.pipeline import PipelineConfig  # noqa: E402
+from helper.stored_config import config_of  # noqa: E402
 from prm import quality  # noqa: E402
 from prm.folds import task_group, task_type  # noqa: E402
 from prm.visible import proposal_features  # noqa: E402
@@ -85,7 +86,7 @@ def train_and_score(run: Path, out: Path, names: list[str], test: bool = True) -
     from prm.score import ScoreConfig, run_score
     from prm.train import run_train
 
-    cfg = PipelineConfig(data="productqa", decide_after="proposal", seed=seed_of(run))
+    cfg = config_of(PipelineConfig, data="productqa", decide_after="proposal", seed=seed_of(run))
     results = {}
     for name in names:
         folder = out / folder_name(name)
