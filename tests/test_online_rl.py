@@ -144,6 +144,20 @@ def test_env_reward_sums_to_success_and_spends_at_most_the_budget():
     assert genv.calls["human"] == sum(e.actors.count(HUMAN) for e in env.made)
 
 
+@pytest.mark.parametrize("top", [1, 2, 3, 5])
+def test_budgets_one_to_m_draw_what_the_former_one_to_max_budget_drew(top):
+    """Budgets 1..M are drawn from the list with one generator call: the same C, episode after episode,
+    as the former integers(1, M + 1), so a run with the default budgets trains on the same ones."""
+    from gymnasium.utils.seeding import np_random
+
+    env = KeyEnvironment()
+    names, scale = feature_names(env, use_score=False)
+    genv = HelpEnv(env, names, scale, budgets=list(range(1, top + 1)), episode_seed=5)
+    drawn = [genv.reset(seed=11 if k == 0 else None)[1]["budget"] for k in range(60)]
+    former, _ = np_random(11)
+    assert drawn == [int(former.integers(1, top + 1)) for _ in range(60)]
+
+
 def test_gate_never_exceeds_its_budget():
     env = KeyEnvironment()
     policy, _ = train(env, OnlineRLConfig(budgets=[1], total_timesteps=1, n_envs=1, n_steps=8, eval_every=1,
@@ -174,7 +188,7 @@ def test_batched_vec_env_plays_exactly_as_one_env_at_a_time():
         env.base = CountingAgent()
         env.base.batches = []
         names, scale = feature_names(env, use_score=False)
-        copies = [HelpEnv(env, names, scale, 3, 9, rank=r, stride=3) for r in range(3)]
+        copies = [HelpEnv(env, names, scale, [1, 2, 3], 9, rank=r, stride=3) for r in range(3)]
         vec = vec_class([lambda g=g: g for g in copies])
         vec.seed(5)
         trace = [vec.reset().tolist()]
@@ -282,14 +296,14 @@ def test_ppo_in_proposal_mode_finds_the_mistake_only_the_proposal_shows():
 def test_a_pool_of_training_episodes_is_replayed_in_turn_and_still_learns():
     env = KeyEnvironment()
     names, scale = feature_names(env, use_score=False)
-    copies = [HelpEnv(env, names, scale, 2, 9, rank=r, stride=2, pool=3) for r in range(2)]
+    copies = [HelpEnv(env, names, scale, [1, 2], 9, rank=r, stride=2, pool=3) for r in range(2)]
     for _ in range(3):
         for genv in copies:
             genv.reset(seed=0)
     replayed = [e.episode_id for e in env.made if e.seed == 9]
     assert replayed == [f"key-9-{i}" for i in (0, 1, 2, 0, 1, 2)]  # indices wrap at 3
     with pytest.raises(ValueError, match="pool=0"):
-        HelpEnv(env, names, scale, 2, 9, pool=0)
+        HelpEnv(env, names, scale, [1, 2], 9, pool=0)
     with pytest.raises(ValueError, match="train_episodes"):
         train(env, OnlineRLConfig(train_episodes=0))
     # Eight training episodes, replayed, are enough to learn the key decision of unseen validation ones.
