@@ -4,7 +4,8 @@ The core rooms, and four wings by purpose:
 
 - ``protocol.py``: the contracts (Observation, Action, Episode, Agent, Gate).
 - ``rollout.py``: the one episode loop (``run_episodes``), lockstep, budgeted, counterfactual.
-- ``budget.py``: ``BudgetedGate``: the per-episode budget count every gate shares.
+- ``budget.py``: the one budget: ``EpisodeBudget``, the per-episode intervention count the loop, the
+  executor and every gate (``BudgetedGate``) keep, and the default largest budget.
 - ``gates.py``: the simple gates, one registry: never, always, first k, random, uniform, novelty,
   score threshold, hindsight oracle, a solved table.
 - ``models.py``: model loading (embedded SmolLM2, tiny test models, any Hugging Face id or folder).

@@ -5,7 +5,9 @@
 
 At every decision point of every live episode, in this order:
 
-1. ``budget_left`` is what is still allowed in that episode (``budget`` at the start).
+1. ``budget_left`` is what is still allowed in that episode (``budget`` at the start), counted by
+   one ``agile.budget.EpisodeBudget`` keyed by the episode's position (two episodes that share an
+   id still count apart).
 2. If ``budget_left > 0`` the gate, when there is one, is asked
    ``gate.should_intervene(observation, budget_left)``; independently, when ``explore_p`` is set,
    a Bernoulli(p) draw decides (offline collection). The draw is a pure function of
@@ -51,6 +53,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from agile.budget import EpisodeBudget
 from agile.protocol import BASE, DECIDE_AFTER, Action, Agent, Episode, Gate, Observation, StepResult, gate_decides_after
 from agile.seeding import derive_seed, stable_uniform  # noqa: F401  (re-exported: older imports)
 from trajectories.rows import StepRecord
@@ -184,7 +187,7 @@ def run_episodes(
     for p in ps:
         if p is not None and not 0.0 <= p <= 1.0:
             raise ValueError(f"explore_p must lie in [0, 1], got {p}.")
-    budgets = [budget] * len(episodes)
+    count = EpisodeBudget(budget)
     records: list[list[StepRecord]] = [[] for _ in episodes]
     branches: list[tuple[int, int, Episode, Episode]] = []  # (episode, record, base, intervene)
     live = [i for i, episode in enumerate(episodes) if not episode.done]
@@ -193,19 +196,20 @@ def run_episodes(
         if counterfactual:
             for i in live:
                 branches.append((i, len(records[i]), episodes[i].clone(), episodes[i].clone()))
-        proposals = _propose(episodes, live, budgets, base_agent) if mode == "proposal" else {}
+        left = {i: count.left(i) for i in live}
+        proposals = _propose(episodes, live, left, base_agent) if mode == "proposal" else {}
         direct = {i: d for i, (d, on_clone) in proposals.items() if not on_clone}  # no budget: already played
         chosen: list[Agent | None] = []
         intervene: dict[int, bool] = {}
         for i in live:
-            obs, left = observations[i], budgets[i]
+            obs = observations[i]
             wants = False
-            if left > 0:
+            if left[i] > 0:
                 if gate is not None:
                     if gate_mode == "proposal":
-                        wants = bool(gate.should_intervene(obs, left, proposal=proposal_action(proposals[i][0])))
+                        wants = bool(gate.should_intervene(obs, left[i], proposal=proposal_action(proposals[i][0])))
                     else:
-                        wants = bool(gate.should_intervene(obs, left))
+                        wants = bool(gate.should_intervene(obs, left[i]))
                 p = ps[i]
                 if p and stable_uniform(rng_seed, obs.episode_id, obs.step, "explore") < p:
                     wants = True
@@ -224,7 +228,7 @@ def run_episodes(
             decisions = decide([episodes[i] for i in live], chosen)
         for i, decision in zip(live, decisions):
             obs = observations[i]
-            record = StepRecord.of(obs, decision.action_text, decision.actor, intervene[i], budgets[i],
+            record = StepRecord.of(obs, decision.action_text, decision.actor, intervene[i], left[i],
                                    decision.result.reward, decision.result.done, ps[i] or 0.0,
                                    getattr(episodes[i], "seed", rng_seed))
             if mode == "proposal":
@@ -233,12 +237,15 @@ def run_episodes(
                 record.proposal_reward = float(proposed.result.reward)
                 record.proposal_signals = json.dumps(proposal_action(proposed).signals, sort_keys=True)
             records[i].append(record)
-            budgets[i] -= int(intervene[i])
+            if intervene[i]:
+                count.spend(i)
             # Optional gate hooks: a PRM-backed gate reads earlier actions, and frees per-episode state.
             if gate is not None and hasattr(gate, "record_action"):
                 gate.record_action(obs, decision.action_text)
             if gate is not None and episodes[i].done and hasattr(gate, "end_episode"):
                 gate.end_episode(obs.episode_id)
+            if episodes[i].done:
+                count.end(i)
         live = [i for i in live if not episodes[i].done]
     for i, episode in enumerate(episodes):
         outcome = float(episode.success())
@@ -249,12 +256,12 @@ def run_episodes(
     return records
 
 
-def _propose(episodes: list[Episode], live: list[int], budgets: list[int],
+def _propose(episodes: list[Episode], live: list[int], left: dict[int, int],
              base_agent: Agent) -> dict[int, tuple[_Decision, bool]]:
     """The base agent's decision at every live episode, in one batched ``decide``: on a clone
     where budget is left (the gate may still replace it), else on the episode itself (nothing can
     replace it). Values: ``(decision, played on a clone)``."""
-    on_clone = {i: budgets[i] > 0 for i in live}
+    on_clone = {i: left[i] > 0 for i in live}
     targets = [episodes[i].clone() if on_clone[i] else episodes[i] for i in live]
     decisions = decide(targets, [base_agent] * len(live))
     return {i: (d, on_clone[i]) for i, d in zip(live, decisions)}

@@ -53,6 +53,7 @@ def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
     """Collection through the SFT agent with random advice, then PRM train and out-of-fold scores."""
     from helper.data.collect import CollectConfig
     from helper.data.collect import run as collect
+    from helper.stored_config import config_of
     from prm.scoring.score import ScoreConfig, run_score
     from prm.training.train import TrainConfig, run_train
 
@@ -62,7 +63,7 @@ def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
     # Deciding after the proposal, the PRM scores the session the SFT agent proposes (was it right?);
     # on the state, the agent's correctness on the sessions it answered itself.
     target = "proposal" if args.decide_after == "proposal" else "process"
-    collected = stage(folder / "collect.json", lambda: collect(CollectConfig(
+    collected = stage(folder / "collect.json", lambda: collect(config_of(CollectConfig,
         env="agile", agent="llm", model=str(out / "sft" / "model"), groups=train_groups, split="train",
         episodes=args.collect_episodes, questions_per_episode=q, budget=q, explore_p=[0.0, 0.1, 0.2, 0.4],
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=8, seed=args.seed,
@@ -129,12 +130,11 @@ def paired_interval(a: dict, b: dict, resamples: int = 4000) -> tuple[float, flo
 def budget_routes(args, out: Path, budget: int, advice_cost: float) -> dict:
     """The SFT agent with B pieces of advice per episode placed by the helper solved for B, by
     NoveltyGate and at uniformly drawn questions: route -> (result, eval folder)."""
-    q = args.test_questions
     helper = helper_stage(args, out, f"helper_b{budget}", None, budget)
     routes = {}
     for route, tag, gate in (("helper@rate", f"helper_b{budget}", dict(helper=str(helper), budget=budget)),
-                             ("novelty@rate", f"novelty_b{budget}", dict(gate="novelty", gate_budget=budget / q)),
-                             ("random@rate", f"uniform_b{budget}", dict(gate="uniform", gate_budget=budget / q))):
+                             ("novelty@rate", f"novelty_b{budget}", dict(gate="novelty", budget=budget)),
+                             ("random@rate", f"uniform_b{budget}", dict(gate="uniform", budget=budget))):
         routes[route] = gate_eval(args, out, f"{tag}_c{advice_cost:g}", advice_cost, **gate)
     return routes
 

@@ -43,6 +43,7 @@ def build_good(root: Path) -> dict[str, Path]:
     from agile.envs.catalog_generator import default_catalog_dir
     from helper.data.collect import CollectConfig
     from helper.data.collect import run as collect
+    from helper.stored_config import config_of
     from helper.gate.distill import DistillConfig
     from helper.gate.distill import run as distill
     from helper.gate.solve_command import SolveConfig
@@ -52,7 +53,7 @@ def build_good(root: Path) -> dict[str, Path]:
 
     catalog = default_catalog_dir(seed=0)
     paths = {name: root / name for name in ("trajectories", "prm", "scored", "solve", "helper")}
-    collect(CollectConfig(data=str(catalog), out=str(paths["trajectories"]), episodes=24,
+    collect(config_of(CollectConfig, data=str(catalog), out=str(paths["trajectories"]), episodes=24,
                           questions_per_episode=4, shard_size=12, explore_p=[0.0, 0.3, 0.6], seed=3))
     run_train(TrainConfig(data=str(paths["trajectories"]), out=str(paths["prm"]), model="tiny",
                           progress=False))

@@ -85,10 +85,11 @@ def setup_folder(out: Path, setup: str, decide_after: str | None, episodes: int 
 def run_seed(folder: Path, setup: str, seed: int, decide_after: str | None, episodes: int | None = None,
              **switches) -> Path:
     from helper.commands.pipeline import PipelineConfig, run
+    from helper.stored_config import config_of
 
     mode = {} if decide_after is None else {"decide_after": decide_after}
     sizes = SETUPS[setup] | ({} if episodes is None else {"episodes": episodes})
-    run(PipelineConfig(out=str(folder), seed=seed, **sizes, **mode, **switches))
+    run(config_of(PipelineConfig, out=str(folder), seed=seed, **sizes, **mode, **switches))
     return folder
 
 

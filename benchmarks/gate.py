@@ -141,7 +141,7 @@ def main() -> None:
     row = observation_features(observations[0], 2, 0.4, names)
     results = {"baseline: bare gbm predict_proba": timed(lambda i: classifiers["gbm"].predict_proba(row), n)}
     for model, classifier in classifiers.items():
-        gate = HelperGate("features", classifier, fallback, scorer=scorer, budget=3, max_budget=3)
+        gate = HelperGate("features", classifier, fallback, scorer=scorer, budget=3, solved_budget=3)
         results[f"features ({model})"] = timed(lambda i, gate=gate: gate.should_intervene(obs(i)), n)
 
     from tabular_rl import Discretizer, estimate, solve
@@ -156,7 +156,7 @@ def main() -> None:
     texts = [format_input(s, t, h, b) for s, t, h, b in zip(frame["state_text"][:256], frame["step"][:256],
                                                            frame["horizon"][:256], frame["budget_left"][:256])]
     text = TextClassifier(args.text_model, max_length=512, epochs=1).fit(texts, y[:256])
-    gate = HelperGate("text", text, budget=3, max_budget=3)
+    gate = HelperGate("text", text, budget=3, solved_budget=3)
     results[f"text ({args.text_model})"] = timed(lambda i: gate.should_intervene(obs(i)), max(n // 10, 50))
 
     if args.prm != "none":
@@ -164,7 +164,7 @@ def main() -> None:
         from prm.scoring.scorer import PrmScorer
 
         prm = ProcessRewardModel.create(args.prm, tag_after="state", device="cpu")
-        gate = HelperGate("features", classifiers["gbm"], fallback, scorer=PrmScorer(prm), budget=3, max_budget=3)
+        gate = HelperGate("features", classifiers["gbm"], fallback, scorer=PrmScorer(prm), budget=3, solved_budget=3)
         results[f"features (gbm) + PRM ({args.prm})"] = timed(lambda i: gate.should_intervene(obs(i)),
                                                                max(n // 10, 50))
 
@@ -199,7 +199,7 @@ def http_against_in_process(frame, y, observations, n: int) -> dict[str, np.ndar
     classifier = FeatureClassifier("gbm", names).fit(frame_features(frame, names), y)
     with tempfile.TemporaryDirectory() as tmp:
         # Without a PRM every decision takes the fallback classifier: here the same gbm.
-        HelperGate("features", classifier, classifier, max_budget=3, trained_on={"horizon": 8}).save(tmp)
+        HelperGate("features", classifier, classifier, solved_budget=3, trained_on={"horizon": 8}).save(tmp)
         gate = HelperGate.load(tmp, budget=3)
 
         def request(i):
@@ -274,7 +274,7 @@ def http_under_large_bodies(frame, y, observations, n: int, prm: str, senders: i
     big = json.dumps(request(-1) | {"state_text": "word " * int(megabytes * 1e6 / 5)}).encode()
     with tempfile.TemporaryDirectory() as tmp:
         ProcessRewardModel.create("tiny" if prm == "none" else prm, tag_after="state", device="cpu").save(f"{tmp}/prm")
-        HelperGate("features", classifier, fallback, max_budget=3, trained_on={"horizon": 8}).save(
+        HelperGate("features", classifier, fallback, solved_budget=3, trained_on={"horizon": 8}).save(
             f"{tmp}/helper", prm=f"{tmp}/prm")
         with serve_gate(f"{tmp}/helper") as url, httpx.Client(base_url=url, timeout=120) as http:
             # Distinct states: each observation's first request runs the PRM (nothing cached yet).

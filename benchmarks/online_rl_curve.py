@@ -8,7 +8,7 @@ Writes ``online_rl_curve.csv`` / ``.png`` (exact_optimal's success on the same v
 drawn as the reference lines)
 and ``result.json`` under --out::
 
-    python benchmarks/online_rl_curve.py --out runs/bench_online_rl --max-budget 3 --seeds 0 1
+    python benchmarks/online_rl_curve.py --out runs/bench_online_rl --budgets 1 2 3 --seeds 0 1
 
 The simulator's draws are a pure function of (episode, step), so the methods see the same draws on
 the same episodes: the differences are paired.
@@ -30,7 +30,7 @@ from agile import gates as B
 from agile.envs.productqa import QUESTION_TYPES
 from agile.envs.productqa_env import question_type
 from helper.baselines import exact
-from helper.data.environment import EnvConfig, Environment
+from helper.data.environment import EnvConfig, Environment, EnvSpec
 from helper.evaluation.evaluate import evaluate_gate
 from helper.evaluation.metrics import bootstrap_ci
 from helper.baselines.online_rl import (
@@ -47,7 +47,7 @@ from helper.baselines.online_rl import (
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench_online_rl")
-    parser.add_argument("--max-budget", type=int, default=3)
+    parser.add_argument("--budgets", type=int, nargs="+", default=[1, 2, 3], help="training and test budgets C")
     parser.add_argument("--questions", type=int, default=4, help="questions per episode")
     parser.add_argument("--episodes", type=int, default=512, help="held-out test episodes per method and C")
     parser.add_argument("--total-timesteps", type=int, default=60_000)
@@ -55,9 +55,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     args = parser.parse_args()
 
-    env = Environment(EnvConfig(questions_per_episode=args.questions, episodes=args.episodes))
-    budgets = list(range(1, args.max_budget + 1))
-    model = exact.simulator_model(env.type_sequences(), dict(zip(QUESTION_TYPES, env.cfg.sim_accuracy)),
+    env = Environment(EnvConfig(spec=EnvSpec(questions_per_episode=args.questions), episodes=args.episodes))
+    budgets = sorted(set(args.budgets))
+    model = exact.simulator_model(env.type_sequences(), dict(zip(QUESTION_TYPES, env.cfg.spec.sim_accuracy)),
                               QUESTION_TYPES, env.horizon)
 
     def per_episode(make):
@@ -71,7 +71,7 @@ def main() -> None:
                "exact_optimal": {c: float(v.mean()) for c, v in optimum.items()}, "seeds": {}}
     for seed in args.seeds:
         started = time.perf_counter()
-        cfg = OnlineRLConfig(max_budget=args.max_budget, total_timesteps=args.total_timesteps,
+        cfg = OnlineRLConfig(budgets=budgets, total_timesteps=args.total_timesteps,
                              eval_every=args.eval_every, seed=seed, episode_seed=500 + 17 * seed)
         policy, report = train(env, cfg)
         seconds = time.perf_counter() - started

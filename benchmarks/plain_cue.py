@@ -2,7 +2,7 @@
 
     for s in 0 1 2; do helpgate pipeline --env examples.plain_cue:make_episodes \\
         --agent examples.plain_cue:make_agent --prm-model smollm2 --prm-layers 4 --prm-pooling mean \\
-        --prm-target process --max-budget 5 --episodes 200 --eval-episodes 200 \\
+        --prm-target process --budgets 1 2 3 4 5 --episodes 200 --eval-episodes 200 \\
         --methods helper random prm_threshold --seed $s --out runs/plain-cue/seed$s
         helpgate prm train --data runs/plain-cue/seed$s/trajectories --out runs/plain-cue/seed$s/prm-last \\
             --model smollm2 --layers 4 --pooling last --target process --base-only --tag-after state \\
@@ -38,6 +38,7 @@ from helper.data.environment import Environment
 from helper.evaluation.evaluate import evaluate_gate
 from helper.evaluation.metrics import NIL_GAIN
 from helper.evaluation.sweep import SweepConfig
+from helper.stored_config import config_of
 from tabular_rl import solve_exact
 
 RISKY = r"\b(" + "|".join(r for r, p in SLIP.items() if p > 0) + r")\b"
@@ -72,7 +73,7 @@ def label_agreement(solve: Path, budgets: list[int]) -> dict[int, float]:
 def paired_optimum(run: Path, budgets: list[int]) -> pd.DataFrame:
     """The exact optimal gate on the sweep's own held-out episodes (same env, split, seed, count)."""
     config = json.loads((run / "sweep" / "summary.json").read_text())["config"]
-    env = Environment(SweepConfig(**config))
+    env = Environment(config_of(SweepConfig, config, where=run / "sweep" / "summary.json"))
     rows, _, _ = evaluate_gate(env, optimal_gate, budgets, "exact_optimal", ci_resamples=200)
     return pd.DataFrame(rows).set_index("budget")
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -31,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
+from helper.stored_config import config_of  # noqa: E402
 from prm.training import train as prm_train  # noqa: E402
 from prm.verifiers.backbones import is_encoder  # noqa: E402
 
@@ -89,8 +89,7 @@ def trained(run: Path, variant: str, out: Path) -> dict:
     folder = variant_folder(run, variant, out)
     if (folder / "metrics.json").exists():
         return json.loads((folder / "metrics.json").read_text())
-    saved = json.loads((run / "pipeline.json").read_text())
-    cfg = PipelineConfig(**{f.name: saved[f.name] for f in fields(PipelineConfig) if f.name in saved})
+    cfg = config_of(PipelineConfig, json.loads((run / "pipeline.json").read_text()), run / "pipeline.json")
     return prm_train.run_train(cfg.prm_train_config(run / "trajectories", folder, progress=False,
                                                     **parse_variant(variant)))
 

@@ -45,8 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from helper.metrics import hierarchical_weights, percentile_interval  # noqa: E402
-from helper.pipeline import PipelineConfig  # noqa: E402
+from helper.evaluation.metrics import hierarchical_weights, percentile_interval  # noqa: E402
+from helper.commands.pipeline import PipelineConfig  # noqa: E402
+from helper.stored_config import config_of  # noqa: E402
 from prm.training import quality  # noqa: E402
 from prm.data.folds import task_group, task_type  # noqa: E402
 from prm.inputs.visible import proposal_features  # noqa: E402
@@ -85,7 +86,7 @@ def train_and_score(run: Path, out: Path, names: list[str], test: bool = True) -
     from prm.scoring.score import ScoreConfig, run_score
     from prm.training.train import run_train
 
-    cfg = PipelineConfig(data="productqa", decide_after="proposal", seed=seed_of(run))
+    cfg = config_of(PipelineConfig, data="productqa", decide_after="proposal", seed=seed_of(run))
     results = {}
     for name in names:
         folder = out / folder_name(name)

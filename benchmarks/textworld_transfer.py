@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
+from helper.stored_config import config_of  # noqa: E402
 from prm.training import quality  # noqa: E402
 from prm.data.episodes import TRAIN_COLUMNS  # noqa: E402
 from prm.inputs.signals import signal_matrix, state_keys  # noqa: E402
@@ -95,7 +96,7 @@ def main() -> None:
                    help="PRM variants to train (the ones reading the hidden state run the backbone)")
     args = p.parse_args()
     run, out = Path(args.run), Path(args.out)
-    cfg = PipelineConfig(**json.loads((run / "pipeline.json").read_text()))
+    cfg = config_of(PipelineConfig, json.loads((run / "pipeline.json").read_text()), where=run / "pipeline.json")
     trajectories = run / "trajectories"
     frame = read_trajectories(str(trajectories), require=TRAIN_COLUMNS, whole_episodes=True)
     cache = args.feature_cache or str(out / "features.npz")

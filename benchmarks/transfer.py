@@ -51,9 +51,10 @@ def mark(folder: Path) -> None:
 def collect_test_rows(run: Path, seed: int, out: Path) -> None:
     from helper.data.collect import CollectConfig
     from helper.data.collect import run as collect
+    from helper.stored_config import config_of
 
     config = json.loads((run / "pipeline.json").read_text())
-    collect(CollectConfig(env="productqa", data=config["data"], split="test", agent="llm", model=config["agent"],
+    collect(config_of(CollectConfig, env="productqa", data=config["data"], split="test", agent="llm", model=config["agent"],
                           explore_p=[0.0], episodes=TEST_EPISODES, questions_per_episode=config["questions_per_episode"],
                           budget=config["questions_per_episode"], seed=seed + 1000, out=str(out), shard_size=16,
                           decide_after="proposal", agent_dtype=config["agent_dtype"]))

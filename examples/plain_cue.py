@@ -2,7 +2,7 @@
 
     PYTHONPATH=. helpgate pipeline --env examples.plain_cue:make_episodes \\
         --agent examples.plain_cue:make_agent --prm-model tiny --prm-pooling mean \\
-        --prm-target process --max-budget 3 --quick --out runs/plain-cue
+        --prm-target process --budgets 1 2 3 --quick --out runs/plain-cue
 
 An episode is ``HORIZON`` crossings. Each crossing's state text says, mid-sentence, how risky it
 is (``calm``, ``tricky`` or ``dangerous``, drawn independently with probabilities ``RISK_ODDS``)

@@ -10,6 +10,8 @@ import pytest
 from agile.executor.episode import AgileSource
 from agile.rollout import run_episodes
 from helper.data.collect import CollectConfig, run
+from helper.data.environment import EnvSpec
+from helper.stored_config import config_of
 from trajectories.manifest import MANIFEST
 from trajectories.schema import SCHEMA
 from trajectories.shards import read_trajectories
@@ -28,7 +30,7 @@ def tiny_config(out, **changes) -> CollectConfig:
     values = dict(env="agile", data=str(ROOT), model="tiny", groups=["blades", "camera_lenses"], out=str(out), episodes=4,
                   questions_per_episode=2, shard_size=2, batch_size=2, budget=1, explore_p=[0.0, 1.0],
                   max_new_tokens=6, seed=3)
-    return CollectConfig(**(values | changes))
+    return config_of(CollectConfig, values | changes)
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +135,7 @@ def test_pipeline_runs_every_stage_on_the_agile_stack(tmp_path):
     # episode's outcome (soft) still varies with the human's answers. Two questions a session: one
     # answer from the human makes a success (success >= 0.5), so the collection's mixture of
     # explore_p gives both outcomes (with three, 8 episodes all failed on the bundled slice).
-    assert PipelineConfig(env="agile").prm_target_name() == "process"  # each question scored on its own
+    assert PipelineConfig(spec=EnvSpec(env="agile")).prm_target_name() == "process"  # each question scored on its own
     assert main(args) == 0
     assert all((out / stage / ".done").exists() for stage in STAGES)
     assert set(read_trajectories(out / "trajectories")["env"]) == {"agile"}

@@ -68,18 +68,18 @@ def test_uniform_gate_spends_exactly_its_budget_at_uniformly_drawn_questions():
 
 def test_the_gate_run_alone_skips_the_policy_run(tmp_path):
     model, tokenizer = load_causal_lm("tiny", device="cpu")
-    cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=3, gate="uniform", gate_budget=0.67,
+    cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=3, gate="uniform", budget=2,
                      policy_run=False, max_new_tokens=4, out_dir=str(tmp_path))
     rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
     assert {r["mode"] for r in rows} == {"gate:UniformGate"}
-    assert rows[-1]["advice_rate"] == pytest.approx(2 / 3)  # round(0.67 x 3) = 2 of 3, all spent
+    assert rows[-1]["advice_rate"] == pytest.approx(2 / 3)  # budget 2 of 3 questions, all spent
     assert len((tmp_path / "sessions.jsonl").read_text().splitlines()) == 3
 
 
 def test_run_eval_reports_policy_and_gate_side_by_side(tmp_path):
     model, tokenizer = load_causal_lm("tiny", device="cpu")
     cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings", "motherboards"], questions_per_group=4,
-                     ablations=["full", "no_advice"], gate="novelty", gate_budget=0.5,
+                     ablations=["full", "no_advice"], gate="novelty", budget=2,
                      gate_threshold=2.0, max_new_tokens=4, out_dir=str(tmp_path))
     rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
     modes = {(r["ablation"], r["mode"]) for r in rows}

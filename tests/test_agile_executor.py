@@ -165,7 +165,7 @@ class AlwaysGate:
 def test_gate_replaces_seek_advice_within_budget(group, tokenizer, embedder):
     q1, q2 = first(group, "fact_qa", 2)
     gate = AlwaysGate()
-    ex = make(group, [q1, q2], tokenizer, embedder, gate=gate, advice_budget=1)
+    ex = make(group, [q1, q2], tokenizer, embedder, gate=gate, budget=1)
     assert ex.allowed() == (fn.REFLECTION,)  # the gate already sought advice
     assert fn.SEEK_ADVICE not in ex.allowed()
     ex.act("[Reflection] no information")
@@ -179,6 +179,25 @@ def test_gate_replaces_seek_advice_within_budget(group, tokenizer, embedder):
     gold = make(group, [q1, q2], tokenizer, embedder, gold_features=True)
     assert gold.observation.features["type_fact_qa"] == 1.0
     assert gold.observation.annotations == ex.observation.annotations
+
+
+@pytest.mark.parametrize("budget, advised", [(None, 4), (0, 0), (2, 2)])
+def test_the_gate_advises_within_the_episode_budget(group, tokenizer, embedder, budget, advised):
+    """budget None: no limit, every question the gate wants is advised; k: at most k, counted by the
+    one counting object of the loop and the gates (agile.budget.EpisodeBudget)."""
+    from agile.budget import EpisodeBudget
+
+    questions = first(group, "fact_qa", 4)
+    ex = make(group, questions, tokenizer, embedder, gate=AlwaysGate(), budget=budget, use_reflection=False)
+    assert isinstance(ex.advice, EpisodeBudget)
+    while not ex.done:
+        ex.act("[PredictAnswer] yes")
+    assert sum(r.advised for r in ex.records) == advised == ex.advice_used
+    twin = make(group, questions, tokenizer, embedder, gate=AlwaysGate(), budget=1, use_reflection=False)
+    clone = twin.clone()  # a clone counts its own advice (a proposal played on a copy spends nothing)
+    assert (clone.advice_used, twin.advice_used) == (1, 1) and clone.advice is not twin.advice
+    with pytest.raises(RuntimeError, match="past the budget of 1"):
+        twin.seek_advice()  # the loop asking past the budget: refused, not counted
 
 
 def test_clone_is_independent(group, tokenizer, embedder):

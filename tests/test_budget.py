@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agile.budget import BudgetedGate, TooManyEpisodes
+from agile.budget import BudgetedGate, EpisodeBudget, TooManyEpisodes, largest_budget
 from agile.protocol import Observation
 from helper.gate.gate import HelperGate
 
@@ -47,7 +47,7 @@ def test_the_reported_replay_is_held_to_the_budget():
 def test_budget_zero_means_never():
     assert not TableGate({}, budget=0).should_intervene(obs(), 5)
     assert not TableGate({}, budget=0).should_intervene(obs())
-    # A helper trained for max_budget=0 clips what the classifier sees to 0 (no truthiness skip).
+    # A helper solved for budget 0 clips what the classifier sees to 0 (no truthiness skip).
     seen = []
 
     class Recorder:
@@ -57,7 +57,7 @@ def test_budget_zero_means_never():
             seen.append(float(row[0, 0]))
             return [1.0]
 
-    gate = HelperGate("features", Recorder(), max_budget=0)
+    gate = HelperGate("features", Recorder(), solved_budget=0)
     assert gate.budget == 0 and not gate.should_intervene(obs(), 3)
     gate.scorer = type("S", (), {"score": lambda self, o: 0.5})()
     assert gate.intervene_probability(obs(), 3) == 1.0 and seen == [0.0]
@@ -170,3 +170,82 @@ def test_evaluate_replays_episodes_with_a_fresh_count(tmp_path):
                                SimulatorAgent(seed=0), gate=gate, budget=2)
         assert [sum(r.intervened for r in episode) for episode in records] == [2, 2, 2]
     assert gate.live_episodes() == 0
+
+
+# -- the one counting object ----------------------------------------------------------------------
+@settings(max_examples=25, deadline=None)
+@given(calls=threaded_calls, limit=st.integers(0, 3), caller_left=st.one_of(st.none(), st.integers(0, 4)))
+def test_episode_budget_under_sixteen_threads_never_exceeds_its_limit(calls, limit, caller_left):
+    """16 threads spend the same episodes at once: never more than the limit, and not fewer while
+    the limit lasts (a caller's count of 0 refuses every call; a positive one is its own snapshot)."""
+    count = EpisodeBudget(limit)
+    start = threading.Barrier(16)
+
+    def spend(thread_calls):
+        start.wait()
+        return [(e, count.spend(e, caller_left)) for e, _ in thread_calls]
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        answers = [a for result in pool.map(spend, calls) for a in result]
+    cap = 0 if caller_left == 0 else limit
+    for episode in EPISODES:
+        asks = sum(1 for e, _ in answers if e == episode)
+        grants = sum(said for e, said in answers if e == episode)
+        assert grants == count.used(episode) == min(cap, asks)
+        assert count.left(episode) == limit - grants
+
+
+def test_episode_budget_without_a_limit_never_refuses_and_ends_cleanly():
+    count = EpisodeBudget(None)
+    assert count.left("a") is None and count.left("a", 2) == 2  # the caller's count still binds
+    assert all(count.spend("a") for _ in range(50)) and count.used("a") == 50
+    assert not count.spend("a", caller_left=0)
+    twin = count.copy()
+    twin.spend("a")
+    assert (twin.used("a"), count.used("a")) == (51, 50)  # a copy counts apart (a cloned episode)
+    count.end("a")
+    assert count.used("a") == 0 and count.live() == 0
+    with pytest.raises(ValueError, match="budget=-1"):
+        EpisodeBudget(-1)
+    small = EpisodeBudget(1, max_episodes=1)
+    small.spend("x")
+    with pytest.raises(TooManyEpisodes, match="holds 1 live episodes"):
+        small.spend("y")
+
+
+def test_the_loop_and_the_gate_count_with_the_one_class(monkeypatch):
+    """run_episodes and every BudgetedGate spend through EpisodeBudget (the executor: test_agile_executor)."""
+    from agile.agents.simulator_agent import SimulatorAgent
+    from agile.envs.catalog_generator import default_catalog_dir
+    from agile.envs.productqa_env import make_episodes
+    from agile.rollout import run_episodes
+
+    owners = []
+    spend = EpisodeBudget.spend
+
+    def counted(self, key, caller_left=None):
+        owners.append(self.owner)
+        return spend(self, key, caller_left)
+
+    monkeypatch.setattr(EpisodeBudget, "spend", counted)
+    gate = TableGate({}, budget=1)
+    records = run_episodes(make_episodes(default_catalog_dir(0), "test", n=2, seed=3, questions_per_episode=4),
+                           SimulatorAgent(seed=0), gate=gate, budget=2)
+    assert [sum(r.intervened for r in episode) for episode in records] == [1, 1]  # the gate's 1 binds
+    assert owners.count("TableGate") == 2 and owners.count("EpisodeBudget") == 2  # the gate's, the loop's
+    assert isinstance(gate._episode_budget, EpisodeBudget)
+
+
+def test_the_default_largest_budget_is_what_always_spends():
+    assert largest_budget(4) == 4  # before anything ran: the horizon
+    assert largest_budget(8, always_used=5.2) == 6  # measured: always's mean, rounded up
+    assert largest_budget(8, always_used=3.0 + 1e-12) == 3  # not one more for a rounding error
+
+
+def test_the_recorder_counts_with_it_too(tmp_path):
+    from helper.data.recorder import Recorder
+
+    rec = Recorder(tmp_path / "rec", explore_p=1.0, budget=1)
+    assert isinstance(rec._budget, EpisodeBudget)
+    assert [rec.should_intervene(obs("r", t)) for t in (0, 0, 1)] == [True, True, False]  # asked twice, spent once
+    assert rec.budget_left("r") == 0 and rec.budget_left("new") == 1

@@ -16,6 +16,8 @@ import pytest
 
 from agile.envs.catalog_generator import default_catalog_dir
 from helper.data.collect import CollectConfig, main, run
+from helper.data.environment import EnvSpec
+from helper.stored_config import config_of, flat
 from trajectories.manifest import MANIFEST, ConfigMismatch
 from trajectories.schema import SCHEMA
 from trajectories.shards import read_shard, read_trajectories
@@ -29,9 +31,9 @@ def catalog():
 
 
 def small(catalog, out, **changes) -> CollectConfig:
-    config = CollectConfig(data=catalog, out=str(out), episodes=10, questions_per_episode=4,
-                           shard_size=3, batch_size=4, budget=2, explore_p=[0.0, 0.5, 1.0], seed=7)
-    return replace(config, **changes)
+    values = dict(data=catalog, out=str(out), episodes=10, questions_per_episode=4,
+                  shard_size=3, batch_size=4, budget=2, explore_p=[0.0, 0.5, 1.0], seed=7)
+    return config_of(CollectConfig, values | changes)
 
 
 def test_shards_follow_the_schema_and_summary_adds_up(tmp_path, catalog):
@@ -138,9 +140,8 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path, catalog):
     assert done.returncode == 0, done.stderr
     assert "mean success" in done.stdout
     reference = tmp_path / "reference"
-    run(CollectConfig(data=catalog, out=str(reference), episodes=episodes, questions_per_episode=4,
-                      shard_size=25, batch_size=25, budget=2, explore_p=[0.1, 0.4], seed=3,
-                      counterfactual=True))
+    run(config_of(CollectConfig, data=catalog, out=str(reference), episodes=episodes, questions_per_episode=4,
+                  shard_size=25, batch_size=25, budget=2, explore_p=[0.1, 0.4], seed=3, counterfactual=True))
     resumed, uninterrupted = read_trajectories(killed), read_trajectories(reference)
     assert resumed.height == episodes * 4
     assert resumed.select("episode_id", "step").is_duplicated().sum() == 0
@@ -157,8 +158,9 @@ def test_help_lists_every_field(capsys):
         main(["--help"])
     assert stop.value.code == 0
     text = capsys.readouterr().out
-    for name in CollectConfig.__dataclass_fields__:
+    for name in flat(CollectConfig()):  # the nested EnvSpec's fields are flags of their own
         assert "--" + name.replace("_", "-") in text
+    assert "--spec" not in text
 
 
 def test_agent_dtype_reaches_the_llm_and_the_manifest(tmp_path, catalog):
@@ -170,11 +172,12 @@ def test_agent_dtype_reaches_the_llm_and_the_manifest(tmp_path, catalog):
 
     config = small(catalog, tmp_path / "bf16", agent="llm", model="tiny", agent_dtype="bfloat16", episodes=2)
     assert env_setup(config).base_agent().model.dtype == torch.bfloat16
-    assert env_setup(replace(config, agent_dtype="auto")).base_agent().model.dtype == torch.float32  # CPU default
+    auto = replace(config, spec=replace(config.spec, agent_dtype="auto"))
+    assert env_setup(auto).base_agent().model.dtype == torch.float32  # CPU default
     run(config)
     assert read_trajectories(tmp_path / "bf16").height == 2 * 4
     with pytest.raises(ConfigMismatch, match="agent_dtype"):
-        run(replace(config, agent_dtype="float32"))
+        run(replace(config, spec=replace(config.spec, agent_dtype="float32")))
     with pytest.raises(ValueError, match="agent_dtype='bfloat16'.*agent='simulator'"):
         run(small(catalog, tmp_path / "sim", agent_dtype="bfloat16"))
 

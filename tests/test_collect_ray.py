@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 
 import pytest
 
 from agile.envs.catalog_generator import default_catalog_dir
 from helper.data.collect import CollectConfig, main, run
+from helper.stored_config import config_of
 from trajectories.manifest import MANIFEST
 from trajectories.shards import read_trajectories
 
@@ -21,10 +21,9 @@ except ImportError:
 
 
 def small(out, **changes) -> CollectConfig:
-    config = CollectConfig(data=str(default_catalog_dir(seed=0)), out=str(out), episodes=10,
-                           questions_per_episode=4, shard_size=3, batch_size=2, budget=2,
-                           explore_p=[0.0, 0.5, 1.0], seed=7)
-    return replace(config, **changes)
+    values = dict(data=str(default_catalog_dir(seed=0)), out=str(out), episodes=10, questions_per_episode=4,
+                  shard_size=3, batch_size=2, budget=2, explore_p=[0.0, 0.5, 1.0], seed=7)
+    return config_of(CollectConfig, values | changes)
 
 
 @pytest.mark.skipif(

@@ -9,7 +9,7 @@ import pytest
 
 from agile import gates as B
 from agile.agents.llm_agent import LLMAgent, choose_mode
-from helper.data.environment import EnvConfig, Environment
+from helper.data.environment import EnvConfig, Environment, EnvSpec
 from helper.evaluation.evaluate import evaluate_gate
 
 
@@ -22,7 +22,7 @@ def tiny(one_torch_thread):
 
 @pytest.fixture(scope="module")
 def env(tiny):
-    environment = Environment(EnvConfig(env="productqa", split="test", episodes=4, questions_per_episode=3, seed=7))
+    environment = Environment(EnvConfig(EnvSpec(env="productqa", questions_per_episode=3), split="test", episodes=4, seed=7))
     # Sampling, and a wide prompt batch: any draw shared between rows or calls would show.
     environment.base = LLMAgent("tiny", lm=tiny, max_new_tokens=6, temperature=1.0, seed=3, cpu_padding=100.0)
     return environment

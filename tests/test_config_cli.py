@@ -77,6 +77,12 @@ def test_every_command_help_lists_every_field(path, capsys):
         if tyro.conf.Positional in getattr(hints[item.name], "__metadata__", ()):
             assert "positional arguments" in text, item.name  # given without a flag (helpgate report RUN...)
             continue
+        nested = typing.get_type_hints(config_cls)[item.name]
+        if dataclasses.is_dataclass(nested):  # the EnvSpec: its fields are flags of their own (--env)
+            assert "--" + item.name + "." not in text
+            for inner in dataclasses.fields(nested):
+                assert "--" + inner.name.replace("_", "-") in text, (item.name, inner.name)
+            continue
         assert "--" + item.name.replace("_", "-") in text, item.name
     # Defaults are the dataclass's own (a command with a required field has none to compare).
     required = [f.name for f in dataclasses.fields(config_cls)
@@ -186,7 +192,7 @@ def test_every_field_of_every_config_has_a_docstring():
     option nobody can read about."""
     configs = _configs()
     # The discovery itself: every command's config, their bases (EnvSpec's family), the executor's.
-    assert {"helper.commands.pipeline.PipelineConfig", "helper.data.collect.CollectConfig", "helper.data.environment.AgentEnvParams",
+    assert {"helper.commands.pipeline.PipelineConfig", "helper.data.collect.CollectConfig",
             "helper.data.environment.EnvConfig", "helper.data.environment.EnvSpec", "agile.executor.executor.ExecutorConfig",
             "agile.train.ppo.PPOConfig", "prm.verifiers.model.PRMSettings",
             "prm.data.export.ExportConfig"} <= set(configs)

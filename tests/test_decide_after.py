@@ -263,9 +263,11 @@ def test_older_datasets_without_proposal_columns_still_load(tmp_path):
 
 def test_collect_logs_decide_after_and_resumes_older_folders(tmp_path):
     from helper.data.collect import CollectConfig, run
+    from helper.data.environment import EnvSpec
 
     out = tmp_path / "traj"
-    config = CollectConfig(out=str(out), episodes=4, shard_size=2, questions_per_episode=3, explore_p=[0.5],
+    three = EnvSpec(questions_per_episode=3)
+    config = CollectConfig(spec=three, out=str(out), episodes=4, shard_size=2, explore_p=[0.5],
                            decide_after="proposal")
     run(config)
     manifest = json.loads((out / "manifest.json").read_text())
@@ -274,13 +276,13 @@ def test_collect_logs_decide_after_and_resumes_older_folders(tmp_path):
     assert (frame["proposal_text"] != "").all() and frame["proposal_reward"].null_count() == 0
     # A folder collected before the option (no decide_after in its manifest) resumes as state.
     state = tmp_path / "state"
-    run(CollectConfig(out=str(state), episodes=4, shard_size=2, questions_per_episode=3))
+    run(CollectConfig(spec=three, out=str(state), episodes=4, shard_size=2))
     stored = json.loads((state / "manifest.json").read_text())
     del stored["config"]["decide_after"]
     (state / "manifest.json").write_text(json.dumps(stored))
-    assert run(CollectConfig(out=str(state), episodes=4, shard_size=2, questions_per_episode=3))["episodes"] == 4
+    assert run(CollectConfig(spec=three, out=str(state), episodes=4, shard_size=2))["episodes"] == 4
     with pytest.raises(ValueError, match="decide_after"):
-        run(CollectConfig(out=str(state), episodes=4, shard_size=2, questions_per_episode=3, decide_after="proposal"))
+        run(CollectConfig(spec=three, out=str(state), episodes=4, shard_size=2, decide_after="proposal"))
 
 
 # -- end to end -------------------------------------------------------------------------------------
@@ -288,13 +290,14 @@ def test_collect_logs_decide_after_and_resumes_older_folders(tmp_path):
 def proposal_helper(tmp_path_factory):
     """collect (simulator, proposal mode) -> prm train --tag-after proposal (tiny) -> score -> solve -> distill."""
     from helper.data import collect
+    from helper.data.environment import EnvSpec
     from helper.gate import distill, solve_command
     from prm.scoring import score as prm_score
     from prm.training import train as prm_train
 
     root = tmp_path_factory.mktemp("proposal-run")
     data = str(root / "trajectories")
-    collect.run(collect.CollectConfig(out=data, episodes=24, shard_size=12, questions_per_episode=3,
+    collect.run(collect.CollectConfig(spec=EnvSpec(questions_per_episode=3), out=data, episodes=24, shard_size=12,
                                       explore_p=[0.0, 0.3, 0.6], budget=2, decide_after="proposal"))
     report = prm_train.run_train(prm_train.TrainConfig(data=data, out=str(root / "prm"), model="tiny",
                                                        tag_after="proposal", folds=3, progress=False))

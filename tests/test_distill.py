@@ -51,7 +51,7 @@ def test_features_backend_agrees_and_gate_loads(solve_dir, tmp_path):
     assert summary["training_calls"] == {"strong": 0, "human": humans, "episodes": logged["episode_id"].n_unique(),
                                          "rows": logged.height} and humans > 0
     config = json.loads((out / "helper.json").read_text())
-    assert config["max_budget"] == 2 and config["prm"] is None
+    assert config["solved_budget"] == 2 and config["prm"] is None
     gate = HelperGate.load(out)
     assert gate.budget == 2 and gate.scorer is None
     # With a perfect scorer the features classifier reproduces the solved table.

@@ -144,7 +144,7 @@ def helper_dir(tmp_path_factory):
     plain = [n for n in names if n != "prm_score"]
     fallback = FeatureClassifier("logreg", plain).fit(frame_features(frame, plain), y)
     directory = tmp_path_factory.mktemp("helper")
-    HelperGate("features", main, fallback, max_budget=2).save(directory, prm=str(directory / "no-prm-here"))
+    HelperGate("features", main, fallback, solved_budget=2).save(directory, prm=str(directory / "no-prm-here"))
     return directory
 
 
@@ -172,7 +172,7 @@ def test_save_load_and_fallback(helper_dir):
 
 
 def test_conservative_rule_without_any_classifier():
-    gate = HelperGate("features", FeatureClassifier("logreg", ["prm_score"]), budget=2, max_budget=2)
+    gate = HelperGate("features", FeatureClassifier("logreg", ["prm_score"]), budget=2, solved_budget=2)
     # No scorer and no fallback: intervene only when the budget covers every remaining decision.
     assert not gate.should_intervene(obs("z", 0, horizon=4))
     assert gate.should_intervene(obs("z", 2, horizon=4)) and gate.should_intervene(obs("z", 3, horizon=4))
@@ -231,7 +231,7 @@ def test_prm_scorer_reproduces_logged_scores(tiny_prm):
     frame, y = _training_frame()
     names = ["prm_score", "step", "budget_left", "f_type_reasoning_qa"]
     gate = HelperGate("features", FeatureClassifier("logreg", names).fit(frame_features(frame, names), y),
-                      scorer=scorer, budget=1, max_budget=2)
+                      scorer=scorer, budget=1, solved_budget=2)
     said = [gate.should_intervene(Observation("g", "test", "t", t, states[t], 3, {"type_reasoning_qa": 1.0}))
             for t in range(3)]
     assert sum(said) <= 1 and gate.stats()["fallbacks"] == 0
@@ -346,7 +346,7 @@ def test_helper_decides_advice_in_agile_eval(helper_dir, tmp_path):
 
     groups = ["leggings", "motherboards"]
     # The helper reads the question-type indicator: the executor gives it only as the gold-features ablation.
-    cfg = AgileEvalConfig(model="tiny", data_root=str(SLICE), groups=groups, questions_per_group=6, gate_budget=0.5,
+    cfg = AgileEvalConfig(model="tiny", data_root=str(SLICE), groups=groups, questions_per_group=6, budget=3,
                           max_new_tokens=4, out_dir=str(tmp_path), helper=str(helper_dir), device="cpu",
                           gold_features=True)
     with pytest.warns(UserWarning, match="could not load the PRM"):
@@ -370,7 +370,7 @@ def test_helper_finds_its_prm_after_the_run_folder_moves(tiny_prm, tmp_path):
     run = tmp_path / "run"
     tiny_prm.save(run / "prm")
     HelperGate("features", FeatureClassifier("logreg", names).fit(frame_features(frame, names), y),
-               max_budget=2).save(run / "helper", prm=str(run / "prm"))
+               solved_budget=2).save(run / "helper", prm=str(run / "prm"))
     config = json.loads((run / "helper" / "helper.json").read_text())
     assert config["prm"] == "../prm" and Path(config["prm_absolute"]).is_absolute()
 

@@ -31,7 +31,7 @@ def gate(trained=TRAINED, budget=2) -> HelperGate:
                           "budget_left": rng.integers(1, 3, 40), "features": ['{"memory_hits": 1.0}'] * 40})
     names = ["step", "budget_left", "f_memory_hits"]
     classifier = FeatureClassifier("logreg", names).fit(frame_features(frame, names), rng.integers(0, 2, 40))
-    return HelperGate("features", classifier, budget=budget, max_budget=2, trained_on=trained)
+    return HelperGate("features", classifier, budget=budget, solved_budget=2, trained_on=trained)
 
 
 def caught(calls) -> list[str]:
@@ -99,9 +99,9 @@ def test_distill_stores_what_it_was_trained_on(tmp_path):
 def test_agile_eval_budget_follows_the_kind_of_helper():
     from helper.evaluation.agile_advice import AgileEvalConfig, helper_budget
 
-    cfg = AgileEvalConfig(questions_per_group=20, gate_budget=0.25)
+    cfg = AgileEvalConfig(questions_per_group=20)
     assert helper_budget(cfg, {"method": "priced", "advice_cost": 0.3}) == 20  # the price decides
-    assert helper_budget(cfg, TRAINED) == 5  # the rate version: gate_budget x questions
+    assert helper_budget(cfg, TRAINED) == 5  # the rate version: by default a quarter of the questions
     assert helper_budget(AgileEvalConfig(questions_per_group=20, budget=3), {"method": "priced"}) == 3
     with pytest.raises(ValueError, match="budget=-1"):
         helper_budget(AgileEvalConfig(budget=-1), TRAINED)

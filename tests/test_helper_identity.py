@@ -36,7 +36,7 @@ def prm_dir(tmp_path_factory):
 
 def helper(tmp_path, prm_dir, name="helper"):
     folder = tmp_path / name
-    HelperGate("features", classifier(NAMES), classifier(NAMES[1:]), max_budget=2,
+    HelperGate("features", classifier(NAMES), classifier(NAMES[1:]), solved_budget=2,
                trained_on={"env": ["productqa"], "horizon": 4, "budget": 2, "method": "exact"}).save(
         folder, prm=str(prm_dir))
     return folder

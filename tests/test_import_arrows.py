@@ -3,7 +3,7 @@
 Packages: tabular_rl and the trajectories floor import nothing of ours but themselves, agile
 imports only the floor, prm only agile and the floor, helper all of them. Inside helper and prm,
 the wings stand on floors too (``HELPER_FLOORS``, ``PRM_FLOORS``): a wing imports only wings below
-it (in helper, also the two rooms every command shares). Every import counts, also one made inside
+it (in helper, also the three rooms every command shares). Every import counts, also one made inside
 a function."""
 
 from pathlib import Path
@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OURS = {"agile", "helper", "prm", "tabular_rl", "trajectories"}
 ALLOWED = {"tabular_rl": {"tabular_rl"}, "trajectories": {"trajectories"}, "agile": {"agile", "trajectories"},
            "prm": {"prm", "agile", "trajectories"}, "helper": OURS}
-HELPER_FLOORS = {"config_cli": 0, "provenance": 0, "gate": 1, "data": 1, "baselines": 2, "serve": 2,
-                 "evaluation": 3, "commands": 4}
+HELPER_FLOORS = {"config_cli": 0, "provenance": 0, "stored_config": 0, "gate": 1, "data": 1, "baselines": 2,
+                 "serve": 2, "evaluation": 3, "commands": 4}
 """helper's rooms and wings by floor: a module may import a part of helper on a lower floor only
 (``helper/__init__.py``, the public face, imports lazily and stands above all)."""
 PRM_FLOORS = {"inputs": 0, "data": 1, "verifiers": 1, "training": 2, "scoring": 3}

@@ -90,7 +90,7 @@ class KeyEnvironment:
         return episodes
 
 
-CFG = OnlineRLConfig(max_budget=2, total_timesteps=6_000, n_envs=2, n_steps=128, batch_size=64, eval_every=512,
+CFG = OnlineRLConfig(budgets=[1, 2], total_timesteps=6_000, n_envs=2, n_steps=128, batch_size=64, eval_every=512,
                      val_episodes=64, patience=1536, seed=0, episode_seed=11, val_seed=22)
 
 
@@ -117,7 +117,7 @@ def test_ppo_learns_the_key_decision_and_counts_every_call(tmp_path):
     assert report.validation_calls == {"strong": 0, "human": sum(e.actors.count(HUMAN) for e in validation)}
     assert report.episodes == len(training) and report.calls["human"] > 0
     assert len({e.episode_id for e in training}) == len(training)  # the env copies never share an episode
-    assert all(e.actors.count(HUMAN) <= CFG.max_budget for e in training)
+    assert all(e.actors.count(HUMAN) <= max(CFG.budgets) for e in training)
     assert report.timesteps >= 6_000 or report.stopped.startswith("flattened")
     assert curve["calls"].is_monotonic_increasing and curve["calls"].iloc[-1] <= report.calls["human"]
 
@@ -130,7 +130,7 @@ def test_ppo_learns_the_key_decision_and_counts_every_call(tmp_path):
 def test_env_reward_sums_to_success_and_spends_at_most_the_budget():
     env = KeyEnvironment()
     names, scale = feature_names(env, use_score=False)
-    genv = HelpEnv(env, names, scale, max_budget=3, episode_seed=5)
+    genv = HelpEnv(env, names, scale, budgets=[1, 2, 3], episode_seed=5)
     for episode in range(20):
         obs, info = genv.reset(seed=episode if episode == 0 else None)
         assert obs.shape == (len(names),) and obs[names.index("budget_left")] == info["budget"] / HORIZON
@@ -144,9 +144,23 @@ def test_env_reward_sums_to_success_and_spends_at_most_the_budget():
     assert genv.calls["human"] == sum(e.actors.count(HUMAN) for e in env.made)
 
 
+@pytest.mark.parametrize("top", [1, 2, 3, 5])
+def test_budgets_one_to_m_draw_what_the_former_one_to_max_budget_drew(top):
+    """Budgets 1..M are drawn from the list with one generator call: the same C, episode after episode,
+    as the former integers(1, M + 1), so a run with the default budgets trains on the same ones."""
+    from gymnasium.utils.seeding import np_random
+
+    env = KeyEnvironment()
+    names, scale = feature_names(env, use_score=False)
+    genv = HelpEnv(env, names, scale, budgets=list(range(1, top + 1)), episode_seed=5)
+    drawn = [genv.reset(seed=11 if k == 0 else None)[1]["budget"] for k in range(60)]
+    former, _ = np_random(11)
+    assert drawn == [int(former.integers(1, top + 1)) for _ in range(60)]
+
+
 def test_gate_never_exceeds_its_budget():
     env = KeyEnvironment()
-    policy, _ = train(env, OnlineRLConfig(max_budget=1, total_timesteps=1, n_envs=1, n_steps=8, eval_every=1,
+    policy, _ = train(env, OnlineRLConfig(budgets=[1], total_timesteps=1, n_envs=1, n_steps=8, eval_every=1,
                                           val_episodes=2))
     with torch.no_grad():  # make the greedy policy want to intervene everywhere
         policy.model.policy.action_net.bias[:] = torch.tensor([-50.0, 50.0])
@@ -174,7 +188,7 @@ def test_batched_vec_env_plays_exactly_as_one_env_at_a_time():
         env.base = CountingAgent()
         env.base.batches = []
         names, scale = feature_names(env, use_score=False)
-        copies = [HelpEnv(env, names, scale, 3, 9, rank=r, stride=3) for r in range(3)]
+        copies = [HelpEnv(env, names, scale, [1, 2, 3], 9, rank=r, stride=3) for r in range(3)]
         vec = vec_class([lambda g=g: g for g in copies])
         vec.seed(5)
         trace = [vec.reset().tolist()]
@@ -242,7 +256,7 @@ def test_proposal_mode_env_scores_the_proposal_and_replays_it_when_kept():
     env = HiddenKeyEnvironment()
     scorer = ProposalScorer()
     names, scale = feature_names(env, use_score=True)
-    genv = HelpEnv(env, names, scale, max_budget=2, episode_seed=3, scorer=scorer, decide_after="proposal")
+    genv = HelpEnv(env, names, scale, budgets=[1, 2], episode_seed=3, scorer=scorer, decide_after="proposal")
     rng = np.random.default_rng(1)
     for _ in range(30):
         obs, info = genv.reset(seed=0)
@@ -263,7 +277,7 @@ def test_proposal_mode_env_scores_the_proposal_and_replays_it_when_kept():
 
 
 def test_ppo_in_proposal_mode_finds_the_mistake_only_the_proposal_shows():
-    cfg = OnlineRLConfig(max_budget=1, total_timesteps=6_000, n_envs=2, n_steps=128, batch_size=64, eval_every=512,
+    cfg = OnlineRLConfig(budgets=[1], total_timesteps=6_000, n_envs=2, n_steps=128, batch_size=64, eval_every=512,
                          val_episodes=64, patience=1536, seed=0, episode_seed=11, val_seed=22)
     results = {}
     for mode, scorer in (("state", None), ("proposal", ProposalScorer())):
@@ -282,14 +296,14 @@ def test_ppo_in_proposal_mode_finds_the_mistake_only_the_proposal_shows():
 def test_a_pool_of_training_episodes_is_replayed_in_turn_and_still_learns():
     env = KeyEnvironment()
     names, scale = feature_names(env, use_score=False)
-    copies = [HelpEnv(env, names, scale, 2, 9, rank=r, stride=2, pool=3) for r in range(2)]
+    copies = [HelpEnv(env, names, scale, [1, 2], 9, rank=r, stride=2, pool=3) for r in range(2)]
     for _ in range(3):
         for genv in copies:
             genv.reset(seed=0)
     replayed = [e.episode_id for e in env.made if e.seed == 9]
     assert replayed == [f"key-9-{i}" for i in (0, 1, 2, 0, 1, 2)]  # indices wrap at 3
     with pytest.raises(ValueError, match="pool=0"):
-        HelpEnv(env, names, scale, 2, 9, pool=0)
+        HelpEnv(env, names, scale, [1, 2], 9, pool=0)
     with pytest.raises(ValueError, match="train_episodes"):
         train(env, OnlineRLConfig(train_episodes=0))
     # Eight training episodes, replayed, are enough to learn the key decision of unseen validation ones.

@@ -23,7 +23,7 @@ def _helper_features(out):
 def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["pipeline", "--out", str(out), "--quick", "--agent", "simulator", "--prm-model", "tiny",
-            "--episodes", "32", "--eval-episodes", "8", "--questions-per-episode", "4", "--max-budget", "2"]
+            "--episodes", "32", "--eval-episodes", "8", "--questions-per-episode", "4", "--budgets", "1", "2"]
     assert main(args) == 0
     for stage in STAGES:
         assert (out / stage / ".done").exists(), stage
@@ -85,7 +85,7 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
 def test_gold_features_ablation_reaches_the_helper(tmp_path):
     out = tmp_path / "gold"
     args = ["pipeline", "--out", str(out), "--quick", "--agent", "simulator", "--prm-model", "tiny",
-            "--episodes", "16", "--eval-episodes", "4", "--questions-per-episode", "3", "--max-budget", "1",
+            "--episodes", "16", "--eval-episodes", "4", "--questions-per-episode", "3", "--budgets", "1",
             "--gold-features", "--decide-after", "state", "--methods", "helper", "router"]
     assert main(args) == 0
     gold = {"f_type_fact_qa", "f_type_search_qa", "f_type_reasoning_qa"}

@@ -95,7 +95,7 @@ def test_the_optimal_gate_never_spends_where_the_gain_is_nil():
 def test_end_to_end_with_a_tiny_prm(tmp_path, one_torch_thread):
     out = tmp_path / "run"
     assert main(["pipeline", "--out", str(out), "--quick", *NAMES, "--prm-model", "tiny", "--prm-pooling", "mean",
-                 "--prm-target", "process", "--episodes", "40", "--eval-episodes", "12", "--max-budget", "2",
+                 "--prm-target", "process", "--episodes", "40", "--eval-episodes", "12", "--budgets", "1", "2",
                  "--methods", "helper", "random"]) == 0
     assert json.loads((out / "prm" / "prm_config.json").read_text())["pooling"] == "mean"
     frame = read_trajectories(out / "trajectories")

@@ -30,7 +30,7 @@ NAMES = ["--env", ENV, "--agent", AGENT]
 def pipeline_dir(tmp_path_factory, one_torch_thread):
     out = tmp_path_factory.mktemp("chain") / "run"
     args = ["pipeline", "--out", str(out), "--quick", *NAMES, "--prm-model", "tiny", "--episodes", "48",
-            "--eval-episodes", "12", "--max-budget", "2"]
+            "--eval-episodes", "12", "--budgets", "1", "2"]
     assert main(args) == 0
     return out
 
@@ -86,7 +86,7 @@ def test_a_stage_run_alone_records_itself_where_it_writes(pipeline_dir, tmp_path
 def test_sweep_command_takes_the_names(pipeline_dir, tmp_path):
     out = tmp_path / "sweep"
     assert main(["sweep", *NAMES, "--helper", str(pipeline_dir / "helper"), "--out", str(out), "--episodes", "6",
-                 "--max-budget", "1", "--methods", "helper", "first_k", "oracle", "--ci-resamples", "20",
+                 "--budgets", "0", "1", "--methods", "helper", "first_k", "oracle", "--ci-resamples", "20",
                  "--device", "cpu"]) == 0
     sweep = pd.read_csv(out / "sweep.csv")
     # Sequential decisions: the counterfactual row is the one-step oracle, not an upper bound.
@@ -124,7 +124,7 @@ def test_entry_points_name_env_and_agent(tmp_path, monkeypatch):
     (info / "entry_points.txt").write_text(
         f"[helpgate.envs]\nchain = {ENV}\n\n[helpgate.agents]\nchain-base = {AGENT}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    setup = EnvSetup(EnvSpec(env="chain", agent="chain-base", split="test"))
+    setup = EnvSetup(EnvSpec(env="chain", agent="chain-base"), split="test")
     episodes = setup.episodes(range(3, 6), seed=5)
     assert [e.episode_id for e in episodes] == [e.episode_id for e in make_episodes("test", 6, 5)[3:]]
     assert setup.base_agent().name == "arith-chain-base" and setup.strong_actor() is None
@@ -141,7 +141,7 @@ def test_model_names_are_not_plugins():
 
 
 def test_environment_horizon_is_the_longest_held_out_episode():
-    env = Environment(EnvConfig(env=ENV, agent=AGENT, episodes=20, seed=9))
+    env = Environment(EnvConfig(EnvSpec(env=ENV, agent=AGENT), episodes=20, seed=9))
     assert env.horizon == max(e.horizon for e in make_episodes("test", 20, 9))
     assert env.strong is None and env.base.name == "arith-chain-base"
 
@@ -253,13 +253,13 @@ def test_human_cli_end_of_input_is_one_clear_line(tmp_path):
 
 
 def test_pipeline_budget_bound_is_the_plug_in_envs_longest_horizon():
-    """Without --max-budget the pipeline's budgets run to the plug-in's own longest horizon (not
+    """Without --budgets the pipeline's budgets run to the plug-in's own longest horizon (not
     TextWorld's), so README's example command runs as written."""
     from examples.arith_chain import make_episodes
     from helper.commands.pipeline import PipelineConfig, _horizon
     from helper.data.plugins import episode_horizon
 
-    cfg = PipelineConfig(env="examples.arith_chain:make_episodes", quick=True, seed=3)
+    cfg = PipelineConfig(spec=EnvSpec(env="examples.arith_chain:make_episodes"), quick=True, seed=3)
     longest = max(episode_horizon(e) for e in make_episodes("train", cfg.sizes()[0], 3))
     assert _horizon(cfg) == longest
     assert longest != 8  # TextWorld's longest quest, the bound used before

@@ -12,6 +12,7 @@ import pytest
 
 from helper.commands.cli import main
 from helper.data.collect import CollectConfig, run
+from helper.stored_config import config_of
 from prm.inputs.render import step_pieces
 from trajectories.shards import read_trajectories
 
@@ -21,7 +22,7 @@ PLUGIN = {"env": "examples.arith_chain:make_episodes", "agent": "examples.arith_
 @pytest.fixture(scope="module")
 def trajectories(tmp_path_factory):
     out = tmp_path_factory.mktemp("export") / "traj"
-    run(CollectConfig(**PLUGIN, episodes=60, explore_p=[0.0, 0.5], budget=2, shard_size=30, out=str(out)))
+    run(config_of(CollectConfig, **PLUGIN, episodes=60, explore_p=[0.0, 0.5], budget=2, shard_size=30, out=str(out)))
     return out
 
 

@@ -89,10 +89,11 @@ def test_state_features_are_refused_without_features(tmp_path):
 
 def test_the_pipeline_reads_state_features_alone_on_textworld_only():
     from helper.commands.pipeline import PipelineConfig
+    from helper.data.environment import EnvSpec
 
-    textworld = PipelineConfig(env="textworld").prm_train_config("t", "p")
+    textworld = PipelineConfig(spec=EnvSpec(env="textworld")).prm_train_config("t", "p")
     assert (textworld.state_features, textworld.hidden) == (True, False)
     productqa = PipelineConfig().prm_train_config("t", "p")
     assert (productqa.state_features, productqa.hidden) == (False, True)
-    chosen = PipelineConfig(env="textworld", prm_hidden=True, prm_state_features=False).prm_train_config("t", "p")
+    chosen = PipelineConfig(spec=EnvSpec(env="textworld"), prm_hidden=True, prm_state_features=False).prm_train_config("t", "p")
     assert (chosen.state_features, chosen.hidden) == (False, True)

@@ -169,7 +169,7 @@ def test_bad_backbones_end_in_one_line_naming_the_option(tmp_path, capsys):
 def test_pipeline_with_a_cross_encoder_prm(tmp_path):
     out = tmp_path / "run"
     assert main(["pipeline", "--out", str(out), "--quick", "--agent", "simulator", "--prm-model", "encoder:tiny",
-                 "--episodes", "16", "--eval-episodes", "4", "--questions-per-episode", "3", "--max-budget", "1",
+                 "--episodes", "16", "--eval-episodes", "4", "--questions-per-episode", "3", "--budgets", "1",
                  "--methods", "helper", "random"]) == 0
     settings_ = json.loads((out / "prm" / "prm_config.json").read_text())
     assert settings_["encoder"] and settings_["history"] == 0

@@ -333,8 +333,8 @@ def helper_dirs(tmp_path_factory):
     # No PRM: every decision takes the fallback classifier, which reads the question type.
     reads, always = tmp_path_factory.mktemp("helper"), tmp_path_factory.mktemp("always")
     trained = {"horizon": 6}  # what the server takes its horizon from
-    HelperGate("features", fallback, fallback, max_budget=2, trained_on=trained).save(reads)
-    HelperGate("features", fallback, fallback, max_budget=2, threshold=0.0, trained_on=trained).save(always)
+    HelperGate("features", fallback, fallback, solved_budget=2, trained_on=trained).save(reads)
+    HelperGate("features", fallback, fallback, solved_budget=2, threshold=0.0, trained_on=trained).save(always)
     return reads, always
 
 

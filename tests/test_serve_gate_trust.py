@@ -31,7 +31,7 @@ def run_dir(tmp_path_factory, one_torch_thread):
     out = tmp_path_factory.mktemp("main") / "run"
     assert main(["pipeline", "--out", str(out), "--quick", "--agent", "simulator", "--prm-model", "tiny",
                  "--episodes", "32", "--eval-episodes", "4", "--questions-per-episode", str(HORIZON),
-                 "--max-budget", str(BUDGET), "--methods", "helper"]) == 0
+                 "--budgets", *map(str, range(1, BUDGET + 1)), "--methods", "helper"]) == 0
     return out
 
 

@@ -11,12 +11,14 @@ import pytest
 from helper_data import HORIZON, PerfectScorer, solved, trajectories
 
 from helper.commands.cli import main
+from helper.data.environment import EnvSpec
 from helper.evaluation.evaluate import EvaluateConfig
 from helper.evaluation.metrics import SWEEP_COLUMNS
 from helper.evaluation.sweep import METHODS, SweepConfig
 from helper.evaluation.sweep import run as sweep
 from helper.gate.distill import DistillConfig
 from helper.gate.distill import run as distill
+from helper.stored_config import config_of
 from trajectories.shards import read_trajectories
 
 
@@ -49,8 +51,8 @@ def helper_dir(training_data, tmp_path_factory):
 @pytest.fixture(scope="module")
 def swept(helper_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep")
-    # No max_budget: the budgets go up to always's interventions, the horizon.
-    cfg = SweepConfig(helper=str(helper_dir), out=str(out), episodes=40, questions_per_episode=HORIZON,
+    # No budgets: they go up to always's interventions, the horizon.
+    cfg = SweepConfig(spec=EnvSpec(questions_per_episode=HORIZON), helper=str(helper_dir), out=str(out), episodes=40,
                       rl_timesteps=512, rl_n_steps=32, rl_eval_every=256, rl_val_episodes=8,
                       ci_resamples=200)
     return out, sweep(cfg, scorer=PerfectScorer())
@@ -150,9 +152,9 @@ def test_oracle_name_says_whether_it_is_a_bound():
     from helper.evaluation.methods import oracle_is_exact
 
     assert oracle_is_exact(SweepConfig())  # ProductQA simulator, no memory boost, human
-    assert not oracle_is_exact(SweepConfig(memory_boost=0.1))
-    assert not oracle_is_exact(SweepConfig(agent="smollm2"))
-    assert not oracle_is_exact(SweepConfig(env="textworld"))
+    assert not oracle_is_exact(SweepConfig(EnvSpec(memory_boost=0.1)))
+    assert not oracle_is_exact(SweepConfig(EnvSpec(agent="smollm2")))
+    assert not oracle_is_exact(SweepConfig(EnvSpec(env="textworld")))
 
 
 def test_evaluate_command(helper_dir, tmp_path):
@@ -176,15 +178,19 @@ def test_command_help_shows_each_options_docstring(command, config, capsys):
     # tyro wraps lines (in a box on a terminal): compare the words, without the box and backticks.
     words = lambda text: " ".join(re.sub(r"[`│╭╮╰╯─]", " ", text).split())  # noqa: E731
     text = words(capsys.readouterr().out)
-    for f in dataclasses.fields(config):
-        first = " ".join(words(_docstring(config, f.name)).split()[:4])
+    # A nested config (the EnvSpec) shows its own fields, flattened: --env, not --spec.env.
+    flat = [(type(f.default_factory()), g) for f in dataclasses.fields(config) if f.name == "spec"
+            for g in dataclasses.fields(f.default_factory())]
+    flat += [(config, f) for f in dataclasses.fields(config) if f.name != "spec"]
+    for owner, f in flat:
+        first = " ".join(words(_docstring(owner, f.name)).split()[:4])
         assert f"--{f.name.replace('_', '-')}" in text and first in text, (command, f.name, first)
 
 
 def test_textworld_sweep_has_a_one_step_oracle_and_measured_budgets(tmp_path):
     # Sequential: one decision changes the value of the next, so the hindsight ranking is no bound.
-    summary = sweep(SweepConfig(env="textworld", tw_games=2, tw_quest_lengths=[3], tw_sim_p=0.3, episodes=4,
-                                methods=["oracle"], out=str(tmp_path), ci_resamples=50))
+    summary = sweep(config_of(SweepConfig, env="textworld", tw_games=2, tw_quest_lengths=[3], tw_sim_p=0.3,
+                              episodes=4, methods=["oracle"], out=str(tmp_path), ci_resamples=50))
     methods = summary["methods"]
     assert "oracle_1step" in methods and "oracle" not in methods
     assert not any("oracle_ratio" in entry for entry in methods.values())
@@ -197,7 +203,7 @@ def test_router_reads_no_annotation_and_calibrates_out_of_fold(tmp_path):
     from helper.evaluation.methods import Router, SweepContext
 
     data = trajectories(tmp_path / "rows", n=60)
-    ctx = SweepContext(cfg=SweepConfig(max_budget=2, train_data=str(data)), env=None, out=tmp_path)
+    ctx = SweepContext(cfg=SweepConfig(budgets=[0, 1, 2], train_data=str(data)), env=None, out=tmp_path)
     router = Router()
     assert router.prepare(ctx) is None
     # The simulator's rows carry the question type (a dataset annotation): never a router feature.

@@ -54,7 +54,7 @@ def _pipeline(out) -> dict:
         "solve": ["solve", "--data", traj, "--budgets", "1", "2", "--bins", "3", "--out", solve],
         "distill": ["distill", "--labels", solve, "--prm", prm, "--out", helper],
         "sweep": ["sweep", *GAMES, "--tw-games", "2", "--helper", helper, "--out", sweep, "--episodes", "4",
-                  "--max-budget", "2", "--methods", "helper", "first_k", "random", "exact_optimal",
+                  "--budgets", "0", "1", "2", "--methods", "helper", "first_k", "random", "exact_optimal",
                   "--ci-resamples", "50", "--device", "cpu"],
     }
     codes = {}

@@ -6,7 +6,8 @@ reported side by side:
 
 - **policy**: the LLM's own ``[SeekAdvice]`` decisions;
 - **gate**: the ``[SeekAdvice]`` decision is taken away from the LLM and given to a gate (any
-  object with ``should_intervene(observation, budget_left)``), within a per-episode budget.
+  object with ``should_intervene(observation, budget_left)``), within a budget of ``budget`` pieces
+  of advice per episode (default: a quarter of the questions, rounded).
 
 Ablations switch components off through ``ExecutorConfig`` (memory, tools, advice, reflection).
 Three simple gates of ``agile.gates`` run with no trained helper (``--gate``): ``NoveltyGate``
@@ -61,8 +62,8 @@ class EvalConfig:
     """Any of full, no_memory, no_tools, no_advice, no_reflection."""
     gate: Literal["none", "novelty", "random", "uniform"] = "novelty"
     """Built-in gate evaluated beside the policy's own advice; none skips the gate run."""
-    gate_budget: float = 0.25
-    """Advice budget of the gate run, as a share of the questions of an episode."""
+    budget: int | None = None
+    """Advice the gate may give per episode (default: a quarter of the questions per group, rounded)."""
     policy_run: bool = True
     """Evaluate the policy's own advice too; off runs the gate's run alone (the policy's row is the
     same for every gate of one model, so a comparison of gates needs it once)."""
@@ -129,8 +130,21 @@ def _run_reading_proposals(executors, questions_per_group, exec_cfg, gate, polic
     from agile.rollout import run_episodes
 
     episodes = [AgileEpisode(e, policy, e.episode_id) for e in executors]
-    budget = exec_cfg.advice_budget if exec_cfg.advice_budget >= 0 else questions_per_group
+    budget = exec_cfg.budget if exec_cfg.budget is not None else questions_per_group
     run_episodes(episodes, AgileAgent(policy), None, gate=gate, budget=budget, decide_after="proposal")
+
+
+DEFAULT_ADVICE_SHARE = 0.25
+"""The gate run's default budget as a share of the questions per group (rounded: 2 of 10, 12 of 50)."""
+
+
+def gate_run_budget(cfg: EvalConfig) -> int:
+    """The gate run's advice per episode: ``cfg.budget``, or a quarter of the questions, rounded."""
+    if cfg.budget is not None:
+        if cfg.budget < 0:
+            raise ValueError(f"budget={cfg.budget}: give the advice allowed per episode, >= 0.")
+        return cfg.budget
+    return max(int(round(DEFAULT_ADVICE_SHARE * cfg.questions_per_group)), 0)
 
 
 def make_gate(cfg: EvalConfig):
@@ -146,8 +160,7 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
     """Evaluate ``cfg.model`` (or the given model) per ablation, with its own advice and with a
     gate (``gate`` if given, else the built-in ``cfg.gate``); writes eval.json / eval.csv.
 
-    ``gate_advice``: the gate run's advice budget per episode (default: ``gate_budget`` times the
-    questions per group)."""
+    ``gate_advice``: the gate run's advice budget per episode (default: ``gate_run_budget(cfg)``)."""
     import torch
 
     from agile.envs.productqa import default_productqa_root, load_split
@@ -175,9 +188,8 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
         exec_cfg = replace(base, **ABLATIONS[ablation])
         modes = [("policy", None, exec_cfg)] if cfg.policy_run or gate is None else []
         if gate is not None and exec_cfg.use_advice:
-            budget = gate_advice if gate_advice is not None else \
-                max(int(round(cfg.gate_budget * cfg.questions_per_group)), 0)
-            modes.append((f"gate:{gate_name}", gate, replace(exec_cfg, advice_budget=budget)))
+            budget = gate_advice if gate_advice is not None else gate_run_budget(cfg)
+            modes.append((f"gate:{gate_name}", gate, replace(exec_cfg, budget=budget)))
         for mode, g, ecfg in modes:
             result = evaluate(model, tokenizer, groups, cfg.questions_per_group, ecfg, embedder, g,
                               cfg.max_new_tokens, cfg.batch_size, cfg.decoding)

@@ -6,7 +6,8 @@ executor is a small state machine driven by the LLM's turns:
 1. A session starts: ``[ClearContext]`` drops earlier sessions beyond ``keep_sessions``, then the
    executor runs ``[GetQuestion]`` (question + the product's row) and ``[RetrieveMemory]``
    (group knowledge and the product's QA history, cosine top-k). With a gate, the gate decides
-   here whether to seek advice (within ``advice_budget``) before the LLM is asked.
+   here whether to seek advice (within ``budget``, counted by ``agile.budget.EpisodeBudget``, the
+   count the episode loop and the gates keep too) before the LLM is asked.
 2. The LLM's turn (``act``) is one line: ``[SeekAdvice]``, ``[SearchProduct] <SQL>`` or
    ``[PredictAnswer] <answer>``. SQL runs on the group's SQLite table and its product ids are
    the answer; a failing query or an unknown function shows an ``[Error]``-style line and the
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from agile.budget import EpisodeBudget
 from agile.envs.answer_eval import is_correct
 from agile.envs.product_db import ProductDB, SQLError
 from agile.envs.productqa import QUESTION_TYPES, ProductGroup, Question
@@ -75,8 +77,8 @@ class ExecutorConfig:
     """Earlier sessions kept in the context; 0 runs [ClearContext] at every new question."""
     max_context_tokens: int = 1536
     """When the context is longer, the oldest kept sessions are dropped first."""
-    advice_budget: int = -1
-    """Advice allowed per episode when a gate decides; -1 means no limit."""
+    budget: int | None = None
+    """Advice allowed per episode when a gate decides; None: no limit."""
     store_own_answers: bool = False
     """Also file the agent's own (unverified) answers in the QA history."""
     show_product: bool = True
@@ -175,7 +177,9 @@ class Executor:
         self.titles = {asin: p.get("title", "") for asin, p in group.metadata.items()}
         self.records: list[SessionRecord] = []
         self.segments: list[Segment] = []
-        self.advice_used = 0
+        # Advice given in this episode; the limit binds only the gate (the LLM's own [SeekAdvice]
+        # is its policy's choice, counted but not refused).
+        self.advice = EpisodeBudget(self.config.budget if gate is not None else None)
         self.session = 0
         self.end = len(self.questions) if end is None else min(end, len(self.questions))
         self.awaiting: str | None = None  # "decision" | "reflection" | None between sessions
@@ -240,6 +244,7 @@ class Executor:
             return
         self._functions.append(call.name)
         if call.name == fn.SEEK_ADVICE:
+            self.advice.spend(self.episode_id)  # the LLM's own choice: no gate, so no limit to refuse it
             self._seek_advice(by_gate=False)
         elif call.name == fn.SEARCH_PRODUCT:
             self._search(call.argument)
@@ -259,6 +264,7 @@ class Executor:
         other.segments = list(self.segments)  # segments are never mutated, only replaced
         other.records = list(self.records)
         other._functions = list(self._functions)
+        other.advice = self.advice.copy()
         return other
 
     # -- sessions ---------------------------------------------------------------------------
@@ -322,19 +328,26 @@ class Executor:
             raise RuntimeError(f"episode {self.episode_id!r}: advice can only be sought at the start of a "
                                f"session, before the LLM's first turn (now: {self.awaiting or 'finished'}, "
                                f"{self._turns} turns).")
+        if not self.advice.spend(self.episode_id):
+            raise RuntimeError(f"episode {self.episode_id!r}: advice sought past the budget of {self.config.budget}; "
+                               "seek it only while budget is left.")
         self._functions.append(fn.SEEK_ADVICE)
         self._append(f"{fn.SEEK_ADVICE}\n", action=False)
         self._seek_advice(by_gate=True)
 
     def _budget_left(self) -> int:
-        if self.config.advice_budget < 0:
-            return 1 << 30
-        return max(self.config.advice_budget - self.advice_used, 0)
+        """Advice the gate may still give; with no limit, every question left may be advised."""
+        left = self.advice.left(self.episode_id)
+        return self.end - self.session if left is None else left
+
+    @property
+    def advice_used(self) -> int:
+        """Advice given so far in this episode (the gate's and the LLM's own)."""
+        return self.advice.used(self.episode_id)
 
     def _seek_advice(self, by_gate: bool) -> None:
         q = self.question
         self._advised, self._by_gate = True, by_gate
-        self.advice_used += 1
         self._append(f"{fn.ADVICE} {' '.join(q.long_answer.split())}\n", action=False)
         if self.config.use_reflection:
             self.awaiting = "reflection"

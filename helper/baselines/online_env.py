@@ -1,6 +1,6 @@
 """The helpgate episode loop as a ``gymnasium`` environment, for the online deep-RL baseline.
 
-    genv = HelpEnv(env, names, scale, max_budget=3, episode_seed=500)   # env: helper.data.environment.Environment
+    genv = HelpEnv(env, names, scale, budgets=[1, 2, 3], episode_seed=500)   # env: helper.data.environment.Environment
     obs, _ = genv.reset(seed=0)
     obs, reward, terminated, truncated, info = genv.step(1)              # 1: intervene, 0: let the agent act
 
@@ -9,8 +9,9 @@ indices ``rank, rank + stride, ...`` of seed ``episode_seed``, so parallel copie
 with ``pool=N`` those indices wrap at N: the learner replays a fixed set of N training episodes, as
 the offline helper learns from a fixed collection).
 
-- **Budget.** At reset a budget C is drawn uniformly from 1..max_budget; ``budget_left`` is in the
-  observation, so one policy serves every C (as the helper does).
+- **Budget.** At reset a budget C is drawn uniformly from ``budgets``; ``budget_left`` is in the
+  observation, so one policy serves every C (as the helper does). The episode's interventions are
+  counted by ``agile.budget.EpisodeBudget``, the episode loop's count.
 - **Observation.** The helper's feature row (``helper.gate.features.observation_features``: the PRM
   score when a scorer is given, step, horizon, progress, steps left, budget left, budget per step,
   the observation's numeric features), divided by fixed per-feature scales; a missing value
@@ -46,6 +47,7 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+from agile.budget import EpisodeBudget
 from agile.protocol import DECIDE_AFTER, STRONG
 from agile.rollout import decide, proposal_action, replay_checked
 from helper.gate.features import observation_features
@@ -56,20 +58,20 @@ class HelpEnv(gym.Env):
 
     metadata = {"render_modes": []}  # noqa: RUF012 - gymnasium's class attribute
 
-    def __init__(self, env, names: list[str], scale: list[float], max_budget: int, episode_seed: int,
+    def __init__(self, env, names: list[str], scale: list[float], budgets: list[int], episode_seed: int,
                  scorer=None, split: str = "train", rank: int = 0, stride: int = 1, decide_after: str = "state",
                  pool: int | None = None):
         if pool is not None and pool < 1:
             raise ValueError(f"pool={pool}: the number of training episodes replayed must be >= 1 (None: fresh ones).")
         if decide_after not in DECIDE_AFTER:
             raise ValueError(f"decide_after={decide_after!r}: use one of {DECIDE_AFTER}.")
-        if max_budget < 1:
-            raise ValueError(f"max_budget must be >= 1 for online RL (budgets are drawn from 1..max_budget), "
-                             f"got {max_budget}.")
+        if not budgets or min(budgets) < 1:
+            raise ValueError(f"budgets={list(budgets)}: online RL draws each training episode's budget from them; "
+                             "give one or more budgets >= 1.")
         self.env = env
         self.names = list(names)
         self.scale = np.asarray(scale, dtype=np.float64)
-        self.max_budget = int(max_budget)
+        self.budgets = [int(c) for c in budgets]
         self.episode_seed = int(episode_seed)
         self.scorer = scorer
         self.split = split
@@ -81,7 +83,7 @@ class HelpEnv(gym.Env):
         self.calls = {"strong": 0, "human": 0}
         self.episodes_played = 0
         self.episode = None
-        self.budget_left = 0
+        self.episode_budget = EpisodeBudget(0)
         self.decide_after = decide_after
         self.proposal = None
         """The base agent's proposal at the current decision point (proposal mode), played on a clone."""
@@ -89,8 +91,9 @@ class HelpEnv(gym.Env):
     # -- gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        self.budget = int(self.np_random.integers(1, self.max_budget + 1))
-        self.budget_left = self.budget
+        # One draw whatever the list; for budgets 1..C the same draw as the former integers(1, C + 1).
+        self.budget = self.budgets[int(self.np_random.integers(0, len(self.budgets)))]
+        self.episode_budget = EpisodeBudget(self.budget)
         index = self.next_index if self.pool is None else self.next_index % self.pool
         self.episode = self.env.episodes(1, seed=self.episode_seed, start=index, split=self.split)[0]
         self.next_index += self.stride
@@ -102,6 +105,11 @@ class HelpEnv(gym.Env):
 
     def step(self, action):
         return step_many([self], [action])[0]
+
+    @property
+    def budget_left(self) -> int:
+        """Interventions left in the current episode."""
+        return self.episode_budget.left(self.episode.episode_id) if self.episode is not None else 0
 
     # -- internals --------------------------------------------------------------------------------
     def _finish(self, before: float):
@@ -122,7 +130,7 @@ class HelpEnv(gym.Env):
         self.proposal = None
         if intervened:
             self.calls["strong" if decision.actor == STRONG else "human"] += 1
-            self.budget_left -= 1
+            self.episode_budget.spend(self.episode.episode_id)
         if self.scorer is not None and hasattr(self.scorer, "record_action"):
             self.scorer.record_action(observation, decision.action_text)
 

@@ -1,6 +1,6 @@
 """The online deep-RL baseline: stable-baselines3 PPO trained in the environment itself.
 
-    policy, report = train(env, OnlineRLConfig(max_budget=3), scorer=None)   # env: helper.data.environment.Environment
+    policy, report = train(env, OnlineRLConfig(budgets=[1, 2, 3]), scorer=None)   # env: helper.data.environment.Environment
     gate = OnlineRLGate(policy, budget=2, scorer=None)                        # greedy policy, as evaluated
     helper_success, _ = validation_success(env, cfg, helper.with_budget)   # the same validation episodes
     save_learning_curve(report, "runs/demo/sweep", helper_success)
@@ -18,7 +18,7 @@ Training, top to bottom (``train``):
    that earned it) collects ``n_steps`` decisions per copy of the env, then updates;
 2. every ``eval_every`` timesteps (and before the first update) the greedy policy plays a fixed set
    of ``val_episodes`` training-split validation episodes (their own seed; never the held-out test
-   episodes) at every C in 1..max_budget: one point of the learning curve, with the cumulative
+   episodes) at every C of ``budgets``: one point of the learning curve, with the cumulative
    training calls so far;
 3. it stops when the mean validation success over C has not improved by more than ``min_delta``
    for ``patience`` timesteps (the curve has flattened), or at ``total_timesteps``; the policy
@@ -50,8 +50,9 @@ CURVE_CSV, CURVE_PNG = "online_rl_curve.csv", "online_rl_curve.png"
 
 @dataclass
 class OnlineRLConfig:
-    max_budget: int = 3
-    """Budgets C are drawn uniformly from 1..max_budget at each training episode's start."""
+    budgets: list[int] = field(default_factory=lambda: [1, 2, 3])
+    """Training budgets C: one is drawn uniformly from them at each training episode's start, and the
+    learning curve's validation plays each."""
     total_timesteps: int = 60_000
     """Most decisions (PPO timesteps) to train for, if the learning curve has not flattened before."""
     n_envs: int = 4
@@ -93,7 +94,10 @@ class OnlineRLConfig:
 
     def check(self) -> None:
         """Refuse values that cannot work, naming the field."""
-        for name in ("max_budget", "total_timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_every",
+        if not self.budgets or min(self.budgets) < 1:
+            raise ValueError(f"OnlineRLConfig.budgets={self.budgets}: give one or more budgets >= 1 (a budget of 0 "
+                             "leaves nothing to learn).")
+        for name in ("total_timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_every",
                      "val_episodes", "patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"OnlineRLConfig.{name} must be >= 1, got {getattr(self, name)}.")
@@ -165,11 +169,11 @@ def feature_names(env, use_score: bool) -> tuple[list[str], list[float]]:
 
 
 def validation_success(env, cfg: OnlineRLConfig, gate_for_budget) -> tuple[dict[int, float], dict[str, int]]:
-    """Success of ``gate_for_budget(C)`` at each C in 1..max_budget on the learning curve's validation
+    """Success of ``gate_for_budget(C)`` at each C of ``cfg.budgets`` on the learning curve's validation
     episodes, and the strong / human calls spent. A reference drawn on the curve (the helper's success)
     must be measured here, on the same episodes: held-out groups have another success level."""
     success, calls = {}, {"strong": 0, "human": 0}
-    for budget in range(1, cfg.max_budget + 1):
+    for budget in cfg.budgets:
         episodes = env.episodes(cfg.val_episodes, seed=cfg.val_seed, split="train")
         records = run_episodes(episodes, env.base, env.strong, gate=gate_for_budget(budget), budget=budget)
         success[budget] = float(np.mean([episode.success() for episode in episodes]))
@@ -227,7 +231,7 @@ def train(env, cfg: OnlineRLConfig, scorer=None) -> tuple[RLPolicy, OnlineRLRepo
     names, scale = feature_names(env, scorer is not None)
     # A PRM that reads proposals is read after the base agent proposes, as the helper reads it.
     mode = getattr(scorer, "decide_after", "state") if scorer is not None else "state"
-    genvs = [HelpEnv(env, names, scale, cfg.max_budget, cfg.episode_seed, scorer, rank=i, stride=cfg.n_envs,
+    genvs = [HelpEnv(env, names, scale, cfg.budgets, cfg.episode_seed, scorer, rank=i, stride=cfg.n_envs,
                      decide_after=mode, pool=cfg.train_episodes) for i in range(cfg.n_envs)]
     vec = HelpVecEnv([lambda g=g: g for g in genvs])
     batch_size = min(cfg.batch_size, cfg.n_steps * cfg.n_envs)  # a short run has short rollouts

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from helper.config_cli import parse_config, run_reporting_errors, split_debug
 from helper.provenance import write_stage
+from helper.stored_config import renamed_flag
 
 # (command path) -> (module, config class, run function, one-line help)
 COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
@@ -90,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         print(f"{prog}: error: unavailable here: {error}", file=sys.stderr)
+        return 2
+    renamed = renamed_flag(rest)
+    if renamed:  # a flag of an older release: one line naming its new spelling, not tyro's guess
+        print(f"{prog}: error: {renamed}", file=sys.stderr)
         return 2
     config = parse_config(getattr(module, config_name), rest, prog=prog)
     folder = next(filter(None, (getattr(config, name, None) for name in RECORDED_IN.get(path, ("out",)))), None)

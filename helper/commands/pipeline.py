@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from agile.budget import largest_budget
+from helper.data.environment import ENV_FIELD, EnvSpec
 from helper.provenance import write_stage
+from helper.stored_config import flat
 from trajectories.files import write_json_atomic
 
 STAGES = ("collect", "prm", "score", "solve", "distill", "sweep")
@@ -36,31 +39,18 @@ class PipelineConfig:
     """Folder that receives every stage's files."""
     quick: bool = False
     """A first look: fewer episodes, smaller budgets (about 3 minutes on a 2-core CPU)."""
-    env: str = "productqa"
-    """Environment: productqa, agile (ProductQA through the AGILE executor and LLM policy; --agent names its
-    model: the embedded SmolLM2 or an SFT / PPO output folder), textworld (needs the textworld extra), or a
-    plug-in env (module:factory or a helpgate.envs entry point)."""
-    agent: str = "smollm2"
-    """Base agent: 'smollm2' (embedded LLM), another model name or folder, 'simulator', or a plug-in agent."""
-    data: str | None = None
-    """ProductQA root with train/ and test/ groups (default: the embedded generated catalog; for agile,
-    ../shared/productqa or $HELPGATE_PRODUCTQA)."""
+    spec: ENV_FIELD = field(default_factory=lambda: EnvSpec(agent="smollm2", questions_per_episode=4))
+    """The environment and its actors (``EnvSpec``; its fields are flags of their own: --env, --agent, --data,
+    ...), the same for collection (train split) and the sweep (test split)."""
     episodes: int | None = None
     """Training episodes to collect (default: 64, or 16 with --quick)."""
     eval_episodes: int | None = None
     """Held-out episodes per method and budget in the sweep (default: 16, or 8 with --quick)."""
-    questions_per_episode: int = 4
-    """Decision points per episode (questions in a session)."""
-    max_budget: int | None = None
-    """Largest intervention budget C of collection, solve and sweep (default: always-intervene's
-    interventions: questions per episode for ProductQA; for TextWorld collection and solve go up to
-    the longest quest and the sweep up to always-intervene's mean interventions)."""
-    agent_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    """Weights of an LLM base agent in collection and sweep: auto (bfloat16 on a GPU, float32 on a CPU), or
-    named. bfloat16 on a CPU with native BF16 collects about 3x faster but changes some answers."""
-    consistency_samples: int = 0
-    """ProductQA LLM base agent: k answers sampled beside each greedy one (collection and sweep), read by the PRM
-    and the helper as the consistency_agree / consistency_entropy signals (0: off)."""
+    budgets: list[int] | None = None
+    """Intervention budgets C per episode the helper is solved for; collection runs with the largest, and the
+    sweep plays C = 0 and each of them. Default: 1 up to always-intervene's interventions
+    (agile.budget.largest_budget: questions per episode for ProductQA; for TextWorld collection and solve go
+    up to the longest quest and the sweep up to always-intervene's mean interventions)."""
     prm_model: str = "smollm2"
     """Backbone of the process reward model (the embedded SmolLM2, 'tiny', a HF id or a folder), or encoder[:NAME]:
     a cross-encoder fine-tuned whole (the embedded all-MiniLM-L6-v2, or a local encoder folder)."""
@@ -102,9 +92,6 @@ class PipelineConfig:
     with an LLM backbone costs more than the rest of the pipeline on a CPU."""
     backend: Literal["features", "text"] = "features"
     """Helper classifier: gradient boosting on features, or a sequence classifier on the state text."""
-    gold_features: bool = False
-    """ProductQA: give the helper and every baseline the dataset's question type as features (an
-    ablation: a deployed agent never has it)."""
     methods: list[str] | None = None
     """Methods of the sweep stage (default: all; see `helpgate sweep --help`). Fewer methods, a shorter
     sweep: for an ablation that changes only some of them."""
@@ -112,19 +99,17 @@ class PipelineConfig:
     """Seed of collection (evaluation uses seed + 1000 on the test groups)."""
     redo: bool = False
     """Run every stage again even if its folder is marked finished."""
-    device: str | None = None
-    """Torch device (default: cuda when available, else cpu)."""
 
     def decide_mode(self) -> str:
         """``decide_after``, or its default for this environment."""
-        return self.decide_after or ("proposal" if self.env == "productqa" else "state")
+        return self.decide_after or ("proposal" if self.spec.env == "productqa" else "state")
 
     def prm_target_name(self) -> str:
         if self.prm_target:
             return self.prm_target
         if self.decide_mode() == "proposal":
             return "proposal"
-        return "process" if self.env in QUESTION_SESSIONS else "soft"
+        return "process" if self.spec.env in QUESTION_SESSIONS else "soft"
 
     def prm_layer_count(self) -> int | None:
         from prm.verifiers.backbones import is_encoder
@@ -147,7 +132,7 @@ class PipelineConfig:
             # A process label is the base agent's own correctness at that step; rows where the human
             # answered say nothing about it.
             base_only=self.prm_target_name() == "process",
-            seed=self.seed, device=self.device, layers=self.prm_layer_count(), folds=self.fold_count(),
+            seed=self.seed, device=self.spec.device, layers=self.prm_layer_count(), folds=self.fold_count(),
             state_features=self.state_features(), hidden=self.hidden_inputs(),
             pooling=self.prm_pooling,
             lora=self.prm_lora,
@@ -156,12 +141,12 @@ class PipelineConfig:
     def hidden_inputs(self) -> bool:
         if self.prm_hidden is not None:
             return self.prm_hidden
-        return self.env != "textworld"
+        return self.spec.env != "textworld"
 
     def state_features(self) -> bool:
         if self.prm_state_features is not None:
             return self.prm_state_features
-        return self.env == "textworld"
+        return self.spec.env == "textworld"
 
     def fold_count(self) -> int:
         return self.prm_folds if self.prm_folds is not None else (3 if self.quick else 5)
@@ -190,16 +175,27 @@ def _horizon(cfg: PipelineConfig) -> int:
     """The most interventions always-intervene uses in an episode: every question of a ProductQA
     session; in TextWorld the expert wins in the quest's length of moves, so the longest quest; a
     plug-in environment's longest horizon among the training episodes it builds."""
-    from helper.data.environment import AgentEnvParams
     from helper.data.plugins import ENV_GROUP, PluginSource, is_plugin
 
-    if cfg.env in QUESTION_SESSIONS:
-        return cfg.questions_per_episode
-    if is_plugin(cfg.env, ENV_GROUP):
-        source = PluginSource(cfg.env, "train")
+    spec = cfg.spec
+    if spec.env in QUESTION_SESSIONS:
+        return spec.questions_per_episode
+    if is_plugin(spec.env, ENV_GROUP):
+        source = PluginSource(spec.env, "train")
         source.episodes(range(cfg.sizes()[0]), cfg.seed)
         return source.max_horizon
-    return max(AgentEnvParams().tw_quest_lengths)
+    return max(spec.tw_quest_lengths)
+
+
+def _solved_budgets(cfg: PipelineConfig) -> list[int] | None:
+    """``--budgets`` checked, sorted, without 0 (the sweep adds never's C = 0 by itself); None: the default."""
+    if cfg.budgets is None:
+        return None
+    solved = sorted({int(c) for c in cfg.budgets if c != 0})
+    if not solved or solved[0] < 0:
+        raise ValueError(f"budgets={cfg.budgets}: give one or more budgets >= 1 to solve for, e.g. --budgets 1 2 3, "
+                         "or leave them out for 1 up to always-intervene's interventions.")
+    return solved
 
 
 def run(cfg: PipelineConfig) -> dict:
@@ -216,33 +212,34 @@ def run(cfg: PipelineConfig) -> dict:
     if cfg.prm_lora and is_encoder(cfg.prm_model):
         raise ValueError(f"--prm-lora with --prm-model {cfg.prm_model}: an encoder is fine-tuned whole; "
                          "drop --prm-lora.")
-    if cfg.env == "agile" and cfg.agent == "smollm2":
+    spec = cfg.spec
+    solved = _solved_budgets(cfg)
+    if spec.env == "agile" and spec.agent == "smollm2":
         # Measured: 0 of 135 base-agent answers right on ../shared/productqa (it writes questions, not calls).
         print("[pipeline] note: the untuned SmolLM2 rarely writes AGILE's function calls, so its answers may all be "
               "wrong and the PRM stage then refuses; pass --agent with an SFT model folder (`helpgate agile sft`).",
               flush=True)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(asdict(cfg), out / "pipeline.json")
+    write_json_atomic(flat(cfg), out / "pipeline.json")
     n_train, n_eval = cfg.sizes()
-    llm = cfg.agent != "simulator"
+    llm = spec.agent != "simulator"
     trajectories = str(out / "trajectories")
-    top = cfg.max_budget if cfg.max_budget is not None else _horizon(cfg)
+    solved = solved or list(range(1, largest_budget(_horizon(cfg)) + 1))
+    top = max(solved, default=0)
     rl_steps = max(1, n_train * (top + 1) // 2 // (2 if cfg.quick else 1))
 
+    # Collection names an LLM base agent as llm + its --model (the manifest records it so).
+    collect_agent = spec.agent if is_plugin(spec.agent, AGENT_GROUP) else ("llm" if llm else "simulator")
     _stage(out, "collect", cfg.redo, lambda: collect.run(collect.CollectConfig(
-        env=cfg.env, data=cfg.data, split="train", model=cfg.agent,
-        agent=cfg.agent if is_plugin(cfg.agent, AGENT_GROUP) else ("llm" if llm else "simulator"),
-        explore_p=[0.0, 0.2, 0.4, 0.6], episodes=n_train, questions_per_episode=cfg.questions_per_episode,
-        budget=top, seed=cfg.seed, out=trajectories, shard_size=16, device=cfg.device,
-        memory_boost=0.0, gold_features=cfg.gold_features, decide_after=cfg.decide_after,
-        agent_dtype=cfg.agent_dtype, consistency_samples=cfg.consistency_samples,
+        spec=replace(spec, agent=collect_agent), split="train", model=spec.agent,
+        explore_p=[0.0, 0.2, 0.4, 0.6], episodes=n_train, budget=top, seed=cfg.seed, out=trajectories,
+        shard_size=16, decide_after=cfg.decide_after,
     )))
     _stage(out, "prm", cfg.redo, lambda: prm_train.run_train(cfg.prm_train_config(trajectories, out / "prm")))
     _stage(out, "score", cfg.redo, lambda: prm_score.run_score(prm_score.ScoreConfig(
-        data=trajectories, model=str(out / "prm"), device=cfg.device,
+        data=trajectories, model=str(out / "prm"), device=spec.device,
     )))
-    budgets = list(range(1, top + 1))
     methods = list(cfg.methods or sweep.METHODS)
     if cfg.quick and llm and "online_rl" in methods:
         # An online learner given a first look's interaction learns nothing (its rows equal
@@ -250,23 +247,23 @@ def run(cfg: PipelineConfig) -> dict:
         methods.remove("online_rl")
         print("[pipeline] --quick with an LLM agent: online_rl is left out of the sweep (run without --quick for it)")
     _stage(out, "solve", cfg.redo, lambda: solve_command.run(solve_command.SolveConfig(
-        data=trajectories, budgets=budgets, bins=cfg.bins, out=str(out / "solve"),
+        data=trajectories, budgets=solved, bins=cfg.bins, out=str(out / "solve"),
     )))
     _stage(out, "distill", cfg.redo, lambda: distill.run(distill.DistillConfig(
         labels=str(out / "solve"), prm=str(out / "prm"), out=str(out / "helper"), backend=cfg.backend,
-        seed=cfg.seed, device=cfg.device,
+        seed=cfg.seed, device=spec.device,
     )))
     _stage(out, "sweep", cfg.redo, lambda: sweep.run(sweep.SweepConfig(
-        env=cfg.env, helper=str(out / "helper"), out=str(out / "sweep"), max_budget=cfg.max_budget, data=cfg.data,
-        split="test", episodes=n_eval, seed=cfg.seed + 1000, questions_per_episode=cfg.questions_per_episode,
-        agent=cfg.agent, device=cfg.device, train_data=str(out / "solve"), memory_boost=0.0,
-        gold_features=cfg.gold_features, decide_after=cfg.decide_after, methods=methods, agent_dtype=cfg.agent_dtype,
-        consistency_samples=cfg.consistency_samples,
+        spec=spec, helper=str(out / "helper"), out=str(out / "sweep"),
+        # Given budgets: never's C = 0 and each of them; else the sweep's own default range.
+        budgets=None if cfg.budgets is None else sorted({0, *solved}),
+        split="test", episodes=n_eval, seed=cfg.seed + 1000, train_data=str(out / "solve"),
+        decide_after=cfg.decide_after, methods=methods,
         random_rounds=3 if cfg.quick else 8,  # a first look matches random's spend more loosely
         # The online-RL baseline plays training episodes. With an LLM agent it plays at most as many
         # as the offline collection did (equal interaction with the environment; it is the slow part
         # on a CPU), half as many with --quick: a timestep is a decision with budget left, so an
-        # episode of budget C has at least C of them, (max_budget + 1) / 2 on average. A few PPO
+        # episode of budget C has at least C of them, (top + 1) / 2 on average. A few PPO
         # updates and two small learning-curve points (start, end). With the simulator it trains
         # until its curve flattens.
         rl_timesteps=rl_steps if llm else (8192 if cfg.quick else 60_000),

@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 import polars as pl
 
-from helper.data.environment import AgentEnvParams, EnvSetup, env_spec
+from helper.data.environment import ENV_FIELD, EnvSetup, EnvSpec
+from helper.stored_config import flat
 from trajectories.manifest import Manifest
 from trajectories.rows import frame_of
 from trajectories.schema import PROPOSAL_DEFAULTS
@@ -45,44 +46,30 @@ from trajectories.shards import read_trajectories, write_shard
 
 
 @dataclass
-class CollectConfig(AgentEnvParams):
+class CollectConfig:
     """Collect offline trajectories (random interventions) for training a helper."""
 
-    env: str = "productqa"
-    """Environment: productqa, textworld, agile (the AGILE executor and policy of --model), or a plug-in env (module:factory or a helpgate.envs entry point)."""
-    data: str | None = None
-    """ProductQA root holding train/ and test/ group folders; default: the embedded generated catalog."""
+    spec: ENV_FIELD = field(default_factory=EnvSpec)
+    """The environment and its actors (``EnvSpec``; its fields are flags of their own: --env, --agent, ...)."""
     split: Literal["train", "test"] = "train"
     """Which split of the data to draw episodes from."""
     groups: list[str] | None = None
     """Product groups to use (folder names); default: every group of the split."""
-    agent: str = "simulator"
-    """Base agent: simulator (known dynamics), llm (the --model LLM), openai:MODEL (served at --base-url), or a plug-in agent (module:factory or a
-    helpgate.agents entry point)."""
     model: str = "smollm2"
-    """Model of the LLM base agent: smollm2 (embedded), tiny, a Hugging Face id or a local folder (env agile:
-    an SFT / PPO output folder of helpgate agile, whatever --agent says)."""
-    strong: str = "human"
-    """Who acts on an intervention: human (the gold answer / expert move), human-cli (a person at the terminal),
-    a model name for a stronger LLM, openai:MODEL (served at --base-url), or a plug-in agent."""
+    """Model of the LLM base agent with --agent llm: smollm2 (embedded), tiny, a Hugging Face id or a local folder
+    (env agile: an SFT / PPO output folder of helpgate agile, whatever --agent says)."""
     explore_p: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.3, 0.5])
     """Intervention probabilities (a mixture): episode i uses the (i mod k)-th of the k values."""
     episodes: int = 200
     """Number of episodes to collect."""
-    questions_per_episode: int = 8
-    """ProductQA: questions (decision points) per episode."""
     budget: int = 2
     """Interventions allowed per episode."""
     seed: int = 0
-    """Master seed: every episode and every random draw derives from (seed, episode index)."""
+    """Master seed: every episode and every random draw (the actors' too) derives from (seed, episode index)."""
     out: str = "trajectories"
     """Output folder for the Parquet shards and manifest.json."""
     shard_size: int = 50
     """Episodes per shard (the unit that a killed run redoes)."""
-    max_new_tokens: int = 96
-    """env agile: longest turn the AGILE agent writes (as agile eval)."""
-    decoding: Literal["free", "constrained"] = "free"
-    """env agile: free (the policy writes its turns) or constrained (function and answer form by log-probability; no SFT needed)."""
     counterfactual: bool = False
     """Also record cf_base_success / cf_intervene_success at every decision (costly for an LLM)."""
     decide_after: Literal["state", "proposal"] = "state"
@@ -91,8 +78,6 @@ class CollectConfig(AgentEnvParams):
     (proposal_text, proposal_reward, proposal_signals); state: the intervention is decided before it acts."""
     batch_size: int = 16
     """Episodes run in lockstep (batched agent calls)."""
-    device: str | None = None
-    """Torch device for LLMs (default: GPU when there is one)."""
     ray: bool = False
     """Spread shards over Ray workers (one per GPU for an LLM agent, else one per CPU); same data as without."""
     ray_address: str | None = None
@@ -117,9 +102,9 @@ ENV_ONLY = {
 
 def check(config: CollectConfig) -> None:
     """Refuse values that cannot work, naming the field."""
-    positive = {"episodes": config.episodes, "questions_per_episode": config.questions_per_episode,
+    positive = {"episodes": config.episodes, "questions_per_episode": config.spec.questions_per_episode,
                 "shard_size": config.shard_size, "batch_size": config.batch_size,
-                "max_new_tokens": config.max_new_tokens}
+                "max_new_tokens": config.spec.max_new_tokens}
     for name, value in positive.items():
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}.")
@@ -137,17 +122,20 @@ def check(config: CollectConfig) -> None:
 def env_setup(config: CollectConfig) -> EnvSetup:
     """The episodes and actors of ``config`` (checked: bad values raise naming the field)."""
     # env agile always runs the AGILE policy of --model: its default agent name means that policy.
-    uses_model = config.agent == "llm" or (config.env == "agile" and config.agent == "simulator")
-    agent = config.model if uses_model else config.agent
-    return EnvSetup(env_spec(config, agent=agent, agent_seed=config.seed, strong_seed=config.seed))
+    spec = config.spec
+    uses_model = spec.agent == "llm" or (spec.env == "agile" and spec.agent == "simulator")
+    if uses_model:
+        spec = replace(spec, agent=config.model)
+    return EnvSetup(spec, config.split, config.groups, agent_seed=config.seed, strong_seed=config.seed)
 
 
 def identity(config: CollectConfig, setup: EnvSetup) -> dict:
     """What the manifest compares on resume: the config, less the other environment's fields."""
-    others = {name for env, names in ENV_ONLY.items() if env != config.env for name in names}
-    others -= set(ENV_ONLY.get(config.env, ()))  # a field two environments share stays when either runs
-    values = {k: v for k, v in asdict(config).items() if k not in others}
-    if config.env in ("productqa", "agile") and setup.root is not None:
+    env = config.spec.env
+    others = {name for other, names in ENV_ONLY.items() if other != env for name in names}
+    others -= set(ENV_ONLY.get(env, ()))  # a field two environments share stays when either runs
+    values = {k: v for k, v in flat(config).items() if k not in others}
+    if env in ("productqa", "agile") and setup.root is not None:
         values["data"] = str(setup.root)  # the resolved root: the same data under any spelling
     return values
 
@@ -231,7 +219,7 @@ def run(config: CollectConfig) -> dict:
             base, strong = setup.base_agent(), setup.strong_actor()  # models load only when work is left
             for k in todo:
                 save(k, collect_shard(setup, config, k, base, strong, progress=bar.update))
-                if config.consistency_samples:  # after every shard: a long run shows its cost early
+                if config.spec.consistency_samples:  # after every shard: a long run shows its cost early
                     print_sampling_cost(base)
     manifest.complete = True
     manifest.save()

@@ -1,12 +1,14 @@
 """The one place that builds an environment's episodes, base agent and strong actor.
 
-    setup = EnvSetup(EnvSpec(env="textworld", split="train", tw_games=4, tw_quest_lengths=(3,)))
+    setup = EnvSetup(EnvSpec(env="textworld", tw_games=4, tw_quest_lengths=(3,)), split="train")
     episodes = setup.episodes(range(16), seed=0)
     base, strong = setup.base_agent(), setup.strong_actor()     # strong None: the human
 
-``EnvSpec`` holds every parameter that decides them; ``env_spec(config)`` reads it off a command's
-config (``helper.data.collect.CollectConfig`` for collection, ``EnvConfig`` and its subclasses for
-online evaluation), so collection and evaluation build the same things the same way.
+``EnvSpec`` holds every parameter that decides them, and every command that builds an environment
+nests it as its field ``spec`` (``helper.data.collect.CollectConfig`` for collection, ``EnvConfig``
+and its subclasses for online evaluation, ``helpgate pipeline``): one declaration, flattened on each
+command line by ``tyro`` (``--env``, ``--agent``, ...), so collection and evaluation build the same
+things the same way. A command's stored config keeps these fields flat (``helper.stored_config``).
 
 - ProductQA: episodes of ``agile.envs.productqa_env.ProductQASource`` (data root, split, groups,
   questions per episode; the question type as a feature only with ``gold_features``); base agent ``SimulatorAgent`` (per-question-type accuracy, memory boost)
@@ -34,9 +36,11 @@ online evaluation), so collection and evaluation build the same things the same 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+
+import tyro
 
 from agile.envs.productqa import QUESTION_TYPES
 from agile.protocol import BASE, STRONG
@@ -60,47 +64,52 @@ AGENT_DTYPES = ("auto", "float32", "bfloat16")
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """Every parameter that decides an environment's episodes and actors."""
+    """Every parameter that decides an environment and its actors: nested in every command that
+    builds one (collect, evaluate, sweep, pipeline), its fields flattened on their command lines
+    (``--env``, ``--agent``, ``--data``, ...). Which episodes a command plays (split, groups, seeds)
+    is the command's own choice, passed to ``EnvSetup``: the pipeline plays two splits."""
 
     env: str = "productqa"
-    """productqa, textworld, agile (the AGILE executor and policy), or a plug-in env (module:factory or a helpgate.envs entry point)."""
-    split: str = "train"
-    """Split the episodes come from (train or test)."""
+    """Environment: productqa, textworld (needs the textworld extra), agile (ProductQA through the AGILE
+    executor and its LLM policy: the --agent model, an SFT / PPO output folder or the embedded SmolLM2;
+    collect: its --model), or a plug-in env (module:factory or a helpgate.envs entry point)."""
     agent: str = "simulator"
-    """simulator, the model name of an LLM base agent, openai:MODEL (a chat-completions endpoint), or a plug-in agent (module:factory or entry point)."""
+    """Base agent: simulator (known dynamics), a model for an LLM agent (smollm2: the embedded one, tiny, a
+    Hugging Face id or a folder; collect also takes llm: its --model), openai:MODEL (served at --base-url),
+    or a plug-in agent (module:factory or a helpgate.agents entry point)."""
     strong: str = "human"
-    """human (the episode's expert action), human-cli (a person at the terminal), the model name of a
-    strong LLM, openai:MODEL, or a plug-in agent."""
+    """Who acts on an intervention: human (the gold answer / expert move), human-cli (a person at the
+    terminal), a model name for a stronger LLM, openai:MODEL (served at --base-url), or a plug-in agent."""
     base_url: str | None = None
-    """Endpoint of openai:MODEL actors (default: $OPENAI_BASE_URL, else api.openai.com)."""
-    agent_seed: int = 0
-    """Seed of the base agent's draws."""
-    strong_seed: int = 0
-    """Seed of the strong LLM's draws."""
+    """Endpoint of openai:MODEL actors, e.g. http://127.0.0.1:8000/v1 (helpgate serve); key from $OPENAI_API_KEY
+    (default: $OPENAI_BASE_URL, else api.openai.com)."""
     device: str | None = None
-    """Torch device of the LLMs (default: cuda when available, else cpu)."""
-    agent_dtype: str = "auto"
-    """Weights of a local LLM base agent: auto (bfloat16 on a GPU, float32 on a CPU), float32 or bfloat16."""
+    """Torch device of the LLMs and models (default: cuda when available, else cpu)."""
+    agent_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Weights of a local LLM base agent: auto (bfloat16 on a GPU, float32 on a CPU), or named. bfloat16 on
+    a CPU with native BF16 collects about 3x faster (benchmarks/RESULTS.md) but is not the same model:
+    some answers change, so keep one dtype for collection and evaluation."""
     data: str | None = None
-    """ProductQA root (default: the embedded generated catalog of seed 0)."""
-    groups: tuple[str, ...] | None = None
-    """ProductQA groups (folder names); default: every group of the split."""
+    """ProductQA root with train/ and test/ groups (default: the embedded generated catalog of seed 0; for
+    agile, ../shared/productqa or $HELPGATE_PRODUCTQA)."""
     questions_per_episode: int = 8
-    """ProductQA: decision points per episode."""
+    """ProductQA and agile: decision points (questions in a session) per episode."""
     sim_accuracy: tuple[float, ...] = (0.8, 0.4, 0.3)
-    """ProductQA simulator: accuracy per question type (fact_qa, search_qa, reasoning_qa)."""
+    """ProductQA simulator: probability of a right answer per question type (fact_qa, search_qa, reasoning_qa)."""
     memory_boost: float = 0.0
-    """ProductQA simulator: accuracy added per retrieved memory entry from an intervention."""
+    """ProductQA simulator: accuracy added per retrieved memory entry that came from an intervention."""
     gold_features: bool = False
-    """ProductQA: add the dataset's question type to the observation's features (an ablation)."""
+    """ProductQA: give the helper and every baseline the dataset's question type as type_<name> features
+    (an ablation: a deployed agent never has it; off, features are only what the agent itself sees)."""
     max_new_tokens: int = 96
-    """AGILE: longest turn the agent writes (as agile eval)."""
-    decoding: str = "free"
-    """AGILE: free (the policy writes its turns) or constrained (function and answer form by log-probability; no SFT needed)."""
+    """agile: longest turn the AGILE agent writes (as agile eval)."""
+    decoding: Literal["free", "constrained"] = "free"
+    """agile: free (the policy writes its turns) or constrained (function and answer form by log-probability;
+    no SFT needed)."""
     tw_games: int = 48
-    """TextWorld: games in the split."""
+    """TextWorld: games in the split (episode i plays game i mod tw_games)."""
     tw_quest_lengths: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
-    """TextWorld: quest lengths the games cycle through."""
+    """TextWorld: quest lengths (winning moves) the games cycle through."""
     tw_rooms: int = 5
     """TextWorld: rooms per game."""
     tw_objects: int = 10
@@ -108,7 +117,8 @@ class EnvSpec:
     tw_sim_p: float = 0.25
     """TextWorld simulator: probability of playing the expert's move on purpose."""
     consistency_samples: int = 0
-    """ProductQA LLM base agent: answers sampled beside each greedy one, read as consistency signals (0: off)."""
+    """ProductQA LLM base agent: k answers sampled (temperature 1, sharing the prompt's prefill) beside each
+    greedy one, read as the consistency_agree / consistency_entropy signals of the PRM and helper (0: off)."""
 
     def check(self) -> None:
         """Refuse values that cannot work, naming the field."""
@@ -174,22 +184,19 @@ class EnvSpec:
         return self.env not in ENVS and is_plugin(self.env, ENV_GROUP)
 
 
-def env_spec(config, **overrides) -> EnvSpec:
-    """The ``EnvSpec`` of a command's config: its fields of the same names, then ``overrides``."""
-    values = {f.name: getattr(config, f.name) for f in fields(EnvSpec) if hasattr(config, f.name)}
-    values |= overrides
-    for name in ("groups", "sim_accuracy", "tw_quest_lengths"):  # lists in configs, hashable here
-        if values.get(name) is not None:
-            values[name] = tuple(values[name])
-    return EnvSpec(**values)
-
-
 class EnvSetup:
-    """Builds the episodes (any split, any seed, any indices) and the two actors of one ``EnvSpec``."""
+    """Builds the episodes (any split, any seed, any indices) and the two actors of one ``EnvSpec``.
 
-    def __init__(self, spec: EnvSpec):
+    ``split``: the default split; ``groups``: ProductQA groups of that split (folder names; None:
+    every group); ``agent_seed`` / ``strong_seed``: the seeds of the two actors' draws."""
+
+    def __init__(self, spec: EnvSpec, split: str = "train", groups=None, agent_seed: int = 0,
+                 strong_seed: int = 0):
         spec.check()
         self.spec = spec
+        self.split = split
+        self.groups = tuple(groups) if groups else None
+        self.agent_seed, self.strong_seed = int(agent_seed), int(strong_seed)
         self.root = self._data_root() if spec.env in ("productqa", "agile") else None
         self._sources: dict[str, object] = {}
 
@@ -206,7 +213,7 @@ class EnvSetup:
 
     def source(self, split: str | None = None):
         """The episode source of ``split`` (default: the spec's), built once."""
-        split = split or self.spec.split
+        split = split or self.split
         if split not in self._sources:
             s = self.spec
             if s.plugin:
@@ -214,19 +221,23 @@ class EnvSetup:
             elif s.env == "agile":
                 from agile.executor.episode import AgileSource
 
-                self._sources[split] = AgileSource(self.root, split, list(s.groups) if s.groups else None,
+                self._sources[split] = AgileSource(self.root, split, self._groups(split),
                                                    model=s.agent, device=s.device,
                                                    max_new_tokens=s.max_new_tokens, decoding=s.decoding)
             elif s.env == "productqa":
                 from agile.envs.productqa_env import ProductQASource
 
-                self._sources[split] = ProductQASource(self.root, split, list(s.groups) if s.groups else None)
+                self._sources[split] = ProductQASource(self.root, split, self._groups(split))
             else:
                 from agile.envs.textworld_env import TextWorldSource  # games are generated on first use
 
                 self._sources[split] = TextWorldSource(split, s.tw_games, s.tw_quest_lengths, s.tw_rooms,
                                                        s.tw_objects)
         return self._sources[split]
+
+    def _groups(self, split: str) -> list[str] | None:
+        """The chosen groups, for the split they were chosen in (another split has its own groups)."""
+        return list(self.groups) if self.groups and split == self.split else None
 
     def episodes(self, indices, seed: int, split: str | None = None) -> list:
         """Fresh episodes ``indices`` of ``split``; episode ``i`` depends only on ``(seed, i)``."""
@@ -254,7 +265,7 @@ class EnvSetup:
         if is_plugin(s.agent, AGENT_GROUP):
             return make_agent(s.agent)
         if s.agent.startswith(OPENAI_PREFIX):
-            return self._openai_agent(s.agent, BASE, s.agent_seed)
+            return self._openai_agent(s.agent, BASE, self.agent_seed)
         if s.plugin:
             raise PluginError(f"env={s.env!r} is a plug-in environment: agent={s.agent!r} is a built-in agent of "
                               "productqa/textworld; name a plug-in agent (module:factory or a helpgate.agents "
@@ -265,16 +276,16 @@ class EnvSetup:
             from agile.agents.textworld_agents import TextWorldLLMAgent, TextWorldSimulatorAgent
 
             if s.agent == "simulator":
-                return TextWorldSimulatorAgent(p=s.tw_sim_p, seed=s.agent_seed)
-            return TextWorldLLMAgent(s.agent, device=s.device, seed=s.agent_seed, dtype=s.dtype())
+                return TextWorldSimulatorAgent(p=s.tw_sim_p, seed=self.agent_seed)
+            return TextWorldLLMAgent(s.agent, device=s.device, seed=self.agent_seed, dtype=s.dtype())
         if s.agent == "simulator":
             from agile.agents.simulator_agent import SimulatorAgent
 
             accuracy = dict(zip(QUESTION_TYPES, s.sim_accuracy))
-            return SimulatorAgent(accuracy, memory_boost=s.memory_boost, seed=s.agent_seed)
+            return SimulatorAgent(accuracy, memory_boost=s.memory_boost, seed=self.agent_seed)
         from agile.agents.llm_agent import LLMAgent
 
-        return LLMAgent(s.agent, device=s.device, seed=s.agent_seed, dtype=s.dtype(),
+        return LLMAgent(s.agent, device=s.device, seed=self.agent_seed, dtype=s.dtype(),
                         consistency_samples=s.consistency_samples)
 
     def strong_actor(self):
@@ -289,7 +300,7 @@ class EnvSetup:
         if is_plugin(s.strong, AGENT_GROUP):
             return make_agent(s.strong, actor=STRONG)
         if s.strong.startswith(OPENAI_PREFIX):
-            return self._openai_agent(s.strong, STRONG, s.strong_seed)
+            return self._openai_agent(s.strong, STRONG, self.strong_seed)
         if s.plugin:
             raise PluginError(f"env={s.env!r} is a plug-in environment: strong={s.strong!r} is a built-in LLM actor "
                               "of productqa/textworld; use human (the episode's expert_action), human-cli, or a "
@@ -297,11 +308,11 @@ class EnvSetup:
         if s.env == "textworld":
             from agile.agents.textworld_agents import TextWorldLLMAgent
 
-            return TextWorldLLMAgent(s.strong, device=s.device, seed=s.strong_seed, actor=STRONG,
+            return TextWorldLLMAgent(s.strong, device=s.device, seed=self.strong_seed, actor=STRONG,
                                      name=f"strong:{s.strong}")
         from agile.agents.oracle_agent import StrongLLMAgent
 
-        return StrongLLMAgent(s.strong, device=s.device, seed=s.strong_seed)
+        return StrongLLMAgent(s.strong, device=s.device, seed=self.strong_seed)
 
     def _openai_agent(self, name: str, actor: str, seed: int):
         """``openai:MODEL``: the LLM agents' prompts behind a chat-completions endpoint."""
@@ -312,62 +323,24 @@ class EnvSetup:
         return OpenAIAgent(model, base_url=self.spec.base_url, seed=seed, actor=actor, name=f"{prefix}{name}")
 
 
-@dataclass
-class AgentEnvParams:
-    """Simulator and game parameters shared by collection and evaluation configs (one home)."""
-
-    sim_accuracy: list[float] = field(default_factory=lambda: [0.8, 0.4, 0.3])
-    """ProductQA simulator: probability of a right answer per question type (fact_qa, search_qa, reasoning_qa)."""
-    memory_boost: float = 0.0
-    """ProductQA simulator: accuracy added per retrieved memory entry that came from an intervention."""
-    gold_features: bool = False
-    """ProductQA: give the helper the dataset's question type as type_<name> features (an ablation:
-    a deployed agent never has it; off, features are only what the agent itself sees)."""
-    tw_games: int = 48
-    """TextWorld: games in the split (episode i plays game i mod tw_games)."""
-    tw_quest_lengths: list[int] = field(default_factory=lambda: [3, 4, 5, 6, 7, 8])
-    """TextWorld: quest lengths (winning moves) the games cycle through."""
-    tw_rooms: int = 5
-    """TextWorld: rooms per game."""
-    tw_objects: int = 10
-    """TextWorld: objects per game."""
-    tw_sim_p: float = 0.25
-    """TextWorld simulator: probability of playing the expert's move on purpose."""
-    base_url: str | None = None
-    """Endpoint of openai:MODEL actors, e.g. http://127.0.0.1:8000/v1 (helpgate serve); key from $OPENAI_API_KEY."""
-    agent_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    """Weights of a local LLM base agent: auto (bfloat16 on a GPU, float32 on a CPU), or named. bfloat16 on
-    a CPU with native BF16 collects about 3x faster (benchmarks/RESULTS.md) but is not the same model:
-    some answers change, so keep one dtype for collection and evaluation."""
-    consistency_samples: int = 0
-    """ProductQA LLM base agent: k answers sampled (temperature 1, sharing the prompt's prefill) beside each greedy
-    one, read as the consistency_agree / consistency_entropy signals of the PRM and helper (0: off)."""
+ENV_FIELD = Annotated[EnvSpec, tyro.conf.arg(name="")]
+"""A command's nested ``EnvSpec``: its fields are the command's own flags (``--env``, not ``--spec.env``)."""
 
 
 @dataclass
-class EnvConfig(AgentEnvParams):
-    env: str = "productqa"
-    """Environment the episodes come from: productqa, textworld, or a plug-in (module:factory or entry point)."""
-    data: str | None = None
-    """ProductQA root with train/ and test/ groups (default: the generated catalog of seed 0)."""
-    split: str = "test"
+class EnvConfig:
+    """The held-out episodes of online evaluation and the environment they come from."""
+
+    spec: ENV_FIELD = field(default_factory=EnvSpec)
+    """The environment and its actors (``EnvSpec``; its fields are flags of their own: --env, --agent, ...)."""
+    split: Literal["train", "test"] = "test"
     """Split the evaluation episodes are drawn from (held-out groups or games)."""
     episodes: int = 64
     """Evaluation episodes per (method, budget)."""
     seed: int = 1000
     """Seed of the evaluation episodes (keep it different from the collection seed)."""
-    questions_per_episode: int = 8
-    """ProductQA: decision points per episode."""
-    agent: str = "simulator"
-    """Base agent: simulator (known dynamics), a model name for an LLM agent (smollm2, a HF id, a folder), or a
-    plug-in agent (module:factory or a helpgate.agents entry point)."""
     agent_seed: int = 0
     """Seed of the base agent's draws."""
-    strong: str = "human"
-    """Who acts on an intervention: human (the expert action), human-cli (a person at the terminal), a model
-    name for a strong LLM, or a plug-in agent."""
-    device: str | None = None
-    """Torch device for LLM agents and models (default: cuda when available, else cpu)."""
 
 
 class Environment:
@@ -375,7 +348,7 @@ class Environment:
 
     def __init__(self, cfg: EnvConfig):
         self.cfg = cfg
-        self.setup = EnvSetup(env_spec(cfg))
+        self.setup = EnvSetup(cfg.spec, cfg.split, agent_seed=cfg.agent_seed)
         self.root = self.setup.root
         self.source = self.setup.source()
         self.base = self.setup.base_agent()
@@ -402,14 +375,14 @@ class Environment:
         Episode ``i`` uses group ``i mod G`` (round-robin) and a start offset drawn uniformly, so
         each group has probability 1/G and each offset 1/(L - n + 1) within it.
         """
-        if self.cfg.env != "productqa":
-            raise ValueError(f"type_sequences needs env='productqa' (question types), got env={self.cfg.env!r}.")
+        if self.cfg.spec.env != "productqa":
+            raise ValueError(f"type_sequences needs env='productqa' (question types), got env={self.cfg.spec.env!r}.")
         source = self.setup.source(split)
         sessions = []
         names = source.group_names
         for name in names:
             questions = source.resources(name).group.questions
-            n = min(self.cfg.questions_per_episode, len(questions))
+            n = min(self.cfg.spec.questions_per_episode, len(questions))
             offsets = len(questions) - n + 1
             for start in range(offsets):
                 sessions.append(([q.type for q in questions[start:start + n]], 1.0 / (len(names) * offsets)))

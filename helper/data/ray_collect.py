@@ -20,7 +20,7 @@ class ShardCollector:
     """A Ray actor body: builds the environment and actors once, then plays whole shards."""
 
     def __init__(self, config, env_setup: Callable, collect_shard: Callable):
-        if config.device == "cpu":
+        if config.spec.device == "cpu":
             import torch
 
             # Ray gives a CPU worker one core; more torch threads would only contend with peers.
@@ -58,12 +58,12 @@ def collect_with_ray(config, shards: list[int], env_setup: Callable, collect_sha
     try:
         resources = ray.cluster_resources()
         gpus = int(resources.get("GPU", 0))
-        llm = config.agent == "llm" or config.strong != "human"
-        use_gpu = llm and gpus > 0 and (config.device is None or str(config.device).startswith("cuda"))
+        llm = config.spec.agent == "llm" or config.spec.strong != "human"
+        use_gpu = llm and gpus > 0 and (config.spec.device is None or str(config.spec.device).startswith("cuda"))
         wanted = config.ray_workers or (gpus if use_gpu else int(resources.get("CPU", 1)))
         n_workers = max(1, min(wanted, len(shards)))
         worker = ray.remote(num_gpus=1 if use_gpu else 0, num_cpus=1)(ShardCollector)
-        worker_config = replace(config, device="cuda" if use_gpu else "cpu", ray=False)
+        worker_config = replace(config, spec=replace(config.spec, device="cuda" if use_gpu else "cpu"), ray=False)
         actors = [worker.remote(worker_config, env_setup, collect_shard) for _ in range(n_workers)]
         pool = ActorPool(actors)
         yield from pool.map_unordered(lambda actor, k: actor.collect.remote(k), shards)

@@ -23,7 +23,8 @@ later stage run on it unchanged.
 
 - Exploration: each episode uses one p of ``explore_p`` (a keyed draw on its id), and
   ``should_intervene`` says yes with probability p while the episode has budget left; the draw is
-  a pure function of ``(seed, episode_id, step)``, as in ``agile.rollout.run_episodes``.
+  a pure function of ``(seed, episode_id, step)``, as in ``agile.rollout.run_episodes``, and the
+  budget is counted as there too (``agile.budget.EpisodeBudget``).
 - An intervention the caller makes on its own (``log`` with an actor other than ``base`` after no
   ``should_intervene`` yes) counts against the budget too; past the budget it is refused, and so
   is logging ``base`` after a yes, so every row's ``intervened`` and ``budget_left`` are true.
@@ -44,6 +45,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agile.budget import EpisodeBudget
 from agile.protocol import BASE, Observation
 from agile.seeding import stable_uniform
 from trajectories.manifest import Manifest
@@ -57,10 +59,9 @@ SHARD = re.compile(r"^shard-(\d{5})\.parquet$")
 
 @dataclass
 class _Episode:
-    """An episode being recorded: its exploration p, budget left, pending decisions and rows."""
+    """An episode being recorded: its exploration p, pending decisions and rows."""
 
     p: float
-    left: int
     decisions: dict[int, tuple[bool, int]] = field(default_factory=dict)
     """step -> (should_intervene's answer, budget left before it)."""
     rows: list[StepRecord] = field(default_factory=list)
@@ -91,6 +92,7 @@ class Recorder:
                                    default=-1)
         self._episodes_written = sum(entry["count"] for entry in self._manifest.shards.values())
         self._open: dict[str, _Episode] = {}
+        self._budget = EpisodeBudget(self.budget, owner="Recorder", end_call="end_episode(success, episode_id)")
         self._finished: list[list[dict]] = []
         self._lock = threading.RLock()
         self._thread = threading.local()
@@ -117,9 +119,7 @@ class Recorder:
 
     def budget_left(self, episode_id: str) -> int:
         """Interventions still allowed in the episode."""
-        with self._lock:
-            state = self._open.get(episode_id)
-            return self.budget if state is None else state.left
+        return self._budget.left(episode_id)
 
     # -- recording -------------------------------------------------------------------------------
     def _episode(self, observation: Observation) -> _Episode:
@@ -133,7 +133,7 @@ class Recorder:
                 raise ValueError(f"episode {episode_id!r} is already recorded in {self.out}; give every episode its "
                                  "own id, and skip recorded ones (Recorder.is_recorded) when resuming.")
             p = self.explore_p[int(stable_uniform(self.seed, episode_id, "explore_p") * len(self.explore_p))]
-            state = self._open[episode_id] = _Episode(p=p, left=self.budget)
+            state = self._open[episode_id] = _Episode(p=p)
         return state
 
     def should_intervene(self, observation: Observation) -> bool:
@@ -145,9 +145,9 @@ class Recorder:
             step = int(observation.step)
             if step not in state.decisions:
                 draw = stable_uniform(self.seed, observation.episode_id, step, "explore")
-                yes = state.left > 0 and draw < state.p
-                state.decisions[step] = (yes, state.left)
-                state.left -= int(yes)
+                left = self._budget.left(observation.episode_id)
+                yes = left > 0 and draw < state.p and self._budget.spend(observation.episode_id)
+                state.decisions[step] = (yes, left)
             return state.decisions[step][0]
 
     def log(self, observation: Observation, action_text: str, actor: str = BASE, reward: float = 0.0) -> None:
@@ -158,16 +158,15 @@ class Recorder:
             where = f"episode {observation.episode_id!r} step {step}"
             if step != len(state.rows):
                 raise ValueError(f"{where}: expected step {len(state.rows)}; log each step once, in order 0, 1, 2, ...")
-            asked, before = state.decisions.get(step, (False, state.left))  # a refused log changes nothing
+            asked, before = state.decisions.get(step, (False, self._budget.left(observation.episode_id)))
             if asked and actor == BASE:
                 raise ValueError(f"{where}: should_intervene said yes, but the action is logged as actor 'base'; "
                                  "log the intervention's actor ('strong' or 'human').")
             intervened = asked or actor != BASE
-            if intervened and not asked:  # the caller's own intervention also spends the budget
-                if state.left <= 0:
-                    raise ValueError(f"{where}: actor {actor!r} intervenes, but the budget of {self.budget} "
-                                     "interventions is spent.")
-                state.left -= 1
+            # The caller's own intervention also spends the budget (a refused log changes nothing).
+            if intervened and not asked and not self._budget.spend(observation.episode_id):
+                raise ValueError(f"{where}: actor {actor!r} intervenes, but the budget of {self.budget} "
+                                 "interventions is spent.")
             state.decisions.pop(step, None)
             state.rows.append(StepRecord.of(observation, action_text, actor, intervened, before, reward, False,
                                             state.p, self.seed))
@@ -180,6 +179,7 @@ class Recorder:
                 raise ValueError(f"end_episode: no open episode {episode_id!r}; log at least one step first "
                                  f"(open: {sorted(self._open)[:5]}).")
             state = self._open.pop(episode_id)
+            self._budget.end(episode_id)
             if not state.rows:
                 raise ValueError(f"end_episode: episode {episode_id!r} has no logged step.")
             state.rows[-1].done = True

@@ -8,7 +8,7 @@ own advice and the helper's side by side. Two kinds of helper:
 - solved at an advice cost (``helpgate solve --advice-cost c``): the price decides, no budget caps
   it (unless ``--budget`` is given); ``--advice-cost`` should be the same c, else a warning says so;
 - solved for a hard budget: ``--budget`` pieces of advice per episode (the rate version, e.g. the
-  PPO agent's advice rate times the questions), by default ``--gate-budget`` × questions per group.
+  PPO agent's advice rate times the questions), by default a quarter of the questions per group.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from agile.executor.evaluate import EvalConfig, run_eval
+from agile.executor.evaluate import EvalConfig, gate_run_budget, run_eval
 from agile.executor.executor import ENV_NAME as EXECUTOR_ENV
 from helper.gate.trained_on import PRICED, describe
 
@@ -27,21 +27,15 @@ from helper.gate.trained_on import PRICED, describe
 @dataclass
 class AgileEvalConfig(EvalConfig):
     helper: str | None = None
-    """Folder of a distilled helper (helpgate distill); its HelperGate replaces the built-in gate."""
-    budget: int | None = None
-    """Helper's advice per episode; default: none for a helper solved at an advice cost, else
-    gate_budget x questions_per_group."""
+    """Folder of a distilled helper (helpgate distill); its HelperGate replaces the built-in gate (--budget
+    then defaults to every question for a helper solved at an advice cost: the price decides)."""
 
 
 def helper_budget(cfg: AgileEvalConfig, trained: dict) -> int:
     """The helper run's advice budget per episode (module docstring)."""
-    if cfg.budget is not None:
-        if cfg.budget < 0:
-            raise ValueError(f"budget={cfg.budget}: give the advice allowed per episode, >= 0.")
-        return cfg.budget
-    if trained.get("method") == PRICED:
+    if cfg.budget is None and trained.get("method") == PRICED:
         return cfg.questions_per_group  # every question may be advised: the price decides
-    return max(int(round(cfg.gate_budget * cfg.questions_per_group)), 0)
+    return gate_run_budget(cfg)
 
 
 def run(cfg: AgileEvalConfig, log=print) -> list[dict]:

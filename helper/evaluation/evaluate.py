@@ -97,7 +97,7 @@ def load_helper(cfg: EvaluateConfig | object, backend: str | None = None):
     from helper.gate.gate import HelperGate
 
     prm = getattr(cfg, "prm", None)
-    return HelperGate.load(cfg.helper, backend=backend, prm=prm if prm else True, device=cfg.device)
+    return HelperGate.load(cfg.helper, backend=backend, prm=prm if prm else True, device=cfg.spec.device)
 
 
 def run(cfg: EvaluateConfig) -> pd.DataFrame:

@@ -65,6 +65,7 @@ import numpy as np
 import polars as pl
 
 from agile import gates as B
+from agile.budget import largest_budget
 from helper.baselines import exact
 from helper.data.environment import Environment
 from helper.evaluation.evaluate import evaluate_gate
@@ -122,13 +123,13 @@ class SweepContext:
 
     @property
     def budgets(self) -> list[int]:
-        """C = 0..max_budget; by default up to always-intervene's mean interventions (rounded up):
-        ProductQA's questions per episode, TextWorld's mean winning-or-longest episode under always."""
-        top = self.cfg.max_budget
-        if top is None:
-            used = self.usage(ALWAYS)
-            top = math.ceil(max(used.values()) - 1e-9) if used else self.env.horizon
-        return list(range(int(top) + 1))
+        """``--budgets``; by default 0 up to ``agile.budget.largest_budget``: always-intervene's mean
+        interventions, rounded up, once it has played (ProductQA's questions per episode, TextWorld's
+        mean winning-or-longest episode under always), else the horizon."""
+        if self.cfg.budgets is not None:
+            return sorted({int(c) for c in self.cfg.budgets})
+        used = self.usage(ALWAYS)
+        return list(range(largest_budget(self.env.horizon, max(used.values()) if used else None) + 1))
 
     @property
     def offline_calls(self) -> dict:
@@ -234,7 +235,7 @@ class HelperPriced(Method):
         for budget in ctx.budgets:
             table = solve_spending(model, budget, max(budget - 0.5, 0.0))
             self.gates[budget] = HelperGate("table", scorer=ctx.scorer, table=table, discretizer=discretizer,
-                                            budget=budget, max_budget=budget, decide_after=ctx.helper.decide_after)
+                                            budget=budget, solved_budget=budget, decide_after=ctx.helper.decide_after)
         ctx.extra["helper_priced"] = {"target": "C - 1/2 expected interventions on the training model"}
         return None
 
@@ -321,7 +322,7 @@ class Router(Method):
         rows = ctx.train_rows()
         if rows is None:
             return "needs training rows (--train-data, or a helper distilled from a solve folder)"
-        gold = getattr(ctx.cfg, "gold_features", False)
+        gold = ctx.cfg.spec.gold_features
         keys = [k for k in feature_keys(rows) if gold or not k.startswith(ANNOTATION_PREFIXES)]
         self.names = ["step", "horizon", "progress", "steps_left"] + [f"f_{k}" for k in keys]
         self.decide_after = ctx.decide_after
@@ -407,7 +408,8 @@ class OnlineRL(Method):
         )
 
         cfg = ctx.cfg
-        rl_cfg = OnlineRLConfig(max_budget=max(ctx.budgets[-1], 1), total_timesteps=cfg.rl_timesteps,
+        # Trained on every budget up to the sweep's largest (one policy reads budget_left, as the helper).
+        rl_cfg = OnlineRLConfig(budgets=list(range(1, max(ctx.budgets[-1], 1) + 1)), total_timesteps=cfg.rl_timesteps,
                                 n_steps=cfg.rl_n_steps, eval_every=cfg.rl_eval_every,
                                 val_episodes=cfg.rl_val_episodes, lr=cfg.rl_lr, seed=cfg.seed,
                                 train_episodes=cfg.rl_train_episodes)
@@ -434,8 +436,9 @@ class OnlineRL(Method):
 
 def oracle_is_exact(cfg) -> bool:
     """Whether the counterfactual oracle is the hindsight optimum (see the module docstring)."""
-    return (cfg.env == "productqa" and cfg.agent == "simulator" and not cfg.memory_boost
-            and cfg.strong == "human")
+    spec = cfg.spec
+    return (spec.env == "productqa" and spec.agent == "simulator" and not spec.memory_boost
+            and spec.strong == "human")
 
 
 class Oracle(Method):
@@ -449,7 +452,7 @@ class Oracle(Method):
         flat = [r for episode in records[0] for r in episode]
         self.gains = ([r.episode_id for r in flat], [r.step for r in flat],
                       [r.cf_base_success for r in flat], [r.cf_intervene_success for r in flat])
-        who = "human" if ctx.cfg.strong in ("human", "human-cli") else "strong"
+        who = "human" if ctx.cfg.spec.strong in ("human", "human-cli") else "strong"
         self.calls = dict(ZERO_CALLS) | {who: len(flat)}
 
     def build(self, ctx, budget):
@@ -467,7 +470,7 @@ class ExactOptimal(Method):
     def prepare(self, ctx):
         from agile.envs.productqa import QUESTION_TYPES
 
-        cfg = ctx.cfg
+        cfg = ctx.cfg.spec
         if cfg.env != "productqa":
             return (f"needs ProductQA's simulator (a model over question types); env={cfg.env!r} has no such "
                     "model")

@@ -43,6 +43,7 @@ import tyro
 
 from helper import provenance
 from helper.evaluation import metrics as M
+from helper.stored_config import renamed
 
 NOT_BASELINES = (M.NEVER, M.ALWAYS, M.ORACLE, M.EXACT_OPTIMAL, M.HELPER, "counterfactual")
 """References, upper bounds and the helper itself: never compared as rivals."""
@@ -110,6 +111,7 @@ def load_run(spec: str) -> Run:
         raise ValueError(f"{sweep / 'episodes.csv'}: lacks column(s) {sorted(missing)}")
     summary_path = sweep / "summary.json"
     config = json.loads(summary_path.read_text()).get("config", {}) if summary_path.exists() else {}
+    config = renamed(config, "SweepConfig", summary_path)  # a sweep of an older release pools with a new one
     grouped = "group" in frame.columns
     if not grouped:
         frame["group"] = frame["episode_id"]
@@ -178,7 +180,7 @@ def pool(runs: list[Run], resamples: int, seed: int) -> Pooled:
         missing = units["run"][gaps.iloc[:, column].to_numpy()].iloc[0]
         raise ValueError(f"{runs[missing].path}: {method} at C={budget} did not play every episode the others did; "
                          "a paired comparison needs the same episodes and budgets for every method (runs pooled "
-                         "as seeds need the same budgets, e.g. one --max-budget; or rerun the sweep).")
+                         "as seeds need the same budgets, e.g. one --budgets; or rerun the sweep).")
     weights = M.hierarchical_weights([units["run"].tolist(), units["group"].tolist()], resamples, seed)
     columns = [(str(m), int(b)) for m, b in tables["success"].columns]
     return Pooled(columns, tables["success"].to_numpy(float), tables["interventions"].to_numpy(float), weights)

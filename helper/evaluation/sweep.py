@@ -1,4 +1,4 @@
-"""``helpgate sweep``: every method, budgets C = 0..max_budget, the same held-out episodes.
+"""``helpgate sweep``: every method at every budget C of ``--budgets``, the same held-out episodes.
 
     helpgate sweep --helper runs/demo/helper --out runs/demo/sweep
 
@@ -8,7 +8,8 @@ base agent and strong actor, ``run_episodes(..., gate=gate, budget=C)`` per budg
 and how each is built or trained are listed in ``helper.evaluation.methods``.
 
 Budgets go by default from 0 up to always-intervene's mean interventions per episode (rounded
-up: ProductQA's questions per episode; TextWorld's mean episode length under always), so every
+up: ProductQA's questions per episode; TextWorld's mean episode length under always;
+``agile.budget.largest_budget``), so every
 method's PGR curve is measured over the whole intervention-share range [0, 1] where the method
 spends that much; ``summary.json`` says per method how much of its APGR was completed rather than
 measured (``apgr_extrapolated_share``, see ``helper.evaluation.metrics``).
@@ -25,7 +26,7 @@ interventions: what ``helpgate report`` resamples), ``summary.json``
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -36,6 +37,7 @@ from helper.evaluation.methods import METHODS as REGISTRY
 from helper.evaluation.methods import SweepContext
 from helper.evaluation.metrics import summarize, sweep_columns
 from helper.evaluation.plots import save_sweep_plot
+from helper.stored_config import flat
 from trajectories.files import write_json_atomic
 
 METHODS = tuple(REGISTRY)
@@ -49,8 +51,8 @@ class SweepConfig(EnvConfig):
     """Helper folder written by `helpgate distill`."""
     out: str = "runs/default/sweep"
     """Folder for sweep.csv, episodes.csv, summary.json and sweep.png."""
-    max_budget: int | None = None
-    """Budgets C = 0..max_budget interventions per episode (default: always-intervene's mean
+    budgets: list[int] | None = None
+    """Budgets C (interventions per episode) every method plays (default: 0 up to always-intervene's mean
     interventions, rounded up, so the sweep covers the whole intervention-share range)."""
     methods: list[Method] = field(default_factory=lambda: list(METHODS))
     """Methods to evaluate (never and always are always added: PGR needs them)."""
@@ -94,8 +96,9 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
 
     if set(cfg.methods) - set(REGISTRY):
         raise ValueError(f"methods={sorted(set(cfg.methods) - set(REGISTRY))}: unknown; choose from {METHODS}.")
-    if cfg.max_budget is not None and cfg.max_budget < 0:
-        raise ValueError(f"max_budget={cfg.max_budget}: give a budget >= 0, or leave it unset for the horizon.")
+    if cfg.budgets is not None and (not cfg.budgets or min(cfg.budgets) < 0):
+        raise ValueError(f"budgets={cfg.budgets}: give one or more budgets >= 0 (e.g. --budgets 0 1 2), or leave "
+                         "them out for 0 up to always-intervene's interventions.")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     ctx = SweepContext(cfg=cfg, env=Environment(cfg), out=out)
@@ -129,7 +132,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     summary["budgets"] = ctx.budgets
     summary.update(ctx.extra)
     summary["decide_after"] = ctx.decide_after
-    summary["config"] = asdict(cfg)
+    summary["config"] = flat(cfg)
     if helper is not None:
         summary["helper_stats"] = helper.stats()
     if hasattr(ctx.scorer, "memo_hits"):  # how much PRM work the shared prefixes saved

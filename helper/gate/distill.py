@@ -248,7 +248,7 @@ def run(cfg: DistillConfig) -> dict:
         shutil.copytree(prm_path, out / "prm", dirs_exist_ok=True)
         prm_path = out / "prm"
     gate = HelperGate(cfg.backend, classifier, fallback, table=solution, discretizer=discretizer,
-                      max_budget=solution.budget, decide_after=prm_decide_after(prm_path))
+                      solved_budget=solution.budget, decide_after=prm_decide_after(prm_path))
     summary = {"report": report, "training_calls": training_calls(logged), **recorded_path(out, source, "labels_from"),
                "trained_on": trained_on(logged, solution, _advice_cost(source)),
                "solution": solution.summary(), "distill_config": asdict(cfg)}

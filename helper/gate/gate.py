@@ -56,6 +56,7 @@ import warnings
 from pathlib import Path
 
 from agile.budget import ScoredGate
+from helper import stored_config
 from agile.protocol import Observation
 from helper.gate import identity
 from helper.gate.features import SCORE_FEATURE, FeatureClassifier, observation_features
@@ -75,7 +76,7 @@ class HelperGate(ScoredGate):
 
     def __init__(self, backend: str = "features", classifier=None, fallback: FeatureClassifier | None = None,
                  scorer=None, table=None, discretizer=None, budget: int | None = None,
-                 max_budget: int | None = None, threshold: float = 0.5, decide_after: str | None = None,
+                 solved_budget: int | None = None, threshold: float = 0.5, decide_after: str | None = None,
                  trained_on: dict | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend={backend!r}: choose one of {', '.join(BACKENDS)}")
@@ -83,16 +84,18 @@ class HelperGate(ScoredGate):
             raise ValueError(f"backend={backend!r} needs a classifier")
         if backend == "table" and (table is None or discretizer is None):
             raise ValueError("backend='table' needs the solved table (Solution) and its discretizer")
-        if max_budget is None and table is not None:
-            max_budget = table.budget
-        super().__init__(budget if budget is not None else max_budget)
+        if solved_budget is None and table is not None:
+            solved_budget = table.budget
+        super().__init__(budget if budget is not None else solved_budget)
         self.backend = backend
         self.classifier = classifier
         self.fallback = fallback
         self.scorer = scorer
         self.table = table
         self.discretizer = discretizer
-        self.max_budget = max_budget
+        self.solved_budget = solved_budget
+        """The largest budget C the helper was solved for: more budget left is read as this much (not a
+        config word: a helper folder records it, ``helper.json``'s ``solved_budget``)."""
         self.threshold = float(threshold)
         # The PRM decides the mode: its score reads the proposal or it does not.
         self.decide_after = decide_after or getattr(scorer, "decide_after", "state")
@@ -133,9 +136,9 @@ class HelperGate(ScoredGate):
     def intervene_probability(self, observation: Observation, budget_left: int, proposal=None) -> float:
         """The backend's P(intervene) at this decision with ``budget_left`` (no budget bookkeeping);
         ``proposal``: the base agent's proposal, read when ``decide_after == "proposal"``."""
-        # The classifier never saw more budget than it was trained with; more left acts like max.
-        # (``is not None``: a helper trained for max_budget=0 clips to 0, it does not skip the clip.)
-        left = min(int(budget_left), self.max_budget) if self.max_budget is not None else int(budget_left)
+        # The classifier never saw more budget than it was solved for; more left acts like that much.
+        # (``is not None``: a helper solved for budget 0 clips to 0, it does not skip the clip.)
+        left = min(int(budget_left), self.solved_budget) if self.solved_budget is not None else int(budget_left)
         self._check_use(observation)
         self._count("decisions")
         if self.backend == "text":
@@ -155,7 +158,7 @@ class HelperGate(ScoredGate):
     def with_budget(self, budget: int) -> HelperGate:
         """A gate sharing this one's models (PRM, classifiers) and ``stats`` with its own budget."""
         gate = HelperGate(self.backend, self.classifier, self.fallback, self.scorer, self.table, self.discretizer,
-                          budget, self.max_budget, self.threshold, self.decide_after, self.trained_on)
+                          budget, self.solved_budget, self.threshold, self.decide_after, self.trained_on)
         gate._stats, gate._stats_lock = self._stats, self._stats_lock
         gate.degraded, gate.horizon = self.degraded, self.horizon
         if budget is None or self.budget is None or budget <= self.budget:
@@ -214,7 +217,7 @@ class HelperGate(ScoredGate):
             self.table.save(directory / "policy.npz")
         prm_ref = recorded_path(directory, prm) if prm else {"prm": None}
         trained = (extra or {}).get("trained_on") or self.trained_on
-        config = {"kind": KIND, "backend": self.backend, "max_budget": self.max_budget,
+        config = {"kind": KIND, "backend": self.backend, "solved_budget": self.solved_budget,
                   "threshold": self.threshold, "decide_after": self.decide_after} | prm_ref
         config |= {"trained_on": trained} if trained else {}
         config |= identity.recorded(trained.get("horizon"), self.classifier, self.fallback, prm) | (extra or {})
@@ -237,7 +240,8 @@ class HelperGate(ScoredGate):
         config_path = directory / CONFIG_FILE
         if not config_path.exists():
             raise FileNotFoundError(f"{config_path}: not found. Create the helper folder with `helpgate distill`.")
-        config = read_json_object(config_path, "helpgate distill", "re-run `helpgate distill`")
+        config = stored_config.renamed(read_json_object(config_path, "helpgate distill", "re-run `helpgate distill`"),
+                                       CONFIG_FILE, config_path)
         if config.get("kind") != KIND:
             raise ValueError(f"{config_path}: kind={config.get('kind')!r}, expected {KIND!r}")
         if not (backend or config.get("backend")):
@@ -280,14 +284,14 @@ class HelperGate(ScoredGate):
         if scorer is not None and scorer.decide_after != decide_after:
             raise ValueError(f"{config_path}: decide_after={decide_after!r}, but the PRM at {prm_path} was trained "
                              f"with tag_after={scorer.tag_after!r}; load the PRM the helper was distilled with.")
-        gate = cls(backend, classifier, fallback, scorer, table, discretizer, budget, config.get("max_budget"),
+        gate = cls(backend, classifier, fallback, scorer, table, discretizer, budget, config.get("solved_budget"),
                    config.get("threshold", 0.5), decide_after, config.get("trained_on"))
         gate.degraded = degraded
         gate.horizon = identity.horizon_of(config)
         return gate
 
     def __repr__(self) -> str:
-        return (f"HelperGate(backend={self.backend!r}, budget={self.budget}, max_budget={self.max_budget}, "
+        return (f"HelperGate(backend={self.backend!r}, budget={self.budget}, solved_budget={self.solved_budget}, "
                 f"prm={'yes' if self.scorer is not None else 'no'}, decide_after={self.decide_after!r})")
 
 
