@@ -51,13 +51,18 @@ def _number(value: Any, column: str, key: str) -> float | None:
                          "numbers (NaN for a missing one).")
 
 
+def _pairs(mapping: Mapping[str, Any], column: str) -> list[tuple[str, float]]:
+    """``(key, number)`` of ``mapping`` sorted by key, a null value left out."""
+    numbers = {str(key): _number(value, column, str(key)) for key, value in mapping.items()}
+    return [(key, numbers[key]) for key in sorted(numbers) if numbers[key] is not None]
+
+
 def entries(mapping: Mapping[str, Any] | None, column: str = "numbers") -> list[dict[str, Any]] | None:
     """One row's mapping in the column's form: ``{key, value}`` entries sorted by key, a null value
     left out; None stays None (no mapping logged)."""
     if mapping is None:
         return None
-    numbers = {str(key): _number(value, column, str(key)) for key, value in mapping.items()}
-    return [{"key": key, "value": numbers[key]} for key in sorted(numbers) if numbers[key] is not None]
+    return [{"key": key, "value": value} for key, value in _pairs(mapping, column)]
 
 
 def mapping(cell: list[dict[str, Any]] | None) -> dict[str, float]:
@@ -67,7 +72,14 @@ def mapping(cell: list[dict[str, Any]] | None) -> dict[str, float]:
 
 def number_map_column(name: str, mappings: Iterable[Mapping[str, Any] | None]) -> pl.Series:
     """A ``NUMBER_MAP`` column named ``name`` holding ``mappings`` (dicts of numbers; None: null)."""
-    return pl.Series(name, [entries(mapping, name) for mapping in mappings], dtype=NUMBER_MAP)
+    nulls, rows, keys, values = [], [], [], []
+    for row, one in enumerate(mappings):
+        nulls.append(one is None)
+        for key, value in _pairs(one or {}, name):
+            rows.append(row)
+            keys.append(key)
+            values.append(value)
+    return _assemble(name, nulls, rows, keys, values)
 
 
 def number_maps(column: pl.Series, source: str = "<frame>") -> list[dict[str, float]]:
@@ -75,15 +87,39 @@ def number_maps(column: pl.Series, source: str = "<frame>") -> list[dict[str, fl
 
     ``column`` may be in any layout ``as_number_map`` reads (old JSON text included); ``source``
     names it in a refusal."""
-    return [mapping(cell) for cell in as_number_map(column, source).to_list()]
+    typed = as_number_map(column, source)
+    maps: list[dict[str, float]] = [{} for _ in range(typed.len())]
+    found = _flat(typed)
+    for row, key, value in zip(found["row"].to_list(), found["key"].to_list(), found["value"].to_list()):
+        if value is not None:
+            maps[row][key] = value
+    return maps
 
 
 def number_map_keys(column: pl.Series, source: str = "<frame>") -> list[str]:
     """The keys that the rows of ``column`` hold a number for, sorted."""
-    found = as_number_map(column, source).explode().drop_nulls()
-    if found.is_empty():
-        return []
-    return found.struct.field("key").filter(found.struct.field("value").is_not_null()).unique().sort().to_list()
+    found = _flat(as_number_map(column, source))
+    return found.filter(pl.col("value").is_not_null())["key"].unique().sort().to_list()
+
+
+def _flat(column: pl.Series) -> pl.DataFrame:
+    """Every entry of ``column`` (``NUMBER_MAP``) as a row ``(row, key, value)``, in order."""
+    # Column by column: polars builds and reads flat columns far faster than nested Python values.
+    return (pl.DataFrame({"cell": column}).with_row_index("row").explode("cell").drop_nulls("cell")
+            .unnest("cell"))
+
+
+def _assemble(name: str, nulls: list[bool], rows: list[int], keys: list[str], values: list[float]) -> pl.Series:
+    """The ``NUMBER_MAP`` column whose row ``r`` holds the entries at ``r`` in ``rows`` (null where
+    ``nulls[r]``, ``[]`` where it has none): the inverse of ``_flat``."""
+    flat = pl.DataFrame({"row": rows, "key": keys, "value": values},
+                        schema={"row": pl.Int64, "key": pl.String, "value": pl.Float64})
+    cells = flat.group_by("row", maintain_order=True).agg(pl.struct("key", "value").alias(name))
+    table = (pl.DataFrame({"row": range(len(nulls)), "null": nulls}, schema={"row": pl.Int64, "null": pl.Boolean})
+             .join(cells, on="row", how="left").sort("row"))
+    empty = pl.lit([], dtype=NUMBER_MAP)
+    return table.select(pl.when(pl.col("null")).then(None).otherwise(pl.col(name).fill_null(empty))
+                        .cast(NUMBER_MAP).alias(name)).to_series()
 
 
 def as_number_map(column: pl.Series, source: str = "<frame>") -> pl.Series:
@@ -128,28 +164,31 @@ def _castable(dtype: pl.DataType) -> bool:
 def _from_json_text(column: pl.Series, source: str) -> pl.Series:
     """A column of JSON objects (the layout before typed columns) as ``NUMBER_MAP``."""
     name = column.name
-    cells = []
+    nulls, rows, keys, values = [], [], [], []
     for row, text in enumerate(column.to_list()):
+        nulls.append(text is None)
         if text is None or not text.strip():
-            cells.append(None if text is None else [])
             continue
         try:
             value = json.loads(text)  # Python's reader takes the NaN that json.dumps wrote for a NaN
             if not isinstance(value, dict):
                 raise NumberMapError("not an object")
-            cells.append(entries(value, name))
+            pairs = _pairs(value, name)
         except (json.JSONDecodeError, NumberMapError):
             raise NumberMapError(
                 f"{source}: column {name!r} row {row} is {text[:60]!r}, not a JSON object of numbers (the "
                 f"layout of shards written before typed columns); {_REDO}.") from None
-    return pl.Series(name, cells, dtype=NUMBER_MAP)
+        for key, number in pairs:
+            rows.append(row)
+            keys.append(key)
+            values.append(number)
+    return _assemble(name, nulls, rows, keys, values)
 
 
 def _check(column: pl.Series, source: str) -> None:
     """Keys present and unique within a row; values finite or NaN (missing)."""
     name = column.name
-    frame = pl.DataFrame({"cell": column}).with_row_index("row")
-    found = frame.explode("cell").drop_nulls("cell").unnest("cell")
+    found = _flat(column)
     if found.is_empty():
         return
     bad = found.filter(pl.col("key").is_null())

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from trajectories.number_maps import NUMBER_MAP_COLUMNS, entries
+from trajectories.number_maps import NUMBER_MAP_COLUMNS, entries, number_map_column
 from trajectories.schema import OPTIONAL, SCHEMA
 
 
@@ -76,5 +76,9 @@ class StepRecord:
 def frame_of(records: Iterable[StepRecord], optional: Iterable[str] = ()) -> pl.DataFrame:
     """``records`` as a frame with every ``SCHEMA`` column and the ``optional`` ones, typed."""
     columns = dict(SCHEMA) | {name: OPTIONAL[name] for name in optional}
-    rows = [record.to_row() for record in records]
-    return pl.DataFrame({name: [row[name] for row in rows] for name in columns}, schema=columns)
+    records = list(records)
+    plain = {name: dtype for name, dtype in columns.items() if name not in NUMBER_MAP_COLUMNS}
+    frame = pl.DataFrame({name: [getattr(record, name) for record in records] for name in plain}, schema=plain)
+    maps = [number_map_column(name, [getattr(record, name) for record in records])
+            for name in columns if name in NUMBER_MAP_COLUMNS]
+    return frame.with_columns(maps).select(list(columns))

@@ -75,7 +75,7 @@ DECIDE_AFTER_DEFAULT = "state"
 _MADE_BY = {"prm_score": "score the shards first: helpgate prm score",
             "proposal_text": "collect the trajectories with --decide-after proposal (or use --tag-after state)"}
 _EXPECTED = {pl.Int64: "an integer (Int64)", pl.Float64: "a number (Float64)", pl.Boolean: "Boolean",
-             pl.String: "String", NUMBER_MAP: f"a map of names to numbers ({NUMBER_MAP})"}
+             pl.String: "String"}
 
 
 class SchemaError(ValueError):
