@@ -36,7 +36,7 @@ replay's own outcome logged and a warning. Every row then also logs ``proposal_t
 ``proposal_reward`` (the clone's reward of the proposal: for ProductQA whether it was right, known
 where an intervention replaced it too) and ``proposal_signals``; where no budget is left the base
 agent acts directly and its action is logged as the proposal. In ``state`` mode these columns are
-empty (``""``, null, ``"{}"``).
+empty (``""``, null, no signals).
 
 ``counterfactual=True`` adds, for every decision point, ``cf_base_success`` and
 ``cf_intervene_success``: the episode is cloned before the decision, the base action (resp. the
@@ -48,7 +48,6 @@ the simulator; for an LLM agent expect roughly ``horizon`` times the plain run's
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -235,7 +234,7 @@ def run_episodes(
                 proposed = proposals[i][0]
                 record.proposal_text = proposed.action_text
                 record.proposal_reward = float(proposed.result.reward)
-                record.proposal_signals = json.dumps(proposal_action(proposed).signals, sort_keys=True)
+                record.proposal_signals = dict(proposal_action(proposed).signals)
             records[i].append(record)
             if intervene[i]:
                 count.spend(i)

@@ -41,17 +41,14 @@ from prm.training import quality  # noqa: E402
 from prm.data.episodes import TRAIN_COLUMNS  # noqa: E402
 from prm.inputs.signals import SIGNALS_COLUMN, signal_keys, signal_matrix  # noqa: E402
 from prm.training.train import run_train  # noqa: E402
+from trajectories.number_maps import number_map_column, number_maps  # noqa: E402
 from trajectories.shards import read_trajectories  # noqa: E402
 
 
 def without_consistency(frame: pl.DataFrame) -> pl.DataFrame:
     """The frame with the consistency keys taken out of every row's signals."""
-    def strip(text: str | None) -> str | None:
-        if not text:
-            return text
-        return json.dumps({k: v for k, v in json.loads(text).items() if k not in CONSISTENCY_KEYS}, sort_keys=True)
-
-    return frame.with_columns(pl.col(SIGNALS_COLUMN).map_elements(strip, return_dtype=pl.String))
+    kept = [{k: v for k, v in row.items() if k not in CONSISTENCY_KEYS} for row in number_maps(frame[SIGNALS_COLUMN])]
+    return frame.with_columns(number_map_column(SIGNALS_COLUMN, kept))
 
 
 def labelled(frame: pl.DataFrame, cfg: PipelineConfig) -> pl.DataFrame:

@@ -19,6 +19,7 @@ from helper.data.collect import CollectConfig, main, run
 from helper.data.environment import EnvSpec
 from helper.stored_config import config_of, flat
 from trajectories.manifest import MANIFEST, ConfigMismatch
+from trajectories.number_maps import number_maps
 from trajectories.schema import SCHEMA
 from trajectories.shards import read_shard, read_trajectories
 
@@ -56,15 +57,15 @@ def test_shards_follow_the_schema_and_summary_adds_up(tmp_path, catalog):
     manifest = json.loads((tmp_path / "t" / MANIFEST).read_text())
     assert manifest["complete"] and len(manifest["shards"]) == 4
     assert manifest["config"]["seed"] == 7
-    assert {json.loads(f)["progress"] for f in frame["features"]} == {0.0, 0.25, 0.5, 0.75}
+    assert {f["progress"] for f in number_maps(frame["features"])} == {0.0, 0.25, 0.5, 0.75}
 
 
 def test_question_type_is_a_feature_only_with_gold_features(tmp_path, catalog):
     run(small(catalog, tmp_path / "plain", episodes=3))
     run(small(catalog, tmp_path / "gold", episodes=3, gold_features=True))
     plain, gold = read_trajectories(tmp_path / "plain"), read_trajectories(tmp_path / "gold")
-    plain_features = [json.loads(f) for f in plain["features"]]
-    gold_features = [json.loads(f) for f in gold["features"]]
+    plain_features = number_maps(plain["features"])
+    gold_features = number_maps(gold["features"])
     assert not any(k.startswith("type_") for f in plain_features for k in f)
     assert not any("_qa)" in text for text in plain["state_text"])  # nor in the PRM's input text
     for row, features in zip(gold.iter_rows(named=True), gold_features):

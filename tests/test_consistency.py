@@ -79,23 +79,19 @@ def test_agent_prefills_each_prompt_once_whatever_k(tiny):
     assert sampled.prefix_cache.prefilled_tokens == plain.prefix_cache.prefilled_tokens > 0
     assert sampled.sample_seconds > 0 and plain.sample_seconds == 0
     assert sampled.decisions == plain.decisions > 0
-    import json
-
-    signals = [json.loads(r.proposal_signals) for r in rows_sampled]
+    signals = [r.proposal_signals for r in rows_sampled]
     with_samples = [s for s in signals if "answer_logprob" in s]
     assert with_samples and all(set(CONSISTENCY_KEYS) <= set(s) for s in with_samples)
     for s in with_samples:
         assert s["consistency_agree"] in {0.0, 0.25, 0.5, 0.75, 1.0}
         assert 0.0 <= s["consistency_entropy"] <= math.log(4) + 1e-9
     assert len({s["consistency_agree"] for s in with_samples}) > 1
-    assert not any(k in json.loads(r.proposal_signals) for r in rows_plain for k in CONSISTENCY_KEYS)
+    assert not any(k in r.proposal_signals for r in rows_plain for k in CONSISTENCY_KEYS)
 
 
 def test_samples_are_deterministic_per_decision_not_per_stream(tiny):
-    import json
-
     def signals(rows):
-        return {(r.episode_id, r.step): json.loads(r.proposal_signals) for r in rows}
+        return {(r.episode_id, r.step): r.proposal_signals for r in rows}
 
     def same(a: dict, b: dict) -> bool:
         """The samples' signals exactly; the greedy answer's log-probabilities up to the float

@@ -20,6 +20,7 @@ from agile.rollout import run_episodes
 from agile.seeding import stable_uniform
 from prm.data.folds import task_type
 from prm.inputs.render import Renderer, prefix_keys, step_pieces
+from trajectories.number_maps import mapping, number_maps
 from trajectories.schema import SchemaError
 from trajectories.shards import read_trajectories, write_shard
 
@@ -109,7 +110,7 @@ def test_gate_reads_the_proposal_and_the_base_agent_is_asked_once_per_decision()
         key = (r["episode_id"], r["step"])
         if r["budget_left"] > 0:
             assert gate.shown[key].text == r["proposal_text"]
-            assert gate.shown[key].signals == json.loads(r["proposal_signals"]) == {"logprob": -0.25, "round": 1.0}
+            assert gate.shown[key].signals == mapping(r["proposal_signals"]) == {"logprob": -0.25, "round": 1.0}
         else:
             assert key not in gate.shown  # no budget: no gate call, the action is the proposal
         if not r["intervened"]:
@@ -251,7 +252,7 @@ def test_older_datasets_without_proposal_columns_still_load(tmp_path):
     assert mixed.height == frame.height
     before = mixed.filter(pl.col("proposal_text") == "")
     assert before.height == 4 * 4 and before["proposal_reward"].null_count() == before.height
-    assert set(before["proposal_signals"]) == {"{}"}
+    assert number_maps(before["proposal_signals"]) == [{}] * before.height
     assert "proposal_text" not in read_trajectories(tmp_path / "only-old").columns  # as written
     with pytest.raises(SchemaError, match="--decide-after proposal"):
         run_train(TrainConfig(data=str(tmp_path / "only-old"), out=str(tmp_path / "prm"), model="tiny",

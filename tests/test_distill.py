@@ -11,6 +11,7 @@ from helper_data import HORIZON, PerfectScorer, solved, trajectories
 
 from helper import HelperGate
 from helper.gate.distill import DistillConfig, expand_labels, held_out_mask, load_solution, run
+from trajectories.number_maps import number_maps
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +63,9 @@ def test_features_backend_agrees_and_gate_loads(solve_dir, tmp_path):
     from agile.protocol import Observation
 
     same = []
-    for row in rows.iter_rows(named=True):
+    for row, features in zip(rows.iter_rows(named=True), number_maps(rows["features"])):
         o = Observation(row["episode_id"], "productqa", row["task_id"], row["step"], row["state_text"], HORIZON,
-                        json.loads(row["features"]))
+                        features)
         for b in (1, 2):
             same.append((gate.intervene_probability(o, b) >= 0.5) == (table.intervene_probability(o, b) >= 0.5))
     assert np.mean(same) >= 0.95

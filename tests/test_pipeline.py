@@ -8,6 +8,7 @@ from imports import benchmark_module
 
 from helper.commands.cli import main
 from helper.commands.pipeline import STAGES
+from trajectories.number_maps import number_map_keys
 
 
 def _helper_features(out):
@@ -57,7 +58,7 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     oof = pl.read_parquet(out / "prm" / "oof_scores.parquet")
     labels = pl.read_parquet(out / "solve" / "labels.parquet").join(oof, on=["episode_id", "step"], suffix="_oof")
     assert labels.height == oof.height and (labels["prm_score"] == labels["prm_score_oof"]).all()
-    assert not any(k.startswith("type_") for f in labels["features"] for k in json.loads(f))
+    assert not any(k.startswith("type_") for k in number_map_keys(labels["features"]))
     assert not any(n.startswith("f_type_") for n in _helper_features(out))
     assert summary["router"]["features"] and not any("type_" in n for n in summary["router"]["features"])
 

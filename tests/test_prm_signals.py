@@ -17,6 +17,7 @@ from prm.scoring.score import ScoreConfig, run_score
 from prm.inputs.signals import SIGNALS_COLUMN, signal_keys, signal_matrix, signal_vector
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
+from trajectories.number_maps import number_maps
 
 
 def test_signal_matrix_has_a_fixed_order_and_flags_missing_values():
@@ -144,9 +145,9 @@ def test_prm_score_and_the_gate_give_the_same_calibrated_scores(trained, tmp_pat
     for incremental in (True, False):
         scorer = PrmScorer(prm, incremental=incremental)
         online = []
-        for row in logged.iter_rows(named=True):
+        for row, signals in zip(logged.iter_rows(named=True), number_maps(logged[SIGNALS_COLUMN])):
             observation = Observation(row["episode_id"], "synthetic", row["task_id"], 0, row["state_text"], 1, {})
-            proposal = Action(row["action_text"], signals=json.loads(row[SIGNALS_COLUMN]))
+            proposal = Action(row["action_text"], signals=signals)
             online.append(scorer.score(observation, proposal=proposal))
         np.testing.assert_allclose(online, logged["prm_score"].to_numpy(), atol=1e-5)
     # A proposal given as bare text has no signals: they count as missing, another score, not an error.

@@ -15,6 +15,7 @@ from prm.scoring.score import ScoreConfig, run_score
 from prm.inputs.signals import SIGNALS_COLUMN, signal_matrix, state_keys
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
+from trajectories.number_maps import number_maps
 
 
 def _state_frame(episodes: int, seed: int) -> pl.DataFrame:
@@ -74,8 +75,8 @@ def test_state_features_rank_held_out_groups_and_the_gate_reads_them(trained, tm
         assert auroc(logged["prm_score"], logged["success"]) > 0.85
         scorer = PrmScorer(prm)
         online = [scorer.score(Observation(row["episode_id"], "synthetic", row["task_id"], 0, row["state_text"], 1,
-                                           json.loads(row["features"])))
-                  for row in logged.iter_rows(named=True)]
+                                           features))
+                  for row, features in zip(logged.iter_rows(named=True), number_maps(logged["features"]))]
         np.testing.assert_allclose(online, logged["prm_score"].to_numpy(), atol=1e-5)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import socket
@@ -27,6 +26,7 @@ from agile.agents.openai_agent import OpenAIAgent, function_margin, plain_mode
 from agile.budget import BudgetedGate
 from agile.protocol import Observation
 from helper.serve.gate import ServedGate
+from trajectories.number_maps import number_maps
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -241,9 +241,10 @@ def test_collect_through_the_server(model_server, tiny, tmp_path):
     # answer after it: the query comes first). No annotation is needed to replay it.
     local = {searched: LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0, search_bias=1e9 if searched else -1e9)
              for searched in (True, False)}
-    for row in frame.filter(~pl.col("intervened")).iter_rows(named=True):
+    kept = frame.filter(~pl.col("intervened"))
+    for row, features in zip(kept.iter_rows(named=True), number_maps(kept["features"])):
         observation = Observation(row["episode_id"], row["env"], row["task_id"], row["step"], row["state_text"],
-                                  row["horizon"], json.loads(row["features"]))
+                                  row["horizon"], features)
         if plain_mode(observation) != "yesno":
             agent = local[row["action_text"].startswith("[SearchProduct]")]
             assert row["action_text"].startswith(agent.act([observation])[0].text)

@@ -3,17 +3,19 @@
 ``StepRecord.of(observation, ...)`` is how the episode loop (``agile.rollout``) and the recorder
 (``helper.data.recorder``) make a row; ``frame_of(records, optional)`` is how collection (in
 process and over Ray) and the recorder turn rows into a shard's frame, in ``SCHEMA`` order and types.
+A record holds ``features`` and ``proposal_signals`` as dicts of numbers; ``to_row`` gives them in the
+column's form (``trajectories.number_maps``), so a frame built from rows has the typed column.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import polars as pl
 
+from trajectories.number_maps import NUMBER_MAP_COLUMNS, entries, number_map_column
 from trajectories.schema import OPTIONAL, SCHEMA
 
 
@@ -39,19 +41,23 @@ class StepRecord:
     explore_p: float
     seed: int
     horizon: int
-    features: str
-    """The observation's features as a JSON object."""
+    features: dict[str, float]
+    """The observation's features: numbers by name."""
     proposal_text: str = ""
     """What the base agent proposed here (its whole transcript); ``""`` in ``state`` mode."""
     proposal_reward: float | None = None
     """The proposal's immediate reward (on a clone where an intervention replaced it)."""
-    proposal_signals: str = "{}"
-    """The proposal's final action's ``signals`` as a JSON object."""
+    proposal_signals: dict[str, float] = field(default_factory=dict)
+    """The proposal's final action's ``signals``: numbers by name."""
     cf_base_success: float | None = None
     cf_intervene_success: float | None = None
 
     def to_row(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as a row of a shard's frame: the number maps as ``{key, value}`` entries."""
+        row = asdict(self)
+        for name in NUMBER_MAP_COLUMNS:
+            row[name] = entries(row[name], name)
+        return row
 
     @classmethod
     def of(cls, observation, action_text: str, actor: str, intervened: bool, budget_left: int, reward: float,
@@ -63,12 +69,16 @@ class StepRecord:
             task_id=observation.task_id, state_text=observation.state_text, action_text=str(action_text),
             actor=str(actor), intervened=bool(intervened), budget_left=int(budget_left), reward=float(reward),
             done=bool(done), success=0.0, explore_p=float(explore_p), seed=int(seed),
-            horizon=int(observation.horizon), features=json.dumps(observation.features, sort_keys=True),
+            horizon=int(observation.horizon), features=dict(observation.features or {}),
         )
 
 
 def frame_of(records: Iterable[StepRecord], optional: Iterable[str] = ()) -> pl.DataFrame:
     """``records`` as a frame with every ``SCHEMA`` column and the ``optional`` ones, typed."""
     columns = dict(SCHEMA) | {name: OPTIONAL[name] for name in optional}
-    rows = [record.to_row() for record in records]
-    return pl.DataFrame({name: [row[name] for row in rows] for name in columns}, schema=columns)
+    records = list(records)
+    plain = {name: dtype for name, dtype in columns.items() if name not in NUMBER_MAP_COLUMNS}
+    frame = pl.DataFrame({name: [getattr(record, name) for record in records] for name in plain}, schema=plain)
+    maps = [number_map_column(name, [getattr(record, name) for record in records])
+            for name in columns if name in NUMBER_MAP_COLUMNS]
+    return frame.with_columns(maps).select(list(columns))

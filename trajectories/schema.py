@@ -5,19 +5,21 @@
 - ``validate(frame, source, require)``: every column in ``require`` (default: ``SCHEMA``) must be
   there, without nulls; every known column present (``ALL_COLUMNS``) must have its type. Integer
   columns accept any integer width, number columns any integer or float (widened, never
-  narrowed); nothing is ever converted from text: a ``step`` stored as strings is refused, with
-  the file and the column named.
+  narrowed); nothing is converted from text (a ``step`` stored as strings is refused, with the
+  file and the column named) except ``features`` and ``proposal_signals`` written as JSON text
+  by older runs, read as the typed map they are now (``trajectories.number_maps``).
 - ``check_episodes``: every episode holds steps 0..n-1 exactly once (for readers of whole episodes).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from typing import Any
 
 import polars as pl
+
+from trajectories.number_maps import NUMBER_MAP, NUMBER_MAP_COLUMNS, NumberMapError, as_number_map
 
 SCHEMA: dict[str, pl.DataType] = {
     "episode_id": pl.String,
@@ -40,29 +42,33 @@ SCHEMA: dict[str, pl.DataType] = {
 OPTIONAL: dict[str, pl.DataType] = {
     "prm_score": pl.Float64,
     "horizon": pl.Int64,
-    "features": pl.String,
+    "features": NUMBER_MAP,
     "cf_base_success": pl.Float64,
     "cf_intervene_success": pl.Float64,
     "proposal_text": pl.String,
     "proposal_reward": pl.Float64,
-    "proposal_signals": pl.String,
+    "proposal_signals": NUMBER_MAP,
 }
 """Columns added by later stages or by counterfactual collection; typed when present.
 
 ``proposal_text`` / ``proposal_reward`` / ``proposal_signals`` hold, at every decision point, what
-the base agent proposed, that proposal's immediate reward and the agent's numbers about it (a JSON
-object), also where an intervention replaced it (``collect-offline-trajectories --decide-after
-proposal``); a dataset collected before them, or in ``state`` mode, reads as ``PROPOSAL_DEFAULTS``.
+the base agent proposed, that proposal's immediate reward and the agent's numbers about it (a map
+of names to numbers), also where an intervention replaced it (``collect-offline-trajectories
+--decide-after proposal``); a dataset collected before them, or in ``state`` mode, reads as
+``PROPOSAL_DEFAULTS``.
 
-``features`` holds the observation's numeric side information as a JSON object;
+``features`` holds the observation's numeric side information (a map of names to numbers).
+``features`` and ``proposal_signals`` are ``NUMBER_MAP`` columns (``trajectories.number_maps``: each
+cell a list of ``{key, value}`` entries); shards written as JSON text before are converted on read.
 ``cf_*_success`` hold the counterfactual outcomes (base acts / intervention here, then the
 same continuation policy) recorded by ``collect-offline-trajectories --counterfactual``.
 """
 
 ALL_COLUMNS = {**SCHEMA, **OPTIONAL}
 
-PROPOSAL_DEFAULTS: dict[str, Any] = {"proposal_text": "", "proposal_reward": None, "proposal_signals": "{}"}
-"""The proposal columns of a row with no proposal logged (``state`` mode, or an older dataset)."""
+PROPOSAL_DEFAULTS: dict[str, Any] = {"proposal_text": "", "proposal_reward": None, "proposal_signals": []}
+"""The proposal columns of a row with no proposal logged (``state`` mode, or an older dataset); ``[]``
+is the empty map."""
 DECIDE_AFTER_DEFAULT = "state"
 """A dataset's ``decide_after`` when its manifest does not say (collected before the option)."""
 
@@ -93,6 +99,12 @@ def validate(frame: pl.DataFrame, source: str | os.PathLike = "<frame>",
                     "re-create it with collect-offline-trajectories")
         more = f" (and {missing[1:]})" if len(missing) > 1 else ""
         raise SchemaError(f"{source}: missing column {missing[0]!r}{more}; {hint}.")
+    try:
+        # Converted first: older shards hold these as JSON text.
+        maps = [as_number_map(frame[name], str(source)) for name in NUMBER_MAP_COLUMNS if name in frame.columns]
+    except NumberMapError as error:
+        raise SchemaError(str(error)) from None
+    frame = frame.with_columns(maps) if maps else frame
     casts = []
     for name, dtype in ALL_COLUMNS.items():
         if name not in frame.columns or frame.schema[name] == dtype:
@@ -117,8 +129,6 @@ def validate(frame: pl.DataFrame, source: str | os.PathLike = "<frame>",
     if "proposal_reward" in frame.columns and frame["proposal_reward"].is_infinite().any():
         raise SchemaError(f"{source}: column 'proposal_reward' holds an infinite value; a proposal's reward "
                           "must be finite (null where none was logged).")
-    if "proposal_signals" in frame.columns:
-        _check_signals(frame["proposal_signals"], source)
     for name in ("success", "explore_p", "prm_score"):
         if name in frame.columns:
             # polars orders NaN above every number; a NaN prm_score is a missing score, not out of range.
@@ -133,22 +143,6 @@ def validate(frame: pl.DataFrame, source: str | os.PathLike = "<frame>",
         if name in frame.columns and frame.height and (smallest := frame[name].min()) is not None and smallest < low:
             raise SchemaError(f"{source}: column {name!r} holds {smallest}; every {name} must be >= {low}.")
     return frame
-
-
-def _check_signals(column: pl.Series, source) -> None:
-    """Every ``proposal_signals`` value is a JSON object of finite numbers (null: none logged)."""
-    for row, text in enumerate(column.to_list()):
-        if text is None or text == "{}":
-            continue
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = None
-        numbers = isinstance(value, dict) and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) != float("inf") for v in value.values())
-        if not numbers:
-            raise SchemaError(f"{source}: column 'proposal_signals' row {row} is {text[:60]!r}, not a JSON object of "
-                              "finite numbers; re-create the shard.")
 
 
 def with_proposal_defaults(frame: pl.DataFrame) -> pl.DataFrame:

@@ -71,6 +71,7 @@ from helper.data.environment import Environment
 from helper.evaluation.evaluate import evaluate_gate
 from helper.evaluation.metrics import ALWAYS, ORACLE, ORACLE_1STEP
 from helper.gate.gate import resolve_recorded
+from trajectories.number_maps import number_map_keys, number_maps
 from trajectories.shards import read_shard, read_trajectories
 
 ZERO_CALLS = {"strong": 0, "human": 0}
@@ -378,21 +379,15 @@ class Router(Method):
 
 
 def _signal_keys(rows: pl.DataFrame) -> list[str]:
-    """Sorted keys of the ``proposal_signals`` JSON column (empty when absent)."""
-    if "proposal_signals" not in rows.columns:
-        return []
-    import json
-
-    return sorted({k for text in rows["proposal_signals"].unique().drop_nulls() for k in json.loads(text)})
+    """Sorted keys of the ``proposal_signals`` column (empty when absent)."""
+    return number_map_keys(rows["proposal_signals"]) if "proposal_signals" in rows.columns else []
 
 
 def _signal_matrix(rows: pl.DataFrame, keys: list[str]) -> np.ndarray:
     if not keys:
         return np.zeros((rows.height, 0))
-    import json
-
-    parsed = [json.loads(text) if text else {} for text in rows["proposal_signals"].to_list()]
-    return np.array([[float(d.get(k, np.nan)) for k in keys] for d in parsed], dtype=np.float64)
+    signals = number_maps(rows["proposal_signals"])
+    return np.array([[d.get(k, np.nan) for k in keys] for d in signals], dtype=np.float64)
 
 
 class OnlineRL(Method):

@@ -10,7 +10,7 @@ classifier learns how the decision changes with the budget, not only at the budg
 happened to be logged. Rows with no budget left are not needed (the gate never asks then).
 
 Backends: ``features`` (gradient boosting or logistic regression on the PRM score, step,
-progress, budget left and the ``features`` JSON column; see ``helper.gate.features``) and ``text`` (a
+progress, budget left and the ``features`` column; see ``helper.gate.features``) and ``text`` (a
 sequence classifier on the state text with the budget written in; ``helper.gate.text_classifier``).
 Both are class-weighted. A *fallback* features classifier without the PRM score is always
 trained too: the gate uses it when no score can be computed.

@@ -7,7 +7,7 @@ The same feature vector is built from a logged row (training) and from a live ``
 - ``step``, ``horizon``, ``progress = step / horizon``, ``steps_left = horizon - step``;
 - ``budget_left`` and ``budget_per_step = budget_left / steps_left`` (1 or more means the budget
   covers every remaining decision: a rule a linear model cannot form from the two alone);
-- ``f_<key>`` for every key of the observation's ``features`` (the ``features`` JSON column),
+- ``f_<key>`` for every key of the observation's ``features`` (the ``features`` column),
   the keys fixed at fit time; a key missing at prediction time is NaN.
 
 ``FeatureClassifier`` follows scikit-learn habits (``fit``, ``predict_proba``, ``predict``,
@@ -24,7 +24,6 @@ folders are refused: loading a pickle would run whatever code the file holds.
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Sequence
@@ -34,6 +33,7 @@ import numpy as np
 import polars as pl
 
 from trajectories.files import read_kind_json, write_json_atomic
+from trajectories.number_maps import number_map_keys, number_maps
 
 BASE_FEATURES = ("prm_score", "step", "horizon", "progress", "steps_left", "budget_left", "budget_per_step")
 SCORE_FEATURE = "prm_score"
@@ -49,13 +49,8 @@ class UnsafeModelFile(ValueError):
 
 
 def feature_keys(frame: pl.DataFrame) -> list[str]:
-    """Sorted keys of the ``features`` JSON column (empty when the column is absent)."""
-    if "features" not in frame.columns:
-        return []
-    keys: set[str] = set()
-    for text in frame["features"].unique().drop_nulls():
-        keys.update(json.loads(text))
-    return sorted(keys)
+    """Sorted keys of the ``features`` column (empty when the column is absent)."""
+    return number_map_keys(frame["features"]) if "features" in frame.columns else []
 
 
 def _horizon(frame: pl.DataFrame) -> np.ndarray:
@@ -82,10 +77,10 @@ def frame_features(frame: pl.DataFrame, names: Sequence[str], budget_left=None) 
     extra_names = [name for name in names if name not in base]
     extra = {name: np.full(n, math.nan) for name in extra_names}
     if extra_names and "features" in frame.columns:
-        parsed = [json.loads(text) if text else {} for text in frame["features"].to_list()]
+        rows = number_maps(frame["features"])
         for name in extra_names:
             key = name[2:]
-            extra[name] = np.array([float(d.get(key, math.nan)) for d in parsed])
+            extra[name] = np.array([d.get(key, math.nan) for d in rows], dtype=np.float64)
     columns = base | extra
     return np.column_stack([columns[name] for name in names]) if names else np.zeros((n, 0))
 

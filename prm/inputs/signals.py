@@ -1,11 +1,12 @@
 """The base agent's own confidence signals as PRM inputs, beside the backbone's hidden state.
 
 An agent may say how sure it was of its proposal (``Action.signals``; the LLM agent gives
-``answer_logprob``, ``margin`` and ``entropy``). Collection logs them per decision point as a JSON
-object in the ``proposal_signals`` column ("{}" when none). A PRM trained with signals stores their
-key order in its settings; every row becomes ``[value per key..., missing flag per key...]``: a
-key the row lacks (or a non-finite value) gives 0 and a missing flag of 1, so a linear head learns
-what an absent signal means instead of reading 0 as a value. The value head standardises these
+``answer_logprob``, ``margin`` and ``entropy``). Collection logs them per decision point as a map of
+names to numbers in the ``proposal_signals`` column (empty when none; ``trajectories.number_maps``).
+A PRM trained with signals stores their key order in its settings; every row becomes
+``[value per key..., missing flag per key...]``: a key the row lacks (or a non-finite value) gives 0
+and a missing flag of 1, so a linear head learns what an absent signal means instead of reading 0 as
+a value. The value head standardises these
 columns with the statistics of its training rows, like the hidden state.
 
 State features (``prm train --state-features``) enter the same way: the environment's numbers about
@@ -21,7 +22,6 @@ and the proposal texts (the proposal's form, the search's outcome, the answer's 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 
@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from prm.inputs.visible import VIEW_PREFIX, frame_view_features
+from trajectories.number_maps import number_maps
 
 SIGNALS_COLUMN = "proposal_signals"
 FEATURES_COLUMN = "features"
@@ -36,26 +37,11 @@ STATE_PREFIX = "state:"
 """Prefix of the keys that name state features (``features`` column) rather than agent signals."""
 
 
-def parse_signals(text: str | None, where: str = SIGNALS_COLUMN) -> dict[str, float]:
-    """One ``proposal_signals`` cell as a dict (empty for null or "")."""
-    if text is None or not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{where}: {text[:80]!r} is not a JSON object ({error.msg}); "
-                         "write the signals as a JSON object of numbers, e.g. {\"margin\": 0.3}.") from None
-    if not isinstance(value, dict) or not all(isinstance(v, (int, float)) or v is None for v in value.values()):
-        raise ValueError(f"{where}: {text[:80]!r} is not a JSON object of numbers; "
-                         "write the signals as e.g. {\"margin\": 0.3}.")
-    return {str(k): float(v) for k, v in value.items() if v is not None}
-
-
 def frame_signals(frame: pl.DataFrame) -> list[dict[str, float]]:
     """Every row's signals, in row order (all empty when the frame has no signals column)."""
     if SIGNALS_COLUMN not in frame.columns:
         return [{} for _ in range(frame.height)]
-    return [parse_signals(text) for text in frame[SIGNALS_COLUMN].to_list()]
+    return number_maps(frame[SIGNALS_COLUMN])
 
 
 def signal_keys(frame: pl.DataFrame) -> list[str]:
@@ -67,7 +53,7 @@ def frame_state_features(frame: pl.DataFrame) -> list[dict[str, float]]:
     """Every row's state features as ``state:<name>`` keys (all empty without a features column)."""
     if FEATURES_COLUMN not in frame.columns:
         return [{} for _ in range(frame.height)]
-    return [state_inputs(parse_signals(text, FEATURES_COLUMN)) for text in frame[FEATURES_COLUMN].to_list()]
+    return [state_inputs(features) for features in number_maps(frame[FEATURES_COLUMN])]
 
 
 def state_inputs(features: Mapping[str, float]) -> dict[str, float]:
