@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import polars as pl
 import pytest
@@ -122,16 +123,21 @@ def test_both_productqa_stacks_hold_the_same_sessions():
     assert [e.episode_id for e in light] == [x.episode_id.removeprefix("agile-") for x in executors]
 
 
-def test_pipeline_runs_every_stage_on_the_agile_stack(tmp_path):
+@pytest.mark.parametrize("decoding", ["free", "constrained"])
+def test_pipeline_runs_every_stage_on_the_agile_stack(tmp_path, decoding):
     """`helpgate pipeline --env agile`: collection, PRM, solve, distill and sweep all through the AGILE
-    executor and LLM policy (a tiny model), one decision per question of the session."""
+    executor and LLM policy (a tiny model), one decision per question of the session; with
+    ``--decoding constrained`` every base answer is yes/no or a query of the table's grammar."""
     from helper.commands.cli import main
     from helper.commands.pipeline import STAGES, PipelineConfig
 
     out = tmp_path / "agile-run"
     args = ["pipeline", "--env", "agile", "--agent", "tiny", "--prm-model", "tiny", "--out", str(out), "--quick",
             "--data", str(ROOT), "--episodes", "8", "--eval-episodes", "2", "--questions-per-episode", "2",
-            "--methods", "helper", "random", "--prm-target", "soft"]
+            "--methods", "helper", "random", "--prm-target", "soft", "--decoding", decoding]
+    questions = 2
+    if decoding == "constrained":  # it answers "yes" and the slice's sessions open with yes questions: every
+        args[args.index("soft")] = "process"  # episode succeeds, while its questions' answers are right or wrong
     # The tiny random model is never right, so the default (process) label would have one class; the
     # episode's outcome (soft) still varies with the human's answers. Two questions a session: one
     # answer from the human makes a success (success >= 0.5), so the collection's mixture of
@@ -140,11 +146,16 @@ def test_pipeline_runs_every_stage_on_the_agile_stack(tmp_path):
     assert main(args) == 0
     assert all((out / stage / ".done").exists() for stage in STAGES)
     assert set(read_trajectories(out / "trajectories")["env"]) == {"agile"}
-    assert json.loads((out / "prm" / "metrics.json").read_text())["target"] == "label_soft"
+    target = "label_soft" if decoding == "free" else "label_process"
+    assert json.loads((out / "prm" / "metrics.json").read_text())["target"] == target
     helper = pl.read_csv(out / "sweep" / "sweep.csv").filter(pl.col("method") == "helper")
-    assert sorted(helper["budget"].to_list()) == [0, 1, 2]  # up to always's: every question of the session
+    assert sorted(helper["budget"].to_list()) == list(range(questions + 1))  # up to always's: every question
     assert (helper["interventions"] <= helper["budget"]).all()
     summary = json.loads((out / "sweep" / "summary.json").read_text())
     assert summary["agent_turns"]["reused_turns"] > 0  # every method replays the same held-out sessions
     trained = json.loads((out / "helper" / "helper.json").read_text())["trained_on"]
-    assert trained["env"] == ["agile"] and trained["horizon"] == 2
+    assert trained["env"] == ["agile"] and trained["horizon"] == questions
+    if decoding == "constrained":
+        base = read_trajectories(out / "trajectories").filter(pl.col("actor") == "base")["action_text"]
+        grammar = re.compile(r"\[SearchProduct\] SELECT product_id FROM `[^`]+` WHERE .+;|\[PredictAnswer\] .+|\[SeekAdvice\]")
+        assert base.len() > 0 and all(grammar.fullmatch(t.split("\n", 1)[0]) for t in base), base.to_list()

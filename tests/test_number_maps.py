@@ -23,6 +23,7 @@ from examples.arith_chain import ChainAgent, make_episodes
 from helper.commands.cli import main
 from helper.data.collect import CollectConfig, records_frame, run
 from helper.gate.features import default_feature_names, frame_features
+from helper.stored_config import config_of
 from prm.inputs.signals import signal_keys, signal_matrix, state_keys
 from trajectories.number_maps import (NUMBER_MAP, NUMBER_MAP_COLUMNS, number_map_column, number_map_keys,
                                       number_maps)
@@ -188,7 +189,7 @@ def test_collection_writes_the_typed_columns():
 def test_an_old_run_folder_loads_resumes_and_exports_beside_new_shards(tmp_path):
     config = dict(env="examples.arith_chain:make_episodes", agent="examples.arith_chain:make_agent", episodes=40,
                   explore_p=[0.0, 0.5], budget=2, shard_size=10, decide_after="proposal")
-    run(CollectConfig(**config, out=str(tmp_path / "new")))
+    run(config_of(CollectConfig, **config, out=str(tmp_path / "new")))
     shutil.copytree(tmp_path / "new", tmp_path / "old")
     for k in (0, 2):  # two shards as the writer before typed columns left them
         path = tmp_path / "old" / f"shard-0000{k}.parquet"
@@ -198,7 +199,7 @@ def test_an_old_run_folder_loads_resumes_and_exports_beside_new_shards(tmp_path)
     assert mixed.schema == new.schema and mixed.equals(new)
     # A resumed collection adds typed shards to the old folder; its summary reads both.
     (tmp_path / "old" / "shard-00003.parquet").unlink()
-    assert run(CollectConfig(**config, out=str(tmp_path / "old")))["episodes"] == 40
+    assert run(config_of(CollectConfig, **config, out=str(tmp_path / "old")))["episodes"] == 40
     assert read_trajectories(tmp_path / "old").equals(new)
     for name in ("new", "old"):
         assert main(["prm", "export", "--data", str(tmp_path / name), "--out", str(tmp_path / f"{name}.jsonl")]) == 0

@@ -126,7 +126,7 @@ class LLMPolicy:
         self.generated_tokens = 0
         self.prompt_tokens = 0
         self.seconds = 0.0
-        self._memo: dict[bytes, list[int]] | None = {} if memo else None
+        self._memo: dict[bytes, object] | None = {} if memo else None  # a turn, or (turn, choice) when constrained
         self.memo_hits = 0
         self.decoding = decoding
         self.constrained = None
@@ -138,12 +138,28 @@ class LLMPolicy:
     def __call__(self, executors: Sequence[Executor]) -> list[list[int]]:
         if self.constrained is not None:
             start = time.perf_counter()
-            turns = self.constrained(executors)
+            turns = [self._constrained_turn(e) for e in executors]
             self.seconds += time.perf_counter() - start
             self.generated_tokens += sum(map(len, turns))
             self.prompt_tokens += sum(len(e.prompt_ids()) for e in executors)
             return turns
         return self.generate([e.prompt_ids() for e in executors])
+
+    def _constrained_turn(self, executor: Executor) -> list[int]:
+        """One constrained turn, memoised like ``generate``: a constrained turn is fixed by the prompt,
+        the functions allowed and the table queried (the choice record is repeated on a hit)."""
+        if self._memo is None:
+            return self.constrained([executor])[0]
+        table = getattr(getattr(executor, "db", None), "table", "")
+        key = _prompt_key(executor.prompt_ids()) + repr((executor.allowed(), table)).encode()
+        if key in self._memo:
+            turn, choice = self._memo[key]
+            self.memo_hits += 1
+            self.constrained.choices.append(choice)
+            return list(turn)
+        turn = self.constrained([executor])[0]
+        self._memo[key] = (turn, self.constrained.choices[-1])
+        return turn
 
     def generate(self, prompts: list[list[int]]) -> list[list[int]]:
         """One turn for each prompt (lists of ids); returns the new ids up to the stop token."""

@@ -290,8 +290,10 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         if len(ids) > cfg.max_episodes:
             keep = rng.choice(len(ids), cfg.max_episodes, replace=False)
             frame = frame.filter(pl.col("episode_id").is_in([ids[i] for i in keep]))
-    L.require_both_classes(frame, cfg.success_threshold, cfg.data)
     target = cfg.target or L.default_target(frame, cfg.tag_after)
+    if target not in ("process", "proposal"):  # these label each step by its own outcome (checked below),
+        # and every episode may succeed while some of its answers are wrong
+        L.require_both_classes(frame, cfg.success_threshold, cfg.data)
     if target == "proposal" and (cfg.tag_after != "proposal" or not L.has_proposal_rewards(frame)):
         raise ValueError(
             f"target='proposal' needs --tag-after proposal and a proposal_reward on every row of {cfg.data}; "
