@@ -1,5 +1,5 @@
 """Imports for the tests: the absolute imports a Python file makes, read from its syntax tree
-(nothing is imported), and a benchmark script loaded as a module (``benchmarks/`` is no package)."""
+(nothing is imported), and a benchmark script loaded as a module (``benchmarks/`` and its wings are no packages)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ def imported_modules(path: Path) -> Iterator[str]:
 
 
 def benchmark_module(name: str) -> ModuleType:
-    """``benchmarks/<name>.py`` loaded as a module, to test its functions."""
+    """``benchmarks/<wing>/<name>.py`` loaded as a module, to test its functions."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    (path,) = (Path(__file__).resolve().parents[1] / "benchmarks").glob(f"*/{name}.py")
     spec = importlib.util.spec_from_file_location(f"benchmark_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,5 +1,5 @@
 """Bad inputs end in one line naming what is wrong and exit code 2, never a traceback
-(benchmarks/bad_inputs.py makes the full table)."""
+(benchmarks/trust/bad_inputs.py makes the full table)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_corrupt_sft_data_names_file_and_line(tmp_path, capsys):
     assert f"{data}:2: not a JSON line" in one_error_line(capsys)
 
 
-# -- issue 31: the cases of benchmarks/bad_inputs.py, a sample of each group, in process --------------------
+# -- issue 31: the cases of benchmarks/trust/bad_inputs.py, a sample of each group, in process --------------------
 PLUGINS = '''
 from examples.arith_chain import make_agent, make_episodes
 

@@ -1,4 +1,4 @@
-"""benchmarks/evidence.py's tables on hand-made run folders: the numbers are the hand-computed ones."""
+"""benchmarks/setups/evidence.py's tables on hand-made run folders: the numbers are the hand-computed ones."""
 
 import json
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""benchmarks/solver_cv.py: the replay's values by hand, and what any replay must satisfy."""
+"""benchmarks/setups/solver_cv.py: the replay's values by hand, and what any replay must satisfy."""
 
 import numpy as np
 import polars as pl

@@ -1,4 +1,4 @@
-"""benchmarks/sweep_table.py: the RESULTS tables from a sweep folder, with paired differences."""
+"""benchmarks/setups/sweep_table.py: the RESULTS tables from a sweep folder, with paired differences."""
 
 import importlib.util
 import json
@@ -8,7 +8,7 @@ import pandas as pd
 
 from helper.evaluation.metrics import summarize
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sweep_table.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "setups" / "sweep_table.py"
 
 
 def load_script():

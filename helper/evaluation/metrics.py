@@ -39,7 +39,7 @@ two methods on the same episodes; ``hierarchical_weights`` the draws of a hierar
 so comparisons stay paired, and ``hierarchical_ci`` / ``paired_hierarchical_difference`` its
 percentile intervals, and ``grouped_ci`` / ``paired_grouped_difference`` the same with one level
 (groups, then episodes) where episodes carry a group, the episode bootstrap where they do not
-(``sweep.csv``'s interval, ``benchmarks/sweep_table.py``); ``total_score`` the AGILE score
+(``sweep.csv``'s interval, ``benchmarks/setups/sweep_table.py``); ``total_score`` the AGILE score
 ``accuracy - c * advice_rate`` (re-exported from ``agile.executor.metrics``, its one home).
 """
 

@@ -1,7 +1,7 @@
 """Benchmark: discretize + estimate + solve + label on logged decision points from a known MDP.
 
-    python benchmarks/solve.py                      # 10M rows, 20 bins, 50 steps, C = 1..10
-    python benchmarks/solve.py --rows 1000000       # smaller
+    python benchmarks/speed/solve.py                      # 10M rows, 20 bins, 50 steps, C = 1..10
+    python benchmarks/speed/solve.py --rows 1000000       # smaller
 
 1. Simulates ``--rows`` decision points from a known 50-step MDP (collection-style random
    interventions) and writes them to a temporary Parquet file.
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tabular_rl import Discretizer, TabularModel, estimate, label, simulate, solve_exact
 
 SMOOTHING, BACKOFF = 1.0, 5.0

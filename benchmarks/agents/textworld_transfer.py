@@ -1,7 +1,7 @@
 """Does the TextWorld PRM rank wins on games it never saw? Out-of-fold AUROC by held-out game.
 
     helpgate pipeline --env textworld --agent simulator --prm-layers 2 --episodes 96 --seed 0 --out runs/tw0
-    python benchmarks/textworld_transfer.py runs/tw0 --out runs/tw-transfer/seed0
+    python benchmarks/agents/textworld_transfer.py runs/tw0 --out runs/tw-transfer/seed0
 
 Re-runs the run's PRM stage (``PipelineConfig.prm_train_config``: 5 folds by game, the run's layers,
 target and tag) with each variant, on one feature cache (the backbone runs once), and scores every
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402

@@ -1,6 +1,6 @@
 """Does the solver place a budget well? Cross-validated replay of the logged proposal outcomes.
 
-    python benchmarks/solver_cv.py runs/evidence/main-proposal/seed0 runs/evidence/main-proposal/seed1
+    python benchmarks/setups/solver_cv.py runs/evidence/main-proposal/seed0 runs/evidence/main-proposal/seed1
 
 A sweep measures the helper on fresh held-out episodes, so it mixes three things: how well the
 score ranks mistakes, how well the solver spends C on that score, and how the held-out episodes
@@ -43,7 +43,7 @@ by its own run's PRM); the replay table pools them:
     collect-offline-trajectories --data ../shared/productqa --split test --agent llm --model smollm2 \
         --decide-after proposal --explore-p 0 --episodes 64 --budget 4 --seed 1000 --out runs/test-rows
     helpgate prm score --data runs/test-rows --model RUN/prm
-    python benchmarks/solver_cv.py RUN --transfer runs/test-rows
+    python benchmarks/setups/solver_cv.py RUN --transfer runs/test-rows
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from agile.gates import calibrate_threshold
 from helper.evaluation.metrics import paired_difference
 from tabular_rl.discretize import Discretizer

@@ -1,6 +1,6 @@
 """Per-group report: does ProductQA's gold SQL run on the product table, and return the gold?
 
-    python benchmarks/productqa_sql.py [--root ../shared/productqa]
+    python benchmarks/agents/productqa_sql.py [--root ../shared/productqa]
 
 For every search question of every group (train and test) it runs ``extra_data["sql"]`` on
 ``agile.envs.product_db.ProductDB`` and prints, per group:
@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from agile.envs.product_db import ProductDB, SQLError  # noqa: E402
 from agile.envs.productqa import default_productqa_root, list_groups, load_group  # noqa: E402

@@ -5,7 +5,7 @@ row gets a score from a head that never saw its episode (K folds split by episod
 AUROC uses all rows instead of one small validation split. The head, the L2 choice and the
 features are the ones ``helpgate prm train`` uses (``prm.training.train``); only the split differs.
 
-    python benchmarks/prm_quality.py --data runs/demo/trajectories --layers 8 --folds 5
+    python benchmarks/verifier/prm_quality.py --data runs/demo/trajectories --layers 8 --folds 5
 
 Prints a Markdown table: rows, base accuracy and AUROC per question type for the step tag after
 the action (does this answer look right?) and after the state (the gate's pre-action view).
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402

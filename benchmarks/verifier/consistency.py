@@ -2,7 +2,7 @@
 
     collect-offline-trajectories --agent llm --data ../shared/productqa --decide-after proposal --episodes 32 \
         --questions-per-episode 4 --budget 4 --explore-p 0 0.2 0.4 0.6 --consistency-samples 8 --out runs/pqa-k8/trajectories
-    python benchmarks/consistency.py runs/pqa-k8/trajectories --out runs/consistency
+    python benchmarks/verifier/consistency.py runs/pqa-k8/trajectories --out runs/consistency
 
 On a run collected with ``--consistency-samples K`` (the LLM agent's ``consistency_agree`` and
 ``consistency_entropy`` beside its ``answer_logprob``, ``margin`` and ``entropy``), scored against
@@ -30,12 +30,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import polars as pl  # noqa: E402
 
 from agile.agents.llm_agent import CONSISTENCY_KEYS  # noqa: E402
-from benchmarks.prm_signals import signals_only  # noqa: E402
+from benchmarks.verifier.prm_signals import signals_only  # noqa: E402
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
 from prm.training import quality  # noqa: E402
 from prm.data.episodes import TRAIN_COLUMNS  # noqa: E402

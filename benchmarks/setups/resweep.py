@@ -1,9 +1,9 @@
 """More sweeps on a finished ``helpgate pipeline`` run: other methods, another helper backend, more
 held-out episodes, without collecting, training or solving again.
 
-    python benchmarks/resweep.py runs/evidence/main-proposal/seed0 sweep_table helper helper_priced --backend table
-    python benchmarks/resweep.py runs/evidence/main-proposal/seed0 sweep64 helper random --episodes 64 --budgets 0 1 2
-    python benchmarks/resweep.py runs/evidence/productqa-proposal/seed0 sweep_rl helper online_rl --rl-train-episodes 64
+    python benchmarks/setups/resweep.py runs/evidence/main-proposal/seed0 sweep_table helper helper_priced --backend table
+    python benchmarks/setups/resweep.py runs/evidence/main-proposal/seed0 sweep64 helper random --episodes 64 --budgets 0 1 2
+    python benchmarks/setups/resweep.py runs/evidence/productqa-proposal/seed0 sweep_rl helper online_rl --rl-train-episodes 64
 
 The held-out episodes are the run's own (its env, split, seed + 1000, questions per episode and
 mode from ``pipeline.json``): with the run's episode count the rows pair episode by episode with
@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from helper.commands.pipeline import PipelineConfig
 from helper.evaluation import sweep
 from helper.stored_config import config_of

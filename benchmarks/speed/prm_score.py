@@ -1,8 +1,8 @@
 """One-pass PRM scoring against per-prefix scoring: same model, same episodes, one run.
 
-    python benchmarks/prm_score.py                                   # tiny model, CPU
-    python benchmarks/prm_score.py --model smollm2 --episodes 4 --steps 4 8
-    python benchmarks/prm_score.py --model smollm2 --dtype bf16 --device cuda   # on a GPU
+    python benchmarks/speed/prm_score.py                                   # tiny model, CPU
+    python benchmarks/speed/prm_score.py --model smollm2 --episodes 4 --steps 4 8
+    python benchmarks/speed/prm_score.py --model smollm2 --dtype bf16 --device cuda   # on a GPU
 
 One-pass renders each episode once with a tag after every step and reads all step scores from
 one forward pass; per-prefix feeds each step's prefix as its own sequence (what a PRM without

@@ -1,15 +1,15 @@
 """Why the helper ties random on product groups it never saw, and what more training data changes.
 
-    python benchmarks/transfer.py runs/evidence/productqa-proposal-plain --seeds 0 1 2
+    python benchmarks/setups/transfer.py runs/evidence/productqa-proposal-plain --seeds 0 1 2
 
-For a finished ``benchmarks/evidence.py productqa`` set-up (one ``helpgate pipeline`` run per seed,
+For a finished ``benchmarks/setups/evidence.py productqa`` set-up (one ``helpgate pipeline`` run per seed,
 proposal mode), this script:
 
 1. collects the base agent alone (no interventions) on the held-out test groups, 64 episodes per
    seed with the sweep's own seed (1000 + S, 4 questions: the first 32 are the sweep's held-out
    episodes), logging every proposal and its outcome (``<setup>/test-rows/seed<S>``);
 2. scores them with each seed's PRM and replays every policy fitted on that seed's training rows
-   (``benchmarks/solver_cv.py --transfer``): how much of the room the score leaves above random the
+   (``benchmarks/setups/solver_cv.py --transfer``): how much of the room the score leaves above random the
    helper takes, and how the score moved between the training groups and the test groups;
 3. pools the seeds' training trajectories (3 x 64 = 192 episodes of the training groups, disjoint
    episodes), trains one PRM on them exactly as the pipeline does (proposal target, first 8 layers,
@@ -33,8 +33,8 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import solver_cv  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.setups import solver_cv  # noqa: E402
 
 TEST_EPISODES = 64
 
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> str:
     runs = [args.setup / f"seed{s}" for s in args.seeds]
     for run in runs:
         if not (run / "sweep" / ".done").exists() and not (run / "solve" / "labels.parquet").exists():
-            raise SystemExit(f"{run}: not a finished pipeline run; run benchmarks/evidence.py productqa first.")
+            raise SystemExit(f"{run}: not a finished pipeline run; run benchmarks/setups/evidence.py productqa first.")
     own, pooled_scores = [], []
     pooled = args.setup / "pooled"
     for seed, run in zip(args.seeds, runs):

@@ -1,6 +1,6 @@
 """Two pipeline runs that differ in one switch, compared on the same held-out episodes.
 
-    python benchmarks/ablation_pair.py runs/plain runs/gold
+    python benchmarks/setups/ablation_pair.py runs/plain runs/gold
 
 Both folders are ``helpgate pipeline --out`` folders run with the same seed and sizes (so the
 sweep played the same episodes). Prints the PRM's out-of-fold and in-fold AUROC of each run
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from helper.evaluation.metrics import paired_difference
 
 METHODS = ("helper", "prm_threshold", "router", "online_rl", "first_k", "random", "exact_optimal", "oracle")

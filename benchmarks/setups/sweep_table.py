@@ -1,6 +1,6 @@
 """A sweep folder as the Markdown tables of RESULTS.md.
 
-    python benchmarks/sweep_table.py runs/demo/sweep
+    python benchmarks/setups/sweep_table.py runs/demo/sweep
 
 Prints, per method: success at each budget with its 95% bootstrap interval and the interventions
 per episode used, APGR with the share of it completed rather than measured, and training
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from helper.evaluation.metrics import paired_grouped_difference
 
 REFERENCES = ("never", "always", "counterfactual")  # reference rows, not methods to rank

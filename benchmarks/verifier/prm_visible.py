@@ -2,9 +2,9 @@
 train groups -> test groups, the frozen PRM (today's default) beside ``prm train --proposal-features`` on the
 same rows (paired).
 
-    python benchmarks/prm_visible.py RUN... --out runs/prm-visible --train-only --variants frozen visible state \
+    python benchmarks/verifier/prm_visible.py RUN... --out runs/prm-visible --train-only --variants frozen visible state \
         visible+state "visible+state, no hidden"      # choosing: out of fold on the train groups only
-    python benchmarks/prm_visible.py RUN... --out runs/prm-visible   # then the test groups: frozen vs the chosen
+    python benchmarks/verifier/prm_visible.py RUN... --out runs/prm-visible   # then the test groups: frozen vs the chosen
                                                                      # (--proposal-features --no-hidden)
 
 Each RUN folder holds ``trajectories/`` (train groups) and ``test_trajectories/`` (test groups), both collected
@@ -40,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402

@@ -8,7 +8,7 @@ Writes ``online_rl_curve.csv`` / ``.png`` (exact_optimal's success on the same v
 drawn as the reference lines)
 and ``result.json`` under --out::
 
-    python benchmarks/online_rl_curve.py --out runs/bench_online_rl --budgets 1 2 3 --seeds 0 1
+    python benchmarks/setups/online_rl_curve.py --out runs/bench_online_rl --budgets 1 2 3 --seeds 0 1
 
 The simulator's draws are a pure function of (episode, step), so the methods see the same draws on
 the same episodes: the differences are paired.
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np
 

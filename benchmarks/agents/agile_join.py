@@ -17,7 +17,7 @@ out-of-fold scores, then ``solve`` and ``distill`` per c. Training human calls: 
 Shares ``agile_productqa.py``'s flags and ``--out``: the SFT model and the PPO cost runs are those
 of that script (trained here if missing). Every stage is a file under ``--out``; a stopped run resumes.
 
-    python benchmarks/agile_join.py --out runs/bench_agile --threads 1 --test-questions 10 \\
+    python benchmarks/agents/agile_join.py --out runs/bench_agile --threads 1 --test-questions 10 \\
         --collect-episodes 48 --costs 0.3,0.1,0.5,0.2,0.4 --budgets 2
 
 ``--budgets``: where a fixed number of advice per episode goes (helper, NoveltyGate, random), the
@@ -33,11 +33,11 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 
-from benchmarks.agile_productqa import cost_stage, log, parser, prepare, sft_stage, stage  # noqa: E402
+from benchmarks.agents.agile_productqa import cost_stage, log, parser, prepare, sft_stage, stage  # noqa: E402
 from helper.evaluation.agile_advice import AgileEvalConfig  # noqa: E402
 from helper.evaluation.agile_advice import run as agile_eval  # noqa: E402
 

@@ -1,8 +1,8 @@
 """Bad inputs and what the CLI says to each: a markdown table for RESULTS ("Errors a user can act on").
 
-    python benchmarks/bad_inputs.py                 # builds everything in a temporary folder
-    python benchmarks/bad_inputs.py --keep runs/bad # keeps the folder for a look
-    python benchmarks/bad_inputs.py --only manifest # only the cases whose description says so
+    python benchmarks/trust/bad_inputs.py                 # builds everything in a temporary folder
+    python benchmarks/trust/bad_inputs.py --keep runs/bad # keeps the folder for a look
+    python benchmarks/trust/bad_inputs.py --only manifest # only the cases whose description says so
 
 Good inputs are made first with the project's own commands on tiny sizes (a simulator collection,
 a PRM on the random-initialised ``tiny`` backbone, its scores, a solve, a helper). Each bad input
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import polars as pl
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
            "TOKENIZERS_PARALLELISM": "false", "CUDA_VISIBLE_DEVICES": ""}
 

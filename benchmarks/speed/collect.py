@@ -1,8 +1,8 @@
 """Decision points per second of the rollout loop: lockstep batches against one episode at a time.
 
-    python benchmarks/collect.py                       # simulator + SmolLM2 (16 episodes x 4)
-    python benchmarks/collect.py --llm-episodes 0      # simulator only
-    python benchmarks/collect.py --data ../shared/productqa --llm-episodes 8 --questions 4
+    python benchmarks/speed/collect.py                       # simulator + SmolLM2 (16 episodes x 4)
+    python benchmarks/speed/collect.py --llm-episodes 0      # simulator only
+    python benchmarks/speed/collect.py --data ../shared/productqa --llm-episodes 8 --questions 4
 
 Both runs of a pair play the same episodes with the same agent, in lockstep (one agent call per
 round for every live episode) and episode by episode; the ratio is lockstep / one at a time. The
@@ -10,8 +10,8 @@ machine is shared, so the runs go lockstep, one at a time, lockstep again and th
 is the mean of the two (a load that drifts during the run cancels out). For SmolLM2 the two
 modes must also give the same actions (greedy decoding), which is checked.
 
-    python benchmarks/collect.py --sim-episodes 0 --compare-cache --bf16
-    python benchmarks/collect.py --sim-episodes 0 --compare-cache --bf16 --data ../shared/productqa --llm-episodes 8
+    python benchmarks/speed/collect.py --sim-episodes 0 --compare-cache --bf16
+    python benchmarks/speed/collect.py --sim-episodes 0 --compare-cache --bf16 --data ../shared/productqa --llm-episodes 8
 
 ``--compare-cache`` measures the LLM agent's prompt key/value cache instead (``agile.agents.prompt_cache``)
 on collection episodes (budget 2, intervention probability 0.3): the same episodes in lockstep
@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.productqa_env import ProductQASource

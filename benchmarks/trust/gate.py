@@ -1,6 +1,6 @@
 """Decision latency of ``HelperGate.should_intervene`` on CPU, per backend, against the bare classifier.
 
-    python benchmarks/gate.py [--decisions 2000] [--text-model tiny] [--prm tiny] [--no-http | --http-only]
+    python benchmarks/trust/gate.py [--decisions 2000] [--text-model tiny] [--prm tiny] [--no-http | --http-only]
                               [--large-senders 2] [--large-mb 4]
 
 Builds, in this run, a features classifier (gradient boosting and logistic regression) on
@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
@@ -230,7 +230,7 @@ def serve_gate(helper: str):
 
     import httpx
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     port = free_port()
     env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(root)}
     server = subprocess.Popen([sys.executable, "-m", "helper.commands.cli", "serve-gate", "--helper", helper, "--budget", "3",

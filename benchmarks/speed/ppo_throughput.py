@@ -5,9 +5,9 @@ and reports tokens/s for each phase plus peak memory. Baselines measured in the 
 unbatched rollouts (one prompt per generate call) against batched ones, and the update's
 tokens/s against the no-grad scoring pass over the same sessions::
 
-    python benchmarks/ppo_throughput.py --model tiny --threads 1
-    python benchmarks/ppo_throughput.py --model smollm2 --episodes 2 --questions 2 --iterations 1
-    python benchmarks/ppo_throughput.py --model smollm2 --device cuda --episodes 8 --batch-size 32   # on a GPU
+    python benchmarks/speed/ppo_throughput.py --model tiny --threads 1
+    python benchmarks/speed/ppo_throughput.py --model smollm2 --episodes 2 --questions 2 --iterations 1
+    python benchmarks/speed/ppo_throughput.py --model smollm2 --device cuda --episodes 8 --batch-size 32   # on a GPU
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 

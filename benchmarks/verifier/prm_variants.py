@@ -1,7 +1,7 @@
 """Which PRM ranks the base agent's mistakes best: the pipeline's PRM stage re-run on finished runs'
 trajectories with other backbone depths, history windows or trained verifiers, out-of-fold AUROC side by side.
 
-    python benchmarks/prm_variants.py runs/evidence/productqa-proposal/seed0 runs/evidence/productqa-proposal/seed1 \\
+    python benchmarks/verifier/prm_variants.py runs/evidence/productqa-proposal/seed0 runs/evidence/productqa-proposal/seed1 \\
         --variants layers=8 layers=16 layers=30 layers=8,history=0 mode=state --out runs/prm-variants
 
 Each run folder is one ``helpgate pipeline`` output; its PRM stage is re-run exactly as the pipeline
@@ -9,7 +9,7 @@ ran it (``PipelineConfig.prm_train_config``: same target, tag, folds by group, s
 fields changed (``mode=state``: the PRM a state-mode run trains, on the same decision points), into ``OUT/<run>/<variant>/`` (a finished one is read back, not trained again).
 Trained verifiers (``prm.training.finetune``, one copy per fold, same folds by group):
 
-    python benchmarks/prm_variants.py RUN... --variants layers=8 lora=1,layers=4,history=0 model=encoder
+    python benchmarks/verifier/prm_variants.py RUN... --variants layers=8 lora=1,layers=4,history=0 model=encoder
 
 ``lora=1`` trains LoRA adapters (``lora_r=``, ``epochs=``, ``lr=``, ``step_tokens=`` also apply), ``model=encoder``
 (or ``model=encoder:FOLDER``) fine-tunes a cross-encoder whole (``prm.verifiers.encoder``; the run's layer cut does
@@ -25,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 

@@ -5,7 +5,7 @@ accuracy / advice rate / total score per group and averaged (Markdown, for RESUL
 stage writes its result under --out and is skipped when that file exists, so a stopped run
 resumes where it was. A reduced CPU run (the sizes are flags)::
 
-    python benchmarks/agile_productqa.py --out runs/bench_agile --threads 1 \\
+    python benchmarks/agents/agile_productqa.py --out runs/bench_agile --threads 1 \\
         --train-groups 8 --train-questions 20 --test-questions 15 --ppo-iterations 3
 
 Stages: ``prompt`` (the embedded SmolLM2 with no training), ``sft``, ``ppo``, ``ablations``
@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
@@ -64,7 +64,7 @@ def evaluate(args, model: str, out: Path, label: str, ablations=("full",), gate=
 
 
 def parser(description: str = __doc__) -> argparse.ArgumentParser:
-    """The run's sizes; ``benchmarks/agile_join.py`` shares them, so it reuses this run's models."""
+    """The run's sizes; ``benchmarks/agents/agile_join.py`` shares them, so it reuses this run's models."""
     p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/bench_agile")
     p.add_argument("--model", default="smollm2")

@@ -1,7 +1,7 @@
 """TextWorld environment numbers: generation time, env speed, clone cost, and the headroom a
 helper has (simulator base agent: never / always / random interventions) on held-out games.
 
-    python benchmarks/textworld_headroom.py --games 24 --seeds 3
+    python benchmarks/agents/textworld_headroom.py --games 24 --seeds 3
 """
 
 from __future__ import annotations

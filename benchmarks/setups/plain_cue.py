@@ -7,7 +7,7 @@
         helpgate prm train --data runs/plain-cue/seed$s/trajectories --out runs/plain-cue/seed$s/prm-last \\
             --model smollm2 --layers 4 --pooling last --target process --base-only --tag-after state \\
             --seed $s --folds 5; done
-    python benchmarks/plain_cue.py runs/plain-cue/seed0 runs/plain-cue/seed1 runs/plain-cue/seed2 \\
+    python benchmarks/setups/plain_cue.py runs/plain-cue/seed0 runs/plain-cue/seed1 runs/plain-cue/seed2 \\
         --other-prm prm-last
 
 Per run folder: the out-of-fold AUROC of the PRM score (low score = risky) for "this crossing is
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,14 +33,16 @@ import pandas as pd
 import polars as pl
 from sklearn.metrics import roc_auc_score
 
-from examples.plain_cue import SLIP
-from examples.plain_cue_optimum import RISKS, optimal_gate, optimum, true_model
-from helper.data.environment import Environment
-from helper.evaluation.evaluate import evaluate_gate
-from helper.evaluation.metrics import NIL_GAIN
-from helper.evaluation.sweep import SweepConfig
-from helper.stored_config import config_of
-from tabular_rl import solve_exact
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
+
+from examples.plain_cue import SLIP  # noqa: E402
+from examples.plain_cue_optimum import RISKS, optimal_gate, optimum, true_model  # noqa: E402
+from helper.data.environment import Environment  # noqa: E402
+from helper.evaluation.evaluate import evaluate_gate  # noqa: E402
+from helper.evaluation.metrics import NIL_GAIN  # noqa: E402
+from helper.evaluation.sweep import SweepConfig  # noqa: E402
+from helper.stored_config import config_of  # noqa: E402
+from tabular_rl import solve_exact  # noqa: E402
 
 RISKY = r"\b(" + "|".join(r for r, p in SLIP.items() if p > 0) + r")\b"
 RISK_WORD = r"\b(" + "|".join(SLIP) + r")\b"

@@ -1,9 +1,9 @@
 """The sweep evidence: one set-up, several seeds, every method, paired against the helper.
 
-    python benchmarks/evidence.py simulator --seeds 0 1 2 --out runs/evidence
-    python benchmarks/evidence.py productqa --seeds 0 1 2 --out runs/evidence     # shared data, SmolLM2
-    python benchmarks/evidence.py textworld --seeds 0 1 2 --out runs/evidence
-    python benchmarks/evidence.py main --seeds 0 1 2 --decide-after proposal  # `helpgate pipeline`'s own set-up
+    python benchmarks/setups/evidence.py simulator --seeds 0 1 2 --out runs/evidence
+    python benchmarks/setups/evidence.py productqa --seeds 0 1 2 --out runs/evidence     # shared data, SmolLM2
+    python benchmarks/setups/evidence.py textworld --seeds 0 1 2 --out runs/evidence
+    python benchmarks/setups/evidence.py main --seeds 0 1 2 --decide-after proposal  # `helpgate pipeline`'s own set-up
 
 Each seed is one ``helpgate pipeline`` run (``runs/evidence/<setup>[-<decide-after>]/seed<S>``: its own training
 episodes, PRM with out-of-fold scores, solve, distill and a sweep on held-out episodes; a finished
@@ -31,17 +31,17 @@ decide; a run with it named has its own folder (``<setup>-<mode>``). ``--compare
 the helper of ``<setup>-proposal`` beside the helper of ``<setup>-state`` (both run first): success
 per C paired on the same held-out episodes, APGR and the PRM's out-of-fold AUROC.
 
-    python benchmarks/evidence.py main --seeds 0 1 2 --compare-modes
+    python benchmarks/setups/evidence.py main --seeds 0 1 2 --compare-modes
 
 ``--episodes N`` gives each seed N training episodes instead of the set-up's (its own folder,
-``<setup>[-mode]-e<N>``): the live counterpart of ``benchmarks/transfer.py``'s pooled helper.
+``<setup>[-mode]-e<N>``): the live counterpart of ``benchmarks/setups/transfer.py``'s pooled helper.
 
-    python benchmarks/evidence.py productqa --seeds 0 1 2 --decide-after proposal --episodes 192
+    python benchmarks/setups/evidence.py productqa --seeds 0 1 2 --decide-after proposal --episodes 192
 
 ``--compare-gold`` is the gold-features ablation: the methods that read features, run once with the
 dataset's question type among them (``--gold-features``) and once without, on the same episodes.
 
-    python benchmarks/evidence.py productqa --seeds 0 1 2 --decide-after proposal --compare-gold
+    python benchmarks/setups/evidence.py productqa --seeds 0 1 2 --decide-after proposal --compare-gold
 """
 
 from __future__ import annotations
@@ -54,12 +54,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 SETUPS = {
     # online_rl reads the PRM score here, as the helper does (a PRM pass per training decision: cheap
     # next to an LLM agent's, affordable with the simulator agent).
     "simulator": dict(agent="simulator", episodes=64, eval_episodes=64, rl_use_prm=True),
-    "productqa": dict(agent="smollm2", data=str(Path(__file__).resolve().parents[2] / "shared" / "productqa"),
+    "productqa": dict(agent="smollm2", data=str(Path(__file__).resolve().parents[3] / "shared" / "productqa"),
                       episodes=64, eval_episodes=32),
     "textworld": dict(env="textworld", agent="simulator", prm_layers=2, episodes=96, eval_episodes=24),
     "main": dict(),
@@ -295,7 +295,7 @@ def main() -> None:
                    help="training episodes per seed instead of the set-up's (its own folder, <setup>[-mode]-e<N>)")
     p.add_argument("--tables-only", action="store_true", help="only print the tables of finished runs")
     p.add_argument("--sweep", default="sweep",
-                   help="the sweep folder of each run to tabulate (e.g. one written by benchmarks/resweep.py)")
+                   help="the sweep folder of each run to tabulate (e.g. one written by benchmarks/setups/resweep.py)")
     p.add_argument("--episode-intervals", action="store_true",
                    help="intervals resampling episodes within seeds only (as before groups), for comparison")
     p.add_argument("--compare-modes", action="store_true",

@@ -1,6 +1,6 @@
 """Does the base agent's own confidence rank its mistakes? Out-of-fold AUROC of three scores.
 
-    python benchmarks/prm_signals.py --data runs/demo/trajectories --layers 8 --out runs/prm_signals
+    python benchmarks/verifier/prm_signals.py --data runs/demo/trajectories --layers 8 --out runs/prm_signals
 
 On one trajectory folder whose ``proposal_signals`` column carries the agent's signals
 (``Action.signals``; the LLM agent gives answer log-probability, margin and entropy), with the
@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402

@@ -13,12 +13,12 @@ Sessions run in chunks of one episode per group and every question's row is appe
 it). ``report`` prints the Markdown tables: accuracy with a 95% interval that resamples episodes,
 paired differences on the same questions, modes and the answer distribution::
 
-    OMP_NUM_THREADS=1 python benchmarks/honest_agent.py light --out runs/honest --episodes 16
+    OMP_NUM_THREADS=1 python benchmarks/agents/honest_agent.py light --out runs/honest --episodes 16
     mkdir -p /tmp/a675940 && git archive a675940 | tar -x -C /tmp/a675940   # the agent before issue 28
-    OMP_NUM_THREADS=1 python benchmarks/honest_agent.py light --out runs/honest --episodes 16 \
+    OMP_NUM_THREADS=1 python benchmarks/agents/honest_agent.py light --out runs/honest --episodes 16 \
         --repo /tmp/a675940 --tag a675940
-    OMP_NUM_THREADS=1 python benchmarks/honest_agent.py agile --out runs/honest --episodes 16
-    python benchmarks/honest_agent.py report --out runs/honest
+    OMP_NUM_THREADS=1 python benchmarks/agents/honest_agent.py agile --out runs/honest --episodes 16
+    python benchmarks/agents/honest_agent.py report --out runs/honest
 
 The question type is read only by the ablation agent and by the report (accuracy per type).
 """
@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 
