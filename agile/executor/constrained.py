@@ -43,7 +43,6 @@ system text and schema are shared by every session of a group and are computed o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import torch
@@ -55,7 +54,6 @@ from agile.executor import functions as fn
 from agile.executor.sql_grammar import MAX_CONDITIONS, SQLGrammar
 
 YES_NO = ("yes", "no")
-_TABLE = re.compile(r"FROM `([^`]+)`")
 _MAX_ID_CANDIDATES = 8  # a long history could show dozens; the first few are the current session's
 _SCORED_TOKENS = 16_384  # prompt tokens x candidates per scoring pass: bounds the copied keys and values
 
@@ -70,7 +68,6 @@ class ConstrainedDecoder:
         self.cache = PromptKVCache(model, cache_tokens)
         pieces = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
         self.newlines = {i for i, p in enumerate(pieces) if "\n" in p}
-        self.sql_stops = self.newlines | {i for i, p in enumerate(pieces) if ";" in p}
         eos = tokenizer.eos_token_id
         self.eos = {eos} if eos is not None else set()
         self.newline_id = self._encode("\n")[-1]
@@ -85,18 +82,15 @@ class ConstrainedDecoder:
     def __call__(self, executors: Sequence) -> list[list[int]]:
         return [self.turn(e.prompt_ids(), e.allowed(), e.context_text(), self._grammar(e)) for e in executors]
 
-    def _grammar(self, executor) -> SQLGrammar | None:
-        db = getattr(executor, "db", None)
-        if db is None:
-            return None
+    def _grammar(self, executor) -> SQLGrammar:
+        db = executor.db
         if id(db) not in self._grammars:  # one table per group, shared by its executors
             self._grammars[id(db)] = (db, SQLGrammar.of(db))
         return self._grammars[id(db)][1]
 
-    def turn(self, prompt: list[int], allowed: Sequence[str], context: str,
-             grammar: SQLGrammar | None = None) -> list[int]:
+    def turn(self, prompt: list[int], allowed: Sequence[str], context: str, grammar: SQLGrammar) -> list[int]:
         """The token ids of one turn after ``prompt`` when ``allowed`` functions may be called
-        (``grammar``: the table's queries; without it a search's condition is written freely)."""
+        (``grammar``: the queries of the table a search runs on)."""
         if not allowed:
             raise ValueError("the executor allows no function now (its episode is finished).")
         yes_no = is_yes_no_question(_question(context))
@@ -109,10 +103,7 @@ class ConstrainedDecoder:
         if name == fn.SEEK_ADVICE:
             ids, choice["form"] = self._encode(name) + [self.newline_id], "none"
         elif name == fn.SEARCH_PRODUCT:
-            if grammar is None:
-                ids, choice["form"] = self._sql(prompt, context), "sql"
-            else:
-                ids, choice["form"] = self._grammar_sql(prompt, grammar), "sql"
+            ids, choice["form"] = self._grammar_sql(prompt, grammar), "sql"
         elif name == fn.PREDICT_ANSWER:
             ids, choice["form"], choice["form_logprobs"] = self._answer(prompt, logits, kv, context, yes_no)
         else:
@@ -164,17 +155,6 @@ class ConstrainedDecoder:
 
     def _free(self, prompt: list[int], prefix_ids: list[int]) -> list[int]:
         return self._line_end(prefix_ids + self._continue(prefix_ids, self.newlines, prompt))
-
-    def _sql(self, prompt: list[int], context: str) -> list[int]:
-        tables = _TABLE.findall(context)
-        table = tables[0] if tables else "products"
-        prefix = self._encode(f"{fn.SEARCH_PRODUCT} SELECT product_id FROM `{table}` WHERE")
-        written = self._continue(prefix, self.sql_stops, prompt)
-        # The query ends at its first ';' (a small model keeps talking after it).
-        text = self.tokenizer.decode(written, skip_special_tokens=True).split("\n", 1)[0]
-        if ";" in text:
-            return self._line_end(prefix + self._encode(" " + text.split(";", 1)[0].strip() + ";"))
-        return self._line_end(prefix + written)
 
     def _answer(self, prompt: list[int], logits: torch.Tensor, kv: KV, context: str, yes_no: bool = False):
         lines = {("yesno", a): self._encode(f"{fn.PREDICT_ANSWER} {a}\n") for a in YES_NO}

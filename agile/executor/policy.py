@@ -150,8 +150,7 @@ class LLMPolicy:
         the functions allowed and the table queried (the choice record is repeated on a hit)."""
         if self._memo is None:
             return self.constrained([executor])[0]
-        table = getattr(getattr(executor, "db", None), "table", "")
-        key = _prompt_key(executor.prompt_ids()) + repr((executor.allowed(), table)).encode()
+        key = _prompt_key(executor.prompt_ids()) + repr((executor.allowed(), executor.db.table)).encode()
         if key in self._memo:
             turn, choice = self._memo[key]
             self.memo_hits += 1
