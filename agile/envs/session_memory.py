@@ -14,23 +14,9 @@ and easy to reason about (it is used inside every decision of every rollout).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-_WORD = re.compile(r"[a-z0-9]+")
-# Words too common in product questions to signal relatedness.
-_STOPWORD_TEXT = """a an the and or but if of to in on at for with by from as is are was were be been being
-    do does did can could will would should shall may might must has have had this that these
-    those it its it's i i'm me my we our you your they them their there here what which who whom
-    how why when where any some all more most much many very so not no yes than then too also
-    just about into over under up down out off one get got need want like looking find product
-    products"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-
-
-def content_words(text: str) -> frozenset[str]:
-    """Lower-cased words of ``text`` minus stopwords (the unit of lexical overlap)."""
-    return frozenset(w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS and len(w) > 1)
+from agile.envs.phrasing import content_words
 
 
 @dataclass(frozen=True)
