@@ -13,7 +13,8 @@ import pytest
 
 from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
-from agile.envs.productqa_env import PREDICT, SEARCH, SEARCH_RESULT_HEADER, make_episodes, question_type
+from agile.envs.productqa_env import PREDICT, SEARCH, SEARCH_RESULT_HEADER, make_episodes
+from agile.envs.scripted_answers import question_type
 from agile.models import load_tokenizer
 from agile.protocol import BASE, Action, Observation, StepResult
 from agile.rollout import run_episodes

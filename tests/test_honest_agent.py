@@ -14,7 +14,8 @@ from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.answer_eval import is_correct, parse_product_ids
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa import Question
-from agile.envs.productqa_env import NO_PRODUCT, ProductQASource, wrong_search_answer
+from agile.envs.productqa_env import ProductQASource, wrong_search_answer
+from agile.envs.scripted_answers import NO_PRODUCT
 from agile.protocol import Action
 from agile.rollout import run_episodes
 

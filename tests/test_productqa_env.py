@@ -19,8 +19,8 @@ from agile.envs.productqa_env import (
     ProductQASource,
     make_episodes,
     parse_action,
-    question_type,
 )
+from agile.envs.scripted_answers import question_type
 from agile.protocol import BASE, HUMAN, Action
 from productqa_slice import SLICE
 

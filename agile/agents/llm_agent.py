@@ -114,14 +114,13 @@ from agile.agents.prompt_cache import (
 from agile.envs.answer_eval import parse_product_ids
 from agile.envs.phrasing import is_yes_no_question
 from agile.envs.productqa_env import (
-    NO_PRODUCT,
     PREDICT,
     SEARCH,
     SEARCH_RESULT_HEADER,
     SEEK,
-    question_type,
     search_result_ids,
 )
+from agile.envs.scripted_answers import NO_PRODUCT, question_type
 from agile.models import load_causal_lm
 from agile.protocol import BASE, Action, Observation
 from agile.seeding import derive_seed, stable_uniform

@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from agile.envs.productqa_env import question_type
+from agile.envs.scripted_answers import question_type
 from agile.protocol import BASE, Action, Episode, Observation
 from agile.seeding import derive_seed, stable_uniform
 
@@ -75,7 +75,10 @@ class SimulatorAgent:
         actions = []
         for observation, episode in zip(observations, episodes):
             if self.is_right(observation):
-                actions.append(Action(episode.expert_action().text, actor=BASE))
+                # The gold answer as its own turn; where the expert's action is the answer itself
+                # (the light ProductQA loop), that.
+                gold = getattr(episode, "gold_action", None)
+                actions.append(Action((gold() if gold else episode.expert_action()).text, actor=BASE))
             else:
                 rng = random.Random(derive_seed(self.seed, observation.episode_id, observation.step, "wrong"))
                 distractor = getattr(episode, "distractor_action", None)

@@ -39,6 +39,7 @@ from pathlib import Path
 from agile.envs.answer_eval import is_correct, parse_product_ids
 from agile.envs.product_db import ProductDB, SQLError
 from agile.envs.productqa import QUESTION_TYPES, ProductGroup, Question, load_group
+from agile.envs.scripted_answers import ScriptedAnswers, gold_answer_text
 from agile.envs.session_memory import SessionMemory
 from agile.envs.sessions import SplitSessions, session_window
 from agile.executor.functions import PREDICT_ANSWER, SEARCH_PRODUCT, SEARCH_RESULT, SEEK_ADVICE, parse_call
@@ -46,8 +47,6 @@ from agile.protocol import BASE, HUMAN, Action, Observation, StepResult
 
 ENV_NAME = "productqa"
 PREDICT, SEARCH, SEEK = PREDICT_ANSWER, SEARCH_PRODUCT, SEEK_ADVICE
-NO_PRODUCT = "none"
-"""What a search answer that names no product says (the gold when nothing matches)."""
 SEARCH_RESULT_HEADER = SEARCH_RESULT
 """Marks the tool output in ``state_text`` (agents use it to know the search has run)."""
 _SHOWN_RESULTS = 5
@@ -66,15 +65,13 @@ class GroupResources:
         self.group = group
         self.db = ProductDB(group)
         self.schema_text = self.db.schema_text()
-        self.titles = {asin: html.unescape(p["title"]) for asin, p in group.metadata.items()}
+        self.answers = ScriptedAnswers(group)
+        self.titles = self.answers.titles
         self.feature_names = tuple(name for name, _ in self.db.columns)
-        self._search_counts: list[int] | None = None
 
     def search_answer_counts(self) -> list[int]:
         """Product ids in each gold answer of the group's search questions (0: none matches)."""
-        if self._search_counts is None:
-            self._search_counts = [len(q.short_answer) for q in self.group.by_type("search_qa")]
-        return self._search_counts
+        return self.answers.search_answer_counts()
 
 
 @dataclass
@@ -210,24 +207,9 @@ class ProductQAEpisode:
     # -- extras for scripted agents -------------------------------------------------------
 
     def distractor_action(self, rng: random.Random) -> Action:
-        """A plausible wrong answer to the current question (what a scripted agent says when it
-        errs): yes<->no, an answer of another question of the same type, or wrong products
-        (``wrong_search_answer``)."""
-        question = self.question
-        if question.type == "search_qa":
-            return Action(f"{PREDICT} {wrong_search_answer(question, self.resources, rng)}", actor=BASE)
-        gold = str(question.short_answer)
-        flip = {"yes": "no", "no": "yes"}.get(gold.strip().lower())
-        if flip is None:
-            pool = self.resources.group.by_type(question.type)
-            for _ in range(20):
-                other = str(rng.choice(pool).short_answer)
-                if not is_correct(question, other):
-                    flip = other
-                    break
-            else:
-                flip = "not sure"
-        return Action(f"{PREDICT} {flip}", actor=BASE)
+        """A plausible wrong answer to the current question, shaped like the gold answers
+        (``agile.envs.scripted_answers``: what a scripted agent says when it errs)."""
+        return Action(f"{PREDICT} {self.resources.answers.wrong(self.question, rng)}", actor=BASE)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -271,45 +253,14 @@ class ProductQAEpisode:
 
 
 def wrong_search_answer(question: Question, resources: GroupResources, rng: random.Random) -> str:
-    """A wrong answer to a search question shaped like the group's gold answers: its number of
-    product ids (0 is ``none``) is drawn from the gold answers' counts, so a wrong answer does not
-    show in its format. At least one named id is not gold (a subset of the gold is correct)."""
-    gold = set(question.short_answer)
-    others = sorted(set(resources.titles) - gold)
-    counts = [n for n in resources.search_answer_counts() if n > 0 or gold]  # "none" is right when gold is empty
-    n = rng.choice(counts) if counts else 1
-    if n == 0 or not others:
-        return NO_PRODUCT  # wrong: gold is not empty here
-    wrong = rng.choice(others)
-    rest = sorted(set(resources.titles) - {wrong})
-    named = [wrong] + rng.sample(rest, min(n - 1, len(rest)))
-    rng.shuffle(named)
-    return ", ".join(named)
+    """A wrong answer to a search question shaped like the group's gold answers
+    (``agile.envs.scripted_answers.ScriptedAnswers.wrong``)."""
+    return resources.answers.wrong(question, rng)
 
 
 def _short(answer: str, limit: int = 120) -> str:
     # A search answer can list twenty product ids; the prompt only needs the first few.
     return answer if len(answer) <= limit else answer[:limit].rsplit(" ", 1)[0] + " ..."
-
-
-def gold_answer_text(question: Question) -> str:
-    """The gold short answer as a ``[PredictAnswer]`` argument."""
-    if question.type == "search_qa":
-        return ", ".join(question.short_answer) if question.short_answer else NO_PRODUCT
-    return str(question.short_answer)
-
-
-def question_type(observation: Observation) -> str | None:
-    """The dataset's question type of a ProductQA decision point (None for other environments).
-
-    Read from the observation's annotations; an observation built by hand may give it as a set
-    ``type_<name>`` feature instead. For simulators and known-dynamics references only."""
-    if "question_type" in observation.annotations:
-        return observation.annotations["question_type"]
-    for key, value in observation.features.items():
-        if key.startswith("type_") and value:
-            return key[len("type_"):]
-    return None
 
 
 def search_result_ids(state_text: str) -> list[str]:

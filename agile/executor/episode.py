@@ -27,14 +27,17 @@ episode's accuracy: the advice cost is the solver's price per intervention (``he
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections.abc import Sequence
 from pathlib import Path
 
 from agile.envs.product_db import ProductDB
 from agile.envs.productqa import ProductGroup
+from agile.envs.scripted_answers import ScriptedAnswers, gold_answer_text
 from agile.envs.sessions import SplitSessions
 from agile.executor import functions as fn
 from agile.executor.executor import Executor, ExecutorConfig
+from agile.executor.lexical import LexicalEmbedder
 from agile.executor.memory import Embedder, Memory
 from agile.protocol import BASE, HUMAN, Action, Observation, StepResult
 
@@ -56,12 +59,15 @@ def model_folder(name: str) -> str:
 class AgileEpisode:
     """One executor episode behind the ``agile.protocol.Episode`` interface (module docstring)."""
 
-    def __init__(self, executor: Executor, policy, episode_id: str):
+    def __init__(self, executor: Executor, policy, episode_id: str, answers: ScriptedAnswers | None = None):
         self.executor = executor
         self.policy = policy
-        """Writes the LLM turns the episode needs by itself (the reflection after advice)."""
+        """Writes the LLM turns the episode needs by itself (the reflection after advice); None when
+        the executor asks for no reflection (a scripted base agent writes none)."""
         self.episode_id = episode_id
         self.horizon = len(executor.questions)
+        self.answers = answers
+        """The group's scripted answers (shared by its episodes), for ``distractor_action``."""
 
     @property
     def group(self) -> str:
@@ -101,30 +107,62 @@ class AgileEpisode:
         """Seeking advice: the human's answer, at the advice cost."""
         return Action(fn.format_call(fn.SEEK_ADVICE).strip(), actor=HUMAN)
 
+    # -- extras for scripted agents (known dynamics) --------------------------------------------
+
+    def gold_action(self) -> Action:
+        """The current question's gold answer as the agent's own turn (a scripted agent when right)."""
+        return Action(f"{fn.PREDICT_ANSWER} {gold_answer_text(self.executor.question)}", actor=BASE)
+
+    def distractor_action(self, rng: random.Random) -> Action:
+        """A plausible wrong answer, shaped like the gold answers (``agile.envs.scripted_answers``)."""
+        answers = self.answers or ScriptedAnswers(self.executor.group)
+        return Action(f"{fn.PREDICT_ANSWER} {answers.wrong(self.executor.question, rng)}", actor=BASE)
+
     def success(self) -> float:
         """Accuracy over the episode's questions (an advised question counts as correct)."""
         return sum(r.correct for r in self.executor.records) / max(self.horizon, 1)
 
     def clone(self) -> AgileEpisode:
-        return AgileEpisode(self.executor.clone(), self.policy, self.episode_id)
+        return AgileEpisode(self.executor.clone(), self.policy, self.episode_id, self.answers)
 
 
 class AgileAgent:
-    """The base agent: the LLM policy writes one turn for each episode, batched in one call."""
+    """An LLM policy writing one turn for each episode, batched in one call: the base agent, or with
+    ``actor=STRONG`` a stronger model acting on an intervention."""
 
     needs_episodes = True
 
-    def __init__(self, policy, name: str = "agile"):
+    def __init__(self, policy, name: str = "agile", actor: str = BASE):
         self.policy = policy
         self.name = name
+        self.actor = actor
 
     def act(self, observations: list[Observation], episodes: Sequence[AgileEpisode] = ()) -> list[Action]:
         if len(episodes) != len(observations):
             raise ValueError("AgileAgent.act needs the live episodes (it continues their executors' context).")
         turns = self.policy([e.executor for e in episodes])
         tokenizer = self.policy.tokenizer
-        return [Action(tokenizer.decode(ids, skip_special_tokens=True), actor=BASE, token_ids=tuple(ids))
+        return [Action(tokenizer.decode(ids, skip_special_tokens=True), actor=self.actor, token_ids=tuple(ids))
                 for ids in turns]
+
+
+def load_policy(model: str, device: str | None = None, max_new_tokens: int = 96, batch_size: int = 16,
+                decoding: str = "free"):
+    """The greedy LLM policy of ``model`` (an SFT / PPO output folder, a name or a folder), as
+    ``agile eval`` decodes; ``decoding`` as ``LLMPolicy``."""
+    from agile.executor.policy import LLMPolicy
+    from agile.models import load_causal_lm
+
+    llm, tokenizer = load_causal_lm(model_folder(model), device=device)
+    # The weights stay as loaded: a prompt met again (another method or budget replaying the same
+    # sessions) gets the turn it got before.
+    return LLMPolicy(llm, tokenizer, max_new_tokens, greedy=True, batch_size=batch_size, memo=True,
+                     decoding=decoding)
+
+
+MEMORIES = ("embedding", "lexical")
+"""How the executor's memory retrieves: MiniLM sentence embeddings (AGILE's), or shared content
+words (``agile.executor.lexical``: no model, exact)."""
 
 
 class AgileSource(SplitSessions):
@@ -133,36 +171,52 @@ class AgileSource(SplitSessions):
     Episode ``i`` holds the session ``agile.envs.sessions.SplitSessions`` draws for ``(seed, i)``,
     the same group and questions as the ``productqa`` stack's episode ``i``. The model, tokenizer
     and embedder load on first use, so a bad data root or group is refused before anything heavy
-    loads.
+    loads. ``model=None``: the base agent is scripted (``agile.agents.simulator_agent``): only the
+    embedded tokenizer loads (the executor keeps its context as token ids), and no reflection is
+    asked for after advice (a scripted agent writes none).
     """
 
     def __init__(self, root: str | Path, split: str = "train", groups: Sequence[str] | None = None,
-                 model: str = "smollm2", device: str | None = None, max_new_tokens: int = 96,
-                 batch_size: int = 16, config: ExecutorConfig | None = None, decoding: str = "free"):
+                 model: str | None = "smollm2", device: str | None = None, max_new_tokens: int = 96,
+                 batch_size: int = 16, config: ExecutorConfig | None = None, decoding: str = "free",
+                 memory: str = "embedding"):
         super().__init__(root, split, groups)
+        if memory not in MEMORIES:
+            raise ValueError(f"memory={memory!r}: choose one of {MEMORIES}.")
         self.decoding = decoding
         self.model_name, self.device = model, device
         self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
         self.config = config or ExecutorConfig()
+        if model is None:
+            self.config = dataclasses.replace(self.config, use_reflection=False)
+        self.memory = memory
         self._databases: dict[str, ProductDB] = {}
+        self._answers: dict[str, ScriptedAnswers] = {}
         self._policy = None
-        self._embedder: Embedder | None = None
+        self._tokenizer = None
+        self._embedder = None
 
     @property
     def policy(self):
-        """The greedy LLM policy (as ``agile eval`` decodes; ``decoding`` as ``LLMPolicy``), loaded once."""
-        if self._policy is None:
-            from agile.executor.policy import LLMPolicy
-            from agile.models import load_causal_lm
-
-            model, tokenizer = load_causal_lm(model_folder(self.model_name), device=self.device)
-            # The weights stay as loaded: a prompt met again (another method or budget replaying
-            # the same sessions) gets the turn it got before.
-            self._policy = LLMPolicy(model, tokenizer, self.max_new_tokens, greedy=True,
-                                     batch_size=self.batch_size, memo=True, decoding=self.decoding)
+        """The greedy LLM policy (``load_policy``), loaded once; None with a scripted base agent."""
+        if self._policy is None and self.model_name is not None:
+            self._policy = load_policy(self.model_name, self.device, self.max_new_tokens, self.batch_size,
+                                       self.decoding)
         return self._policy
 
+    @property
+    def tokenizer(self):
+        if self.model_name is not None:
+            return self.policy.tokenizer
+        if self._tokenizer is None:
+            from agile.models import load_tokenizer
+
+            self._tokenizer = load_tokenizer()
+        return self._tokenizer
+
     def agent(self) -> AgileAgent:
+        if self.model_name is None:
+            raise ValueError("this source's base agent is scripted (model=None): it has no LLM policy to act with.")
         return AgileAgent(self.policy, name=f"agile:{self.model_name}")
 
     def database(self, group: ProductGroup) -> ProductDB:
@@ -170,17 +224,25 @@ class AgileSource(SplitSessions):
             self._databases[group.name] = ProductDB(group)
         return self._databases[group.name]
 
+    def answers(self, group: ProductGroup) -> ScriptedAnswers:
+        if group.name not in self._answers:
+            self._answers[group.name] = ScriptedAnswers(group)
+        return self._answers[group.name]
+
+    def embedder(self):
+        if self._embedder is None:
+            self._embedder = Embedder() if self.memory == "embedding" else LexicalEmbedder()
+        return self._embedder
+
     def episodes(self, indices, seed: int, questions_per_episode: int = 8) -> list[AgileEpisode]:
         if questions_per_episode < 1:
             raise ValueError(f"questions_per_episode must be >= 1, got {questions_per_episode}.")
-        if self._embedder is None:
-            self._embedder = Embedder()
-        policy = self.policy
+        embedder, tokenizer, policy = self.embedder(), self.tokenizer, self.policy
         out = []
         for index in indices:
             group, questions = self.window(index, seed, questions_per_episode)
             episode_id = f"agile-{self.episode_name(index, seed)}"
-            executor = Executor(group, questions, policy.tokenizer, Memory(self._embedder), self.config,
+            executor = Executor(group, questions, tokenizer, Memory(embedder), self.config,
                                 gate=ExternalAdvice(), db=self.database(group), episode_id=episode_id)
-            out.append(AgileEpisode(executor, policy, episode_id))
+            out.append(AgileEpisode(executor, policy, episode_id, self.answers(group)))
         return out

@@ -288,7 +288,7 @@ class Executor:
         if cfg.show_product:
             text += product_line(self.group, q.asin) + "\n"
         self._append(text, action=False)
-        top_similarity, retrieved_tokens = 0.0, 0
+        top_similarity, retrieved_tokens, advice_hits = 0.0, 0, 0
         if cfg.use_memory:
             self._functions.append(fn.RETRIEVE_MEMORY)
             found = self.memory.retrieve(q.question, q.asin, cfg.k_history, cfg.k_knowledge)
@@ -299,6 +299,7 @@ class Executor:
             scores = [s for _, s in found.knowledge + found.history]
             top_similarity = max(scores) if scores else 0.0
             retrieved_tokens = len(self.segments[-1].ids)
+            advice_hits = sum(e.from_advice for e, _ in found.knowledge + found.history)
         self._fit_context()
         self.awaiting = "decision"
         self.observation = Observation(
@@ -313,7 +314,9 @@ class Executor:
                       # How much the executor knows: entries stored so far and the size of the
                       # [RetrieveMemory] output the LLM is about to read.
                       "memory_entries": float(len(self.memory)) if cfg.use_memory else 0.0,
-                      "retrieved_tokens": float(retrieved_tokens)},
+                      "retrieved_tokens": float(retrieved_tokens),
+                      # Retrieved entries that came from advice: what earlier help brings to this question.
+                      "memory_advice_hits": float(advice_hits)},
             annotations={"question_type": q.type})
         if self.gate is not None and cfg.use_advice:
             budget_left = self._budget_left()
@@ -406,7 +409,7 @@ class Executor:
         self._append(f"{fn.SUBMIT_ANSWER} {_answer_text(answer)}\n", action=False)
         if cfg.use_memory and (self._advised or (cfg.store_own_answers and answer is not None)):
             stored = q.long_answer if self._advised else _answer_text(answer)
-            self.memory.add_qa(q.question, stored, q.asin, self.session)
+            self.memory.add_qa(q.question, stored, q.asin, self.session, from_advice=self._advised)
             self.records[-1].functions.append(fn.UPDATE_MEMORY)
             self._append(f"{fn.UPDATE_MEMORY}\n", action=False)
         self.session += 1

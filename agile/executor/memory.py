@@ -97,6 +97,8 @@ class MemoryEntry:
     asin: str = ""
     session: int = -1
     """Index of the session that wrote it."""
+    from_advice: bool = True
+    """Written from a human's advice (its answer, or a reflection on it), not the agent's own answer."""
 
 
 @dataclass
@@ -120,10 +122,11 @@ class Memory:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def add_qa(self, question: str, answer: str, asin: str, session: int = -1) -> MemoryEntry:
+    def add_qa(self, question: str, answer: str, asin: str, session: int = -1,
+               from_advice: bool = True) -> MemoryEntry:
         """File a question and its answer under product ``asin`` (``[UpdateMemory]``)."""
         text = f"Q: {' '.join(question.split())} A: {' '.join(str(answer).split())}"
-        return self._add(MemoryEntry("qa", text, question, asin, session))
+        return self._add(MemoryEntry("qa", text, question, asin, session, from_advice))
 
     def add_knowledge(self, text: str, session: int = -1) -> MemoryEntry | None:
         """Store a reflection; None (nothing stored) for "no information" or a duplicate."""

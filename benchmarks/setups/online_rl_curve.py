@@ -28,7 +28,7 @@ import numpy as np
 
 from agile import gates as B
 from agile.envs.productqa import QUESTION_TYPES
-from agile.envs.productqa_env import question_type
+from agile.envs.scripted_answers import question_type
 from helper.baselines import exact
 from helper.data.environment import EnvConfig, Environment, EnvSpec
 from helper.evaluation.evaluate import evaluate_gate

@@ -13,10 +13,12 @@ things the same way. A command's stored config keeps these fields flat (``helper
 - ProductQA: episodes of ``agile.envs.productqa_env.ProductQASource`` (data root, split, groups,
   questions per episode; the question type as a feature only with ``gold_features``); base agent ``SimulatorAgent`` (per-question-type accuracy, memory boost)
   or ``LLMAgent``; strong ``StrongLLMAgent``. Horizon: questions per episode.
-- AGILE: episodes of ``agile.executor.episode.AgileSource``: the AGILE executor and LLM policy
-  (``agent``: an SFT / PPO output folder, default the embedded SmolLM2) on windows of
+- AGILE: episodes of ``agile.executor.episode.AgileSource``: the AGILE executor on windows of
   ``questions_per_episode`` questions of a ProductQA group (data root default: ``../shared/productqa``
-  or ``$HELPGATE_PRODUCTQA``), memory carried over; the strong actor is the human (seeking advice).
+  or ``$HELPGATE_PRODUCTQA``), memory carried over (``memory``: embeddings or lexical). Base agent: the
+  LLM policy (``agent``: an SFT / PPO output folder or a model, default the embedded SmolLM2;
+  ``decoding``) or ``SimulatorAgent`` (the gold answer or a plausible wrong one, no LLM loaded).
+  Strong: the human (seeking advice), ``human-cli``, or a stronger model's policy.
 - TextWorld: episodes of ``agile.envs.textworld_env.TextWorldSource`` (games, quest lengths, rooms,
   objects); base agent ``TextWorldSimulatorAgent`` (expert move with probability ``tw_sim_p``)
   or ``TextWorldLLMAgent``; strong ``TextWorldLLMAgent`` with the actor ``strong``. Horizon: the
@@ -106,6 +108,9 @@ class EnvSpec:
     decoding: Literal["free", "constrained"] = "free"
     """agile: free (the policy writes its turns) or constrained (function and answer form by log-probability;
     no SFT needed)."""
+    memory: Literal["embedding", "lexical"] = "embedding"
+    """agile: how the executor's memory retrieves: MiniLM sentence embeddings (AGILE's) or shared content words
+    (no model, exact)."""
     tw_games: int = 48
     """TextWorld: games in the split (episode i plays game i mod tw_games)."""
     tw_quest_lengths: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
@@ -153,12 +158,16 @@ class EnvSpec:
         if self.decoding not in ("free", "constrained"):
             raise ValueError(f"decoding={self.decoding!r}: choose free or constrained.")
         if self.env == "agile":
-            if self.strong != "human":
-                raise ValueError(f"strong={self.strong!r}: env='agile' intervenes by seeking advice (the human's "
-                                 "answer); use --strong human.")
-            if is_plugin(self.agent, AGENT_GROUP) or self.agent.startswith(OPENAI_PREFIX):
-                raise ValueError(f"agent={self.agent!r}: env='agile' runs the AGILE policy of --model (a model "
-                                 "folder or name); use --agent llm.")
+            for field_name, name in (("agent", self.agent), ("strong", self.strong)):
+                if is_plugin(name, AGENT_GROUP) or name.startswith(OPENAI_PREFIX):
+                    raise ValueError(f"{field_name}={name!r}: env='agile' runs the AGILE executor, whose actors are "
+                                     "local LLM policies (a model folder or name), the simulator (agent) or the "
+                                     "human (strong: human, human-cli); use one of those.")
+            if self.strong == "simulator":
+                raise ValueError("strong='simulator': the simulator is a base agent; use --strong human, human-cli "
+                                 "or a model name.")
+        if self.memory not in ("embedding", "lexical"):
+            raise ValueError(f"memory={self.memory!r}: choose embedding or lexical.")
         if self.env in ("productqa", "agile"):
             if self.questions_per_episode < 1:
                 raise ValueError(f"questions_per_episode must be >= 1, got {self.questions_per_episode}.")
@@ -221,9 +230,11 @@ class EnvSetup:
             elif s.env == "agile":
                 from agile.executor.episode import AgileSource
 
+                # A scripted base agent needs no LLM: the source then loads only a tokenizer.
+                model = None if s.agent == "simulator" else s.agent
                 self._sources[split] = AgileSource(self.root, split, self._groups(split),
-                                                   model=s.agent, device=s.device,
-                                                   max_new_tokens=s.max_new_tokens, decoding=s.decoding)
+                                                   model=model, device=s.device, max_new_tokens=s.max_new_tokens,
+                                                   decoding=s.decoding, memory=s.memory)
             elif s.env == "productqa":
                 from agile.envs.productqa_env import ProductQASource
 
@@ -270,7 +281,7 @@ class EnvSetup:
             raise PluginError(f"env={s.env!r} is a plug-in environment: agent={s.agent!r} is a built-in agent of "
                               "productqa/textworld; name a plug-in agent (module:factory or a helpgate.agents "
                               "entry point).")
-        if s.env == "agile":
+        if s.env == "agile" and s.agent != "simulator":
             return self.source().agent()  # the LLM policy the episodes reflect with, loaded once
         if s.env == "textworld":
             from agile.agents.textworld_agents import TextWorldLLMAgent, TextWorldSimulatorAgent
@@ -310,6 +321,11 @@ class EnvSetup:
 
             return TextWorldLLMAgent(s.strong, device=s.device, seed=self.strong_seed, actor=STRONG,
                                      name=f"strong:{s.strong}")
+        if s.env == "agile":
+            from agile.executor.episode import AgileAgent, load_policy
+
+            policy = load_policy(s.strong, s.device, s.max_new_tokens, decoding=s.decoding)
+            return AgileAgent(policy, name=f"strong:{s.strong}", actor=STRONG)
         from agile.agents.oracle_agent import StrongLLMAgent
 
         return StrongLLMAgent(s.strong, device=s.device, seed=self.strong_seed)
@@ -375,13 +391,13 @@ class Environment:
         Episode ``i`` uses group ``i mod G`` (round-robin) and a start offset drawn uniformly, so
         each group has probability 1/G and each offset 1/(L - n + 1) within it.
         """
-        if self.cfg.spec.env != "productqa":
-            raise ValueError(f"type_sequences needs env='productqa' (question types), got env={self.cfg.spec.env!r}.")
+        if self.cfg.spec.env not in ("productqa", "agile"):
+            raise ValueError(f"type_sequences needs a ProductQA env (question types), got env={self.cfg.spec.env!r}.")
         source = self.setup.source(split)
         sessions = []
         names = source.group_names
         for name in names:
-            questions = source.resources(name).group.questions
+            questions = source.group(name).questions
             n = min(self.cfg.spec.questions_per_episode, len(questions))
             offsets = len(questions) - n + 1
             for start in range(offsets):

@@ -432,7 +432,7 @@ class OnlineRL(Method):
 def oracle_is_exact(cfg) -> bool:
     """Whether the counterfactual oracle is the hindsight optimum (see the module docstring)."""
     spec = cfg.spec
-    return (spec.env == "productqa" and spec.agent == "simulator" and not spec.memory_boost
+    return (spec.env in ("productqa", "agile") and spec.agent == "simulator" and not spec.memory_boost
             and spec.strong == "human")
 
 
@@ -466,7 +466,7 @@ class ExactOptimal(Method):
         from agile.envs.productqa import QUESTION_TYPES
 
         cfg = ctx.cfg.spec
-        if cfg.env != "productqa":
+        if cfg.env not in ("productqa", "agile"):
             return (f"needs ProductQA's simulator (a model over question types); env={cfg.env!r} has no such "
                     "model")
         if cfg.agent != "simulator" or cfg.memory_boost:
@@ -477,7 +477,7 @@ class ExactOptimal(Method):
         return None
 
     def build(self, ctx, budget):
-        from agile.envs.productqa_env import question_type
+        from agile.envs.scripted_answers import question_type
 
         return exact.exact_optimal_gate(self.model, self.types, question_type, budget)
 
