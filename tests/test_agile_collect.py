@@ -14,7 +14,7 @@ from helper.data.collect import CollectConfig, run
 from helper.data.environment import EnvSpec
 from helper.stored_config import config_of
 from trajectories.manifest import MANIFEST
-from trajectories.number_maps import number_map_keys
+from trajectories.number_maps import number_map_keys, number_maps
 from trajectories.schema import SCHEMA
 from trajectories.shards import read_trajectories
 
@@ -138,6 +138,7 @@ def test_pipeline_runs_every_stage_on_the_agile_stack(tmp_path, decoding):
     questions = 2
     if decoding == "constrained":  # it answers "yes" and the slice's sessions open with yes questions: every
         args[args.index("soft")] = "process"  # episode succeeds, while its questions' answers are right or wrong
+        args += ["--decide-after", "proposal"]  # the gates read the proposal and its signals, as the main job does
     # The tiny random model is never right, so the default (process) label would have one class; the
     # episode's outcome (soft) still varies with the human's answers. Two questions a session: one
     # answer from the human makes a success (success >= 0.5), so the collection's mixture of
@@ -159,3 +160,8 @@ def test_pipeline_runs_every_stage_on_the_agile_stack(tmp_path, decoding):
         base = read_trajectories(out / "trajectories").filter(pl.col("actor") == "base")["action_text"]
         grammar = re.compile(r"\[SearchProduct\] SELECT product_id FROM `[^`]+` WHERE .+;|\[PredictAnswer\] .+|\[SeekAdvice\]")
         assert base.len() > 0 and all(grammar.fullmatch(t.split("\n", 1)[0]) for t in base), base.to_list()
+        # Every proposal carries the policy's own margins (answers: answer_margin as well).
+        rows = read_trajectories(out / "trajectories")
+        keys = [set(m) for m in number_maps(rows["proposal_signals"])]
+        answers = [t.startswith("[PredictAnswer]") for t in rows["proposal_text"]]
+        assert any(answers) and all("answer_margin" in k for k, a in zip(keys, answers) if a)

@@ -145,7 +145,7 @@ def test_choices_are_the_argmax_of_brute_force_log_probabilities(sessions, embed
     model, tokenizer = load_causal_lm("tiny", seed=3)
     policy = LLMPolicy(model, tokenizer, max_new_tokens=5, greedy=True, decoding="constrained")
     runs = executors(sessions, tokenizer, embedder, n=2, questions=2)
-    checked = 0
+    checked = answers = 0
     while not all(e.done for e in runs):
         active = [e for e in runs if not e.done]
         prompts = [(e.prompt_ids(), e.allowed()) for e in active]
@@ -157,9 +157,23 @@ def test_choices_are_the_argmax_of_brute_force_log_probabilities(sessions, embed
             assert choice["function_logprobs"] == pytest.approx(brute, abs=1e-3)
             assert choice["function"] == max(brute, key=brute.get)
             assert tokenizer.decode(ids).startswith(choice["function"]) and ids[-1] in policy.constrained.newlines
+            # The turn's signals: margins of the same log-probabilities, absent where nothing competed.
+            signals = policy.last_signals[active.index(executor)]
+            ranked = sorted(brute.values(), reverse=True)
+            if len(ranked) > 1:
+                assert signals["function_margin"] == pytest.approx(ranked[0] - ranked[1], abs=1e-3)
+            else:
+                assert "function_margin" not in signals
+            if choice["function"] == fn.PREDICT_ANSWER:
+                chosen = _logprob(model, prompt, ids)
+                assert signals["answer_logprob"] == pytest.approx(chosen / len(ids), abs=1e-3)
+                assert signals["answer_margin"] >= 0
+                answers += 1
+            else:
+                assert "answer_margin" not in signals
             checked += 1
             executor.act(ids)
-    assert checked == 4
+    assert checked == 4 and answers >= 1
 
 
 def test_score_continuations_equals_a_full_forward_pass():

@@ -31,6 +31,12 @@ only restricts what it may write, one turn at a time:
    - ``[Reflection]`` (after advice): the model's greedy line.
    - ``[SeekAdvice]``: the function alone.
 
+3. **What the choice says of itself** (``choices[i]["signals"]``, the agent's ``Action.signals``, logged as
+   ``proposal_signals``): ``function_margin``, the chosen function's log-probability minus the runner-up's
+   (where two or more were allowed); for an answer, ``answer_margin`` (the chosen line against the best
+   other line) and ``answer_logprob`` (the chosen line's log-probability per token). Absent keys are
+   missing, not zero.
+
 What it reads is what a deployed agent sees: the context token ids, the allowed functions, the
 context text (the question's wording and the product ids shown) and the table it may query
 (its columns and the values in them). It never reads the session's
@@ -100,15 +106,22 @@ class ConstrainedDecoder:
         scores = score_continuations(self.model, logits, kv, names)
         name = candidates[max(range(len(candidates)), key=scores.__getitem__)]
         choice = {"function": name, "function_logprobs": dict(zip(candidates, scores)), "yes_no_question": yes_no}
+        signals = {}
+        if len(scores) > 1:
+            signals["function_margin"] = _margin(scores)
         if name == fn.SEEK_ADVICE:
             ids, choice["form"] = self._encode(name) + [self.newline_id], "none"
         elif name == fn.SEARCH_PRODUCT:
             ids, choice["form"] = self._grammar_sql(prompt, grammar), "sql"
         elif name == fn.PREDICT_ANSWER:
-            ids, choice["form"], choice["form_logprobs"] = self._answer(prompt, logits, kv, context, yes_no)
+            ids, choice["form"], choice["form_logprobs"], line_scores = self._answer(prompt, logits, kv, context,
+                                                                                      yes_no)
+            signals["answer_margin"] = _margin(line_scores)
+            signals["answer_logprob"] = max(line_scores) / max(len(ids), 1)
         else:
             ids, choice["form"] = self._free(prompt, self._encode(name)), "free"
         choice["turn"] = self.tokenizer.decode(ids, skip_special_tokens=True).rstrip("\n")
+        choice["signals"] = signals
         self.choices.append(choice)
         return ids
 
@@ -169,7 +182,13 @@ class ConstrainedDecoder:
         by_form: dict[str, float] = {}
         for (form, _), score in zip(keys, scores):
             by_form[form] = max(by_form.get(form, -float("inf")), score)
-        return lines[keys[best]], keys[best][0], by_form
+        return lines[keys[best]], keys[best][0], by_form, scores
+
+
+def _margin(scores: Sequence[float]) -> float:
+    """Best minus second-best log-probability: how sure the model was of its choice."""
+    top = sorted(scores, reverse=True)
+    return float(top[0] - top[1])
 
 
 def _question(context: str) -> str:

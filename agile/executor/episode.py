@@ -142,8 +142,9 @@ class AgileAgent:
             raise ValueError("AgileAgent.act needs the live episodes (it continues their executors' context).")
         turns = self.policy([e.executor for e in episodes])
         tokenizer = self.policy.tokenizer
-        return [Action(tokenizer.decode(ids, skip_special_tokens=True), actor=self.actor, token_ids=tuple(ids))
-                for ids in turns]
+        signals = getattr(self.policy, "last_signals", None) or [{} for _ in turns]
+        return [Action(tokenizer.decode(ids, skip_special_tokens=True), actor=self.actor,
+                       signals=dict(s), token_ids=tuple(ids)) for ids, s in zip(turns, signals)]
 
 
 def load_policy(model: str, device: str | None = None, max_new_tokens: int = 96, batch_size: int = 16,

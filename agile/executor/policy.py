@@ -128,6 +128,9 @@ class LLMPolicy:
         self.seconds = 0.0
         self._memo: dict[bytes, object] | None = {} if memo else None  # a turn, or (turn, choice) when constrained
         self.memo_hits = 0
+        self.last_signals: list[dict[str, float]] = []
+        """Per turn of the last call: what the turn's choice says of itself (constrained decoding's
+        margins, ``agile.executor.constrained``; empty dicts for free decoding)."""
         self.decoding = decoding
         self.constrained = None
         if decoding == "constrained":
@@ -139,11 +142,15 @@ class LLMPolicy:
         if self.constrained is not None:
             start = time.perf_counter()
             turns = [self._constrained_turn(e) for e in executors]
+            self.last_signals = [dict(c.get("signals", {})) for c in self.constrained.choices[-len(turns):]] \
+                if turns else []
             self.seconds += time.perf_counter() - start
             self.generated_tokens += sum(map(len, turns))
             self.prompt_tokens += sum(len(e.prompt_ids()) for e in executors)
             return turns
-        return self.generate([e.prompt_ids() for e in executors])
+        turns = self.generate([e.prompt_ids() for e in executors])
+        self.last_signals = [{} for _ in turns]
+        return turns
 
     def _constrained_turn(self, executor: Executor) -> list[int]:
         """One constrained turn, memoised like ``generate``: a constrained turn is fixed by the prompt,
