@@ -57,6 +57,7 @@ from agile.agents.prompt_cache import KV, PromptKVCache, greedy_continue, score_
 from agile.envs.answer_eval import parse_product_ids
 from agile.envs.phrasing import is_yes_no_question
 from agile.executor import functions as fn
+from agile.executor.consistency import consistency_signals, decision_rng, draw
 from agile.executor.sql_grammar import MAX_CONDITIONS, SQLGrammar
 
 YES_NO = ("yes", "no")
@@ -67,7 +68,12 @@ _SCORED_TOKENS = 16_384  # prompt tokens x candidates per scoring pass: bounds t
 class ConstrainedDecoder:
     """One constrained turn per executor (see the module docstring)."""
 
-    def __init__(self, model, tokenizer, max_new_tokens: int = 96, cache_tokens: int = 16_384):
+    def __init__(self, model, tokenizer, max_new_tokens: int = 96, cache_tokens: int = 16_384,
+                 samples: int = 0, seed: int = 0):
+        if samples < 0:
+            raise ValueError(f"samples must be >= 0 (0: off), got {samples}.")
+        self.samples, self.seed = int(samples), int(seed)
+        """Turns sampled beside each greedy one for the consistency signals (``agile.executor.consistency``)."""
         self.model = model
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
@@ -109,18 +115,23 @@ class ConstrainedDecoder:
         signals = {}
         if len(scores) > 1:
             signals["function_margin"] = _margin(scores)
+        answers = None  # (lines, scores) of the answer candidates, once scored
         if name == fn.SEEK_ADVICE:
             ids, choice["form"] = self._encode(name) + [self.newline_id], "none"
         elif name == fn.SEARCH_PRODUCT:
             ids, choice["form"] = self._grammar_sql(prompt, grammar), "sql"
         elif name == fn.PREDICT_ANSWER:
-            ids, choice["form"], choice["form_logprobs"], line_scores = self._answer(prompt, logits, kv, context,
-                                                                                      yes_no)
-            signals["answer_margin"] = _margin(line_scores)
-            signals["answer_logprob"] = max(line_scores) / max(len(ids), 1)
+            answers = self._answer_lines(prompt, logits, kv, context, yes_no)
+            ids, choice["form"], choice["form_logprobs"] = _best_answer(*answers)
+            signals["answer_margin"] = _margin(answers[1])
+            signals["answer_logprob"] = max(answers[1]) / max(len(ids), 1)
         else:
             ids, choice["form"] = self._free(prompt, self._encode(name)), "free"
         choice["turn"] = self.tokenizer.decode(ids, skip_special_tokens=True).rstrip("\n")
+        if self.samples:
+            if answers is None and fn.PREDICT_ANSWER in candidates:
+                answers = self._answer_lines(prompt, logits, kv, context, yes_no)
+            signals.update(self._consistency(prompt, candidates, scores, answers, name, choice["turn"]))
         choice["signals"] = signals
         self.choices.append(choice)
         return ids
@@ -169,20 +180,45 @@ class ConstrainedDecoder:
     def _free(self, prompt: list[int], prefix_ids: list[int]) -> list[int]:
         return self._line_end(prefix_ids + self._continue(prefix_ids, self.newlines, prompt))
 
-    def _answer(self, prompt: list[int], logits: torch.Tensor, kv: KV, context: str, yes_no: bool = False):
+    def _answer_lines(self, prompt: list[int], logits: torch.Tensor, kv: KV, context: str, yes_no: bool = False):
+        """The candidate answer lines, keyed ``(form, answer)``, and their log-probabilities."""
         lines = {("yesno", a): self._encode(f"{fn.PREDICT_ANSWER} {a}\n") for a in YES_NO}
         if not yes_no:  # the wording asks for yes or no: the other forms are not offered
             session = context.rsplit(fn.GET_QUESTION, 1)[-1]  # ids shown for this question
             ids_shown = parse_product_ids(session)[:_MAX_ID_CANDIDATES]
             lines.update({("ids", a): self._encode(f"{fn.PREDICT_ANSWER} {a}\n") for a in ids_shown})
             lines[("free", "")] = self._free(prompt, self._encode(fn.PREDICT_ANSWER))
-        keys = list(lines)
-        scores = score_continuations(self.model, logits, kv, [lines[k] for k in keys])
-        best = max(range(len(keys)), key=scores.__getitem__)
-        by_form: dict[str, float] = {}
-        for (form, _), score in zip(keys, scores):
-            by_form[form] = max(by_form.get(form, -float("inf")), score)
-        return lines[keys[best]], keys[best][0], by_form, scores
+        return lines, score_continuations(self.model, logits, kv, list(lines.values()))
+
+    def _consistency(self, prompt, functions, function_scores, answers, greedy_function, greedy_turn) -> dict:
+        """The consistency signals of ``samples`` turns drawn from the same log-probabilities."""
+        rng = decision_rng(self.seed, prompt)
+        drawn = []
+        for f in draw(rng, function_scores, self.samples):
+            name = functions[f]
+            if name == fn.PREDICT_ANSWER:
+                lines, scores = answers
+                line = list(lines.values())[draw(rng, scores, 1)[0]]
+                drawn.append(self.tokenizer.decode(line, skip_special_tokens=True))
+            else:
+                drawn.append(_turn_key(name))
+        greedy = greedy_turn if greedy_function == fn.PREDICT_ANSWER else _turn_key(greedy_function)
+        return consistency_signals(greedy, drawn)
+
+
+def _best_answer(lines: dict, scores: list[float]):
+    """The most probable line's ids, its form, and the best log-probability of each form."""
+    keys = list(lines)
+    best = max(range(len(keys)), key=scores.__getitem__)
+    by_form: dict[str, float] = {}
+    for (form, _), score in zip(keys, scores):
+        by_form[form] = max(by_form.get(form, -float("inf")), score)
+    return lines[keys[best]], keys[best][0], by_form
+
+
+def _turn_key(function: str) -> str:
+    """A sampled turn that is not an answer counts by its function (a query is not sampled)."""
+    return {fn.SEARCH_PRODUCT: "search", fn.SEEK_ADVICE: "advice"}.get(function, function)
 
 
 def _margin(scores: Sequence[float]) -> float:

@@ -43,9 +43,8 @@ from agile.executor.metrics import DEFAULT_ADVICE_COST, question_reward
 from agile.executor.reflection import is_no_information
 from agile.protocol import Observation
 
-ENV_NAME = "agile"
-"""The env name of the executor's observations: ProductQA as the AGILE agent runs it (a helper
-trained on another stack's ProductQA observations is told apart by this name)."""
+ENV_NAME = "productqa"
+"""The env name of the executor's observations: the executor is ProductQA's episode loop."""
 _MAX_ENTRY_WORDS = 60  # a retrieved entry is cut so that memory cannot crowd out the question
 
 

@@ -100,13 +100,16 @@ class LLMPolicy:
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 96, greedy: bool = False,
                  temperature: float = 1.0, batch_size: int = 8, seed: int | None = None,
-                 memo: bool = False, decoding: str = "free"):
+                 memo: bool = False, decoding: str = "free", consistency_samples: int = 0):
         if memo and not greedy:
             raise ValueError("memo=True needs greedy=True: a sampled turn is a new draw each time.")
         if decoding not in DECODINGS:
             raise ValueError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}.")
         if decoding == "constrained" and not greedy:
             raise ValueError("decoding='constrained' needs greedy=True: it picks the most probable turn.")
+        if consistency_samples and decoding != "constrained":
+            raise ValueError(f"consistency_samples={consistency_samples} needs decoding='constrained' (the samples "
+                             "are drawn from its log-probabilities); leave it at 0.")
         from transformers import GenerationConfig
 
         self.model = model
@@ -136,7 +139,8 @@ class LLMPolicy:
         if decoding == "constrained":
             from agile.executor.constrained import ConstrainedDecoder
 
-            self.constrained = ConstrainedDecoder(model, tokenizer, max_new_tokens)
+            self.constrained = ConstrainedDecoder(model, tokenizer, max_new_tokens, samples=consistency_samples,
+                                                  seed=seed or 0)
 
     def __call__(self, executors: Sequence[Executor]) -> list[list[int]]:
         if self.constrained is not None:

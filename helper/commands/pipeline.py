@@ -29,8 +29,8 @@ from trajectories.files import write_json_atomic
 STAGES = ("collect", "prm", "score", "solve", "distill", "sweep")
 
 
-QUESTION_SESSIONS = ("productqa", "agile")
-"""Environments whose episode is a session of questions, one decision each (both ProductQA stacks)."""
+QUESTION_SESSIONS = ("productqa",)
+"""Environments whose episode is a session of questions, one decision each."""
 
 
 @dataclass
@@ -214,7 +214,7 @@ def run(cfg: PipelineConfig) -> dict:
                          "drop --prm-lora.")
     spec = cfg.spec
     solved = _solved_budgets(cfg)
-    if spec.env == "agile" and spec.agent == "smollm2" and spec.decoding == "free":
+    if spec.env == "productqa" and spec.agent == "smollm2" and spec.decoding == "free":
         # Measured: 0 of 135 base-agent answers right on ../shared/productqa (it writes questions, not calls).
         print("[pipeline] note: the untuned SmolLM2 rarely writes AGILE's function calls, so its answers may all be "
               "wrong and the PRM stage then refuses; pass --agent with an SFT model folder (`helpgate agile sft`).",

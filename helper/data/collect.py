@@ -90,11 +90,12 @@ MAX_SHARDS = 100_000
 """Shards one collection folder may hold (its manifest lists each one)."""
 IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url")
 """Fields that may change between a run and its resumption (they do not change the data)."""
-ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto", "consistency_samples": 0, "decoding": "free"}
+ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto", "consistency_samples": 0, "decoding": "free",
+               "memory": "embedding"}
 """Fields added since older folders were collected, with the value those folders had."""
 ENV_ONLY = {
-    "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features"),
-    "agile": ("data", "groups", "questions_per_episode", "max_new_tokens", "decoding"),
+    "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features",
+                  "max_new_tokens", "decoding", "memory", "consistency_samples"),
     "textworld": ("tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p"),
 }
 """Fields that only one environment reads; the other leaves them out of the manifest's identity."""
@@ -121,10 +122,8 @@ def check(config: CollectConfig) -> None:
 
 def env_setup(config: CollectConfig) -> EnvSetup:
     """The episodes and actors of ``config`` (checked: bad values raise naming the field)."""
-    # env agile always runs the AGILE policy of --model: its default agent name means that policy.
     spec = config.spec
-    uses_model = spec.agent == "llm" or (spec.env == "agile" and spec.agent == "simulator")
-    if uses_model:
+    if spec.agent == "llm":  # the LLM agent of --model
         spec = replace(spec, agent=config.model)
     return EnvSetup(spec, config.split, config.groups, agent_seed=config.seed, strong_seed=config.seed)
 
@@ -135,7 +134,7 @@ def identity(config: CollectConfig, setup: EnvSetup) -> dict:
     others = {name for other, names in ENV_ONLY.items() if other != env for name in names}
     others -= set(ENV_ONLY.get(env, ()))  # a field two environments share stays when either runs
     values = {k: v for k, v in flat(config).items() if k not in others}
-    if env in ("productqa", "agile") and setup.root is not None:
+    if env == "productqa" and setup.root is not None:
         values["data"] = str(setup.root)  # the resolved root: the same data under any spelling
     return values
 

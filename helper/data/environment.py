@@ -10,15 +10,13 @@ and its subclasses for online evaluation, ``helpgate pipeline``): one declaratio
 command line by ``tyro`` (``--env``, ``--agent``, ...), so collection and evaluation build the same
 things the same way. A command's stored config keeps these fields flat (``helper.stored_config``).
 
-- ProductQA: episodes of ``agile.envs.productqa_env.ProductQASource`` (data root, split, groups,
-  questions per episode; the question type as a feature only with ``gold_features``); base agent ``SimulatorAgent`` (per-question-type accuracy, memory boost)
-  or ``LLMAgent``; strong ``StrongLLMAgent``. Horizon: questions per episode.
-- AGILE: episodes of ``agile.executor.episode.AgileSource``: the AGILE executor on windows of
-  ``questions_per_episode`` questions of a ProductQA group (data root default: ``../shared/productqa``
-  or ``$HELPGATE_PRODUCTQA``), memory carried over (``memory``: embeddings or lexical). Base agent: the
-  LLM policy (``agent``: an SFT / PPO output folder or a model, default the embedded SmolLM2;
-  ``decoding``) or ``SimulatorAgent`` (the gold answer or a plausible wrong one, no LLM loaded).
-  Strong: the human (seeking advice), ``human-cli``, or a stronger model's policy.
+- ProductQA (``agile`` is another name for it): episodes of ``agile.executor.episode.AgileSource``, the
+  AGILE executor on windows of ``questions_per_episode`` questions of a ProductQA group (data root default:
+  the embedded generated catalog), memory carried over (``memory``: embeddings or lexical); the question
+  type is a feature only with ``gold_features``. Base agent: the LLM policy (``agent``: a model name or
+  folder, or an SFT / PPO output folder; ``decoding``: constrained by default, which needs no SFT) or
+  ``SimulatorAgent`` (per-question-type accuracy, memory boost; no LLM loaded). Strong: the human
+  (seeking advice), ``human-cli``, or a stronger model's policy. Horizon: questions per episode.
 - TextWorld: episodes of ``agile.envs.textworld_env.TextWorldSource`` (games, quest lengths, rooms,
   objects); base agent ``TextWorldSimulatorAgent`` (expert move with probability ``tw_sim_p``)
   or ``TextWorldLLMAgent``; strong ``TextWorldLLMAgent`` with the actor ``strong``. Horizon: the
@@ -57,7 +55,9 @@ from helper.data.plugins import (
     resolve,
 )
 
-ENVS = ("productqa", "textworld", "agile")
+ENVS = ("productqa", "textworld")
+ENV_ALIASES = {"agile": "productqa"}
+"""Other names of a built-in env: ``agile`` was the AGILE executor's ProductQA, now ProductQA's only loop."""
 HUMAN_STRONG = ("human", "human-cli")
 OPENAI_PREFIX = "openai:"
 AGENT_DTYPES = ("auto", "float32", "bfloat16")
@@ -72,9 +72,8 @@ class EnvSpec:
     is the command's own choice, passed to ``EnvSetup``: the pipeline plays two splits."""
 
     env: str = "productqa"
-    """Environment: productqa, textworld (needs the textworld extra), agile (ProductQA through the AGILE
-    executor and its LLM policy: the --agent model, an SFT / PPO output folder or the embedded SmolLM2;
-    collect: its --model), or a plug-in env (module:factory or a helpgate.envs entry point)."""
+    """Environment: productqa (sessions of questions run by the AGILE executor; agile is another name for it),
+    textworld (needs the textworld extra), or a plug-in env (module:factory or a helpgate.envs entry point)."""
     agent: str = "simulator"
     """Base agent: simulator (known dynamics), a model for an LLM agent (smollm2: the embedded one, tiny, a
     Hugging Face id or a folder; collect also takes llm: its --model), openai:MODEL (served at --base-url),
@@ -92,10 +91,10 @@ class EnvSpec:
     a CPU with native BF16 collects about 3x faster (benchmarks/RESULTS.md) but is not the same model:
     some answers change, so keep one dtype for collection and evaluation."""
     data: str | None = None
-    """ProductQA root with train/ and test/ groups (default: the embedded generated catalog of seed 0; for
-    agile, ../shared/productqa or $HELPGATE_PRODUCTQA)."""
+    """ProductQA root with train/ and test/ groups (default: the embedded generated catalog of seed 0; the
+    public data: ../shared/productqa)."""
     questions_per_episode: int = 8
-    """ProductQA and agile: decision points (questions in a session) per episode."""
+    """ProductQA: decision points (questions in a session) per episode."""
     sim_accuracy: tuple[float, ...] = (0.8, 0.4, 0.3)
     """ProductQA simulator: probability of a right answer per question type (fact_qa, search_qa, reasoning_qa)."""
     memory_boost: float = 0.0
@@ -104,13 +103,13 @@ class EnvSpec:
     """ProductQA: give the helper and every baseline the dataset's question type as type_<name> features
     (an ablation: a deployed agent never has it; off, features are only what the agent itself sees)."""
     max_new_tokens: int = 96
-    """agile: longest turn the AGILE agent writes (as agile eval)."""
-    decoding: Literal["free", "constrained"] = "free"
-    """agile: free (the policy writes its turns) or constrained (function and answer form by log-probability;
-    no SFT needed)."""
+    """ProductQA LLM agent: longest turn it writes (as agile eval)."""
+    decoding: Literal["free", "constrained"] = "constrained"
+    """ProductQA LLM agent: constrained (function and answer form chosen by log-probability; no SFT needed) or
+    free (the policy writes its turns token by token, as an SFT / PPO model is trained to)."""
     memory: Literal["embedding", "lexical"] = "embedding"
-    """agile: how the executor's memory retrieves: MiniLM sentence embeddings (AGILE's) or shared content words
-    (no model, exact)."""
+    """ProductQA: how the executor's memory retrieves: MiniLM sentence embeddings (AGILE's) or shared content
+    words (no model, exact)."""
     tw_games: int = 48
     """TextWorld: games in the split (episode i plays game i mod tw_games)."""
     tw_quest_lengths: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
@@ -122,8 +121,14 @@ class EnvSpec:
     tw_sim_p: float = 0.25
     """TextWorld simulator: probability of playing the expert's move on purpose."""
     consistency_samples: int = 0
-    """ProductQA LLM base agent: k answers sampled (temperature 1, sharing the prompt's prefill) beside each
-    greedy one, read as the consistency_agree / consistency_entropy signals of the PRM and helper (0: off)."""
+    """ProductQA LLM base agent (constrained decoding): k turns sampled from the same log-probabilities beside
+    each greedy one, sharing its prefill, read as the consistency_agree / consistency_entropy signals of the PRM
+    and helper (0: off)."""
+
+    def __post_init__(self):
+        # One name per environment: an alias (also in an older stored config) is its env.
+        if self.env in ENV_ALIASES:
+            object.__setattr__(self, "env", ENV_ALIASES[self.env])
 
     def check(self) -> None:
         """Refuse values that cannot work, naming the field."""
@@ -131,15 +136,16 @@ class EnvSpec:
             raise ValueError(f"consistency_samples must be >= 0 (0: off), got {self.consistency_samples}.")
         if self.consistency_samples and (self.env != "productqa" or self.agent == "simulator"
                                          or self.plugin or is_plugin(self.agent, AGENT_GROUP)
-                                         or self.agent.startswith(OPENAI_PREFIX)):
+                                         or self.agent.startswith(OPENAI_PREFIX) or self.decoding != "constrained"):
             raise ValueError(f"consistency_samples={self.consistency_samples}: it samples the local LLM base agent "
-                             f"of env productqa, and agent={self.agent!r} on env={self.env!r} is none; leave it at 0.")
+                             f"of env productqa under constrained decoding, and agent={self.agent!r} on "
+                             f"env={self.env!r} with decoding={self.decoding!r} is none; leave it at 0.")
         for name in (self.agent, self.strong):
             if is_plugin(name, AGENT_GROUP):
                 resolve(name, AGENT_GROUP)  # not importable: refused before any file is written
         if self.agent_dtype not in AGENT_DTYPES:
             raise ValueError(f"agent_dtype={self.agent_dtype!r}: choose one of {AGENT_DTYPES}.")
-        local_llm = not (self.plugin or self.env == "agile" or self.agent == "simulator"
+        local_llm = not (self.plugin or self.env == "productqa" or self.agent == "simulator"
                          or is_plugin(self.agent, AGENT_GROUP) or self.agent.startswith(OPENAI_PREFIX))
         if self.agent_dtype != "auto" and not local_llm:
             raise ValueError(f"agent_dtype={self.agent_dtype!r}: it sets a local LLM base agent's weights, and "
@@ -157,18 +163,13 @@ class EnvSpec:
                 raise ValueError(f"{field_name}={name!r}: name the served model, e.g. openai:smollm2.")
         if self.decoding not in ("free", "constrained"):
             raise ValueError(f"decoding={self.decoding!r}: choose free or constrained.")
-        if self.env == "agile":
-            for field_name, name in (("agent", self.agent), ("strong", self.strong)):
-                if is_plugin(name, AGENT_GROUP) or name.startswith(OPENAI_PREFIX):
-                    raise ValueError(f"{field_name}={name!r}: env='agile' runs the AGILE executor, whose actors are "
-                                     "local LLM policies (a model folder or name), the simulator (agent) or the "
-                                     "human (strong: human, human-cli); use one of those.")
+        if self.env == "productqa":
             if self.strong == "simulator":
                 raise ValueError("strong='simulator': the simulator is a base agent; use --strong human, human-cli "
                                  "or a model name.")
         if self.memory not in ("embedding", "lexical"):
             raise ValueError(f"memory={self.memory!r}: choose embedding or lexical.")
-        if self.env in ("productqa", "agile"):
+        if self.env == "productqa":
             if self.questions_per_episode < 1:
                 raise ValueError(f"questions_per_episode must be >= 1, got {self.questions_per_episode}.")
             if len(self.sim_accuracy) != len(QUESTION_TYPES):
@@ -206,16 +207,12 @@ class EnvSetup:
         self.split = split
         self.groups = tuple(groups) if groups else None
         self.agent_seed, self.strong_seed = int(agent_seed), int(strong_seed)
-        self.root = self._data_root() if spec.env in ("productqa", "agile") else None
+        self.root = self._data_root() if spec.env == "productqa" else None
         self._sources: dict[str, object] = {}
 
     def _data_root(self) -> Path:
         if self.spec.data:
             return Path(self.spec.data).expanduser().resolve()
-        if self.spec.env == "agile":
-            from agile.envs.productqa import default_productqa_root
-
-            return Path(default_productqa_root()).resolve()
         from agile.envs.catalog_generator import default_catalog_dir
 
         return Path(default_catalog_dir(seed=0)).resolve()
@@ -227,18 +224,18 @@ class EnvSetup:
             s = self.spec
             if s.plugin:
                 self._sources[split] = PluginSource(s.env, split)
-            elif s.env == "agile":
+            elif s.env == "productqa":
                 from agile.executor.episode import AgileSource
+                from agile.executor.executor import ExecutorConfig
 
-                # A scripted base agent needs no LLM: the source then loads only a tokenizer.
-                model = None if s.agent == "simulator" else s.agent
+                # A base agent that is not a local LLM policy (the simulator, a served or plug-in agent) needs
+                # no LLM here: the source then loads only a tokenizer.
+                model = s.agent if self._local_policy() else None
                 self._sources[split] = AgileSource(self.root, split, self._groups(split),
                                                    model=model, device=s.device, max_new_tokens=s.max_new_tokens,
-                                                   decoding=s.decoding, memory=s.memory)
-            elif s.env == "productqa":
-                from agile.envs.productqa_env import ProductQASource
-
-                self._sources[split] = ProductQASource(self.root, split, self._groups(split))
+                                                   decoding=s.decoding, memory=s.memory,
+                                                   config=ExecutorConfig(gold_features=s.gold_features),
+                                                   consistency_samples=s.consistency_samples, dtype=s.dtype())
             else:
                 from agile.envs.textworld_env import TextWorldSource  # games are generated on first use
 
@@ -253,10 +250,7 @@ class EnvSetup:
     def episodes(self, indices, seed: int, split: str | None = None) -> list:
         """Fresh episodes ``indices`` of ``split``; episode ``i`` depends only on ``(seed, i)``."""
         source = self.source(split)
-        if self.spec.env == "productqa" and not self.spec.plugin:
-            return source.episodes(indices, seed, self.spec.questions_per_episode,
-                                   gold_features=self.spec.gold_features)
-        if self.spec.env == "agile":
+        if self.spec.env == "productqa":
             return source.episodes(indices, seed, self.spec.questions_per_episode)
         return source.episodes(indices, seed)
 
@@ -267,7 +261,7 @@ class EnvSetup:
             if not self.source().max_horizon:
                 raise ValueError(f"env={self.spec.env!r}: a plug-in env's horizon is known once episodes are built; "
                                  "call episodes() first.")
-        elif self.spec.env in ("productqa", "agile"):
+        elif self.spec.env == "productqa":
             return self.spec.questions_per_episode
         return self.source().max_horizon
 
@@ -281,8 +275,6 @@ class EnvSetup:
             raise PluginError(f"env={s.env!r} is a plug-in environment: agent={s.agent!r} is a built-in agent of "
                               "productqa/textworld; name a plug-in agent (module:factory or a helpgate.agents "
                               "entry point).")
-        if s.env == "agile" and s.agent != "simulator":
-            return self.source().agent()  # the LLM policy the episodes reflect with, loaded once
         if s.env == "textworld":
             from agile.agents.textworld_agents import TextWorldLLMAgent, TextWorldSimulatorAgent
 
@@ -294,10 +286,7 @@ class EnvSetup:
 
             accuracy = dict(zip(QUESTION_TYPES, s.sim_accuracy))
             return SimulatorAgent(accuracy, memory_boost=s.memory_boost, seed=self.agent_seed)
-        from agile.agents.llm_agent import LLMAgent
-
-        return LLMAgent(s.agent, device=s.device, seed=self.agent_seed, dtype=s.dtype(),
-                        consistency_samples=s.consistency_samples)
+        return self.source().agent()  # the LLM policy the episodes reflect with, loaded once
 
     def strong_actor(self):
         """The actor of an intervention; ``None`` is the human (``episode.expert_action()``)."""
@@ -321,14 +310,15 @@ class EnvSetup:
 
             return TextWorldLLMAgent(s.strong, device=s.device, seed=self.strong_seed, actor=STRONG,
                                      name=f"strong:{s.strong}")
-        if s.env == "agile":
-            from agile.executor.episode import AgileAgent, load_policy
+        from agile.executor.episode import AgileAgent, load_policy
 
-            policy = load_policy(s.strong, s.device, s.max_new_tokens, decoding=s.decoding)
-            return AgileAgent(policy, name=f"strong:{s.strong}", actor=STRONG)
-        from agile.agents.oracle_agent import StrongLLMAgent
+        policy = load_policy(s.strong, s.device, s.max_new_tokens, decoding=s.decoding)
+        return AgileAgent(policy, name=f"strong:{s.strong}", actor=STRONG)
 
-        return StrongLLMAgent(s.strong, device=s.device, seed=self.strong_seed)
+    def _local_policy(self) -> bool:
+        """Whether ProductQA's base agent is a local LLM policy (the executor's, which it reflects with)."""
+        s = self.spec
+        return not (s.agent == "simulator" or is_plugin(s.agent, AGENT_GROUP) or s.agent.startswith(OPENAI_PREFIX))
 
     def _openai_agent(self, name: str, actor: str, seed: int):
         """``openai:MODEL``: the LLM agents' prompts behind a chat-completions endpoint."""
@@ -391,7 +381,7 @@ class Environment:
         Episode ``i`` uses group ``i mod G`` (round-robin) and a start offset drawn uniformly, so
         each group has probability 1/G and each offset 1/(L - n + 1) within it.
         """
-        if self.cfg.spec.env not in ("productqa", "agile"):
+        if self.cfg.spec.env != "productqa":
             raise ValueError(f"type_sequences needs a ProductQA env (question types), got env={self.cfg.spec.env!r}.")
         source = self.setup.source(split)
         sessions = []

@@ -432,7 +432,7 @@ class OnlineRL(Method):
 def oracle_is_exact(cfg) -> bool:
     """Whether the counterfactual oracle is the hindsight optimum (see the module docstring)."""
     spec = cfg.spec
-    return (spec.env in ("productqa", "agile") and spec.agent == "simulator" and not spec.memory_boost
+    return (spec.env == "productqa" and spec.agent == "simulator" and not spec.memory_boost
             and spec.strong == "human")
 
 
@@ -466,7 +466,7 @@ class ExactOptimal(Method):
         from agile.envs.productqa import QUESTION_TYPES
 
         cfg = ctx.cfg.spec
-        if cfg.env not in ("productqa", "agile"):
+        if cfg.env != "productqa":
             return (f"needs ProductQA's simulator (a model over question types); env={cfg.env!r} has no such "
                     "model")
         if cfg.agent != "simulator" or cfg.memory_boost:
