@@ -13,7 +13,7 @@ import polars as pl
 
 from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
-from agile.envs.productqa_env import make_episodes
+from agile.executor.episode import AgileSource
 from agile.rollout import run_episodes
 from prm.data.folds import task_type
 from trajectories.shards import write_shard
@@ -33,7 +33,8 @@ class PerfectScorer:
 
 def trajectories(directory: Path, n: int = 120, seed: int = 11) -> Path:
     agent = SimulatorAgent(seed=0)
-    episodes = make_episodes(default_catalog_dir(0), "train", n=n, seed=seed, questions_per_episode=HORIZON)
+    source = AgileSource(default_catalog_dir(0), "train", model=None, memory="lexical")
+    episodes = source.episodes(range(n), seed, questions_per_episode=HORIZON)
     explore = [(0.1, 0.3, 0.5)[i % 3] for i in range(n)]
     records = run_episodes(episodes, agent, budget=HORIZON, explore_p=explore, rng_seed=5)
     frame = pl.DataFrame([r.to_row() for episode in records for r in episode]).drop(

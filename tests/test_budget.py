@@ -160,7 +160,7 @@ def test_evaluate_replays_episodes_with_a_fresh_count(tmp_path):
     """run_episodes ends each finished episode, so the same ids replayed get their full budget."""
     from agile.agents.simulator_agent import SimulatorAgent
     from agile.envs.catalog_generator import default_catalog_dir
-    from agile.envs.productqa_env import make_episodes
+    from agile.executor.episode import make_episodes
     from agile.rollout import run_episodes
 
     gate = TableGate({}, budget=2)
@@ -217,7 +217,7 @@ def test_the_loop_and_the_gate_count_with_the_one_class(monkeypatch):
     """run_episodes and every BudgetedGate spend through EpisodeBudget (the executor: test_agile_executor)."""
     from agile.agents.simulator_agent import SimulatorAgent
     from agile.envs.catalog_generator import default_catalog_dir
-    from agile.envs.productqa_env import make_episodes
+    from agile.executor.episode import make_episodes
     from agile.rollout import run_episodes
 
     owners = []
@@ -232,7 +232,8 @@ def test_the_loop_and_the_gate_count_with_the_one_class(monkeypatch):
     records = run_episodes(make_episodes(default_catalog_dir(0), "test", n=2, seed=3, questions_per_episode=4),
                            SimulatorAgent(seed=0), gate=gate, budget=2)
     assert [sum(r.intervened for r in episode) for episode in records] == [1, 1]  # the gate's 1 binds
-    assert owners.count("TableGate") == 2 and owners.count("EpisodeBudget") == 2  # the gate's, the loop's
+    # The gate's, the loop's, and the executor's own count of the advice it gave (no limit of its own).
+    assert owners.count("TableGate") == 2 and owners.count("EpisodeBudget") == 4
     assert isinstance(gate._episode_budget, EpisodeBudget)
 
 

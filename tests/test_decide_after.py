@@ -13,8 +13,11 @@ import pytest
 
 from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
-from agile.envs.productqa_env import PREDICT, SEARCH, SEARCH_RESULT_HEADER, make_episodes
 from agile.envs.scripted_answers import question_type
+from agile.executor.episode import make_episodes
+from agile.executor.functions import PREDICT_ANSWER as PREDICT
+from agile.executor.functions import SEARCH_PRODUCT as SEARCH
+from agile.executor.functions import SEARCH_RESULT as SEARCH_RESULT_HEADER
 from agile.models import load_tokenizer
 from agile.protocol import BASE, Action, Observation, StepResult
 from agile.rollout import run_episodes
@@ -44,7 +47,8 @@ class CountingSimulator(SimulatorAgent):
 
 
 class SearchingAgent:
-    """Searches once on a search question, then answers; answers other questions with "yes".
+    """On a search question first writes a query the table refuses (a tool round: the executor shows the
+    error and asks again), then answers; answers other questions with "yes".
 
     Every action carries a signal, so the test sees the final action's signals carried through."""
 
@@ -57,8 +61,9 @@ class SearchingAgent:
         self.asked.update((o.episode_id, o.step, o.state_text) for o in observations)
         actions = []
         for o in observations:
-            if question_type(o) == "search_qa" and SEARCH_RESULT_HEADER not in o.state_text:
-                actions.append(Action(f"{SEARCH} SELECT product_id FROM products", BASE, {"round": 0.0}))
+            asked = o.state_text.rsplit("[GetQuestion]", 1)[-1]
+            if question_type(o) == "search_qa" and SEARCH_RESULT_HEADER not in asked:
+                actions.append(Action(f"{SEARCH} SELECT product_id FROM no_such_table;", BASE, {"round": 0.0}))
             else:
                 actions.append(Action(f"{PREDICT} yes", BASE, {"round": 1.0, "logprob": -0.25}))
         return actions
@@ -359,8 +364,9 @@ def test_served_helper_needs_and_reads_the_proposal(proposal_helper):
     assert client.get("/health").json()["decide_after"] == "proposal"
     request = {"episode_id": "e1", "step": 0, "state_text": "Question 1 of 3.\nCustomer: is it red?"}
     featureless = client.post("/v1/gate", json=request | {"proposal": f"{PREDICT} yes"})
-    assert featureless.status_code == 422 and "progress" in featureless.text  # names what the helper reads
-    request["features"] = {"progress": 0.0}
+    # Names what the helper reads (the executor's memory features).
+    assert featureless.status_code == 422 and "memory_advice_hits" in featureless.text
+    request["features"] = {"memory_advice_hits": 0.0}
     refused = client.post("/v1/gate", json=request)
     assert refused.status_code == 422 and "proposal" in refused.text
     answer = client.post("/v1/gate", json=request | {"proposal": f"{PREDICT} yes"})

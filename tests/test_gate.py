@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
-from agile.envs.productqa_env import ProductQASource
+from agile.executor.episode import AgileSource
+from agile.executor.executor import ExecutorConfig
 from agile.protocol import Observation
 from agile.rollout import run_episodes
 from helper import HelperGate
@@ -117,7 +118,7 @@ def test_baselines():
     assert [oracle.should_intervene(obs("a", t)) for t in range(4)] == [False, False, True, True]
     # Through the episode loop (the Gate protocol the rollout calls), 3 episodes of 5 decisions with a
     # budget of 2: each gate's interventions land exactly where its rule says, and never past the budget.
-    source = ProductQASource(default_catalog_dir(0), "test")
+    source = AgileSource(default_catalog_dir(0), "test", model=None, memory="lexical")
     for gate, steps in ((NeverGate(), []), (AlwaysGate(), [0, 1]), (FirstKGate(1), [0]),
                         (RandomGate(1.0, seed=3), [0, 1]), (FirstKGate(4), [0, 1])):
         records = run_episodes(source.episodes(range(3), 3, 5), SimulatorAgent(seed=0), gate=gate, budget=2)
@@ -184,7 +185,8 @@ def test_plugs_into_run_episodes(helper_dir):
     with pytest.warns(UserWarning):
         gate = HelperGate.load(helper_dir, budget=1)
     # This helper reads the question-type indicator, which episodes give only as the gold-features ablation.
-    episodes = ProductQASource(root, "test").episodes(range(6), 3, 5, gold_features=True)
+    source = AgileSource(root, "test", model=None, memory="lexical", config=ExecutorConfig(gold_features=True))
+    episodes = source.episodes(range(6), 3, 5)
     records = run_episodes(episodes, agent, gate=gate, budget=1)
     used = [sum(r.intervened for r in episode) for episode in records]
     assert max(used) <= 1 and sum(used) > 0

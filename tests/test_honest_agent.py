@@ -4,32 +4,24 @@ answers do not show in their format (generated catalog: runs on a bare clone).""
 from __future__ import annotations
 
 import collections
-import dataclasses
 import random
 
 import pytest
 
-from agile.agents.llm_agent import LLMAgent
 from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.answer_eval import is_correct, parse_product_ids
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.productqa import Question
-from agile.envs.productqa_env import ProductQASource, wrong_search_answer
-from agile.envs.scripted_answers import NO_PRODUCT
+from agile.envs.scripted_answers import NO_PRODUCT, ScriptedAnswers
+from agile.executor.episode import AgileEpisode, AgileSource
+from agile.executor.executor import Executor
 from agile.protocol import Action
 from agile.rollout import run_episodes
 
 
 @pytest.fixture(scope="module")
-def tiny(one_torch_thread):
-    from agile.models import load_causal_lm
-
-    return load_causal_lm("tiny", seed=0)
-
-
-@pytest.fixture(scope="module")
 def source():
-    return ProductQASource(default_catalog_dir(seed=0), "train")
+    return AgileSource(default_catalog_dir(seed=0), "train", model=None, memory="lexical")
 
 
 def scrub(question: Question, index: int) -> Question:
@@ -39,8 +31,13 @@ def scrub(question: Question, index: int) -> Question:
                     long_answer="", type="unknown", extra_data=None, group=question.group)
 
 
-def scrubbed(episode):
-    return dataclasses.replace(episode.clone(), questions=[scrub(q, i) for i, q in enumerate(episode.questions)])
+def with_questions(source: AgileSource, episode: AgileEpisode, scrubbed: bool) -> AgileEpisode:
+    """A fresh copy of ``episode``'s session, its questions scrubbed of every annotation or not."""
+    old = episode.executor
+    questions = [scrub(q, i) if scrubbed else q for i, q in enumerate(old.questions)]
+    executor = Executor(old.group, questions, old.tokenizer, type(old.memory)(old.memory.embedder), source.config,
+                        gate=old.gate, db=old.db, episode_id=old.episode_id)
+    return AgileEpisode(executor, episode.policy, episode.episode_id, episode.answers)
 
 
 def prm_inputs(records):
@@ -49,65 +46,50 @@ def prm_inputs(records):
             for episode in records for r in episode]
 
 
-def test_no_annotation_reaches_the_base_agent_or_the_prm(source, tiny):
-    episodes = source.episodes(range(6), seed=4, questions_per_episode=3)
-    types = {q.type for e in episodes for q in e.questions}
-    assert {"search_qa", "fact_qa"} <= types
-    blind = [scrubbed(e) for e in episodes]
+def test_no_annotation_reaches_the_llm_agent_or_the_prm(one_torch_thread):
+    llm = AgileSource(default_catalog_dir(seed=0), "train", model="tiny", max_new_tokens=6, memory="lexical",
+                      decoding="constrained")
+    episodes = llm.episodes(range(6), seed=4, questions_per_episode=3)
+    assert {"search_qa", "fact_qa"} <= {q.type for e in episodes for q in e.executor.questions}
+    blind = [with_questions(llm, e, scrubbed=True) for e in episodes]
     assert all(e.observe().annotations["question_type"] == "unknown" for e in blind)
-
-    def run(eps, **kw):
-        agent = LLMAgent("tiny", lm=tiny, max_new_tokens=6, **kw)
-        return run_episodes(eps, agent), agent
-
-    # The model's own search decision reads the same numbers without the annotations.
-    agent = LLMAgent("tiny", lm=tiny, max_new_tokens=6)
-    first = [e.observe() for e in episodes]
-    assert agent.search_margins(first) == agent.search_margins([e.observe() for e in blind])
-    # search_bias: every question not phrased as yes/no is searched, so both functions are played.
-    seen, agent = run([e.clone() for e in episodes], search_bias=1e3)
-    blind_seen, _ = run([scrubbed(e) for e in episodes], search_bias=1e3)
+    seen = run_episodes([with_questions(llm, e, scrubbed=False) for e in episodes], llm.agent(),
+                        decide_after="proposal")
+    blind_seen = run_episodes(blind, llm.agent(), decide_after="proposal")
     assert prm_inputs(seen) == prm_inputs(blind_seen)
     functions = collections.Counter(r.action_text.split(" ", 1)[0] for e in seen for r in e)
-    assert functions["[SearchProduct]"] > 0 and functions["[PredictAnswer]"] > 0, functions
-    plain, _ = run([e.clone() for e in episodes])
-    assert prm_inputs(plain) == prm_inputs(run([scrubbed(e) for e in episodes])[0])
-    # The test can fail: the ablation that reads the question type acts differently without it.
-    annotated, _ = run([e.clone() for e in episodes], mode_choice="question_type")
-    annotated_blind, _ = run([scrubbed(e) for e in episodes], mode_choice="question_type")
-    assert prm_inputs(annotated) != prm_inputs(annotated_blind)
+    assert functions["[PredictAnswer]"] > 0, functions
+    # The test can fail: the gold-features ablation hands the type over, and the inputs then differ.
+    gold = AgileSource(default_catalog_dir(seed=0), "train", model="tiny", max_new_tokens=6, memory="lexical",
+                       decoding="constrained", config=type(llm.config)(gold_features=True))
+    annotated = run_episodes(gold.episodes(range(6), seed=4, questions_per_episode=3), gold.agent(),
+                             decide_after="proposal")
+    assert prm_inputs(annotated) != prm_inputs(seen)
 
 
 def test_states_do_not_depend_on_the_question_type(source):
     """The schema opens every state and any question may be searched: the state text of a search
     question and of any other question are built alike."""
     for episode in source.episodes(range(6), seed=1, questions_per_episode=4):
-        schema = source.resources(episode.questions[0].group).schema_text
+        blind = with_questions(source, episode, scrubbed=True)
         while not episode.done:
-            observation = episode.observe()
-            assert observation.state_text.startswith(schema + "\n")
-            assert observation.state_text == scrubbed(episode).observe().state_text
-            episode.step(episode.expert_action())
-
-
-def test_a_search_on_any_question_shows_its_result(source):
-    episode = next(e for e in source.episodes(range(20), 2, 1) if e.question.type == "fact_qa")
-    result = episode.step(Action(f"[SearchProduct] SELECT product_id FROM `{episode.question.group}` WHERE price > 0"))
-    assert not result.done and result.info["tool"] == "[SearchProduct]"
-    assert "[SearchResult]" in episode.observe().state_text
+            assert episode.observe().state_text == blind.observe().state_text
+            # The agent's own answers (the human's would differ: scrubbing removed them).
+            episode.step(Action("[PredictAnswer] yes"))
+            blind.step(Action("[PredictAnswer] yes"))
 
 
 def test_wrong_search_answers_have_the_gold_answers_format(source):
     counts = collections.Counter()
     gold_counts = collections.Counter()
     for name in source.group_names:
-        resources = source.resources(name)
+        resources = ScriptedAnswers(source.group(name))
         questions = resources.group.by_type("search_qa")
         gold_counts.update(len(q.short_answer) for q in questions)
         rng = random.Random(7)
         for question in questions:
             for _ in range(200):
-                text = wrong_search_answer(question, resources, rng)
+                text = resources.wrong(question, rng)
                 assert not is_correct(question, text, resources.titles), (question.id, text)
                 named = [] if text == NO_PRODUCT else parse_product_ids(text, resources.titles)
                 assert text == NO_PRODUCT or len(named) == len(text.split(", "))
@@ -129,7 +111,7 @@ def test_the_simulator_errs_in_the_gold_format(source):
         while not episode.done:
             observation = episode.observe()
             (action,) = agent.act([observation], [episode])
-            question = episode.question
+            question = episode.executor.question
             if question.type == "search_qa":
                 argument = action.text.split(" ", 1)[1]
                 sizes.append(0 if argument == NO_PRODUCT else len(argument.split(", ")))
@@ -140,10 +122,9 @@ def test_the_simulator_errs_in_the_gold_format(source):
 def test_agile_task_ids_carry_the_product_group_so_prm_folds_are_by_group():
     import polars as pl
 
-    from agile.executor.episode import AgileSource
     from prm.data.folds import assign_folds, task_group
 
-    source = AgileSource(default_catalog_dir(seed=0), "train", model="tiny", max_new_tokens=4)
+    source = AgileSource(default_catalog_dir(seed=0), "train", model=None, memory="lexical")
     episodes = source.episodes(range(12), seed=0, questions_per_episode=2)
     rows = []
     for episode in episodes:

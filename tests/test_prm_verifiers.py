@@ -120,7 +120,7 @@ def test_folds_never_split_a_product_group(groups, k, seed):
 
 def test_generated_catalog_groups_stay_in_one_fold():
     from agile.envs.catalog_generator import default_catalog_dir
-    from agile.envs.productqa_env import make_episodes
+    from agile.executor.episode import make_episodes
 
     episodes = make_episodes(default_catalog_dir(0), "train", n=24, seed=3, questions_per_episode=2)
     # Each episode's first question names its product group ("gen_kettles/fact_qa_3").

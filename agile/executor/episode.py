@@ -252,3 +252,12 @@ class AgileSource(SplitSessions):
                                 gate=ExternalAdvice(), db=self.database(group), episode_id=episode_id)
             out.append(AgileEpisode(executor, policy, episode_id, self.answers(group)))
         return out
+
+
+def make_episodes(root: str | Path, split: str = "train", n: int = 16, seed: int = 0, questions_per_episode: int = 8,
+                  groups: Sequence[str] | None = None, start: int = 0, model: str | None = None,
+                  memory: str = "lexical", **source_options) -> list[AgileEpisode]:
+    """Episodes ``start .. start+n-1`` spread round-robin over the split's groups; by default for a scripted
+    base agent (``model=None``: no LLM loads) with the lexical memory (no embedding model loads)."""
+    source = AgileSource(root, split, groups, model=model, memory=memory, **source_options)
+    return source.episodes(range(start, start + n), seed, questions_per_episode)
