@@ -29,7 +29,7 @@ def _one_thread(one_torch_thread):
 
 
 def tiny_config(out, **changes) -> CollectConfig:
-    values = dict(env="agile", data=str(ROOT), model="tiny", groups=["blades", "camera_lenses"], out=str(out), episodes=4,
+    values = dict(env="agile", data=str(ROOT), agent="llm", model="tiny", groups=["blades", "camera_lenses"], out=str(out), episodes=4,
                   questions_per_episode=2, shard_size=2, batch_size=2, budget=1, explore_p=[0.0, 1.0],
                   max_new_tokens=6, seed=3)
     return config_of(CollectConfig, values | changes)
@@ -47,7 +47,7 @@ def test_one_row_per_decision_point_in_the_schema(collected):
     assert frame.height == summary["decision_points"] == 4 * 2  # one row per question of every episode
     for name, dtype in SCHEMA.items():
         assert frame.schema[name] == dtype, name
-    assert set(frame["env"]) == {"agile"}
+    assert set(frame["env"]) == {"productqa"}  # agile is another name for it
     assert frame.group_by("episode_id").agg(pl.col("step").sort()).sort("episode_id")["step"].to_list() == [[0, 1]] * 4
     assert frame.filter(pl.col("done"))["step"].to_list() == [1] * 4
     keys = set(number_map_keys(frame["features"]))
@@ -92,7 +92,7 @@ def test_advice_through_the_loop_reaches_the_executor():
     source = AgileSource(ROOT, "train", ["blades"], model="tiny", max_new_tokens=4)
     (episode,) = source.episodes([0], seed=0, questions_per_episode=3)
     first = episode.observe()
-    assert first.env == "agile" and first.horizon == 3 and "question_type" in first.annotations
+    assert first.env == "productqa" and first.horizon == 3 and "question_type" in first.annotations
     assert "[SeekAdvice]" not in episode.executor.context_text().split("[GetQuestion]")[0]  # not offered to the LLM
     branch = episode.clone()
     (records,) = run_episodes([episode], source.agent(), budget=2, explore_p=1.0)
@@ -101,26 +101,6 @@ def test_advice_through_the_loop_reaches_the_executor():
     assert all(r.by_gate for r in sessions[:2]) and sessions[2].turns >= 1
     assert episode.success() == pytest.approx(sum(r.correct for r in sessions) / 3)
     assert not branch.executor.records and branch.observe().step == 0  # the clone did not move
-
-
-def test_both_productqa_stacks_hold_the_same_sessions():
-    """One home for ProductQA sessions: episode i of (split, seed) is the same group and the same
-    questions on the light stack and on the AGILE executor, so a helper collected on one is
-    replayed on the other's sessions question for question."""
-    from agile.envs.productqa_env import ProductQASource
-    from helper.evaluation.evaluate import episode_group
-
-    groups = ["all_pans", "leggings"]
-    agile_source = AgileSource(ROOT, "test", groups, model="tiny", max_new_tokens=4)
-    light = ProductQASource(ROOT, "test", groups).episodes(range(5), seed=11, questions_per_episode=4)
-    agile_episodes = agile_source.episodes(range(5), seed=11, questions_per_episode=4)
-    executors = [e.executor for e in agile_episodes]
-    assert [e.resources.group.name for e in light] == [x.group.name for x in executors] == groups * 2 + groups[:1]
-    # The group a report resamples is the same on both stacks (the light one's from its task ids).
-    assert [episode_group(e, []) for e in agile_episodes] == [e.observe().task_id.split("/")[0] for e in light]
-    assert [[q.id for q in e.questions] for e in light] == [[q.id for q in x.questions] for x in executors]
-    assert len({tuple(q.id for q in e.questions) for e in light}) == 5  # the windows do differ
-    assert [e.episode_id for e in light] == [x.episode_id.removeprefix("agile-") for x in executors]
 
 
 @pytest.mark.parametrize("decoding", ["free", "constrained"])
@@ -143,10 +123,11 @@ def test_pipeline_runs_every_stage_on_the_agile_stack(tmp_path, decoding):
     # episode's outcome (soft) still varies with the human's answers. Two questions a session: one
     # answer from the human makes a success (success >= 0.5), so the collection's mixture of
     # explore_p gives both outcomes (with three, 8 episodes all failed on the bundled slice).
-    assert PipelineConfig(spec=EnvSpec(env="agile")).prm_target_name() == "process"  # each question scored on its own
+    # ProductQA (agile is its other name) decides after the proposal by default: is the proposal right?
+    assert PipelineConfig(spec=EnvSpec(env="agile")).prm_target_name() == "proposal"
     assert main(args) == 0
     assert all((out / stage / ".done").exists() for stage in STAGES)
-    assert set(read_trajectories(out / "trajectories")["env"]) == {"agile"}
+    assert set(read_trajectories(out / "trajectories")["env"]) == {"productqa"}
     target = "label_soft" if decoding == "free" else "label_process"
     assert json.loads((out / "prm" / "metrics.json").read_text())["target"] == target
     helper = pl.read_csv(out / "sweep" / "sweep.csv").filter(pl.col("method") == "helper")
@@ -155,7 +136,7 @@ def test_pipeline_runs_every_stage_on_the_agile_stack(tmp_path, decoding):
     summary = json.loads((out / "sweep" / "summary.json").read_text())
     assert summary["agent_turns"]["reused_turns"] > 0  # every method replays the same held-out sessions
     trained = json.loads((out / "helper" / "helper.json").read_text())["trained_on"]
-    assert trained["env"] == ["agile"] and trained["horizon"] == questions
+    assert trained["env"] == ["productqa"] and trained["horizon"] == questions
     if decoding == "constrained":
         base = read_trajectories(out / "trajectories").filter(pl.col("actor") == "base")["action_text"]
         grammar = re.compile(r"\[SearchProduct\] SELECT product_id FROM `[^`]+` WHERE .+;|\[PredictAnswer\] .+|\[SeekAdvice\]")
