@@ -18,12 +18,14 @@ from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
 from prm.inputs.visible import KEYS, proposal_features
 
-STATE = ("Table `t`: price (number)\nQuestion 1 of 1.\nCustomer: {question}\nProduct B000000001: a thing\n"
-         "Details: price: 3.5; Water Resistance: yes; Detachable Strap: no")
+STATE = ("You answer customers' questions about t. Reply with one line:\nTable `t` (2 products). Columns:\n"
+         "[GetQuestion] {question}\n"
+         "Product B000000001: a thing (2 in 1) (price: 3.5; Water Resistance: yes; Detachable Strap: no)\n"
+         "[RetrieveMemory]\nKnowledge: none\nHistory: Q: Is it red? A: Yes. | Q: Does it fold? A: yes\n")
 FAILED = ("[SearchProduct] SELECT product_id FROM `t` WHERE x = 1;\n[SearchResult] SQL error: no such column: x\n"
           "[PredictAnswer] none")
-FOUND = ("[SearchProduct] SELECT product_id FROM `t` WHERE price < 9;\n[SearchResult] B000000001 (a thing); "
-         "B000000002 (b) (+3 more)\n[PredictAnswer] B000000001")
+FOUND = ("[SearchProduct] SELECT product_id FROM `t` WHERE price < 9;\n[SearchResult] B000000001, B000000002, "
+         "B000000003, B000000004, B000000005\n[PredictAnswer] B000000001")
 
 
 def test_proposal_features_read_the_form_the_search_and_the_details():
@@ -36,6 +38,11 @@ def test_proposal_features_read_the_form_the_search_and_the_details():
     said_no = proposal_features(STATE.format(question="Is it water resistant? I swim a lot."), "[PredictAnswer] no")
     assert (said_no["yesno"], said_no["yes"], said_no["detail_agrees"], said_no["question_first_person"]) == (1, 0, -1, 1)
     assert said_no["details_yes_share"] == 0.5 and said_no["form_mismatch"] == 0
+    # The retrieved history is a person's answers (advice): two, both yes.
+    assert (said_no["memory_human_answers"], said_no["memory_human_yes_share"]) == (2, 1.0)
+    # A search is the executor's answer: not "unanswered".
+    searched = proposal_features(STATE.format(question="Find it."), "[SearchProduct] SELECT product_id FROM `t`;")
+    assert (searched["searched"], searched["unanswered"], searched["sql_error"]) == (1, 0, 0)
     free = proposal_features(STATE.format(question="What does it cost?"), "[PredictAnswer] 3.5")
     assert (free["free"], free["answer_in_details"], free["form_mismatch"]) == (1, 1, 0)
     assert proposal_features("", "")["unanswered"] == 1  # no text at all: nothing breaks

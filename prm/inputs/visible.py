@@ -2,14 +2,15 @@
 
 ``prm train --proposal-features`` feeds these to the value head beside the hidden state (and the agent's
 signals), as ``--state-features`` does for TextWorld. They are read from the two texts a deployed agent has at
-a decision point, the state (``state_text``) and its own proposal transcript (``proposal_text``: a search, its
-result, the answer), never from the dataset's annotations (question type, gold answer, gold SQL):
+a decision point, the state (``state_text``: the AGILE executor's context, whose current question follows its
+last ``[GetQuestion]``) and its own proposal transcript (``proposal_text``: its turns, and the executor's
+answer to a turn it refused), never from the dataset's annotations (question type, gold answer, gold SQL):
 
-- the proposal's form: ``searched`` (it ran ``[SearchProduct]``), ``yesno`` (the answer is yes or no),
-  ``free`` (any other answer), ``unanswered`` (no ``[PredictAnswer]``), ``fallback`` (the agent's
-  ``# fallback`` note: its answer named no product and the first search row was used);
-- the search: ``sql_error`` (SQLite refused the query), ``search_empty`` (no row), ``search_rows``
-  (log(1 + rows found));
+- the proposal's form: ``searched`` (it wrote ``[SearchProduct]``: on the executor the rows are the answer),
+  ``yesno`` (the answer is yes or no), ``free`` (any other answer), ``unanswered`` (neither a search nor an
+  answer), ``fallback`` (a ``# fallback`` note);
+- the search, where the transcript shows its outcome: ``sql_error`` (SQLite refused a query: the executor
+  showed the error and asked again), ``search_empty`` (no row), ``search_rows`` (log(1 + rows found));
 - the answer: ``answer_none`` (``none``), ``answer_ids`` (product ids it names), ``answer_words``
   (log(1 + words) of a free answer), ``answer_in_details`` (a free answer found word for word in the
   product's details line), ``yes`` (the yes/no answer is yes);
@@ -52,16 +53,15 @@ KEYS = tuple(VIEW_PREFIX + name for name in NAMES)
 """Every proposal-feature key, in the order a PRM stores them."""
 
 _SEARCH, _RESULT, _PREDICT = "[SearchProduct]", "[SearchResult]", "[PredictAnswer]"
+_GET_QUESTION, _HISTORY = "[GetQuestion]", "History:"
 _ASIN = re.compile(r"(?<![0-9A-Za-z])B0[0-9A-Z]{8}(?![0-9A-Za-z])", re.IGNORECASE)
 _MORE = re.compile(r"\(\+(\d+) more\)")
-_CUSTOMER = re.compile(r"^Customer: (.*)$", re.MULTILINE)
-_DETAILS = re.compile(r"^Details: (.*)$", re.MULTILINE)
 _WORD = re.compile(r"[a-z0-9]+")
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|my|me|mine)\b", re.IGNORECASE)
 _TROUBLE = re.compile(r"\b(issues?|problems?|complain\w*|defects?|imperfections?|drawbacks?|residue|leak\w*|noisy|"
                       r"noise|bulge|heavy|break\w*|broke\w*|damag\w*|fail\w*|difficult\w*|hard to|deter|"
                       r"uncomfortable|flimsy|cheap\w*|worse|slow\w*|overheat\w*|wear out|fade\w*)\b", re.IGNORECASE)
-_MEMORY = re.compile(r"^- Q \([^)]*\): .* A \(answer from [^)]*\): (.*)$", re.MULTILINE)
+_MEMORY_ANSWER = re.compile(r"(?:^|\| )Q: .*? A: (.*?)(?= \| Q: |$)")
 _STOP = frozenset("a an the of to in on for and or with is are be it this that these those does do can "
                   "will would should its by as at from me my i you your any".split())
 
@@ -75,16 +75,36 @@ def _last_line_with(lines: list[str], token: str) -> str | None:
     return found[-1][len(token):].strip() if found else None
 
 
-def _details(state_text: str) -> list[tuple[str, str]]:
-    match = _DETAILS.search(state_text or "")
-    if not match:
+def _session(state_text: str) -> list[str]:
+    """The lines of the current question's session: from its ``[GetQuestion]`` on."""
+    text = state_text or ""
+    return text[text.rfind(_GET_QUESTION):].split("\n") if _GET_QUESTION in text else []
+
+
+def _question(session: list[str]) -> str:
+    return session[0][len(_GET_QUESTION):].strip() if session else ""
+
+
+def _details(session: list[str]) -> list[tuple[str, str]]:
+    """``(name, value)`` pairs of the product line (``Product <asin>: <title> (name: value; ...)``)."""
+    line = next((x for x in session[1:] if x.startswith("Product ")), "")
+    if not line.endswith(")"):
         return []
-    pairs = []
-    for part in match.group(1).split("; "):
-        name, sep, value = part.partition(": ")
-        if sep:
-            pairs.append((name.strip(), value.strip()))
-    return pairs
+    body = line[:-1]
+    start = body.find(" (")
+    while start >= 0:  # the details open at the first " (" after which every part is "name: value"
+        parts = body[start + 2:].split("; ")
+        if all(": " in part for part in parts):
+            return [(name.strip(), value.strip()) for name, _, value in (p.partition(": ") for p in parts)]
+        start = body.find(" (", start + 1)
+    return []
+
+
+def _memory_answers(session: list[str]) -> list[str]:
+    """The answers of the retrieved QA history (filed from a person's advice)."""
+    line = next((x for x in session if x.startswith(_HISTORY)), "")
+    history = line[len(_HISTORY):].strip()
+    return [] if history in ("", "none") else _MEMORY_ANSWER.findall(history)
 
 
 def proposal_features(state_text: str, proposal_text: str) -> dict[str, float]:
@@ -93,31 +113,31 @@ def proposal_features(state_text: str, proposal_text: str) -> dict[str, float]:
     searched = _last_line_with(lines, _SEARCH) is not None
     result = _last_line_with(lines, _RESULT)
     answer = _last_line_with(lines, _PREDICT)
+    session = _session(state_text)
     out = dict.fromkeys(NAMES, 0.0)
     out["searched"] = float(searched)
     out["fallback"] = float("# fallback" in (proposal_text or ""))
     if result is not None:
         error = result.lower().startswith("sql error")
-        empty = result.lower().startswith("no product matches")
+        empty = result.lower().startswith("no product")
         shown = len(_ASIN.findall(result))
         more = _MORE.search(result)
         out["sql_error"], out["search_empty"] = float(error), float(empty)
         out["search_rows"] = math.log1p(shown + (int(more.group(1)) if more else 0))
-    customer = _CUSTOMER.search(state_text or "")
-    question = customer.group(1) if customer else ""
+    question = _question(session)
     out["question_yesno"] = float(is_yes_no_question(question))
     out["question_words"] = math.log1p(len(question.split()))
     out["question_first_person"] = float(bool(_FIRST_PERSON.search(question)))
     out["question_trouble"] = float(len(_TROUBLE.findall(question)))
-    human = [a.strip().lower().rstrip(".") for a in _MEMORY.findall(state_text or "")]
+    human = [a.strip().lower().rstrip(".") for a in _memory_answers(session)]
     flagged = [a for a in human if a in ("yes", "no")]
     out["memory_human_answers"] = float(len(human))
     out["memory_human_yes_share"] = sum(a == "yes" for a in flagged) / len(flagged) if flagged else 0.5
-    details = _details(state_text)
+    details = _details(session)
     flags = [v.lower() for _, v in details if v.lower() in ("yes", "no")]
     out["details_yes_share"] = sum(v == "yes" for v in flags) / len(flags) if flags else 0.5
     if answer is None:
-        out["unanswered"] = 1.0
+        out["unanswered"] = float(not searched)
         return out
     said = answer.strip().lower().rstrip(".!")
     ids = _ASIN.findall(answer)
@@ -139,8 +159,8 @@ def proposal_features(state_text: str, proposal_text: str) -> dict[str, float]:
     elif not ids and said != "none":
         out["free"] = 1.0
         out["answer_words"] = math.log1p(len(said.split()))
-        line = _DETAILS.search(state_text or "")
-        out["answer_in_details"] = float(bool(said) and line is not None and said in line.group(1).lower())
+        values = " ".join(value.lower() for _, value in details)
+        out["answer_in_details"] = float(bool(said) and said in values)
     return out
 
 
