@@ -112,8 +112,8 @@ def test_agile_eval_refuses_a_helper_of_another_env_before_the_policy_runs(tmp_p
 
     folder = tmp_path / "helper"
     folder.mkdir()
-    (folder / "helper.json").write_text(json.dumps({"trained_on": TRAINED}))
+    (folder / "helper.json").write_text(json.dumps({"trained_on": TRAINED | {"env": ["textworld"]}}))
     ran = []
-    with pytest.raises(ValueError, match=r"on env productqa.*not on the AGILE executor \(env agile\)"):
+    with pytest.raises(ValueError, match=r"on env textworld.*not on ProductQA's executor \(env productqa\)"):
         run(AgileEvalConfig(helper=str(folder)), log=ran.append)
     assert ran == []  # refused before anything was evaluated

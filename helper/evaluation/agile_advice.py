@@ -53,9 +53,9 @@ def run(cfg: AgileEvalConfig, log=print) -> list[dict]:
         envs = trained.get("env") or []
         if envs and EXECUTOR_ENV not in envs:
             # Refused before the policy runs: such a helper reads features the executor never writes.
-            raise ValueError(f"{cfg.helper}: {describe(trained)}, not on the AGILE executor (env {EXECUTOR_ENV}); "
-                             "train one on the executor's own sessions (helpgate pipeline --env agile --agent "
-                             "MODEL) or leave --helper out.")
+            raise ValueError(f"{cfg.helper}: {describe(trained)}, not on ProductQA's executor (env {EXECUTOR_ENV}); "
+                             "train one on the executor's own sessions (helpgate pipeline --agent MODEL) or leave "
+                             "--helper out.")
         budget = helper_budget(cfg, trained)
         gate = HelperGate.load(cfg.helper, budget=budget, device=cfg.device or None)
     return run_eval(cfg, gate=gate, log=log, gate_advice=budget)
