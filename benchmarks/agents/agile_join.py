@@ -63,8 +63,9 @@ def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
     # Deciding after the proposal, the PRM scores the session the SFT agent proposes (was it right?);
     # on the state, the agent's correctness on the sessions it answered itself.
     target = "proposal" if args.decide_after == "proposal" else "process"
+    # Free decoding: the SFT agent writes its own turns, as agile eval runs it (collection's default is constrained).
     collected = stage(folder / "collect.json", lambda: collect(config_of(CollectConfig,
-        env="agile", agent="llm", model=str(out / "sft" / "model"), groups=train_groups, split="train",
+        env="agile", agent="llm", model=str(out / "sft" / "model"), decoding="free", groups=train_groups, split="train",
         episodes=args.collect_episodes, questions_per_episode=q, budget=q, explore_p=[0.0, 0.1, 0.2, 0.4],
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=8, seed=args.seed,
         device="cpu", decide_after=args.decide_after, out=str(data))))

@@ -1,26 +1,20 @@
-"""Never-ask accuracy of the ProductQA agents that read no annotation, on shared test groups.
+"""Never-ask accuracy of ProductQA's LLM agent, which reads no annotation, on the test groups.
 
-Three agents answer the same sessions (episode i of the test split under --seed is the same group
-and questions on both stacks, ``agile.envs.sessions``), with no help (budget 0):
-
-- ``light-annotated``: the light SmolLM2 agent choosing its answering mode from the dataset's
-  question type (``LLMAgent(mode_choice="question_type")``: the earlier agent, kept as an ablation);
-- ``light``: the same agent choosing by itself (search or not by its log-probabilities);
-- ``agile-constrained``: the AGILE executor with the untuned SmolLM2 policy in constrained decoding.
+The agent is the AGILE executor with the untuned SmolLM2 policy in constrained decoding
+(``agile-constrained``: the function and answer form chosen by the model's log-probabilities,
+``agile.executor.constrained``), answering test sessions with no help (budget 0). Episode i of
+the test split under --seed is a fixed group and window of questions (``agile.envs.sessions``).
 
 Sessions run in chunks of one episode per group and every question's row is appended to
 ``<out>/rows.jsonl`` at once, so a run stopped at any time keeps what it did (and resumes after
 it). ``report`` prints the Markdown tables: accuracy with a 95% interval that resamples episodes,
-paired differences on the same questions, modes and the answer distribution::
+per question type, the functions chosen and the answer distribution; where ``rows.jsonl`` holds
+rows of other agents (an earlier run's), also the paired differences on the same questions::
 
-    OMP_NUM_THREADS=1 python benchmarks/agents/honest_agent.py light --out runs/honest --episodes 16
-    mkdir -p /tmp/a675940 && git archive a675940 | tar -x -C /tmp/a675940   # the agent before issue 28
-    OMP_NUM_THREADS=1 python benchmarks/agents/honest_agent.py light --out runs/honest --episodes 16 \
-        --repo /tmp/a675940 --tag a675940
     OMP_NUM_THREADS=1 python benchmarks/agents/honest_agent.py agile --out runs/honest --episodes 16
     python benchmarks/agents/honest_agent.py report --out runs/honest
 
-The question type is read only by the ablation agent and by the report (accuracy per type).
+The question type is read only by the report (accuracy per type).
 """
 
 from __future__ import annotations
@@ -35,6 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
+
+AGENT = "agile-constrained"
+"""The agent's name in rows.jsonl."""
 
 
 def log(msg: str) -> None:
@@ -57,39 +54,6 @@ def chunks(args, n_groups: int):
         yield list(range(start, min(start + n_groups, args.episodes)))
 
 
-def run_light(args, out: Path) -> None:
-    from agile.agents.llm_agent import LLMAgent
-    from agile.envs.productqa_env import ProductQASource
-    from agile.rollout import run_episodes
-    from prm.data.folds import task_type
-
-    source = ProductQASource(args.data, "test")
-    # One agent, two mode rules: answers are remembered by prompt, so the run that chooses by itself
-    # recomputes only the decision prompts and the questions where its mode differs.
-    agent = LLMAgent("smollm2")
-    # Another checkout (--repo, an export of an earlier commit) runs its own agent once, as it is.
-    runs = [(f"light-annotated@{args.tag}", None)] if args.repo else \
-        [("light-annotated", "question_type"), ("light", "model")]
-    for indices in chunks(args, len(source.group_names)):
-        episodes = source.episodes(indices, args.seed, args.questions)
-        for name, rule in runs:
-            todo = [e for e in episodes if (name, e.episode_id) not in done_keys(out / "rows.jsonl")]
-            if not todo:
-                continue
-            if rule is not None:
-                agent.mode_choice = rule
-            start = time.perf_counter()
-            records = run_episodes([e.clone() for e in todo], agent)
-            rows = [{"agent": name, "episode": r.episode_id, "step": r.step, "group": r.task_id.split("/")[0],
-                     "type": task_type(r.task_id), "correct": r.reward,
-                     "function": r.action_text.split(" ", 1)[0].strip(),
-                     "answer": r.action_text.rsplit("[PredictAnswer]", 1)[-1].split("\n", 1)[0].strip()}
-                    for episode in records for r in episode]
-            append(out / "rows.jsonl", rows)
-            log(f"{name} episodes {[e.episode_id for e in todo]}: {len(rows)} questions in "
-                f"{time.perf_counter() - start:.0f}s")
-
-
 def run_agile(args, out: Path) -> None:
     from agile.executor.episode import AgileSource
     from agile.rollout import run_episodes
@@ -97,10 +61,10 @@ def run_agile(args, out: Path) -> None:
 
     source = AgileSource(args.data, "test", model="smollm2", max_new_tokens=args.max_new_tokens,
                          decoding="constrained")
-    name = "agile-constrained"
+    name = AGENT
     for indices in chunks(args, len(source.group_names)):
         episodes = source.episodes(indices, args.seed, args.questions)
-        # Same episode ids as the light stack (without its "agile-" prefix) for the paired report.
+        # Episode ids without the "agile-" prefix, as earlier rows.jsonl files key them (resume, pairing).
         todo = [e for e in episodes if (name, e.episode_id[len("agile-"):]) not in done_keys(out / "rows.jsonl")]
         if not todo:
             continue
@@ -142,17 +106,15 @@ def report(out: Path) -> str:
     by_agent: dict[str, list[dict]] = collections.defaultdict(list)
     for r in rows:
         by_agent[r["agent"]].append(r)
-    # Each agent on the episodes it finished that the ablation finished too; differences are paired
-    # on the episodes both agents finished.
-    reference = {r["episode"] for r in by_agent.get("light-annotated", [])}
-    common = {name: {r["episode"] for r in rs} & reference for name, rs in by_agent.items()}
+    # Every agent on the episodes all of them finished, so the rows compare; differences are paired
+    # on the same questions.
+    names = sorted(by_agent, key=lambda n: (n != AGENT, n))
+    common = set.intersection(*({r["episode"] for r in by_agent[n]} for n in names)) if names else set()
     lines = ["| agent | episodes | questions | accuracy [95%] | fact_qa | search_qa | reasoning_qa |",
              "|---|---|---|---|---|---|---|"]
     keyed = {}
-    names = ["light-annotated", *sorted(n for n in by_agent if n.startswith("light-annotated@")), "light",
-             "agile-constrained"]
     for name in names:
-        rs = [r for r in by_agent.get(name, []) if r["episode"] in common.get(name, ())]
+        rs = [r for r in by_agent[name] if r["episode"] in common]
         if not rs:
             continue
         keyed[name] = {(r["episode"], r["step"]): r["correct"] for r in rs}
@@ -167,54 +129,50 @@ def report(out: Path) -> str:
         lines.append(f"| {name} | {len(per_episode)} | {len(rs)} | {np.mean([r['correct'] for r in rs]):.3f} "
                      f"[{low:.3f}, {high:.3f}] | "
                      + " | ".join(per_type) + " |")
-    lines += ["", "| paired difference (same questions) | mean [95%, resampling episodes] |", "|---|---|"]
-    pairs = [(n, "light-annotated") for n in names[1:-2]] + \
-        [("light", "light-annotated"), ("agile-constrained", "light-annotated"), ("agile-constrained", "light")]
-    for a, b in pairs:
-        if a in keyed and b in keyed:
-            per_episode = collections.defaultdict(list)
-            for key, value in keyed[a].items():
-                if key in keyed[b]:
-                    per_episode[key[0]].append(value - keyed[b][key])
-            low, high = bootstrap(per_episode)
-            lines.append(f"| {a} − {b} ({sum(map(len, per_episode.values()))} questions) | "
-                         f"{np.mean([v for vs in per_episode.values() for v in vs]):+.3f} [{low:+.3f}, {high:+.3f}] |")
+    if len(keyed) > 1:
+        lines += ["", "| paired difference (same questions) | mean [95%, resampling episodes] |", "|---|---|"]
+        for i, a in enumerate(keyed):
+            for b in list(keyed)[i + 1:]:
+                per_episode = collections.defaultdict(list)
+                for key, value in keyed[a].items():
+                    if key in keyed[b]:
+                        per_episode[key[0]].append(value - keyed[b][key])
+                low, high = bootstrap(per_episode)
+                lines.append(f"| {a} − {b} ({sum(map(len, per_episode.values()))} questions) | "
+                             f"{np.mean([v for vs in per_episode.values() for v in vs]):+.3f} "
+                             f"[{low:+.3f}, {high:+.3f}] |")
     lines += ["", "| agent | question type | function chosen (share) |", "|---|---|---|"]
     for name in keyed:
         for t in ("fact_qa", "search_qa", "reasoning_qa"):
-            rs = [r for r in by_agent[name] if r["episode"] in common[name] and r["type"] == t]
+            rs = [r for r in by_agent[name] if r["episode"] in common and r["type"] == t]
+            if not rs:
+                continue
             counts = collections.Counter(r["function"] for r in rs)
             shares = ", ".join(f"{k} {v / len(rs):.2f}" for k, v in counts.most_common())
             lines.append(f"| {name} | {t} | {shares} |")
     lines += ["", "| agent | distinct answers | most common answers (share) |", "|---|---|---|"]
     for name in keyed:
-        rs = [r for r in by_agent[name] if r["episode"] in common[name]]
+        rs = [r for r in by_agent[name] if r["episode"] in common]
         counts = collections.Counter(r["answer"] for r in rs)
         top = ", ".join(f"`{k[:40]}` {v / len(rs):.2f}" for k, v in counts.most_common(4))
         lines.append(f"| {name} | {len(counts)} of {len(rs)} | {top} |")
     choices = out / "agile_choices.jsonl"
     if choices.is_file():
         forms = collections.Counter(json.loads(line)["form"] for line in choices.read_text().splitlines())
-        lines += ["", "agile-constrained turns by answer form: "
-                  + ", ".join(f"{k} {v}" for k, v in forms.most_common())]
+        lines += ["", f"{AGENT} turns by answer form: " + ", ".join(f"{k} {v}" for k, v in forms.most_common())]
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["light", "agile", "report"])
+    parser.add_argument("what", choices=["agile", "report"], help="agile: run the agent; report: print the tables")
     parser.add_argument("--out", default="runs/honest", help="folder of rows.jsonl")
     parser.add_argument("--data", default=None, help="ProductQA root (default: ../shared/productqa)")
     parser.add_argument("--episodes", type=int, default=16, help="test episodes (spread over the test groups)")
     parser.add_argument("--questions", type=int, default=4, help="questions per episode")
     parser.add_argument("--seed", type=int, default=0, help="which sessions the episodes hold")
-    parser.add_argument("--max-new-tokens", type=int, default=32, help="AGILE: longest query or free answer")
-    parser.add_argument("--repo", default=None,
-                        help="light: run the agent of this checkout instead (e.g. `git archive a675940` unpacked)")
-    parser.add_argument("--tag", default="old", help="with --repo: the agent is named light-annotated@TAG")
+    parser.add_argument("--max-new-tokens", type=int, default=32, help="longest query or free answer")
     args = parser.parse_args()
-    if args.repo:
-        sys.path.insert(0, str(Path(args.repo).resolve()))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.data is None:
@@ -227,8 +185,8 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    (out / f"command_{args.what}{'@' + args.tag if args.repo else ''}.txt").write_text(" ".join(sys.argv) + "\n")
-    (run_light if args.what == "light" else run_agile)(args, out)
+    (out / f"command_{args.what}.txt").write_text(" ".join(sys.argv) + "\n")
+    run_agile(args, out)
 
 
 if __name__ == "__main__":

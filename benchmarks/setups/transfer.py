@@ -57,7 +57,10 @@ def collect_test_rows(run: Path, seed: int, out: Path) -> None:
     collect(config_of(CollectConfig, env="productqa", data=config["data"], split="test", agent="llm", model=config["agent"],
                           explore_p=[0.0], episodes=TEST_EPISODES, questions_per_episode=config["questions_per_episode"],
                           budget=config["questions_per_episode"], seed=seed + 1000, out=str(out), shard_size=16,
-                          decide_after="proposal", agent_dtype=config["agent_dtype"]))
+                          decide_after="proposal", agent_dtype=config["agent_dtype"],
+                          # The run's own agent settings where its pipeline.json records them.
+                          **{k: config[k] for k in ("decoding", "memory", "max_new_tokens", "consistency_samples")
+                             if k in config}))
 
 
 def score(data: Path, prm: Path, out: Path | None = None) -> None:

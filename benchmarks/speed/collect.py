@@ -1,28 +1,34 @@
-"""Decision points per second of the rollout loop: lockstep batches against one episode at a time.
+"""Decision points per second of ProductQA collection: the simulator in lockstep against one episode at a
+time, and the constrained LLM policy with its prompt cache against the same policy without it.
 
-    python benchmarks/speed/collect.py                       # simulator + SmolLM2 (16 episodes x 4)
+    python benchmarks/speed/collect.py                       # simulator + SmolLM2 (8 episodes x 4)
     python benchmarks/speed/collect.py --llm-episodes 0      # simulator only
-    python benchmarks/speed/collect.py --data ../shared/productqa --llm-episodes 8 --questions 4
+    python benchmarks/speed/collect.py --sim-episodes 0 --data ../shared/productqa --llm-episodes 8 --questions 4
+    python benchmarks/speed/collect.py --sim-episodes 0 --bf16 --breakdown
 
-Both runs of a pair play the same episodes with the same agent, in lockstep (one agent call per
-round for every live episode) and episode by episode; the ratio is lockstep / one at a time. The
-machine is shared, so the runs go lockstep, one at a time, lockstep again and the lockstep time
-is the mean of the two (a load that drifts during the run cancels out). For SmolLM2 the two
-modes must also give the same actions (greedy decoding), which is checked.
+Every episode is a session of the AGILE executor (``agile.executor.episode.AgileSource``) on the test
+split, collected as ``helpgate collect`` does: budget 2, intervention probability 0.3, every live
+episode advanced once per round (lockstep).
 
-    python benchmarks/speed/collect.py --sim-episodes 0 --compare-cache --bf16
-    python benchmarks/speed/collect.py --sim-episodes 0 --compare-cache --bf16 --data ../shared/productqa --llm-episodes 8
+**Simulator** (``SimulatorAgent``; the source loads no LLM): both runs of a pair play the same episodes,
+in lockstep (one agent call per round for every live episode) and episode by episode; the ratio is
+lockstep / one at a time. The machine is shared, so the runs go lockstep, one at a time, lockstep
+again and the lockstep time is the mean of the two (a load that drifts during the run cancels out).
+Then the same in lockstep with counterfactual branches.
 
-``--compare-cache`` measures the LLM agent's prompt key/value cache instead (``agile.agents.prompt_cache``)
-on collection episodes (budget 2, intervention probability 0.3): the same episodes in lockstep
-with the cache off (batched ``generate``: the agent before the cache), on, and off again (the off
-time is the mean of the two runs), each run starting cold. It prints decisions/s of each, the
-ratio, the CPU time of the process (steadier than the wall clock on a shared machine), how many
-prompt tokens the cache reused, and checks that both give identical actions. ``--bf16`` adds,
-between the cache-on and the second cache-off run, bfloat16 weights with the cache: its rate, how
-many actions equal float32's, and its accuracy. ``--breakdown`` adds one more cache-on run
-(per dtype) that times prompt prefill and decoding. The agent's answer cache is off in every LLM
-run (it would answer repeated runs without the model).
+**LLM** (``AgileAgent`` over ``LLMPolicy(decoding="constrained")``, the base agent of ``helpgate
+pipeline``): the constrained decoder runs every prompt through a key/value cache
+(``policy.constrained.cache``, ``agile.agents.prompt_cache.PromptKVCache``): a turn prefills its
+context once and scores the functions, query units and answer lines from it, and the sessions of a
+group share the system text and schema. The same episodes run with the cache off (a cache that keeps
+nothing, so each prefill runs the whole prompt), on, and off again (the off time is the mean of the
+two runs), each run starting cold. It prints decisions/s of each, the ratio, the CPU time of the
+process (steadier than the wall clock on a shared machine), the prompt tokens that ran through the
+model in each, and checks that both give identical actions. ``--bf16`` adds, between the cache-on and
+the second cache-off run, bfloat16 weights with the cache: its rate, how many actions equal float32's,
+and its accuracy. ``--breakdown`` adds one more cache-on run (per dtype) that times prompt prefill,
+candidate scoring and free decoding. The policy's turn memo is off in every LLM run (it would answer
+repeated runs without the model).
 """
 
 from __future__ import annotations
@@ -35,15 +41,49 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from agile.agents.simulator_agent import SimulatorAgent
-from agile.envs.productqa_env import ProductQASource
+from agile.executor.episode import MEMORIES, AgileSource, model_folder
+from agile.executor.lexical import LexicalEmbedder
+from agile.executor.memory import Embedder
 from agile.rollout import run_episodes
+from prm.data.folds import task_type
+
+OFF_TOKENS = 1
+"""A cache of this many tokens keeps no prompt (every prompt is longer): each prefill runs it whole."""
+CACHE_TOKENS = 16_384
+"""The decoder's own cache size (``ConstrainedDecoder``'s default)."""
+
+
+class ColdSource(AgileSource):
+    """The test split's ``AgileSource`` with a fresh embedder for every ``episodes`` call (a warm one's
+    text cache would let a later run skip the embeddings an earlier one computed) and, for the LLM,
+    the policy built here (``measured_policy``), which its episodes reflect with."""
+
+    def __init__(self, root, memory: str, policy=None, model: str | None = None):
+        super().__init__(root, "test", model=model, decoding="constrained", memory=memory)
+        self.measured = policy
+
+    @property
+    def policy(self):
+        return self.measured
+
+    def embedder(self):
+        return Embedder() if self.memory == "embedding" else LexicalEmbedder()
+
+
+def measured_policy(model: str, max_new_tokens: int, dtype: str | None = None):
+    """The constrained greedy policy ``load_policy`` builds, with its turn memo off."""
+    import torch
+
+    from agile.executor.policy import LLMPolicy
+    from agile.models import load_causal_lm
+
+    llm, tokenizer = load_causal_lm(model_folder(model), dtype=getattr(torch, dtype) if dtype else None)
+    return LLMPolicy(llm, tokenizer, max_new_tokens, greedy=True, memo=False, decoding="constrained")
 
 
 def timed(source, agent, n, questions, seed, lockstep: bool, **kwargs):
-    """Decision points per second, and the records, of ``n`` episodes."""
+    """Decision points per second, seconds, and the records, of ``n`` episodes."""
     episodes = source.episodes(range(n), seed, questions)
-    if getattr(agent, "prefix_cache", None) is not None:
-        agent.prefix_cache.clear()  # every run starts cold: a warm cache would replay earlier runs
     start, cpu = time.perf_counter(), time.process_time()
     if lockstep:
         records = run_episodes(episodes, agent, **kwargs)
@@ -67,21 +107,36 @@ def compare(label, source, agent, n, questions, **kwargs):
     return first[2], single[2]
 
 
-def compare_prefix_cache(label, source, agent, n, questions, half=None, **kwargs):
-    """Prompt cache off, on, (bfloat16 with the cache,) off: print the rates, the ratios, the
-    reuse; check identical actions. Returns the records of the cache-on run."""
+def actions(records) -> list[str]:
+    return [r.action_text for rows in records for r in rows]
+
+
+def print_accuracy(label, records) -> None:
+    for qtype in ("fact_qa", "search_qa", "reasoning_qa"):
+        rewards = [r.reward for rows in records for r in rows if task_type(r.task_id) == qtype]
+        if rewards:
+            print(f"  {label}{qtype}: accuracy {sum(rewards) / len(rewards):.2f} over {len(rewards)} questions")
+
+
+def compare_prompt_cache(label, sources, n, questions, **kwargs):
+    """Prompt cache off, on, (bfloat16 with the cache,) off: print the rates, the ratios, the tokens
+    prefilled; check identical actions. ``sources``: float32's, and bfloat16's or None. Returns the
+    records of the cache-on run."""
     from agile.agents.prompt_cache import PromptKVCache
 
-    budget = agent.prefix_cache.max_tokens if agent.prefix_cache is not None else 16_384
-    runs, cpu = {}, {}
+    source, half = sources
+    runs, cpu, caches = {}, {}, {}
     for name in ("off", "on", "bf16", "off2"):
         if name == "bf16" and half is None:
             continue
-        agent.prefix_cache = PromptKVCache(agent.model, budget) if name == "on" else None
-        runs[name] = timed(source, half if name == "bf16" else agent, n, questions, 0, True, **kwargs)
+        which = half if name == "bf16" else source
+        decoder = which.policy.constrained
+        # A fresh cache each run: a warm one would replay the earlier runs' prompts.
+        decoder.cache = caches[name] = PromptKVCache(decoder.model, OFF_TOKENS if name.startswith("off")
+                                                     else CACHE_TOKENS)
+        runs[name] = timed(which, which.agent(), n, questions, 0, True, **kwargs)
         cpu[name] = timed.cpu_seconds
-        if name == "on":
-            cache = agent.prefix_cache
+    source.policy.constrained.cache = PromptKVCache(source.policy.model, CACHE_TOKENS)
     decisions = sum(len(rows) for rows in runs["on"][2])
     sec_off, sec_on = (runs["off"][1] + runs["off2"][1]) / 2, runs["on"][1]
     cpu_off = (cpu["off"] + cpu["off2"]) / 2
@@ -90,36 +145,34 @@ def compare_prefix_cache(label, source, agent, n, questions, half=None, **kwargs
           f"ratio {sec_off / sec_on:.2f}x")
     print(f"  CPU time of this process: off {cpu['off']:.1f} s, {cpu['off2']:.1f} s, on {cpu['on']:.1f} s, "
           f"ratio {cpu_off / cpu['on']:.2f}x")
-    print(f"  prompt cache: {cache.hits}/{cache.prompts} prompts reused a prefix, "
-          f"{cache.reused_tokens:,}/{cache.prompt_tokens:,} prompt tokens reused "
-          f"({cache.reused_tokens / max(1, cache.prompt_tokens):.0%})")
-    pairs = [(a.action_text, b.action_text) for first in (runs["off"][2], runs["off2"][2])
-             for rows_a, rows_b in zip(first, runs["on"][2]) for a, b in zip(rows_a, rows_b)]
+    on, off = caches["on"], caches["off"]
+    print(f"  prompt tokens run through the model: off {off.prefilled_tokens:,} of {off.prompt_tokens:,} "
+          f"({off.prompts} prefills), on {on.prefilled_tokens:,} of {on.prompt_tokens:,} ({on.hits}/{on.prompts} "
+          f"prefills reused a cached prefix, {on.reused_tokens / max(1, on.prompt_tokens):.0%} of the tokens)")
+    pairs = [(a, b) for first in ("off", "off2") for a, b in zip(actions(runs[first][2]), actions(runs["on"][2]))]
     print(f"  identical actions cache off vs on: {sum(a == b for a, b in pairs)}/{len(pairs)} "
           "(both off runs against the on run)")
     if half is not None:
         sec_half, records = runs["bf16"][1], runs["bf16"][2]
-        same = sum(a.action_text == b.action_text for rows_a, rows_b in zip(runs["on"][2], records)
-                   for a, b in zip(rows_a, rows_b))
+        same = sum(a == b for a, b in zip(actions(runs["on"][2]), actions(records)))
         print(f"  bfloat16 weights + prompt cache: {decisions / sec_half:.3f} decisions/s ({sec_half:.1f} s), "
               f"ratio {sec_off / sec_half:.2f}x against float32 cache off (CPU time {cpu_off / cpu['bf16']:.2f}x); "
               f"actions equal to float32: {same}/{decisions} (not the same model: rounding changes answers)")
-        for qtype in ("fact_qa", "search_qa", "reasoning_qa"):
-            rewards = [r.reward for rows in records for r in rows if f'"type_{qtype}": 1.0' in r.features]
-            if rewards:
-                print(f"  bfloat16 {qtype}: accuracy {sum(rewards) / len(rewards):.2f} over {len(rewards)} questions")
+        print_accuracy("bfloat16 ", records)
     return runs["on"][2]
 
 
-def breakdown(label, source, agent, n, questions, **kwargs) -> None:
-    """One more cache-on run with CPU timers around the prompt prefills and the batched decoding."""
-    from agile.agents import llm_agent
+def breakdown(label, source, n, questions, **kwargs) -> None:
+    """One more cache-on run with CPU timers around the prompt prefills, the candidate scoring and the
+    free decoding of the constrained decoder."""
     from agile.agents.prompt_cache import PromptKVCache
+    from agile.executor import constrained
 
-    agent.prefix_cache = cache = PromptKVCache(agent.model, agent.prefix_cache.max_tokens
-                                               if agent.prefix_cache is not None else 16_384)
-    spent = {"prefill": 0.0, "decode": 0.0, "calls": 0, "steps": 0, "rows": 0, "capped": 0}
-    prefill, decode = cache.prefill, llm_agent.greedy_continue
+    decoder = source.policy.constrained
+    decoder.cache = cache = PromptKVCache(decoder.model, CACHE_TOKENS)
+    spent = {"prefill": 0.0, "score": 0.0, "decode": 0.0, "score_calls": 0, "candidates": 0, "decode_calls": 0,
+             "tokens": 0, "capped": 0}
+    prefill, score, decode = cache.prefill, constrained.score_continuations, constrained.greedy_continue
 
     def timed_prefill(ids):
         start = time.process_time()
@@ -127,90 +180,88 @@ def breakdown(label, source, agent, n, questions, **kwargs) -> None:
         spent["prefill"] += time.process_time() - start
         return result
 
-    def timed_decode(model, rows, stops, eos, max_new_tokens):
+    def timed_score(model, logits, kv, lines):
         start = time.process_time()
-        outputs = decode(model, rows, stops, eos, max_new_tokens)
+        scores = score(model, logits, kv, lines)
+        spent["score"] += time.process_time() - start
+        spent["score_calls"] += 1
+        spent["candidates"] += len(lines)
+        return scores
+
+    def timed_decode(model, rows, stops, eos, max_new_tokens, *args, **kw):
+        start = time.process_time()
+        outputs = decode(model, rows, stops, eos, max_new_tokens, *args, **kw)
         spent["decode"] += time.process_time() - start
-        spent["calls"] += 1
-        spent["steps"] += max(len(o) for o in outputs)
-        spent["rows"] += len(outputs)
-        spent["capped"] += sum(len(o) == max_new_tokens for o in outputs)
+        spent["decode_calls"] += 1
+        ids = outputs[0] if isinstance(outputs, tuple) else outputs
+        spent["tokens"] += sum(map(len, ids))
+        spent["capped"] += sum(len(o) == max_new_tokens for o in ids)
         return outputs
 
-    cache.prefill, llm_agent.greedy_continue = timed_prefill, timed_decode
+    cache.prefill = timed_prefill
+    constrained.score_continuations, constrained.greedy_continue = timed_score, timed_decode
     try:
-        timed(source, agent, n, questions, 0, True, **kwargs)
+        timed(source, source.agent(), n, questions, 0, True, **kwargs)
     finally:
-        llm_agent.greedy_continue = decode
-    computed = cache.prompt_tokens - cache.reused_tokens
+        constrained.score_continuations, constrained.greedy_continue = score, decode
     print(f"{label}: CPU {timed.cpu_seconds:.1f} s: prefill {spent['prefill']:.1f} s ({cache.prompts} prompts, "
-          f"{computed:,} of {cache.prompt_tokens:,} tokens computed, "
-          f"{computed / max(spent['prefill'], 1e-9):.0f} tokens/s), decoding {spent['decode']:.1f} s "
-          f"({spent['calls']} batched calls, {spent['steps']} steps, {spent['rows']} rows, "
-          f"{spent['capped']} ran to the {agent.max_new_tokens}-token cap)")
+          f"{cache.prefilled_tokens:,} of {cache.prompt_tokens:,} tokens computed, "
+          f"{cache.prefilled_tokens / max(spent['prefill'], 1e-9):.0f} tokens/s), scoring {spent['score']:.1f} s "
+          f"({spent['score_calls']} calls, {spent['candidates']} candidates), free decoding {spent['decode']:.1f} s "
+          f"({spent['decode_calls']} calls, {spent['tokens']} tokens, {spent['capped']} ran to the "
+          f"{decoder.max_new_tokens}-token cap)")
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=None, help="ProductQA root (default: the generated catalog)")
-    parser.add_argument("--sim-episodes", type=int, default=512)
-    parser.add_argument("--llm-episodes", type=int, default=16)
+    parser.add_argument("--sim-episodes", type=int, default=512, help="simulator episodes (8 questions each)")
+    parser.add_argument("--llm-episodes", type=int, default=8)
     parser.add_argument("--questions", type=int, default=4, help="questions per LLM episode")
-    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--model", default="smollm2", help="the LLM policy (a name, folder, or SFT / PPO output)")
+    parser.add_argument("--max-new-tokens", type=int, default=96, help="longest free line of a turn (EnvSpec's)")
+    parser.add_argument("--memory", choices=MEMORIES, default="embedding", help="how the executor's memory retrieves")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    parser.add_argument("--compare-cache", action="store_true",
-                        help="LLM: prompt key/value cache off / on / off instead of lockstep / one at a time")
     parser.add_argument("--breakdown", action="store_true",
-                        help="with --compare-cache: one more cache-on run timing prefill and decoding")
+                        help="one more cache-on run timing prefill, scoring and decoding")
     parser.add_argument("--bf16", action="store_true",
-                        help="with --compare-cache: also bfloat16 weights with the cache (not the same outputs)")
+                        help="also bfloat16 weights with the cache (not the same outputs)")
     args = parser.parse_args(argv)
     if args.data is None:
         from agile.envs.catalog_generator import default_catalog_dir
 
         args.data = str(default_catalog_dir(seed=0))
-    source = ProductQASource(args.data, "test")
-    print(f"data: {args.data} (test split, {len(source.group_names)} groups)")
-
-    simulator = SimulatorAgent(memory_boost=0.1)
     kwargs = {"budget": 2, "explore_p": 0.3, "rng_seed": 0}
+
     if args.sim_episodes > 0:
+        source = ColdSource(args.data, args.memory)
+        print(f"data: {args.data} (test split, {len(source.group_names)} groups), memory {args.memory}")
+        simulator = SimulatorAgent(memory_boost=0.1)
         compare(f"simulator, {args.sim_episodes} episodes x 8 questions", source, simulator, args.sim_episodes, 8,
                 **kwargs)
-        cf = timed(source, simulator, args.sim_episodes // 4, 8, 0, True, counterfactual=True, **kwargs)
+        cf = timed(source, simulator, max(args.sim_episodes // 4, 1), 8, 0, True, counterfactual=True, **kwargs)
         print(f"simulator with counterfactuals: {cf[0]:,.1f} decisions/s ({cf[1]:.1f} s)")
 
     if args.llm_episodes > 0:
         import torch
 
-        from agile.agents.llm_agent import LLMAgent
-
         if args.threads:
             torch.set_num_threads(args.threads)
         print(f"torch threads: {torch.get_num_threads()}")
         start = time.perf_counter()
-        agent = LLMAgent(args.model, max_batch=args.llm_episodes, cache_size=0)
-        print(f"{args.model} loaded in {time.perf_counter() - start:.1f} s on {agent.model.device}")
-        label = f"{args.model}, {args.llm_episodes} episodes x {args.questions} questions"
-        if args.compare_cache:
-            half = LLMAgent(args.model, max_batch=args.llm_episodes, cache_size=0, dtype="bfloat16") \
-                if args.bf16 else None
-            batched = compare_prefix_cache(label, source, agent, args.llm_episodes, args.questions, half, **kwargs)
-            if args.breakdown:
-                for name, which in (("float32", agent), ("bfloat16", half)):
-                    if which is not None:
-                        breakdown(f"  where the time goes, {name} + cache", source, which, args.llm_episodes,
-                                  args.questions, **kwargs)
-        else:
-            batched, single = compare(label, source, agent, args.llm_episodes, args.questions)
-            same = sum(a.action_text == b.action_text
-                       for rows_a, rows_b in zip(batched, single) for a, b in zip(rows_a, rows_b))
-            total = sum(len(rows) for rows in batched)
-            print(f"identical actions lockstep vs one at a time: {same}/{total}")
-        for qtype in ("fact_qa", "search_qa", "reasoning_qa"):
-            rewards = [r.reward for rows in batched for r in rows if f'"type_{qtype}": 1.0' in r.features]
-            if rewards:
-                print(f"  {qtype}: accuracy {sum(rewards) / len(rewards):.2f} over {len(rewards)} questions")
+        source = ColdSource(args.data, args.memory, measured_policy(args.model, args.max_new_tokens), args.model)
+        print(f"{args.model} loaded in {time.perf_counter() - start:.1f} s on {source.policy.model.device}")
+        print(f"data: {args.data} (test split, {len(source.group_names)} groups), memory {args.memory}")
+        half = ColdSource(args.data, args.memory, measured_policy(args.model, args.max_new_tokens, "bfloat16"),
+                          args.model) if args.bf16 else None
+        label = f"{args.model} constrained, {args.llm_episodes} episodes x {args.questions} questions"
+        records = compare_prompt_cache(label, (source, half), args.llm_episodes, args.questions, **kwargs)
+        if args.breakdown:
+            for name, which in (("float32", source), ("bfloat16", half)):
+                if which is not None:
+                    breakdown(f"  where the time goes, {name} + cache", which, args.llm_episodes, args.questions,
+                              **kwargs)
+        print_accuracy("", records)
 
 
 if __name__ == "__main__":

@@ -50,10 +50,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from agile.agents.simulator_agent import SimulatorAgent
-from agile.envs.catalog_generator import default_catalog_dir
-from agile.envs.productqa_env import make_episodes
 from agile.protocol import Observation
 from agile.rollout import run_episodes
+from helper.data.environment import EnvSetup, EnvSpec
 from helper.gate.features import FeatureClassifier, default_feature_names, frame_features, observation_features
 from helper.gate.gate import HelperGate
 from prm.data.folds import task_type
@@ -70,19 +69,20 @@ class LookupScorer:
 
 
 def simulated(n_episodes: int, horizon: int = 8):
+    """Decision points of the simulator on ProductQA's executor (the embedded catalog, no LLM): a logged
+    frame of ``n_episodes`` training episodes, and observations of 64 test episodes to time the gates on."""
     import polars as pl
 
-    agent = SimulatorAgent(seed=0)
-    episodes = make_episodes(default_catalog_dir(0), "train", n=n_episodes, seed=3, questions_per_episode=horizon)
-    records = run_episodes(episodes, agent, budget=horizon, explore_p=0.3, rng_seed=1)
+    setup = EnvSetup(EnvSpec(env="productqa", agent="simulator", questions_per_episode=horizon), split="train")
+    records = run_episodes(setup.episodes(range(n_episodes), seed=3), setup.base_agent(), budget=horizon,
+                           explore_p=0.3, rng_seed=1)
     rows = [r.to_row() for episode in records for r in episode]
     frame = pl.DataFrame(rows).drop(["cf_base_success", "cf_intervene_success"])
     # The question type is an annotation, never a logged feature: read it back from the task id.
     accuracy = LookupScorer().simulator.accuracy
     scores = [accuracy[task_type(t)] for t in frame["task_id"]]
     frame = frame.with_columns(pl.Series("prm_score", scores))
-    observations = [e.observe() for e in make_episodes(default_catalog_dir(0), "test", n=64, seed=9,
-                                                       questions_per_episode=horizon)]
+    observations = [e.observe() for e in setup.episodes(range(64), seed=9, split="test")]
     return frame, observations
 
 

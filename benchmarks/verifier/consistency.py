@@ -4,13 +4,14 @@
         --questions-per-episode 4 --budget 4 --explore-p 0 0.2 0.4 0.6 --consistency-samples 8 --out runs/pqa-k8/trajectories
     python benchmarks/verifier/consistency.py runs/pqa-k8/trajectories --out runs/consistency
 
-On a run collected with ``--consistency-samples K`` (the LLM agent's ``consistency_agree`` and
-``consistency_entropy`` beside its ``answer_logprob``, ``margin`` and ``entropy``), scored against
+On a run collected with ``--consistency-samples K`` (the constrained policy's ``consistency_agree`` and
+``consistency_entropy``, ``agile.executor.consistency``, beside its ``function_margin``, ``answer_margin``
+and ``answer_logprob``; absent where nothing competed), scored against
 "the proposal is right" (the proposal-mode pipeline's PRM target), folds by product group (``prm.data.folds``) for all:
 
 - ``agree (raw)``, ``-entropy (raw)``: the signal itself as the score (nothing fitted);
 - ``consistency``: a logistic regression on the two consistency signals, out of fold;
-- ``confidence``: the same on the three confidence signals the agent gave before;
+- ``confidence``: the same on the agent's other signals (its margins and answer log-probability);
 - ``confidence+consistency``: on all five;
 - ``PRM``: the proposal-mode pipeline's PRM stage (``PipelineConfig.prm_train_config``: hidden state + the confidence
   signals, the pipeline's default before this option), trained on the rows with the consistency
@@ -34,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import polars as pl  # noqa: E402
 
-from agile.agents.llm_agent import CONSISTENCY_KEYS  # noqa: E402
+from agile.executor.consistency import CONSISTENCY_KEYS  # noqa: E402
 from benchmarks.verifier.prm_signals import signals_only  # noqa: E402
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
 from prm.training import quality  # noqa: E402
