@@ -174,7 +174,7 @@ def test_gate_replaces_seek_advice_within_budget(group, tokenizer, embedder):
     ex.act("[PredictAnswer] yes")
     assert [c[1] for c in gate.calls] == [1]  # with no budget left the gate is not asked
     assert not ex.records[1].advised
-    assert ex.observation.env == "agile" and ex.observation.annotations["question_type"] == "fact_qa"
+    assert ex.observation.env == "productqa" and ex.observation.annotations["question_type"] == "fact_qa"
     assert not any(k.startswith("type_") for k in ex.observation.features)  # not a feature by default
     gold = make(group, [q1, q2], tokenizer, embedder, gold_features=True)
     assert gold.observation.features["type_fact_qa"] == 1.0

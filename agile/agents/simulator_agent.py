@@ -75,8 +75,8 @@ class SimulatorAgent:
         actions = []
         for observation, episode in zip(observations, episodes):
             if self.is_right(observation):
-                # The gold answer as its own turn; where the expert's action is the answer itself
-                # (the light ProductQA loop), that.
+                # The gold answer as its own turn; an episode without one (a plug-in's) has its
+                # expert's action for it.
                 gold = getattr(episode, "gold_action", None)
                 actions.append(Action((gold() if gold else episode.expert_action()).text, actor=BASE))
             else:

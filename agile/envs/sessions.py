@@ -5,10 +5,10 @@ name) and a window of ``questions_per_episode`` consecutive questions of it, sta
 drawn from ``derive_seed(s, i)``. File order is AGILE's session order: later questions reuse the
 products and knowledge of earlier ones, so a window keeps what memory can carry.
 
-``productqa`` (the light stack: lexical session memory, the scoring LLM agent) and ``agile`` (the
-AGILE executor and its LLM policy) both take their episodes from here, so the same ``(split, seed,
-i)`` is the same group and the same questions in both: a helper collected on one stack can be
-replayed on the other's sessions, and the two are compared question for question.
+Every ProductQA episode loop (the AGILE executor of ``agile.executor.episode``, and ``agile eval`` and PPO's
+windows) takes its episodes from here, so the same ``(split, seed, i)`` is the same group and the same
+questions wherever it is played: a helper collected in one is replayed on the same sessions in another, and
+they are compared question for question.
 """
 
 from __future__ import annotations

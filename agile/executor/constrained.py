@@ -22,7 +22,7 @@ only restricts what it may write, one turn at a time:
      puts more mass on its complete answer than on the others', and free text wins where the
      model continues with something else.
 
-   **The question's wording** restricts the forms first, as the light agent does
+   **The question's wording** restricts the forms first
    (``agile.envs.phrasing.is_yes_no_question``): a question phrased as a yes/no question is
    answered ``yes`` or ``no`` and is not searched (a search answers with product ids, which can
    never answer it). Asked about every question, SmolLM2-135M puts more mass on
@@ -49,6 +49,7 @@ system text and schema are shared by every session of a group and are computed o
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import torch
@@ -74,6 +75,9 @@ class ConstrainedDecoder:
             raise ValueError(f"samples must be >= 0 (0: off), got {samples}.")
         self.samples, self.seed = int(samples), int(seed)
         """Turns sampled beside each greedy one for the consistency signals (``agile.executor.consistency``)."""
+        self.turn_seconds = 0.0
+        self.sample_seconds = 0.0
+        """Seconds spent on turns, and the part of them spent on consistency samples (their cost)."""
         self.model = model
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
@@ -105,6 +109,13 @@ class ConstrainedDecoder:
         (``grammar``: the queries of the table a search runs on)."""
         if not allowed:
             raise ValueError("the executor allows no function now (its episode is finished).")
+        start = time.perf_counter()
+        try:
+            return self._turn(prompt, allowed, context, grammar)
+        finally:
+            self.turn_seconds += time.perf_counter() - start
+
+    def _turn(self, prompt, allowed, context, grammar) -> list[int]:
         yes_no = is_yes_no_question(_question(context))
         candidates = [a for a in allowed if not (yes_no and a == fn.SEARCH_PRODUCT and fn.PREDICT_ANSWER in allowed)]
         logits, kv = self.cache.prefill(prompt)
@@ -129,9 +140,11 @@ class ConstrainedDecoder:
             ids, choice["form"] = self._free(prompt, self._encode(name)), "free"
         choice["turn"] = self.tokenizer.decode(ids, skip_special_tokens=True).rstrip("\n")
         if self.samples:
+            sampling = time.perf_counter()
             if answers is None and fn.PREDICT_ANSWER in candidates:
                 answers = self._answer_lines(prompt, logits, kv, context, yes_no)
             signals.update(self._consistency(prompt, candidates, scores, answers, name, choice["turn"]))
+            self.sample_seconds += time.perf_counter() - sampling
         choice["signals"] = signals
         self.choices.append(choice)
         return ids

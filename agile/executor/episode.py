@@ -136,11 +136,29 @@ class AgileAgent:
         self.policy = policy
         self.name = name
         self.actor = actor
+        self.decisions = 0
+        """Turns written (what ``helper.data.collect.print_sampling_cost`` divides by)."""
+
+    @property
+    def consistency_samples(self) -> int:
+        decoder = getattr(self.policy, "constrained", None)
+        return decoder.samples if decoder is not None else 0
+
+    @property
+    def act_seconds(self) -> float:
+        decoder = getattr(self.policy, "constrained", None)
+        return decoder.turn_seconds if decoder is not None else getattr(self.policy, "seconds", 0.0)
+
+    @property
+    def sample_seconds(self) -> float:
+        decoder = getattr(self.policy, "constrained", None)
+        return decoder.sample_seconds if decoder is not None else 0.0
 
     def act(self, observations: list[Observation], episodes: Sequence[AgileEpisode] = ()) -> list[Action]:
         if len(episodes) != len(observations):
             raise ValueError("AgileAgent.act needs the live episodes (it continues their executors' context).")
         turns = self.policy([e.executor for e in episodes])
+        self.decisions += len(turns)
         tokenizer = self.policy.tokenizer
         signals = getattr(self.policy, "last_signals", None) or [{} for _ in turns]
         return [Action(tokenizer.decode(ids, skip_special_tokens=True), actor=self.actor,

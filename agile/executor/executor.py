@@ -302,7 +302,7 @@ class Executor:
         self._fit_context()
         self.awaiting = "decision"
         self.observation = Observation(
-            # group/question, as on the light stack: PRM folds read the product group before '/'.
+            # group/question: PRM folds read the product group before '/'.
             episode_id=self.episode_id, env=ENV_NAME, task_id=f"{self.group.name}/{q.id}", step=self.session,
             state_text=self.context_text(), horizon=self.end,
             # type_<name> (the ProductQA environment's names) only as the gold-features ablation:

@@ -3,7 +3,7 @@
     collect-offline-trajectories --out trajectories --episodes 200 --explore-p 0 0.1 0.3 0.5
     python -m helper.data.collect --agent llm --model smollm2 --episodes 16 --out traj-llm
     collect-offline-trajectories --env textworld --tw-games 8 --episodes 64 --out traj-tw
-    collect-offline-trajectories --env agile --model runs/agile_sft --episodes 64 --out traj-agile
+    collect-offline-trajectories --agent llm --model runs/agile_sft --decoding free --episodes 64 --out traj-agile
     collect-offline-trajectories --out traj --episodes 400 --shard-size 25 --ray   # over a Ray cluster
     collect-offline-trajectories --env examples.arith_chain:make_episodes \
         --agent examples.arith_chain:make_agent --episodes 64 --out traj-chain     # a plug-in env
@@ -56,8 +56,8 @@ class CollectConfig:
     groups: list[str] | None = None
     """Product groups to use (folder names); default: every group of the split."""
     model: str = "smollm2"
-    """Model of the LLM base agent with --agent llm: smollm2 (embedded), tiny, a Hugging Face id or a local folder
-    (env agile: an SFT / PPO output folder of helpgate agile, whatever --agent says)."""
+    """Model of the LLM base agent with --agent llm: smollm2 (embedded), tiny, a Hugging Face id, a local folder or
+    an SFT / PPO output folder of helpgate agile (then --decoding free, as it was trained)."""
     explore_p: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.3, 0.5])
     """Intervention probabilities (a mixture): episode i uses the (i mod k)-th of the k values."""
     episodes: int = 200

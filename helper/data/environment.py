@@ -145,7 +145,7 @@ class EnvSpec:
                 resolve(name, AGENT_GROUP)  # not importable: refused before any file is written
         if self.agent_dtype not in AGENT_DTYPES:
             raise ValueError(f"agent_dtype={self.agent_dtype!r}: choose one of {AGENT_DTYPES}.")
-        local_llm = not (self.plugin or self.env == "productqa" or self.agent == "simulator"
+        local_llm = not (self.plugin or self.agent == "simulator"
                          or is_plugin(self.agent, AGENT_GROUP) or self.agent.startswith(OPENAI_PREFIX))
         if self.agent_dtype != "auto" and not local_llm:
             raise ValueError(f"agent_dtype={self.agent_dtype!r}: it sets a local LLM base agent's weights, and "
