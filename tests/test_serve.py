@@ -20,10 +20,12 @@ from pathlib import Path
 import httpx
 import polars as pl
 import pytest
+from productqa_slice import SLICE
 
-from agile.agents.llm_agent import LLMAgent, choose_mode
-from agile.agents.openai_agent import OpenAIAgent, function_margin, plain_mode
+from agile.agents.openai_agent import OpenAIAgent, function_margin, is_retry, question_of, table_of, written_turn
 from agile.budget import BudgetedGate
+from agile.envs.phrasing import is_yes_no_question
+from agile.executor.functions import parse_call
 from agile.protocol import Observation
 from helper.serve.gate import ServedGate
 from trajectories.number_maps import number_maps
@@ -149,51 +151,161 @@ def test_logprobs_and_errors_match_the_model(model_server, tiny):
         "model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}).status_code == 200
 
 
-def mixed_observations(n_episodes: int) -> list[Observation]:
-    """Decision points of every mode: yes/no, free text, SQL, and the answer after a search."""
-    from agile.envs.catalog_generator import default_catalog_dir
-    from agile.envs.productqa_env import ProductQASource
+def mixed_observations(n_episodes: int, seed: int = 0) -> list[Observation]:
+    """Decision points of the executor's ProductQA episodes (questions phrased as yes/no and others),
+    and after each question not phrased so, the retry the executor asks for after a failed query."""
+    from agile.executor.episode import AgileSource
     from agile.protocol import Action
 
     observations = []
-    for episode in ProductQASource(default_catalog_dir(seed=0), "train").episodes(range(n_episodes), 1, 3):
+    for episode in AgileSource(SLICE, "train", model=None, memory="lexical").episodes(range(n_episodes), seed, 3):
         while not episode.done:
             observations.append(episode.observe())
-            if choose_mode(observations[-1]) == "sql":  # and the answer after a successful search
+            if not yes_no(observations[-1]):
                 probe = episode.clone()
-                probe.step(Action(f"[SearchProduct] {probe.question.gold_sql}"))
+                result = probe.step(Action("[SearchProduct] SELECT product_id FROM nowhere;"))
+                assert result.info["tool"] == "[Error]"
                 observations.append(probe.observe())
             episode.step(episode.expert_action())
-    assert {"sql", "ids", "yesno"} <= {choose_mode(o) for o in observations}
+    assert {True, False} <= {yes_no(o) for o in observations} and any(map(retry, observations))
     return observations
 
 
-def test_openai_agent_acts_like_the_local_agent(model_server, tiny):
-    observations = mixed_observations(6)
+def yes_no(observation: Observation) -> bool:
+    return is_yes_no_question(question_of(observation.state_text))
+
+
+def retry(observation: Observation) -> bool:
+    return is_retry(observation.state_text)
+
+
+YES_NO_TOKENS = (" yes", " Yes", " no", " No")
+
+
+class Served:
+    """What the served model's own log-probabilities say, computed in this process on the same weights:
+    the prompt is the context as the one user message, the reply started by ``prefix``."""
+
+    def __init__(self, model, tokenizer, top_logprobs: int = 20, max_tokens: int = 48):
+        self.model, self.tokenizer = model, tokenizer
+        self.top_logprobs, self.max_tokens = top_logprobs, max_tokens
+
+    def ids(self, observation: Observation, prefix: str):
+        messages = [{"role": "user", "content": observation.state_text}]
+        prompt = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + prefix
+        return self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+
+    def log_probs(self, observation: Observation, prefix: str):
+        import torch
+
+        with torch.no_grad():
+            return torch.log_softmax(self.model(self.ids(observation, prefix)).logits[0, -1].float(), dim=-1)
+
+    def top(self, observation: Observation, prefix: str) -> list[tuple[str, float]]:
+        import torch
+
+        top = torch.topk(self.log_probs(observation, prefix), self.top_logprobs)
+        return [(self.tokenizer.decode([i]), float(v)) for v, i in zip(top.values, top.indices.tolist())]
+
+    def line(self, observation: Observation, prefix: str) -> str:
+        """The greedy continuation after ``prefix``, up to its first newline."""
+        import torch
+
+        ids = self.ids(observation, prefix)
+        with torch.no_grad():
+            out = self.model.generate(ids, max_new_tokens=self.max_tokens, do_sample=False, temperature=None,
+                                      top_p=None, top_k=None, attention_mask=torch.ones_like(ids),
+                                      pad_token_id=self.tokenizer.pad_token_id)
+        return self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True).split("\n", 1)[0].strip()
+
+    def yes_no_margin(self, observation: Observation) -> float | None:
+        """log P(" yes" or " Yes") - log P(" no" or " No") after ``[PredictAnswer]``, over the whole
+        vocabulary; None when none of the four is among the top tokens (the generated token decides)."""
+        log_probs = self.log_probs(observation, "[PredictAnswer]")
+        shown = {token for token, _ in self.top(observation, "[PredictAnswer]")} & set(YES_NO_TOKENS)
+        if not shown:
+            return None
+        # The agent sees the top tokens only: its margin is this one when all four are among them.
+        assert shown == set(YES_NO_TOKENS), f"only {sorted(shown)} among the top tokens"
+        yes, no = (log_probs[[self.token_id(t) for t in pair]].logsumexp(0) for pair in (YES_NO_TOKENS[:2],
+                                                                                         YES_NO_TOKENS[2:]))
+        return float(yes - no)
+
+    def token_id(self, token: str) -> int:
+        (i,) = self.tokenizer(token, add_special_tokens=False)["input_ids"]
+        return i
+
+    def expected(self, observation: Observation) -> tuple[str, int]:
+        """The turn the model's log-probabilities give, and the requests it takes."""
+        if yes_no(observation):
+            margin = self.yes_no_margin(observation)
+            if margin is None:  # the generated (greedy) token decides
+                answer = "yes" if self.top(observation, "[PredictAnswer]")[0][0].strip().lower() == "yes" else "no"
+            else:
+                answer = "yes" if margin > 0 else "no"
+            return f"[PredictAnswer] {answer}", 1
+        if retry(observation):  # answered, without deciding again
+            return f"[PredictAnswer] {self.line(observation, '[PredictAnswer]')}".rstrip(), 1
+        top = self.top(observation, "[")
+        margin = function_margin(top)
+        if margin is None:  # neither function among the top tokens: the generated (greedy) one decides
+            token = top[0][0].strip()
+            searched = bool(token) and "SearchProduct]".startswith(token)
+        else:
+            searched = margin > 0
+        if searched:
+            prefix = f"[SearchProduct] SELECT product_id FROM `{table_of(observation.state_text)}` WHERE"
+            sql = self.line(observation, prefix).split(";", 1)[0].strip()
+            return f"{prefix} {sql};", 2
+        return f"[PredictAnswer] {self.line(observation, '[PredictAnswer]')}".rstrip(), 2
+
+
+def completions(url: str) -> int:
+    return httpx.get(f"{url}/health").json()["completions"]
+
+
+def test_openai_agent_acts_as_the_served_log_probabilities_say(model_server, tiny):
+    observations = mixed_observations(2)
     agent = OpenAIAgent("tiny", base_url=f"{model_server}/v1", concurrency=4)
+    before = completions(model_server)
     remote = agent.act(observations)
+    served = Served(*tiny)
+    expected = [served.expected(o) for o in observations]
+    assert [a.text for a in remote] == [text for text, _ in expected]
+    # One request per turn, two where the model first decides whether to search; a retry answers
+    # without deciding again (so the executor's retries end).
+    assert completions(model_server) - before == sum(n for _, n in expected)
+    assert all(a.text.startswith("[PredictAnswer]") for o, a in zip(observations, remote) if retry(o))
+    # The search decision is the served first-token log-probabilities' (the random tiny model has
+    # neither function token among its top 20: the token it generates, not "Search", decides).
+    for observation in observations:
+        if not yes_no(observation) and not retry(observation):
+            margin = function_margin(served.top(observation, "["))
+            assert agent.search_margin(observation) == (-math.inf if margin is None else pytest.approx(margin, abs=1e-4))
     # No annotation is read: without the question type every action is the same.
     blind = [dataclasses.replace(o, annotations={}) for o in observations]
     assert [a.text for a in agent.act(blind)] == [a.text for a in remote]
-    # Where the model decides, the local agent made to take the same decision writes the same action.
-    local = {searched: LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0, search_bias=1e9 if searched else -1e9)
-             for searched in (True, False)}
-    modes = Counter()
-    for observation, r in zip(observations, remote):
-        mode = plain_mode(observation)
-        modes[mode] += 1
-        if mode == "yesno":
-            # The random tiny model has " yes"/" no" outside its top-20 tokens: the reply decides.
-            assert r.text in ("[PredictAnswer] yes", "[PredictAnswer] no")
-            continue
-        searched = mode == "decide" and agent.search_margin(observation) > 0
-        assert r.text.startswith("[SearchProduct]") == searched
-        assert r.text == local[searched].act([observation])[0].text  # same prompt and prefix, greedy
-    assert modes["decide"] and modes["ids"] and modes["yesno"]
-    # Without prefill (endpoints that cannot continue a message) the model writes the whole line.
-    loose = OpenAIAgent("tiny", base_url=f"{model_server}/v1", prefill=False, max_tokens=8).act(observations[:6])
-    assert all(a.text.startswith(("[PredictAnswer]", "[SearchProduct]", "[SeekAdvice]")) for a in loose)
     assert OpenAIAgent("tiny", base_url=f"{model_server}/v1").act([]) == []
+
+
+def test_without_prefill_the_model_writes_the_line(model_server, tiny):
+    """Endpoints that cannot continue a message: the model writes the whole line; a line without a
+    function token is the answer, a yes/no question reads the answer's first word, a retry answers."""
+    observations = mixed_observations(1)
+    loose = OpenAIAgent("tiny", base_url=f"{model_server}/v1", prefill=False, max_tokens=8)
+    served = Served(*tiny, max_tokens=8)
+    for observation, action in zip(observations, loose.act(observations)):
+        line = served.line(observation, "")
+        if yes_no(observation):
+            call = parse_call(line)
+            words = (call.argument if call else line).split()
+            assert action.text == f"[PredictAnswer] {'yes' if words[:1] == ['yes'] else 'no'}"
+        else:
+            assert action.text == written_turn(line, answer=retry(observation))
+        assert action.text.startswith("[PredictAnswer]" if retry(observation) else ("[PredictAnswer]", "[SearchProduct]"))
+    assert written_turn("Sure. [SearchProduct] SELECT 1;") == "[SearchProduct] SELECT 1;"
+    assert written_turn("[SearchProduct] SELECT 1;", answer=True) == "[PredictAnswer] SELECT 1;"
+    assert written_turn("It is red.") == "[PredictAnswer] It is red."
 
 
 def test_function_margin_sums_the_tokens_that_begin_each_function():
@@ -207,47 +319,46 @@ def test_function_margin_sums_the_tokens_that_begin_each_function():
 
 
 @pytest.mark.slow
-def test_openai_agent_on_smollm2_acts_exactly_like_the_local_agent(one_torch_thread):
-    """On the embedded model the function tokens differ at their second token and " yes"/" no" are
-    among the top tokens: every action, the search decision included, is the local agent's."""
-    observations = mixed_observations(4)
+def test_openai_agent_on_smollm2_acts_as_its_log_probabilities_say(one_torch_thread):
+    """On the embedded model " yes"/" no" are among the top tokens (the margin over the whole vocabulary
+    decides) and the function tokens differ at a top token: it searches, with the served greedy query."""
+    from agile.models import load_causal_lm
+
+    observations = mixed_observations(1)
     with cli_server(["serve", "--model", "smollm2"]) as url:
         remote = OpenAIAgent("smollm2", base_url=f"{url}/v1", concurrency=2).act(observations)
-    local = LLMAgent("smollm2", max_batch=1, cache_size=0).act(observations)
-    assert [a.text for a in remote] == [a.text for a in local]
-    assert any(a.text.startswith("[SearchProduct]") for a in local)
+    served = Served(*load_causal_lm("smollm2", device="cpu"))
+    assert [a.text for a in remote] == [served.expected(o)[0] for o in observations]
+    assert all(served.yes_no_margin(o) is not None for o in observations if yes_no(o))
+    assert all(function_margin(served.top(o, "[")) is not None for o in observations if not yes_no(o))
+    assert any(a.text.startswith("[SearchProduct]") for a in remote)
 
 
 def test_collect_through_the_server(model_server, tiny, tmp_path):
     from helper.commands.cli import main
     from trajectories.shards import read_trajectories
 
-    before = httpx.get(f"{model_server}/health").json()["completions"]
+    before = completions(model_server)
     out = tmp_path / "traj"
     assert main(["collect", "--agent", "openai:tiny", "--strong", "openai:tiny", "--base-url", f"{model_server}/v1",
+                 "--data", str(SLICE), "--memory", "lexical",
                  "--episodes", "3", "--questions-per-episode", "3", "--explore-p", "0", "1", "--budget", "1",
                  "--shard-size", "2", "--out", str(out)]) == 0
     frame = read_trajectories(out)  # validated against the schema
-    assert frame["episode_id"].n_unique() == 3 and frame.height == 9
-    served = httpx.get(f"{model_server}/health").json()["completions"] - before
-    assert served >= frame.height - frame.filter(pl.col("action_text").str.contains("none")).height
+    assert frame["episode_id"].n_unique() == 3 and frame.height == 9 and set(frame["env"]) == {"productqa"}
+    assert completions(model_server) - before >= frame.height
     # explore_p 1 with budget 1: exactly the first decision of episode 1 goes to the strong actor.
     strong = frame.filter(pl.col("intervened"))
     assert strong["episode_id"].unique().to_list() == [frame["episode_id"].unique(maintain_order=True)[1]]
     assert set(strong["actor"]) == {"strong"} and set(frame.filter(~pl.col("intervened"))["actor"]) == {"base"}
     assert all(text.startswith(("[PredictAnswer]", "[SearchProduct]")) for text in frame["action_text"])
-    # The logged state reproduces the action: the local agent on the same weights, made to take the
-    # same search decision, writes the same (a search question logs the query, its result and the
-    # answer after it: the query comes first). No annotation is needed to replay it.
-    local = {searched: LLMAgent("tiny", lm=tiny, max_batch=1, cache_size=0, search_bias=1e9 if searched else -1e9)
-             for searched in (True, False)}
-    kept = frame.filter(~pl.col("intervened"))
-    for row, features in zip(kept.iter_rows(named=True), number_maps(kept["features"])):
+    # The logged state reproduces the action: it is what the model's log-probabilities give on that
+    # context (a search question logs the query first). No annotation is needed to replay it.
+    served = Served(*tiny)
+    for row, features in zip(frame.iter_rows(named=True), number_maps(frame["features"])):
         observation = Observation(row["episode_id"], row["env"], row["task_id"], row["step"], row["state_text"],
                                   row["horizon"], features)
-        if plain_mode(observation) != "yesno":
-            agent = local[row["action_text"].startswith("[SearchProduct]")]
-            assert row["action_text"].startswith(agent.act([observation])[0].text)
+        assert row["action_text"].startswith(served.expected(observation)[0])
 
 
 def test_openai_agent_plays_textworld(model_server, tmp_path):
@@ -266,10 +377,18 @@ def test_openai_agent_plays_textworld(model_server, tmp_path):
     assert all(r.actor == "base" and r.action_text.strip() for r in records)
 
 
+CONTEXT = ("You answer customers' questions about shoes. Reply with one line:\n"
+           "[SearchProduct] SELECT product_id FROM `shoes` WHERE ... (to find products)\n"
+           "[PredictAnswer] <short answer> (when you know it)\n"
+           "Table `shoes` (2 products). Columns:\nproduct_id TEXT -- the product's asin\ntitle TEXT\n"
+           "[GetQuestion] {question}\n[RetrieveMemory]\nKnowledge: none\nHistory: none\n")
+"""An executor context, as ``agile.executor.executor`` writes it."""
+
+
 def test_unreachable_server_names_the_url():
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     agent = OpenAIAgent("tiny", base_url=url, timeout=2.0, max_retries=1)
-    observation = Observation("e", "productqa", "t", 0, "Customer: Is it red?", 1, {"type_fact_qa": 1.0})
+    observation = Observation("e", "productqa", "t", 0, CONTEXT.format(question="Is it red?"), 1)
     with pytest.raises(ConnectionError, match=r"127\.0\.0\.1:\d+/v1.*after 1 retries"):
         agent.act([observation])
 
@@ -279,11 +398,12 @@ def test_retries_with_back_off_then_time_out():
     from fastapi import FastAPI
     from fastapi.responses import JSONResponse
 
-    app, calls = FastAPI(), Counter()
+    app, calls, bodies = FastAPI(), Counter(), []
 
     @app.post("/v1/chat/completions")
     def flaky(body: dict):
         calls["n"] += 1
+        bodies.append(body)
         if any("slow" in m["content"] for m in body["messages"]):
             time.sleep(1.0)
         if calls["n"] <= 2:
@@ -291,18 +411,26 @@ def test_retries_with_back_off_then_time_out():
         return {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [
             {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": " brown"}}]}
 
-    observation = Observation("e", "productqa", "t", 0, "Customer: What color is it?", 1, {"type_fact_qa": 1.0})
+    observation = Observation("e", "productqa", "t", 0, CONTEXT.format(question="What color is it?"), 1)
     with thread_server(app) as url:
         with pytest.raises(RuntimeError, match="HTTP 503 busy"):
             OpenAIAgent("m", base_url=f"{url}/v1", max_retries=1).act([observation])
         assert calls["n"] == 2  # the first try and one retry
         calls.clear()
+        bodies.clear()
         started = time.monotonic()
         assert OpenAIAgent("m", base_url=f"{url}/v1", max_retries=2).act([observation])[0].text == "[PredictAnswer] brown"
         # The model decides whether to search first (one request, tried three times: two 503s, then
         # a reply), then answers (one request): two waits of the back-off in all.
         assert calls["n"] == 4 and time.monotonic() - started >= 0.5
-        slow = Observation("e", "productqa", "t", 0, "Customer: What is slow?", 1, {"type_fact_qa": 1.0})
+        # The context is the user message; the reply is started by "[" to decide (" brown" is no
+        # function token: an answer), then by the function token, continued by the server.
+        user = {"role": "user", "content": observation.state_text}
+        assert [b["messages"] for b in bodies[2:]] == [[user, {"role": "assistant", "content": "["}],
+                                                       [user, {"role": "assistant", "content": "[PredictAnswer]"}]]
+        assert all(b["continue_final_message"] and not b["add_generation_prompt"] for b in bodies)
+        assert bodies[2]["top_logprobs"] == 20 and bodies[2]["max_tokens"] == 1 and bodies[3]["stop"] == ["\n"]
+        slow = Observation("e", "productqa", "t", 0, CONTEXT.format(question="What is slow?"), 1)
         with pytest.raises(ConnectionError, match=r"127\.0\.0\.1.*timed out"):
             OpenAIAgent("m", base_url=f"{url}/v1", timeout=0.3, max_retries=0).act([slow])
 

@@ -12,18 +12,25 @@ from dataclasses import replace
 
 import httpx
 import pytest
+from productqa_slice import SLICE
 from test_serve import cli_server
 
 from agile.agents.simulator_agent import SimulatorAgent
-from agile.envs.catalog_generator import default_catalog_dir
-from agile.envs.productqa_env import make_episodes
 from agile.protocol import Action
 from helper import HelperGate
 from helper.commands.cli import main
+from helper.data.environment import EnvSetup, EnvSpec
 from helper.gate.identity import UntrustedPrm, prm_fingerprint
 
 BUDGET = 2
 HORIZON = 4
+DATA = ["--data", str(SLICE), "--memory", "lexical"]
+"""The bundled ProductQA slice, with memory that needs no embedding model: the pipeline's episodes
+and the held-out ones below come from the same spec."""
+FEATURES = ["memory_advice_hits", "memory_entries", "memory_similar_count", "memory_top_similarity",
+            "retrieved_tokens"]
+"""The executor's features (``agile.executor.executor``), the helper's inputs besides the PRM score."""
+SPEC = EnvSpec(env="productqa", agent="simulator", data=str(SLICE), memory="lexical", questions_per_episode=HORIZON)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +38,7 @@ def run_dir(tmp_path_factory, one_torch_thread):
     out = tmp_path_factory.mktemp("main") / "run"
     assert main(["pipeline", "--out", str(out), "--quick", "--agent", "simulator", "--prm-model", "tiny",
                  "--episodes", "32", "--eval-episodes", "4", "--questions-per-episode", str(HORIZON),
-                 "--budgets", *map(str, range(1, BUDGET + 1)), "--methods", "helper"]) == 0
+                 "--budgets", *map(str, range(1, BUDGET + 1)), "--methods", "helper", *DATA]) == 0
     return out
 
 
@@ -41,9 +48,14 @@ def served(run_dir):
         yield url
 
 
+def held_out(n: int, seed: int) -> list:
+    """Held-out episodes of the pipeline's environment (the test split)."""
+    return EnvSetup(SPEC, "test").episodes(range(n), seed)
+
+
 def first_observation(seed: int):
     """The first decision point of a held-out episode."""
-    return make_episodes(default_catalog_dir(0), "test", n=1, seed=seed, questions_per_episode=HORIZON)[0].observe()
+    return held_out(1, seed)[0].observe()
 
 
 def body(observation, proposal: str, **changes) -> dict:
@@ -55,7 +67,7 @@ def body(observation, proposal: str, **changes) -> dict:
 def test_the_helper_folder_records_what_it_was_built_with(run_dir):
     config = json.loads((run_dir / "helper" / "helper.json").read_text())
     assert config["horizon"] == HORIZON and config["decide_after"] == "proposal"
-    assert config["feature_names"][0] == "prm_score" and "f_memory_hits" in config["feature_names"]
+    assert config["feature_names"][0] == "prm_score" and "f_memory_top_similarity" in config["feature_names"]
     assert config["fallback_feature_names"] == [n for n in config["feature_names"] if n != "prm_score"]
     assert config["prm_fingerprint"] == prm_fingerprint(run_dir / "prm")
 
@@ -64,12 +76,12 @@ def test_served_decisions_are_the_in_process_decisions(run_dir, served):
     gate = HelperGate.load(run_dir / "helper", budget=BUDGET)
     assert gate.scorer is not None and gate.degraded is None
     agent = SimulatorAgent(seed=0)
-    episodes = make_episodes(default_catalog_dir(0), "test", n=10, seed=1000, questions_per_episode=HORIZON)
+    episodes = held_out(10, seed=1000)
     decided = []
     with httpx.Client(base_url=served, timeout=60) as http:
         assert http.get("/health").json() | {"gate": None} == {
             "status": "ok", "gate": None, "budget": BUDGET, "decide_after": "proposal", "horizon": HORIZON,
-            "features": ["memory_advice_hits", "memory_hits", "memory_same_asin", "progress"]}
+            "features": FEATURES}
         for episode in episodes:
             while not episode.done:
                 observation = episode.observe()
@@ -107,16 +119,15 @@ def test_features_are_checked_on_every_request(run_dir, served):
             assert http.post("/v1/gate", json=good | {"step": round_}).status_code == 200
             empty = http.post("/v1/gate", json=good | {"step": round_, "features": {}})
             assert empty.status_code == 422
-            assert ("features: missing ['memory_advice_hits', 'memory_hits', 'memory_same_asin', 'progress']"
-                    in empty.json()["detail"])
-            partial = {k: v for k, v in observation.features.items() if k != "memory_hits"} | {"colour": 1.0}
+            assert f"features: missing {FEATURES}" in empty.json()["detail"]
+            partial = {k: v for k, v in observation.features.items() if k != "memory_entries"} | {"colour": 1.0}
             wrong = http.post("/v1/gate", json=good | {"step": round_, "features": partial})
             assert wrong.status_code == 422
-            assert "features: missing ['memory_hits']; unknown ['colour']" in wrong.json()["detail"]
-            nan = json.dumps(good | {"step": round_, "features": observation.features | {"memory_hits": "NaN"}})
+            assert "features: missing ['memory_entries']; unknown ['colour']" in wrong.json()["detail"]
+            nan = json.dumps(good | {"step": round_, "features": observation.features | {"memory_entries": "NaN"}})
             refused = http.post("/v1/gate", content=nan.replace('"NaN"', "NaN"),
                                 headers={"content-type": "application/json"})
-            assert refused.status_code == 422 and "memory_hits" in refused.text and "finite" in refused.text
+            assert refused.status_code == 422 and "memory_entries" in refused.text and "finite" in refused.text
         # Refused requests spend nothing: the episode's count is that of the three good ones.
         used = http.post("/v1/episodes/feat/end").json()["used"]
     gate = HelperGate.load(run_dir / "helper", budget=BUDGET)

@@ -4,31 +4,41 @@
     agent = OpenAIAgent("gpt-4o-mini", prefill=False)                      # api.openai.com
     actions = agent.act(observations)
 
-It asks what ``agile.agents.llm_agent.LLMAgent`` asks (the same prompts, modes and parsing, imported
-from there), one request per observation (two where it must first decide to search), ``concurrency``
-requests in flight at a time. Like the local agent it never reads the dataset's question type: a
-question phrased as yes/no is answered yes or no, one after a search with product ids, and any other
-question is searched or answered as the model itself prefers:
+ProductQA observations (``env == "productqa"``, the AGILE executor's: ``agile.executor.episode``)
+are answered with one turn of the executor, one line: ``[SearchProduct] SELECT product_id FROM
+`<table>` WHERE ...;`` or ``[PredictAnswer] <answer>``. The prompt is the executor's context
+(``state_text``: its system text with the functions and the table's schema, the question, the
+product, the retrieved memory, and any ``[SearchResult]`` / ``[Error]`` line of this decision) as
+the one user message. One request per observation (two where the model must first decide to
+search), ``concurrency`` requests in flight at a time. The dataset's question type
+(``annotations``) is never read; the question is the text after the last ``[GetQuestion]``:
 
-- with prefill, one request after the local agent's decision prompt with the reply started by ``[``
-  asks for one token's ``top_logprobs``; the mass of tokens that begin ``SearchProduct]`` against those
-  that begin ``PredictAnswer]`` (plus ``search_bias``) decides. This is the local agent's margin cut at
-  the first token where the two function tokens differ (``Search`` / ``Predict`` on SmolLM2, whose
-  later tokens are near certain); when neither is among the top tokens, the generated token decides;
-- without prefill the model answers the decision prompt itself: its line is the action.
+- **A question phrased as yes/no** (``agile.envs.phrasing.is_yes_no_question``) is answered
+  ``[PredictAnswer] yes`` or ``no``, never searched (a search answers with product ids), as the
+  local constrained policy does (``agile.executor.constrained``). With prefill, the reply is
+  started with ``[PredictAnswer]`` and one token's ``top_logprobs`` compare the mass of
+  " yes"/" Yes" against " no"/" No" (plus ``yes_bias``); when only one side is among the top
+  tokens it wins, when neither is the generated token decides (yes if it reads "yes"). Without
+  prefill, the first word of the model's answer.
+- **Any other question**, with prefill: one request with the reply started by ``[`` asks for one
+  token's ``top_logprobs``; the mass of tokens that begin ``SearchProduct]`` against those that
+  begin ``PredictAnswer]`` (plus ``search_bias``) decides (``function_margin``: the first token
+  where the two function tokens differ; when neither is among the top tokens, the generated token
+  decides). To search, the reply is started ``[SearchProduct] SELECT product_id FROM `<table>`
+  WHERE`` (the table the context's system text names) and the model completes the query (cut at
+  its first ``;``); to answer, it is started ``[PredictAnswer]`` and the model completes the line.
+  A context that offers no search (no table) is answered.
+- Without prefill (endpoints that do not continue a message, e.g. api.openai.com) the model writes
+  the whole line; the line from its first function token is the turn, and a line without one
+  becomes ``[PredictAnswer] <line>``.
+- **A retry**: the executor shows a rejected turn (a query that failed, an unknown function) as a
+  ``[SearchResult]`` / ``[Error]`` line after the question and asks again, up to its
+  ``max_turns``. Then the turn is an answer (the ``[PredictAnswer]`` continuation; without prefill
+  the model's line made an answer), so that the retries end in an answer rather than in the same
+  failing search.
 
-- ``prefill=True`` (servers that continue a last assistant message: ``helpgate serve``, vLLM):
-  the reply starts with the same forced prefix as the local agent (a function token, or the
-  start of the SQL query), sent as a last ``assistant`` message with
-  ``continue_final_message``. ``yesno`` questions ask for one token with ``top_logprobs`` and
-  compare the mass of " yes"/" Yes" against " no"/" No" among them (plus ``yes_bias``), as the
-  local agent does over the whole vocabulary: with the four tokens among the top ones the answer
-  is the local agent's on the same model. When only one side is there it wins; when neither is,
-  the generated token decides (yes if it reads "yes", else no).
-- ``prefill=False`` (endpoints that do not continue a message, e.g. api.openai.com): the
-  unconstrained prompt of ``LLMAgent(constrained=False)``: the model writes the whole line and a
-  line without a function token falls back to ``[PredictAnswer] <line>``; ``yesno`` reads the
-  first word of the reply.
+Prefill (``prefill=True``: servers that continue a last assistant message, ``helpgate serve``,
+vLLM) sends the start of the reply as a last ``assistant`` message with ``continue_final_message``.
 
 TextWorld observations (``env == "textworld"``) get the prompt of
 ``agile.agents.textworld_agents.TextWorldLLMAgent`` and the model *writes* the command (one line); the
@@ -51,29 +61,57 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
-from agile.agents.llm_agent import answer_mode, answer_without_model, finish_action, prompt_messages, reply_prefix
 from agile.agents.textworld_agents import prompt_messages as textworld_messages
-from agile.envs.productqa_env import PREDICT, SEARCH
+from agile.envs.phrasing import is_yes_no_question
 from agile.envs.textworld_env import admissible_commands
+from agile.executor import functions as fn
 from agile.protocol import BASE, Action, Observation
 from agile.seeding import derive_seed
 
-TEXTWORLD, COMMAND = "textworld", "command"
+TEXTWORLD = "textworld"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 YES, NO = (" yes", " Yes"), (" no", " No")
-"""The tokens whose mass a yes/no answer compares, as the local agent's (after the function token)."""
-DECIDE = "decide"
+"""The tokens whose mass a yes/no answer compares (after the prefilled ``[PredictAnswer]``)."""
+PREDICT, SEARCH = fn.PREDICT_ANSWER, fn.SEARCH_PRODUCT
 _FUNCTION_START = "["
 _SEARCH_REST, _PREDICT_REST = SEARCH[1:], PREDICT[1:]
 """What follows ``[`` in each function token: a top token that begins one of them votes for it."""
+_TABLE = re.compile(re.escape(SEARCH) + r" SELECT product_id FROM `([^`]+)`")
+_FUNCTION = re.compile("|".join(re.escape(name) for name in fn.LLM_FUNCTIONS))
+_REJECTED = (fn.SEARCH_RESULT, fn.ERROR)
 
 
 def is_local(base_url: str | None) -> bool:
     return bool(base_url) and urlparse(base_url).hostname in LOCAL_HOSTS
+
+
+def question_of(state_text: str) -> str:
+    """The current question: the text after the last ``[GetQuestion]``, on that line."""
+    if fn.GET_QUESTION not in state_text:
+        return ""
+    return state_text.rsplit(fn.GET_QUESTION, 1)[-1].split("\n", 1)[0].strip()
+
+
+def table_of(state_text: str) -> str | None:
+    """The table a search may query, as the context's system text offers it; None: no search offered."""
+    match = _TABLE.search(state_text)
+    return match.group(1) if match else None
+
+
+def is_retry(state_text: str) -> bool:
+    """Whether the context shows a rejected turn of the current question (a failed query's
+    ``[SearchResult]`` or an ``[Error]``): the executor is asking again."""
+    current = state_text.rsplit(fn.GET_QUESTION, 1)[-1]
+    return any(marker in current for marker in _REJECTED)
+
+
+def search_prefix(table: str) -> str:
+    return f"{SEARCH} SELECT product_id FROM `{table}` WHERE"
 
 
 class OpenAIAgent:
@@ -126,51 +164,55 @@ class OpenAIAgent:
         self.name = name or f"openai:{model}"
 
     def act(self, observations: Sequence[Observation]) -> list[Action]:
-        modes = [COMMAND if o.env == TEXTWORLD else plain_mode(o) for o in observations]
-        jobs = [(o, m) for o, m in zip(observations, modes)]
-        if len(jobs) <= 1 or self.concurrency == 1:
-            texts = [self._answer(o, m) for o, m in jobs]
+        if len(observations) <= 1 or self.concurrency == 1:
+            texts = [self._answer(o) for o in observations]
         else:
-            with ThreadPoolExecutor(min(self.concurrency, len(jobs))) as pool:
-                texts = list(pool.map(lambda job: self._answer(*job), jobs))
+            with ThreadPoolExecutor(min(self.concurrency, len(observations))) as pool:
+                texts = list(pool.map(self._answer, observations))
         return [Action(text, actor=self.actor) for text in texts]
 
     # -- one observation -----------------------------------------------------------------------
-    def _answer(self, observation: Observation, mode: str) -> str:
-        if mode == COMMAND:
-            reply = self._create(textworld_messages(observation), "", observation, max_tokens=self.max_tokens)
-            command = (reply.choices[0].message.content or "").strip().split("\n", 1)[0].strip()
-            if command:
-                return command
-            first = admissible_commands(observation.state_text)[:1] or ["look"]
-            return f"{first[0]}\n# fallback: the model's reply was empty; played the first admissible command"
-        if mode == DECIDE:
-            if not self.prefill:  # the model writes the function token and its argument itself
-                messages = prompt_messages(observation, DECIDE, constrained=False)
-                reply = self._create(messages, "", observation, max_tokens=self.max_tokens)
-                return finish_action(observation, DECIDE, reply.choices[0].message.content or "", constrained=False)
-            mode = answer_mode(observation, search=self.search_margin(observation) + self.search_bias > 0)
-        fixed = answer_without_model(observation, mode)
-        if fixed is not None:
-            return fixed
-        constrained = self.prefill
-        messages = prompt_messages(observation, mode, constrained)
-        prefix = reply_prefix(observation, mode, constrained) if self.prefill else ""
-        if prefix:
-            messages.append({"role": "assistant", "content": prefix})
-        if mode == "yesno":
-            return f"{PREDICT} {self._yes_no(observation, messages, prefix)}"
-        reply = self._create(messages, prefix, observation, max_tokens=self.max_tokens)
-        return finish_action(observation, mode, reply.choices[0].message.content or "", constrained)
+    def _answer(self, observation: Observation) -> str:
+        if observation.env == TEXTWORLD:
+            return self._command(observation)
+        messages = [{"role": "user", "content": observation.state_text}]
+        if is_yes_no_question(question_of(observation.state_text)):
+            return f"{PREDICT} {self._yes_no(observation, messages)}"
+        retry = is_retry(observation.state_text)
+        if not self.prefill:  # the model writes the function token and its argument itself
+            reply = self._create(messages, "", observation, max_tokens=self.max_tokens)
+            return written_turn(reply.choices[0].message.content or "", answer=retry)
+        table = table_of(observation.state_text)
+        if table is not None and not retry and self.search_margin(observation) + self.search_bias > 0:
+            prefix = search_prefix(table)
+            reply = self._create(messages + [{"role": "assistant", "content": prefix}], prefix, observation,
+                                 max_tokens=self.max_tokens)
+            # Keep the query up to its first semicolon: small models keep writing after it.
+            sql = _first_line(reply.choices[0].message.content).split(";", 1)[0].strip()
+            return f"{prefix} {sql};" if sql else f"{prefix};"
+        reply = self._create(messages + [{"role": "assistant", "content": PREDICT}], PREDICT, observation,
+                             max_tokens=self.max_tokens)
+        return f"{PREDICT} {_first_line(reply.choices[0].message.content)}".rstrip()
 
-    def _yes_no(self, observation: Observation, messages: list[dict], prefix: str) -> str:
-        if not prefix:  # no prefill: the model answers in words
-            reply = self._create(messages, prefix, observation, max_tokens=4)
-            word = (reply.choices[0].message.content or "").strip().lstrip("[").split(" ")[0].strip(".,!").lower()
-            return "yes" if word == "yes" else "no"
+    def _command(self, observation: Observation) -> str:
+        reply = self._create(textworld_messages(observation), "", observation, max_tokens=self.max_tokens)
+        command = _first_line(reply.choices[0].message.content)
+        if command:
+            return command
+        first = admissible_commands(observation.state_text)[:1] or ["look"]
+        return f"{first[0]}\n# fallback: the model's reply was empty; played the first admissible command"
+
+    def _yes_no(self, observation: Observation, messages: list[dict]) -> str:
+        if not self.prefill:  # the model answers in words: the first word of its answer decides
+            reply = self._create(messages, "", observation, max_tokens=8)
+            line = _first_line(reply.choices[0].message.content)
+            call = fn.parse_call(line)
+            words = (call.argument if call is not None else line).split()
+            return "yes" if words and words[0].strip(".,!").lower() == "yes" else "no"
+        messages = messages + [{"role": "assistant", "content": PREDICT}]
         # No stop sequence: a newline as the likeliest token must still bring its log-probabilities.
-        reply = self._create(messages, prefix, observation, max_tokens=1, logprobs=True, top_logprobs=self.top_logprobs,
-                             temperature=0.0, stop=None)
+        reply = self._create(messages, PREDICT, observation, max_tokens=1, logprobs=True,
+                             top_logprobs=self.top_logprobs, temperature=0.0, stop=None)
         choice = reply.choices[0]
         tops = choice.logprobs.content[0].top_logprobs if choice.logprobs and choice.logprobs.content else []
         yes = [t.logprob for t in tops if t.token in YES]
@@ -184,10 +226,11 @@ class OpenAIAgent:
         return "yes" if margin > 0 else "no"
 
     def search_margin(self, observation: Observation) -> float:
-        """Search-minus-answer log-probability at the first token the two function tokens differ
-        (module docstring); +-inf when only one side is among the top tokens."""
-        messages = prompt_messages(observation, DECIDE, constrained=True)
-        messages.append({"role": "assistant", "content": _FUNCTION_START})
+        """Search-minus-answer log-probability at the first token the two function tokens differ,
+        after the context and a reply started by ``[`` (module docstring); +-inf when only one side
+        is among the top tokens, or when neither is (then the generated token decides)."""
+        messages = [{"role": "user", "content": observation.state_text},
+                    {"role": "assistant", "content": _FUNCTION_START}]
         reply = self._create(messages, _FUNCTION_START, observation, max_tokens=1, logprobs=True,
                              top_logprobs=self.top_logprobs, temperature=0.0, stop=None)
         choice = reply.choices[0]
@@ -221,6 +264,24 @@ class OpenAIAgent:
                                f"{error.status_code} {_message(error)}") from error
 
 
+def written_turn(output: str, answer: bool = False) -> str:
+    """A turn the model wrote whole (no prefill): the line from its first function token; a line
+    without one is the answer. ``answer``: make any turn an answer (a retry must end)."""
+    line = _first_line(output)
+    match = _FUNCTION.search(line)
+    if match is None:
+        return f"{PREDICT} {line}".rstrip()
+    turn = line[match.start():]
+    call = fn.parse_call(turn)
+    if answer and (call is None or call.name != PREDICT):
+        return f"{PREDICT} {call.argument if call is not None else line}".rstrip()
+    return turn
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().split("\n", 1)[0].strip()
+
+
 def _message(error) -> str:
     body = getattr(error, "body", None)
     if isinstance(body, dict):
@@ -228,12 +289,6 @@ def _message(error) -> str:
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])
     return str(error)
-
-
-def plain_mode(observation: Observation) -> str:
-    """The mode the observation's text settles (``ids``, ``yesno``), else ``decide``: the model chooses."""
-    mode = answer_mode(observation, search=False)
-    return DECIDE if mode == "free" else mode
 
 
 def function_margin(top_logprobs: Sequence[tuple[str, float]]) -> float | None:

@@ -321,7 +321,8 @@ class EnvSetup:
         return not (s.agent == "simulator" or is_plugin(s.agent, AGENT_GROUP) or s.agent.startswith(OPENAI_PREFIX))
 
     def _openai_agent(self, name: str, actor: str, seed: int):
-        """``openai:MODEL``: the LLM agents' prompts behind a chat-completions endpoint."""
+        """``openai:MODEL``: ``OpenAIAgent`` on the model served at ``base_url`` (its prompt: the observation's
+        context, e.g. the executor's)."""
         from agile.agents.openai_agent import OpenAIAgent
 
         model = name[len(OPENAI_PREFIX):]
