@@ -6,6 +6,6 @@
 - ``simulator_agent.py``: known dynamics (accuracy per question type).
 - ``oracle_agent.py``: the human (the gold answer) wherever an agent is expected.
 - ``textworld_agents.py``: TextWorld's simulator and LLM agents.
-- ``openai_agent.py``: the same prompts behind an OpenAI-compatible endpoint.
+- ``openai_agent.py``: an agent behind an OpenAI-compatible endpoint (the executor's context as its prompt).
 - ``human_agent.py``: a person at the terminal (``--strong human-cli``).
 """
