@@ -21,8 +21,8 @@ things the same way. A command's stored config keeps these fields flat (``helper
   objects); base agent ``TextWorldSimulatorAgent`` (expert move with probability ``tw_sim_p``)
   or ``TextWorldLLMAgent``; strong ``TextWorldLLMAgent`` with the actor ``strong``. Horizon: the
   longest episode a game of the split allows.
-- ``openai:MODEL`` (base or strong): ``agile.agents.openai_agent.OpenAIAgent``, the LLM agents'
-  prompts sent to the chat-completions endpoint ``base_url`` (e.g. ``helpgate serve``).
+- ``openai:MODEL`` (base or strong): ``agile.agents.openai_agent.OpenAIAgent``, the observation's text
+  (ProductQA: the executor's context) sent to the chat-completions endpoint ``base_url`` (e.g. ``helpgate serve``).
 - Strong ``human`` is ``None`` everywhere: ``run_episodes`` then plays ``episode.expert_action()``;
   ``human-cli`` asks a person at the terminal (``agile.agents.human_agent.HumanCLIAgent``).
 - Plug-ins (``helper.data.plugins``): ``env`` / ``agent`` / ``strong`` may name a ``module:factory`` or an
