@@ -57,7 +57,12 @@ def test_shards_follow_the_schema_and_summary_adds_up(tmp_path, catalog):
     manifest = json.loads((tmp_path / "t" / MANIFEST).read_text())
     assert manifest["complete"] and len(manifest["shards"]) == 4
     assert manifest["config"]["seed"] == 7
-    assert {f["progress"] for f in number_maps(frame["features"])} == {0.0, 0.25, 0.5, 0.75}
+    features = number_maps(frame["features"])
+    assert {frozenset(f) for f in features} == {frozenset({"memory_top_similarity", "memory_similar_count",
+                                                          "memory_entries", "retrieved_tokens", "memory_advice_hits"})}
+    # Only advice is filed in memory: what a question retrieves from it came from advice.
+    assert all(f["memory_advice_hits"] <= f["memory_entries"] for f in features)
+    assert max(f["memory_entries"] for f in features) > 0
 
 
 def test_question_type_is_a_feature_only_with_gold_features(tmp_path, catalog):
@@ -172,9 +177,9 @@ def test_agent_dtype_reaches_the_llm_and_the_manifest(tmp_path, catalog):
     from helper.data.collect import env_setup
 
     config = small(catalog, tmp_path / "bf16", agent="llm", model="tiny", agent_dtype="bfloat16", episodes=2)
-    assert env_setup(config).base_agent().model.dtype == torch.bfloat16
+    assert env_setup(config).base_agent().policy.model.dtype == torch.bfloat16
     auto = replace(config, spec=replace(config.spec, agent_dtype="auto"))
-    assert env_setup(auto).base_agent().model.dtype == torch.float32  # CPU default
+    assert env_setup(auto).base_agent().policy.model.dtype == torch.float32  # CPU default
     run(config)
     assert read_trajectories(tmp_path / "bf16").height == 2 * 4
     with pytest.raises(ConfigMismatch, match="agent_dtype"):
