@@ -1,136 +1,96 @@
-"""The LLM agent's free confidence signals: right values (against a full forward pass), the same
-through the prompt cache, and no change to the actions it chooses."""
+"""The ProductQA LLM agent's confidence signals (``Action.signals``, logged as ``proposal_signals``): which
+turns carry which, their values against a full forward pass, and where nothing competed, no key at all.
+
+The function's log-probabilities and margin are checked against brute force in test_agile_constrained.py;
+here, the answer's, and what reaches the logged rows.
+"""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
 import torch
+from productqa_slice import SLICE
 
-from agile.agents.llm_agent import SIGNAL_KEYS, LLMAgent, choose_mode
-from agile.envs.catalog_generator import default_catalog_dir
-from agile.envs.productqa_env import ProductQASource
-from agile.protocol import Action
+from agile.envs.phrasing import is_yes_no_question
+from agile.executor import functions as fn
+from agile.executor.episode import AgileAgent, AgileSource
+from agile.executor.policy import LLMPolicy
+from agile.models import load_causal_lm
+from agile.rollout import run_episodes
+
+SIGNAL_KEYS = {"function_margin", "answer_margin", "answer_logprob"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread(one_torch_thread):
+    pass
+
+
+@functools.cache
+def tiny(seed: int):
+    # On this slice seed 1 searches the questions not worded yes/no, seed 0 answers them.
+    return load_causal_lm("tiny", device="cpu", seed=seed)
 
 
 @pytest.fixture(scope="module")
-def tiny(one_torch_thread):
-    from agile.models import load_causal_lm
-
-    return load_causal_lm("tiny", device="cpu", seed=0)
+def source():
+    return AgileSource(SLICE, "train", model=None, memory="lexical")
 
 
-def _observations(count: int = 40):
-    """Observations of every mode the model answers: yes/no, free text, query, answer after a search."""
-    source = ProductQASource(default_catalog_dir(seed=0), "test")
-    found = []
-    for episode in source.episodes(range(count), 1, 2):
+def _agent(lm) -> AgileAgent:
+    return AgileAgent(LLMPolicy(*lm, max_new_tokens=6, greedy=True, decoding="constrained"))
+
+
+@pytest.mark.parametrize("seed, expected", [(0, {"yes/no", "answer"}), (1, {"yes/no", "search"})])
+def test_logged_signals_are_finite_and_absent_where_nothing_competed(source, seed, expected):
+    episodes = source.episodes(range(6), 0, 3)
+    records = run_episodes(episodes, _agent(tiny(seed)), budget=0, decide_after="proposal")
+    kinds = set()
+    for episode, rows in zip(episodes, records):
+        for question, row in zip(episode.executor.questions, rows):
+            signals = row.proposal_signals
+            assert set(signals) <= SIGNAL_KEYS and all(math.isfinite(v) for v in signals.values())
+            assert all(signals[k] >= 0 for k in ("function_margin", "answer_margin") if k in signals)
+            if is_yes_no_question(question.question):
+                # Only [PredictAnswer] is offered (a search cannot say yes or no): no function margin.
+                assert set(signals) == {"answer_margin", "answer_logprob"}, row.action_text
+                kinds.add("yes/no")
+            elif row.action_text.startswith(fn.SEARCH_PRODUCT):
+                assert set(signals) == {"function_margin"}  # a query is built, not chosen among lines
+                kinds.add("search")
+            else:
+                assert set(signals) == SIGNAL_KEYS
+                kinds.add("answer")
+            assert signals.get("answer_logprob", 0.0) <= 0
+    assert kinds == expected
+
+
+def test_yes_no_answer_signals_equal_a_full_forward_pass(source):
+    model, tokenizer = tiny(1)
+    agent = _agent(tiny(1))
+    checked = 0
+    for episode in source.episodes(range(4), 0, 2):
         while not episode.done:
-            observation = episode.observe()
-            found.append(observation)
-            if choose_mode(observation) == "sql":
-                probe = episode.clone()
-                probe.step(Action(f"[SearchProduct] {probe.question.gold_sql}"))
-                found.append(probe.observe())
-            episode.step(episode.expert_action())
-    modes = {choose_mode(o) for o in found}
-    assert {"yesno", "sql", "ids"} <= modes
-    return found[:16]
+            executor = episode.executor
+            prompt = executor.prompt_ids()
+            (action,) = agent.act([episode.observe()], episodes=[episode])
+            if is_yes_no_question(executor.question.question):
+                lines = {a: tokenizer(f"{fn.PREDICT_ANSWER} {a}\n", add_special_tokens=False)["input_ids"]
+                         for a in ("yes", "no")}
+                brute = {a: _logprob(model, prompt, ids) for a, ids in lines.items()}
+                best = max(brute, key=brute.get)
+                assert action.text == f"{fn.PREDICT_ANSWER} {best}\n" and list(action.token_ids) == lines[best]
+                assert action.signals["answer_margin"] == pytest.approx(abs(brute["yes"] - brute["no"]), abs=1e-4)
+                assert action.signals["answer_logprob"] == pytest.approx(brute[best] / len(lines[best]), abs=1e-4)
+                checked += 1
+            episode.step(action)
+    assert checked >= 4
 
 
-def _agent(tiny, **kwargs):
-    return LLMAgent("tiny", lm=tiny, max_new_tokens=6, cache_size=0, **kwargs)
-
-
-def test_signals_are_finite_and_ordered(tiny):
-    observations = _observations()
-    actions = _agent(tiny, prefix_cache_tokens=0).act(observations)
-    answered = [a for a in actions if a.signals]
-    assert len(answered) >= len(actions) // 2
-    for action in answered:
-        assert tuple(action.signals) == SIGNAL_KEYS
-        assert all(math.isfinite(v) for v in action.signals.values())
-        assert action.signals["answer_logprob"] <= 0
-        assert action.signals["margin"] >= 0
-        assert action.signals["entropy"] >= 0
-    # Answers without a model call ("none" after an empty search) carry no signals.
-    assert all(not a.signals for a in actions if a not in answered)
-
-
-def test_signals_equal_a_full_forward_pass(tiny):
-    """Brute force: the prompt plus the answer's tokens in one pass give the same numbers."""
-    model, tokenizer = tiny
-    agent = _agent(tiny, prefix_cache_tokens=0)
-    observations = _observations()
-    actions = agent.act(observations)
-    checked = {"yesno": 0, "generated": 0}
-    for observation, action in zip(observations, actions):
-        mode = agent.modes([observation])[0]
-        if not action.signals:
-            continue
-        prompt = tokenizer(agent.prompt(observation, mode), add_special_tokens=False)["input_ids"]
-        if mode == "yesno":
-            with torch.no_grad():
-                log_probs = torch.log_softmax(model(input_ids=torch.tensor([prompt])).logits[0, -1].float(), -1)
-            yes = float(torch.logsumexp(log_probs[agent._yes], 0))
-            no = float(torch.logsumexp(log_probs[agent._no], 0))
-            chosen = yes if action.text.endswith("yes") else no
-            assert action.signals["answer_logprob"] == pytest.approx(chosen, abs=1e-4)
-            assert action.signals["margin"] == pytest.approx(abs(yes - no), abs=1e-4)
-            p = 1 / (1 + math.exp(no - yes))
-            assert action.signals["entropy"] == pytest.approx(-p * math.log(p) - (1 - p) * math.log(1 - p), abs=1e-4)
-            checked["yesno"] += 1
-            continue
-        # Greedy continuation by hand, one token at a time over the full sequence.
-        ids, chosen, stops, eos = list(prompt), [], agent._stops(mode), agent._eos_ids()
-        first = None
-        for _ in range(agent.max_new_tokens):
-            with torch.no_grad():
-                log_probs = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, -1].float(), -1)
-            first = log_probs if first is None else first
-            token = int(log_probs.argmax())
-            chosen.append(float(log_probs[token]))
-            ids.append(token)
-            if token in stops or token in eos:
-                break
-        top = first.topk(2).values
-        assert action.signals["answer_logprob"] == pytest.approx(sum(chosen) / len(chosen), abs=1e-4)
-        assert action.signals["margin"] == pytest.approx(float(top[0] - top[1]), abs=1e-4)
-        assert action.signals["entropy"] == pytest.approx(float(-(first.exp() * first).sum()), abs=1e-4)
-        checked["generated"] += 1
-    assert checked["yesno"] and checked["generated"]
-
-
-def test_prompt_cache_gives_the_same_signals(tiny):
-    observations = _observations()
-    plain = _agent(tiny, prefix_cache_tokens=0, max_batch=5, cpu_padding=100.0).act(observations)
-    cached = _agent(tiny).act(observations)
-    assert [a.text for a in cached] == [a.text for a in plain]
-    for a, b in zip(cached, plain):
-        assert a.signals.keys() == b.signals.keys()
-        for key in a.signals:
-            assert a.signals[key] == pytest.approx(b.signals[key], abs=1e-4), key
-
-
-@pytest.mark.parametrize("prefix_cache_tokens", [0, None])
-def test_actions_are_byte_identical_with_and_without_signals(tiny, prefix_cache_tokens):
-    observations = _observations()
-    with_signals = _agent(tiny, prefix_cache_tokens=prefix_cache_tokens).act(observations)
-    without = _agent(tiny, prefix_cache_tokens=prefix_cache_tokens, signals=False).act(observations)
-    assert [a.text.encode() for a in with_signals] == [a.text.encode() for a in without]
-    assert all(not a.signals for a in without) and any(a.signals for a in with_signals)
-
-
-@pytest.mark.slow
-def test_smollm2_actions_are_byte_identical_with_and_without_signals():
-    from agile.models import load_causal_lm
-
-    lm = load_causal_lm("smollm2", device="cpu")
-    observations = _observations()[:10]
-    for prefix_cache_tokens in (0, None):
-        kwargs = {"lm": lm, "max_new_tokens": 16, "cache_size": 0, "prefix_cache_tokens": prefix_cache_tokens}
-        with_signals = LLMAgent("smollm2", **kwargs).act(observations)
-        without = LLMAgent("smollm2", signals=False, **kwargs).act(observations)
-        assert [a.text.encode() for a in with_signals] == [a.text.encode() for a in without]
-        assert all(a.signals["answer_logprob"] <= 0 for a in with_signals if a.signals)
+@torch.no_grad()
+def _logprob(model, prompt, continuation):
+    log_probs = torch.log_softmax(model(input_ids=torch.tensor([prompt + continuation])).logits[0].float(), -1)
+    return float(sum(log_probs[len(prompt) - 1 + j, t] for j, t in enumerate(continuation)))

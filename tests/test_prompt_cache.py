@@ -1,22 +1,26 @@
-"""The prompt key/value cache: same logits and actions as without it, real reuse, bounded size."""
+"""The prompt key/value cache: same logits and turns as without it, real reuse, bounded size.
+
+Its own operations on random token ids, then the constrained ProductQA policy that runs on it
+(``agile.executor.constrained``), on the tiny random-initialised model and the bundled ProductQA slice.
+"""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from productqa_slice import SLICE
 
-from agile.agents.llm_agent import LLMAgent
-from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
-from agile.envs.catalog_generator import default_catalog_dir
-from agile.envs.productqa_env import ProductQASource
-from agile.rollout import run_episodes
+from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token, sample_continue
+from agile.executor import functions as fn
+from agile.executor.episode import AgileSource
+from agile.executor.policy import LLMPolicy, run_executors
 
 
 @pytest.fixture(scope="module")
 def tiny(one_torch_thread):
     from agile.models import load_causal_lm
 
-    return load_causal_lm("tiny", device="cpu", seed=0)
+    return load_causal_lm("tiny", device="cpu", seed=1)  # seed 1 searches: query prompts run too
 
 
 def _full_logits(model, ids):
@@ -107,42 +111,87 @@ def test_greedy_continue_equals_generate(tiny):
     assert greedy_continue(model, rows, [set()] * 3, set(), max_new_tokens=1) == [[o[0]] for o in ours]
 
 
-def test_agent_gives_the_same_actions_with_and_without_the_prompt_cache(tiny):
-    source = ProductQASource(default_catalog_dir(seed=0), "test")
-    kwargs = {"budget": 1, "explore_p": 0.3, "rng_seed": 3}
-    # The answer cache is off so that every call reaches the model.
-    # search_bias: every question not phrased as yes/no is searched, so the search prompts run too.
-    off = LLMAgent("tiny", lm=tiny, max_new_tokens=10, cache_size=0, prefix_cache_tokens=0, search_bias=1e3)
-    on = LLMAgent("tiny", lm=tiny, max_new_tokens=10, cache_size=0, max_batch=4, search_bias=1e3)
-    assert off.prefix_cache is None and on.prefix_cache is not None
-    records_off = run_episodes(source.episodes(range(8), 1, 3), off, **kwargs)
-    records_on = run_episodes(source.episodes(range(8), 1, 3), on, **kwargs)
-    actions_off = [r.action_text for rows in records_off for r in rows]
-    actions_on = [r.action_text for rows in records_on for r in rows]
-    assert actions_on == actions_off
-    assert any(text.startswith("[SearchProduct]") for text in actions_on)
-    cache = on.prefix_cache
-    assert cache.hits == cache.prompts - 1  # every prompt after the first shares the chat header
-    assert cache.reused_tokens > 0 and cache.tokens <= cache.max_tokens
+def test_samples_share_one_prefill_and_follow_their_generator(tiny):
+    model, _ = tiny
+    cache = PromptKVCache(model)
+    row = cache.prefill(_ids(5, 40))
+
+    def draw(seed, k=6, temperature=1.0):
+        return sample_continue(model, row, k, set(), set(), 8, temperature, torch.Generator().manual_seed(seed))
+
+    first = draw(1)
+    assert len(first) == 6 and all(len(tokens) == 8 for tokens in first)
+    assert draw(1) == first  # the same generator seed, the same samples
+    assert draw(2) != first
+    assert len({tuple(t) for t in first}) > 1  # a random-initialised model at temperature 1 varies
+    # Near zero temperature a sample is the greedy continuation.
+    greedy = greedy_continue(model, [row], [set()], set(), 8)[0]
+    assert draw(3, k=3, temperature=1e-4) == [greedy] * 3
+    assert cache.prefilled_tokens == 40 and cache.prompts == 1  # no sample ran the prompt again
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        sample_continue(model, row, 0, set(), set(), 8, 1.0, torch.Generator())
 
 
-def test_answer_after_a_search_reuses_the_prompt_that_wrote_the_query(tiny):
-    from agile.agents.llm_agent import choose_mode
-    from agile.protocol import Action
+# -- the constrained policy on the cache ----------------------------------------------------------
 
-    source = ProductQASource(default_catalog_dir(seed=0), "test")
-    episode = next(e for e in source.episodes(range(40), 2, 1) if e.question.type == "search_qa")
-    agent = LLMAgent("tiny", lm=tiny, max_new_tokens=6, cache_size=0)
-    query = episode.observe()
-    assert choose_mode(query) == "sql"
-    agent.act([query])
-    episode.step(Action(f"[SearchProduct] {episode.question.gold_sql}"))
-    answer = episode.observe()
-    assert choose_mode(answer) == "ids"
-    before = agent.prefix_cache.reused_tokens
-    agent.act([answer])
-    reused = agent.prefix_cache.reused_tokens - before
-    # Everything up to the end of the query prompt's state text is shared (the schema included).
-    shared = len(agent.tokenizer(agent.prompt(query, "sql").split(query.state_text)[0] + query.state_text,
-                                 add_special_tokens=False)["input_ids"])
-    assert abs(reused - shared) <= 2  # the tokens at the seam may merge either way
+
+@pytest.fixture(scope="module")
+def source():
+    return AgileSource(SLICE, "train", model=None, memory="lexical")
+
+
+def _policy(tiny, cache_tokens=None):
+    policy = LLMPolicy(*tiny, max_new_tokens=6, greedy=True, decoding="constrained")
+    if cache_tokens is not None:  # a cache that keeps nothing: every prompt runs from its first token
+        policy.constrained.cache = PromptKVCache(tiny[0], max_tokens=cache_tokens)
+    return policy
+
+
+def _play(policy, runs):
+    turns = []
+    while live := [e for e in runs if not e.done]:
+        out = policy(live)
+        turns += [(tuple(t), s) for t, s in zip(out, policy.last_signals)]
+        for executor, turn in zip(live, out):
+            executor.act(turn)
+    return turns
+
+
+def test_constrained_turns_and_signals_are_the_same_without_reuse(tiny, source):
+    warm, cold = _policy(tiny), _policy(tiny, cache_tokens=1)
+    on = _play(warm, [e.executor for e in source.episodes(range(6), 0, 3)])
+    off = _play(cold, [e.executor for e in source.episodes(range(6), 0, 3)])
+    assert [t for t, _ in on] == [t for t, _ in off]
+    for (_, a), (_, b) in zip(on, off):
+        assert a.keys() == b.keys() and a == pytest.approx(b, abs=1e-4)
+    assert any(tiny[1].decode(t).startswith(fn.SEARCH_PRODUCT) for t, _ in on)
+    hot, none = warm.constrained.cache, cold.constrained.cache
+    assert none.reused_tokens == 0 and none.prefilled_tokens == none.prompt_tokens == hot.prompt_tokens
+    # Every prompt after the first shares at least the system text; most of the work is reused.
+    assert hot.hits == hot.prompts - 1 and hot.prefilled_tokens < none.prefilled_tokens / 4
+    assert hot.tokens <= hot.max_tokens
+
+
+def test_reuse_is_the_shared_token_prefix(tiny, source):
+    policy = _policy(tiny)
+    cache = policy.constrained.cache
+    lengths = []
+    prefill = cache.prefill
+    cache.prefill = lambda ids: lengths.append(len(ids)) or prefill(ids)
+    first, second = (e.executor for e in source.episodes([0, 3], 0, 1))  # one group, other questions
+    assert first.group is second.group
+    prompts = first.prompt_ids(), second.prompt_ids()
+    # A query's prompts extend one another (column, value, ending): each of its tokens runs once.
+    run_executors([first], policy)
+    assert next(s.text for s in first.segments if s.action).startswith(fn.SEARCH_PRODUCT)
+    assert len(lengths) > 2 and lengths == sorted(lengths)
+    assert cache.prefilled_tokens == max(lengths)
+    # Another session of the group reuses exactly the tokens its prompt shares with the first one's:
+    # the system text and the table's schema at least.
+    shared = 0
+    while shared < min(map(len, prompts)) and prompts[0][shared] == prompts[1][shared]:
+        shared += 1
+    assert len(second.segments[0].ids) <= shared < len(prompts[1])
+    before = cache.reused_tokens
+    cache.prefill(prompts[1])
+    assert cache.reused_tokens - before == shared

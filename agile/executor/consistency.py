@@ -11,9 +11,11 @@ model's own line. With ``samples = k`` the decoder also draws k turns from the s
 - ``consistency_entropy``: the entropy (nats) of the k samples, counted as turns.
 
 A turn counts by its key: ``search`` for any query (the query itself is not sampled), ``advice``,
-or the answer line (lowercased, spaces collapsed). The draws need no model call beyond the greedy
-turn's: its prompt is prefilled once, and the answer lines are scored once, from that prefill, where
-the greedy turn searched (the prompt cache's counts show no extra prefill). The generator is seeded
+or the answer line (lowercased, spaces collapsed). The draws reuse the log-probabilities the greedy
+turn computed: the prompt is never prefilled again, whatever k. Only where the greedy turn searched
+(and so scored no answer line) are the answer lines scored once for the samples, from the prompt's
+cached keys and values: the few tokens of ``[PredictAnswer]`` that the query does not share are
+prefilled and the model's own line is decoded, the same for any k. The generator is seeded
 from the decoder's seed and the prompt's tokens, so a decision's samples do not depend on batching or
 on what ran before.
 """
