@@ -43,7 +43,7 @@ def tiny(seed: int):
 
 def policy(model_seed: int, k: int, seed: int = 0) -> LLMPolicy:
     return LLMPolicy(*tiny(model_seed), max_new_tokens=6, greedy=True, decoding="constrained",
-                     consistency_samples=k, seed=seed)
+                     consistency_samples=k, consistency_seed=seed)
 
 
 def executors(source, indices=range(6), questions=3):
@@ -157,9 +157,9 @@ def test_samples_change_no_turn_and_prefill_no_prompt():
     def run(k):
         spec = EnvSpec(env="productqa", agent="tiny", data=str(SLICE), questions_per_episode=3, memory="lexical",
                        max_new_tokens=6, consistency_samples=k)
-        setup = EnvSetup(spec, "train", groups=["blades", "litter"])
+        setup = EnvSetup(spec, "train", groups=["blades", "litter"], agent_seed=5)
         base = setup.base_agent()
-        assert base.policy.constrained.samples == k
+        assert base.policy.constrained.samples == k and base.policy.constrained.seed == 5  # the agent's seed
         records = run_episodes(setup.episodes(range(4), 0), base, budget=1, explore_p=0.3, rng_seed=3,
                                decide_after="proposal")
         return base.policy.constrained.cache, [r for rows in records for r in rows]

@@ -166,10 +166,11 @@ class AgileAgent:
 
 
 def load_policy(model: str, device: str | None = None, max_new_tokens: int = 96, batch_size: int = 16,
-                decoding: str = "free", dtype: str | None = None, consistency_samples: int = 0):
+                decoding: str = "free", dtype: str | None = None, consistency_samples: int = 0,
+                consistency_seed: int = 0):
     """The greedy LLM policy of ``model`` (an SFT / PPO output folder, a name or a folder), as
-    ``agile eval`` decodes; ``decoding`` and ``consistency_samples`` as ``LLMPolicy``; ``dtype``: the
-    weights' type by name (default: the device's)."""
+    ``agile eval`` decodes; ``decoding``, ``consistency_samples`` and ``consistency_seed`` as ``LLMPolicy``;
+    ``dtype``: the weights' type by name (default: the device's)."""
     import torch
 
     from agile.executor.policy import LLMPolicy
@@ -180,7 +181,7 @@ def load_policy(model: str, device: str | None = None, max_new_tokens: int = 96,
     # The weights stay as loaded: a prompt met again (another method or budget replaying the same
     # sessions) gets the turn it got before.
     return LLMPolicy(llm, tokenizer, max_new_tokens, greedy=True, batch_size=batch_size, memo=True,
-                     decoding=decoding, consistency_samples=consistency_samples)
+                     decoding=decoding, consistency_samples=consistency_samples, consistency_seed=consistency_seed)
 
 
 MEMORIES = ("embedding", "lexical")
@@ -202,7 +203,8 @@ class AgileSource(SplitSessions):
     def __init__(self, root: str | Path, split: str = "train", groups: Sequence[str] | None = None,
                  model: str | None = "smollm2", device: str | None = None, max_new_tokens: int = 96,
                  batch_size: int = 16, config: ExecutorConfig | None = None, decoding: str = "free",
-                 memory: str = "embedding", consistency_samples: int = 0, dtype: str | None = None):
+                 memory: str = "embedding", consistency_samples: int = 0, dtype: str | None = None,
+                 seed: int = 0):
         super().__init__(root, split, groups)
         if memory not in MEMORIES:
             raise ValueError(f"memory={memory!r}: choose one of {MEMORIES}.")
@@ -213,7 +215,8 @@ class AgileSource(SplitSessions):
         if model is None:
             self.config = dataclasses.replace(self.config, use_reflection=False)
         self.memory = memory
-        self.consistency_samples, self.dtype = consistency_samples, dtype
+        self.consistency_samples, self.dtype, self.seed = consistency_samples, dtype, seed
+        """``seed``: of the base agent's draws (its consistency samples)."""
         self._databases: dict[str, ProductDB] = {}
         self._answers: dict[str, ScriptedAnswers] = {}
         self._policy = None
@@ -225,7 +228,7 @@ class AgileSource(SplitSessions):
         """The greedy LLM policy (``load_policy``), loaded once; None with a scripted base agent."""
         if self._policy is None and self.model_name is not None:
             self._policy = load_policy(self.model_name, self.device, self.max_new_tokens, self.batch_size,
-                                       self.decoding, self.dtype, self.consistency_samples)
+                                       self.decoding, self.dtype, self.consistency_samples, self.seed)
         return self._policy
 
     @property

@@ -31,10 +31,12 @@ class Embedder:
     """Sentence embeddings from all-MiniLM-L6-v2 through ``transformers``, with a text cache.
 
     The cache matters: the same questions are embedded for retrieval, for the similarity counts
-    of the proxy reward and again in every PPO iteration.
+    of the proxy reward and again in every PPO iteration. Texts are encoded one at a time by default:
+    in a batch a vector moves by ~1e-7 with its batch-mates' padding, so a resumed collection (which
+    meets the texts in other batches) would not equal an uninterrupted one.
     """
 
-    def __init__(self, path: str | Path | None = None, device: str = "cpu", batch_size: int = 64,
+    def __init__(self, path: str | Path | None = None, device: str = "cpu", batch_size: int = 1,
                  max_length: int = 128):
         import torch
         from transformers import AutoModel, AutoTokenizer

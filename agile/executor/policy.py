@@ -100,7 +100,8 @@ class LLMPolicy:
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 96, greedy: bool = False,
                  temperature: float = 1.0, batch_size: int = 8, seed: int | None = None,
-                 memo: bool = False, decoding: str = "free", consistency_samples: int = 0):
+                 memo: bool = False, decoding: str = "free", consistency_samples: int = 0,
+                 consistency_seed: int = 0):
         if memo and not greedy:
             raise ValueError("memo=True needs greedy=True: a sampled turn is a new draw each time.")
         if decoding not in DECODINGS:
@@ -140,7 +141,7 @@ class LLMPolicy:
             from agile.executor.constrained import ConstrainedDecoder
 
             self.constrained = ConstrainedDecoder(model, tokenizer, max_new_tokens, samples=consistency_samples,
-                                                  seed=seed or 0)
+                                                  seed=consistency_seed)
 
     def __call__(self, executors: Sequence[Executor]) -> list[list[int]]:
         if self.constrained is not None:

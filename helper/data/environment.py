@@ -235,7 +235,8 @@ class EnvSetup:
                                                    model=model, device=s.device, max_new_tokens=s.max_new_tokens,
                                                    decoding=s.decoding, memory=s.memory,
                                                    config=ExecutorConfig(gold_features=s.gold_features),
-                                                   consistency_samples=s.consistency_samples, dtype=s.dtype())
+                                                   consistency_samples=s.consistency_samples, dtype=s.dtype(),
+                                                   seed=self.agent_seed)
             else:
                 from agile.envs.textworld_env import TextWorldSource  # games are generated on first use
 
