@@ -10,7 +10,7 @@ import pytest
 import torch
 from productqa_slice import SLICE
 
-from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token, sample_continue
+from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
 from agile.executor import functions as fn
 from agile.executor.episode import AgileSource
 from agile.executor.policy import LLMPolicy, run_executors
@@ -109,27 +109,6 @@ def test_greedy_continue_equals_generate(tiny):
     assert cut == [truncated(o, stop) for o, stop in zip(ours, stops)]
     assert len(cut[0]) <= 4 and len(cut[2]) <= 1
     assert greedy_continue(model, rows, [set()] * 3, set(), max_new_tokens=1) == [[o[0]] for o in ours]
-
-
-def test_samples_share_one_prefill_and_follow_their_generator(tiny):
-    model, _ = tiny
-    cache = PromptKVCache(model)
-    row = cache.prefill(_ids(5, 40))
-
-    def draw(seed, k=6, temperature=1.0):
-        return sample_continue(model, row, k, set(), set(), 8, temperature, torch.Generator().manual_seed(seed))
-
-    first = draw(1)
-    assert len(first) == 6 and all(len(tokens) == 8 for tokens in first)
-    assert draw(1) == first  # the same generator seed, the same samples
-    assert draw(2) != first
-    assert len({tuple(t) for t in first}) > 1  # a random-initialised model at temperature 1 varies
-    # Near zero temperature a sample is the greedy continuation.
-    greedy = greedy_continue(model, [row], [set()], set(), 8)[0]
-    assert draw(3, k=3, temperature=1e-4) == [greedy] * 3
-    assert cache.prefilled_tokens == 40 and cache.prompts == 1  # no sample ran the prompt again
-    with pytest.raises(ValueError, match="k must be >= 1"):
-        sample_continue(model, row, 0, set(), set(), 8, 1.0, torch.Generator())
 
 
 # -- the constrained policy on the cache ----------------------------------------------------------

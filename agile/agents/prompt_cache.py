@@ -6,9 +6,9 @@
     scores = score_continuations(model, logits, kv, [[id, ...], ...])   # log p of each candidate
 
 On a CPU, prompt tokens are most of an LLM agent's time (each one costs a full forward pass of
-the model). Many prompts share a long start: the answer to a search question repeats the whole
-prompt that wrote its query, plus the search result; every prompt shares the chat header and the
-system prompt. ``prefill`` looks up the cached prompt with the longest common *token* prefix
+the model). Many prompts share a long start: every session of a group opens with the same system text
+and table schema, and each choice of a constrained turn (a query's next unit, an answer line) extends
+the prompt before it. ``prefill`` looks up the cached prompt with the longest common *token* prefix
 (so the model sees exactly the tokens it would see without the cache), reuses its keys and values
 for that prefix and runs only the rest. The result equals a full forward pass up to float
 rounding. Entries are kept in least-recently-used order, bounded by their total tokens
@@ -16,10 +16,8 @@ rounding. Entries are kept in least-recently-used order, bounded by their total 
 
 ``greedy_continue`` decodes many prefilled rows together: their caches are left-padded into one
 batch (decode steps are bound by reading the weights, so a batch costs little more than one row),
-a row leaves the batch as soon as it emits a stop or end token, and nothing after that is computed.
-``sample_continue`` draws k sampled continuations of one prefilled prompt the same way: its keys and
-values are repeated for k rows, so the prompt is prefilled once whatever k is (``prefilled_tokens``
-counts the prompt tokens that ran through the model).
+a row leaves the batch as soon as it emits a stop or end token, and nothing after that is computed
+(``prefilled_tokens`` counts the prompt tokens that ran through the model).
 """
 
 from __future__ import annotations
@@ -133,33 +131,6 @@ class PromptKVCache:
 
 def _greedy(logits: torch.Tensor) -> list[int]:
     return logits.argmax(-1).tolist()
-
-
-@torch.no_grad()
-def sample_continue(
-    model,
-    row: tuple[torch.Tensor, KV],
-    k: int,
-    stops: set[int],
-    eos_ids: set[int],
-    max_new_tokens: int,
-    temperature: float,
-    generator: torch.Generator,
-) -> list[list[int]]:
-    """``k`` continuations of one prefilled row sampled at ``temperature`` (full vocabulary), ending
-    as ``greedy_continue``'s rows do. The row's keys and values are shared by the k rows: nothing of
-    the prompt runs again. The draws come from ``generator`` only (CPU), so a seeded generator gives
-    the same samples whatever ran before."""
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}.")
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0 to sample, got {temperature}.")
-
-    def pick(logits: torch.Tensor) -> list[int]:
-        probs = torch.softmax(logits.float().cpu() / temperature, dim=-1)
-        return torch.multinomial(probs, 1, generator=generator)[:, 0].tolist()
-
-    return greedy_continue(model, [row] * k, [stops] * k, eos_ids, max_new_tokens, pick=pick)
 
 
 @torch.no_grad()
