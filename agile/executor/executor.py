@@ -308,7 +308,9 @@ class Executor:
             # type_<name> (the ProductQA environment's names) only as the gold-features ablation:
             # a deployed agent does not know the dataset's question type.
             features={**({f"type_{t}": float(q.type == t) for t in QUESTION_TYPES} if cfg.gold_features else {}),
-                      "memory_top_similarity": float(top_similarity),
+                      # Rounded: a cosine's last bits vary with the thread count that computed it (a Ray
+                      # worker's against this process's), and a feature must not.
+                      "memory_top_similarity": round(float(top_similarity), 4),
                       "memory_similar_count": float(self._n_similar),
                       # How much the executor knows: entries stored so far and the size of the
                       # [RetrieveMemory] output the LLM is about to read.
