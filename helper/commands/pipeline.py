@@ -1,7 +1,7 @@
 """``helpgate pipeline``: collect → PRM train → score → solve → distill → sweep, in one folder.
 
     helpgate pipeline --out runs/demo            # embedded defaults, < 15 min on a 2-core CPU
-    helpgate pipeline --out runs/demo --quick    # a first look, < 3 min
+    helpgate pipeline --out runs/demo --quick    # a first look, about 4 min
     helpgate pipeline --out runs/demo --decide-after state      # the gate decides before the agent proposes
 
 Every stage writes its own sub-folder of ``--out`` and is an ordinary command of its own
@@ -38,7 +38,8 @@ class PipelineConfig:
     out: str = "runs/demo"
     """Folder that receives every stage's files."""
     quick: bool = False
-    """A first look: fewer episodes, smaller budgets (about 3 minutes on a 2-core CPU)."""
+    """A first look: fewer episodes, smaller budgets (about 4 minutes on a 2-core CPU: 3.7 measured on ProductQA's
+    executor)."""
     spec: ENV_FIELD = field(default_factory=lambda: EnvSpec(agent="smollm2", questions_per_episode=4))
     """The environment and its actors (``EnvSpec``; its fields are flags of their own: --env, --agent, --data,
     ...), the same for collection (train split) and the sweep (test split)."""
