@@ -140,7 +140,7 @@ def test_a_gold_query_answers_a_search_question(train):
     group = train.group(train.group_names[0])
     question = next(q for q in group.questions if q.type == "search_qa" and q.short_answer and q.gold_sql)
     (episode,) = train.episodes([0], 0, 1)
-    episode.executor.questions[0] = question  # the session's one question, before anything ran
+    # The session's one question is the search question: a fresh executor on it, in the episode's place.
     episode.executor = type(episode.executor)(group, [question], episode.executor.tokenizer, episode.executor.memory,
                                               train.config, gate=episode.executor.gate, db=train.database(group))
     result = episode.step(Action(f"{fn.SEARCH_PRODUCT} {question.gold_sql}"))

@@ -1,7 +1,7 @@
 """Answers of scripted agents (known dynamics): the gold answer as text, and plausible wrong ones.
 
     answers = ScriptedAnswers(group)
-    answers.gold(question)               # "B0001, B0002" / "none" / "yes"
+    gold_answer_text(question)           # "B0001, B0002" / "none" / "yes"
     answers.wrong(question, rng)         # shaped like the gold answers, never correct
     question_type(observation)           # the dataset's type, read from the annotations
 
@@ -42,9 +42,6 @@ class ScriptedAnswers:
         self.group = group
         self.titles = {asin: html.unescape(p["title"]) for asin, p in group.metadata.items()}
         self._search_counts: list[int] | None = None
-
-    def gold(self, question: Question) -> str:
-        return gold_answer_text(question)
 
     def search_answer_counts(self) -> list[int]:
         """Product ids in each gold answer of the group's search questions (0: none matches)."""

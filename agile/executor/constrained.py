@@ -206,12 +206,12 @@ class ConstrainedDecoder:
     def _consistency(self, prompt, functions, function_scores, answers, greedy_function, greedy_turn) -> dict:
         """The consistency signals of ``samples`` turns drawn from the same log-probabilities."""
         rng = decision_rng(self.seed, prompt)
+        lines, scores = (list(answers[0].values()), answers[1]) if answers is not None else ([], [])
         drawn = []
         for f in draw(rng, function_scores, self.samples):
             name = functions[f]
             if name == fn.PREDICT_ANSWER:
-                lines, scores = answers
-                line = list(lines.values())[draw(rng, scores, 1)[0]]
+                line = lines[draw(rng, scores, 1)[0]]
                 drawn.append(self.tokenizer.decode(line, skip_special_tokens=True))
             else:
                 drawn.append(_turn_key(name))

@@ -115,8 +115,9 @@ class AgileEpisode:
 
     def distractor_action(self, rng: random.Random) -> Action:
         """A plausible wrong answer, shaped like the gold answers (``agile.envs.scripted_answers``)."""
-        answers = self.answers or ScriptedAnswers(self.executor.group)
-        return Action(f"{fn.PREDICT_ANSWER} {answers.wrong(self.executor.question, rng)}", actor=BASE)
+        if self.answers is None:  # an episode built without a source: the group's answers, once
+            self.answers = ScriptedAnswers(self.executor.group)
+        return Action(f"{fn.PREDICT_ANSWER} {self.answers.wrong(self.executor.question, rng)}", actor=BASE)
 
     def success(self) -> float:
         """Accuracy over the episode's questions (an advised question counts as correct)."""
