@@ -20,7 +20,8 @@ and ``answer_logprob``; absent where nothing competed), scored against
 
 The two PRMs share one feature cache (the backbone runs once); ``--no-prm`` leaves them out (the
 signal scores need no backbone: labels and folds are made as ``prm train`` makes them). Prints a
-Markdown table with the rows judged and writes ``results.json`` under ``--out``.
+Markdown table with the rows judged and writes ``results.json`` and, row by row, ``scores.parquet`` under
+``--out`` (seeds pooled with intervals over groups: ``benchmarks/verifier/auroc_table.py``).
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from agile.executor.consistency import CONSISTENCY_KEYS  # noqa: E402
 from benchmarks.verifier.prm_signals import signals_only  # noqa: E402
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
+from prm.data.folds import task_group  # noqa: E402
 from prm.training import quality  # noqa: E402
 from prm.data.episodes import TRAIN_COLUMNS  # noqa: E402
 from prm.inputs.signals import SIGNALS_COLUMN, signal_keys, signal_matrix  # noqa: E402
@@ -121,6 +124,13 @@ def main() -> None:
     print(f"\nPRM training seconds: {seconds}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2, default=float) + "\n")
+    # Row by row, for intervals pooled over seeds (benchmarks/verifier/auroc_table.py).
+    groups = rows.select("episode_id").join(frame.group_by("episode_id").agg(pl.col("task_id").first()),
+                                            on="episode_id", how="left", maintain_order="left")["task_id"]
+    pl.DataFrame({"episode_id": rows["episode_id"], "step": rows["step"],
+                  "group": [task_group(t) for t in groups.to_list()], "outcome": outcome,
+                  **{name: np.asarray(score, dtype=np.float64) for name, score in scores.items()}}
+                 ).filter(pl.Series(used)).write_parquet(out / "scores.parquet")
     print(f"wrote {out / 'results.json'}")
 
 

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from helper.evaluation.metrics import hierarchical_weights, percentile_interval  # noqa: E402
+from benchmarks.verifier.grouped_auroc import intervals  # noqa: E402
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
 from helper.stored_config import config_of  # noqa: E402
 from prm.training import quality  # noqa: E402
@@ -65,7 +65,6 @@ features (``prm.inputs.visible``), with the environment's state features (progre
 both or the proposal features alone but no hidden state (TextWorld's recipe: only numbers that mean the same in
 every group)."""
 DEFAULT_VARIANTS = ["frozen", "visible, no hidden"]
-RESAMPLES = 2000
 
 
 def seed_of(run: Path) -> int:
@@ -159,42 +158,6 @@ def add_kind_rates(train: pl.DataFrame, held: pl.DataFrame | None) -> tuple[pl.D
     if held is not None:
         held = held.with_columns(pl.Series(KINDS_ALONE, rates(np.ones(train.height, bool), held["kind"].to_list())))
     return train, held
-
-
-def weighted_auroc(score: np.ndarray, outcome: np.ndarray, weight: np.ndarray) -> float:
-    """AUROC with row multiplicities (ties count one half)."""
-    pos, neg = outcome >= 0.5, outcome < 0.5
-    wp, wn = weight * pos, weight * neg
-    if wp.sum() == 0 or wn.sum() == 0:
-        return float("nan")
-    order = np.argsort(score, kind="mergesort")
-    s, wp, wn = score[order], wp[order], wn[order]
-    uniq, start = np.unique(s, return_index=True)
-    p_tie = np.add.reduceat(wp, start)
-    n_tie = np.add.reduceat(wn, start)
-    below = np.concatenate([[0.0], np.cumsum(n_tie)[:-1]])
-    return float((p_tie * (below + 0.5 * n_tie)).sum() / (wp.sum() * wn.sum()))
-
-
-def intervals(frame: pl.DataFrame, names: list[str], levels: list[str], seed: int = 0) -> dict:
-    """AUROC per name with a hierarchical interval (``levels`` outermost first, then episodes), and each name's
-    paired difference from the first under the same draws."""
-    episodes = frame["episode_id"].unique(maintain_order=True).to_list()
-    first = frame.group_by("episode_id", maintain_order=True).first()
-    labels = [first[level].to_list() for level in levels] + [episodes]
-    w_ep = hierarchical_weights(labels[:-1] or [[0] * len(episodes)], RESAMPLES, seed) if labels[:-1] else None
-    index = {e: i for i, e in enumerate(first["episode_id"].to_list())}
-    row_ep = np.array([index[e] for e in frame["episode_id"].to_list()])
-    y = frame["outcome"].to_numpy()
-    out = {}
-    draws = {n: np.array([weighted_auroc(frame[n].to_numpy(), y, w[row_ep]) for w in w_ep]) for n in names}
-    for n in names:
-        value = quality.auroc(frame[n].to_numpy(), y)
-        diff = draws[n] - draws[names[0]]
-        out[n] = {"auroc": value, "ci": percentile_interval(draws[n][np.isfinite(draws[n])]),
-                  "diff": value - quality.auroc(frame[names[0]].to_numpy(), y),
-                  "diff_ci": percentile_interval(diff[np.isfinite(diff)])}
-    return out
 
 
 def decomposition(score: np.ndarray, outcome: np.ndarray, kind: np.ndarray) -> dict:

@@ -1,0 +1,75 @@
+"""Out-of-fold AUROC of several scores, per seed and pooled over seeds, with intervals over groups.
+
+    python benchmarks/verifier/auroc_table.py runs/main-k8-s0/consistency runs/main-k8-s1/consistency \\
+        runs/main-k8-s2/consistency --names PRM confidence consistency "PRM+consistency"
+
+Each folder holds a ``scores.parquet`` (one row per judged decision: ``episode_id``, ``group``, ``outcome`` and
+one column per score, out of fold; written by ``benchmarks/verifier/consistency.py``). Intervals: 95%
+hierarchical bootstrap, product groups then episodes for one seed; seeds, then groups, then episodes pooled
+(``benchmarks/verifier/grouped_auroc.py``); differences are each score minus the first name, paired.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import polars as pl  # noqa: E402
+
+from benchmarks.verifier.grouped_auroc import intervals  # noqa: E402
+
+
+def load(folders: list[Path]) -> list[pl.DataFrame]:
+    frames = []
+    for folder in folders:
+        path = folder / "scores.parquet"
+        if not path.exists():
+            raise SystemExit(f"{path}: not found; run benchmarks/verifier/consistency.py with --out {folder} first.")
+        frames.append(pl.read_parquet(path).with_columns(pl.lit(str(folder)).alias("seed_run"),
+                                                         (pl.lit(f"{folder}/") + pl.col("episode_id").cast(pl.String))
+                                                         .alias("episode_id")))
+    return frames
+
+
+def table(frames: list[pl.DataFrame], names: list[str]) -> tuple[list[str], dict]:
+    missing = sorted(set(names) - set(frames[0].columns))
+    if missing:
+        raise SystemExit(f"--names {missing}: not a score of these folders; choose from "
+                         f"{[c for c in frames[0].columns if c not in ('episode_id', 'step', 'group', 'outcome', 'seed_run')]}")
+    parts = [(f.item(0, "seed_run"), f, ["group"]) for f in frames]
+    if len(frames) > 1:
+        parts.append(("pooled", pl.concat(frames, how="diagonal_relaxed"), ["seed_run", "group"]))
+    lines = ["| seed | rows (right) | groups | " + " | ".join(f"{n} [95%]" for n in names) + " | "
+             + " | ".join(f"{n} - {names[0]} [95%]" for n in names[1:]) + " |",
+             "|---" * (3 + 2 * len(names) - 1) + "|"]
+    report = {}
+    for seed, frame, levels in parts:
+        found = intervals(frame, names, levels)
+        report[seed] = found
+        cells = [f"{found[n]['auroc']:.3f} [{found[n]['ci'][0]:.3f}, {found[n]['ci'][1]:.3f}]" for n in names]
+        diffs = [f"{found[n]['diff']:+.3f} [{found[n]['diff_ci'][0]:+.3f}, {found[n]['diff_ci'][1]:+.3f}]"
+                 for n in names[1:]]
+        lines.append(f"| {seed} | {frame.height} ({int(frame['outcome'].sum())}) | {frame['group'].n_unique()} | "
+                     + " | ".join(cells + diffs) + " |")
+    return lines, report
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folders", nargs="+", type=Path, help="folders with scores.parquet, one per seed")
+    parser.add_argument("--names", nargs="+", required=True, help="score columns; the first is the reference")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    lines, report = table(load(args.folders), args.names)
+    print("\n".join(lines))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2, default=float) + "\n")
+    return report
+
+
+if __name__ == "__main__":
+    main()

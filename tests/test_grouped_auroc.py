@@ -1,0 +1,58 @@
+"""The verifier benchmarks' AUROC under resampling: a weighted AUROC is the AUROC of the rows repeated,
+and the pooled table's intervals hold its point values."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prm.training import quality
+from tests.imports import benchmark_module
+
+grouped = benchmark_module("grouped_auroc")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 1), st.integers(0, 3)), min_size=2, max_size=25))
+def test_weighted_auroc_is_the_auroc_of_the_rows_repeated(rows):
+    score = np.array([r[0] for r in rows], dtype=float)  # few values: ties on purpose
+    outcome = np.array([r[1] for r in rows], dtype=float)
+    weight = np.array([r[2] for r in rows])
+    repeated = np.repeat(np.arange(len(rows)), weight)
+    expected = quality.auroc(score[repeated], outcome[repeated])
+    found = grouped.weighted_auroc(score, outcome, weight)
+    assert (np.isnan(found) and np.isnan(expected)) or found == pytest.approx(expected)
+
+
+def test_hand_computed_auroc_and_paired_difference():
+    # Two episodes of two rows each, in two groups; "perfect" ranks every right row above every wrong one.
+    frame = pl.DataFrame({"episode_id": ["a", "a", "b", "b", "c", "c"], "group": ["g", "g", "g", "g", "h", "h"],
+                          "outcome": [1.0, 0.0, 1.0, 0.0, 1.0, 0.0],
+                          "perfect": [0.9, 0.1, 0.8, 0.2, 0.7, 0.3], "backwards": [0.1, 0.9, 0.2, 0.8, 0.3, 0.7]})
+    found = grouped.intervals(frame, ["perfect", "backwards"], ["group"])
+    assert found["perfect"]["auroc"] == 1.0 and found["backwards"]["auroc"] == 0.0
+    assert found["perfect"]["ci"] == (1.0, 1.0) and found["backwards"]["ci"] == (0.0, 0.0)
+    assert found["backwards"]["diff"] == -1.0 and found["backwards"]["diff_ci"] == (-1.0, -1.0)
+
+
+def test_the_pooled_interval_holds_the_seeds_and_names_a_missing_score(tmp_path):
+    table = benchmark_module("auroc_table")
+    rng = np.random.default_rng(0)
+    for seed in range(2):
+        n = 40
+        outcome = rng.integers(0, 2, n).astype(float)
+        folder = tmp_path / f"s{seed}"
+        folder.mkdir()
+        pl.DataFrame({"episode_id": [f"e{i // 2}" for i in range(n)], "step": [i % 2 for i in range(n)],
+                      "group": [f"g{i % 4}" for i in range(n)], "outcome": outcome,
+                      "signal": outcome + rng.normal(0, 0.7, n), "noise": rng.normal(0, 1, n)}
+                     ).write_parquet(folder / "scores.parquet")
+    report = table.main([str(tmp_path / "s0"), str(tmp_path / "s1"), "--names", "signal", "noise"])
+    pooled = report["pooled"]["signal"]
+    assert pooled["ci"][0] <= pooled["auroc"] <= pooled["ci"][1]
+    assert set(report) == {str(tmp_path / "s0"), str(tmp_path / "s1"), "pooled"}
+    with pytest.raises(SystemExit, match="not a score"):
+        table.main([str(tmp_path / "s0"), "--names", "PRM"])
