@@ -56,3 +56,14 @@ def test_the_pooled_interval_holds_the_seeds_and_names_a_missing_score(tmp_path)
     assert set(report) == {str(tmp_path / "s0"), str(tmp_path / "s1"), "pooled"}
     with pytest.raises(SystemExit, match="not a score"):
         table.main([str(tmp_path / "s0"), "--names", "PRM"])
+
+
+def test_rank_mean_of_a_score_with_itself_ranks_as_the_score_and_of_two_is_their_mean_rank():
+    table = benchmark_module("auroc_table")
+    frame = pl.DataFrame({"a": [0.1, 0.4, 0.3, 0.9], "b": [4.0, 3.0, 2.0, 1.0], "outcome": [0.0, 1.0, 0.0, 1.0]})
+    same, name = table.with_rank_mean(frame, ["a", "a"])
+    assert name == "a (+) a"
+    assert quality.auroc(same[name].to_numpy(), frame["outcome"].to_numpy()) == quality.auroc(frame["a"], frame["outcome"])
+    both, name = table.with_rank_mean(frame, ["a", "b"])
+    # ranks of a: 1, 3, 2, 4; of b: 4, 3, 2, 1; over 4 rows, averaged
+    assert both[name].to_list() == pytest.approx([(1 + 4) / 8, (3 + 3) / 8, (2 + 2) / 8, (4 + 1) / 8])
