@@ -29,10 +29,6 @@ from trajectories.files import write_json_atomic
 STAGES = ("collect", "prm", "score", "solve", "distill", "sweep")
 
 
-QUESTION_SESSIONS = ("productqa",)
-"""Environments whose episode is a session of questions, one decision each."""
-
-
 @dataclass
 class PipelineConfig:
     out: str = "runs/demo"
@@ -103,14 +99,14 @@ class PipelineConfig:
 
     def decide_mode(self) -> str:
         """``decide_after``, or its default for this environment."""
-        return self.decide_after or ("proposal" if self.spec.env == "productqa" else "state")
+        return self.decide_after or self.spec.kind.decide_after
 
     def prm_target_name(self) -> str:
         if self.prm_target:
             return self.prm_target
         if self.decide_mode() == "proposal":
             return "proposal"
-        return "process" if self.spec.env in QUESTION_SESSIONS else "soft"
+        return "process" if self.spec.kind.question_sessions else "soft"
 
     def prm_layer_count(self) -> int | None:
         from prm.verifiers.backbones import is_encoder
@@ -142,12 +138,12 @@ class PipelineConfig:
     def hidden_inputs(self) -> bool:
         if self.prm_hidden is not None:
             return self.prm_hidden
-        return self.spec.env != "textworld"
+        return self.spec.kind.prm_hidden
 
     def state_features(self) -> bool:
         if self.prm_state_features is not None:
             return self.prm_state_features
-        return self.spec.env == "textworld"
+        return self.spec.kind.prm_state_features
 
     def fold_count(self) -> int:
         return self.prm_folds if self.prm_folds is not None else (3 if self.quick else 5)
@@ -176,16 +172,14 @@ def _horizon(cfg: PipelineConfig) -> int:
     """The most interventions always-intervene uses in an episode: every question of a ProductQA
     session; in TextWorld the expert wins in the quest's length of moves, so the longest quest; a
     plug-in environment's longest horizon among the training episodes it builds."""
-    from helper.data.plugins import ENV_GROUP, PluginSource, is_plugin
+    from helper.data.plugins import PluginSource
 
     spec = cfg.spec
-    if spec.env in QUESTION_SESSIONS:
-        return spec.questions_per_episode
-    if is_plugin(spec.env, ENV_GROUP):
+    if spec.plugin:
         source = PluginSource(spec.env, "train")
         source.episodes(range(cfg.sizes()[0]), cfg.seed)
         return source.max_horizon
-    return max(spec.tw_quest_lengths)
+    return spec.kind.most_interventions(spec)
 
 
 def _solved_budgets(cfg: PipelineConfig) -> list[int] | None:
@@ -215,7 +209,8 @@ def run(cfg: PipelineConfig) -> dict:
                          "drop --prm-lora.")
     spec = cfg.spec
     solved = _solved_budgets(cfg)
-    if spec.env == "productqa" and spec.agent == "smollm2" and spec.decoding == "free":
+    if "decoding" in spec.kind.fields and spec.agent == "smollm2" and spec.decoding == "free":
+        # An env that reads --decoding has its LLM agent write the executor's turns (ProductQA).
         # Measured: 0 of 135 base-agent answers right on ../shared/productqa (it writes questions, not calls).
         print("[pipeline] note: the untuned SmolLM2 rarely writes AGILE's function calls, so its answers may all be "
               "wrong and the PRM stage then refuses; pass --agent with an SFT model folder (`helpgate agile sft`).",

@@ -2,6 +2,7 @@
 
 - ``environment.py``: the one builder of an environment's episodes, base agent and strong actor
   (``EnvSpec``), for collection and online evaluation alike.
+- ``env_kinds.py``: what differs per environment (ProductQA, TextWorld, a plug-in), one entry each.
 - ``plugins.py``: envs and agents of the user's own (``module:factory`` or an entry point).
 - ``collect.py``: ``collect-offline-trajectories``: random interventions, resumable shards.
 - ``ray_collect.py``: the same shards spread over Ray workers.

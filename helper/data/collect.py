@@ -37,6 +37,7 @@ from typing import Literal
 
 import polars as pl
 
+from helper.data.env_kinds import ENV_KINDS
 from helper.data.environment import ENV_FIELD, EnvSetup, EnvSpec
 from helper.stored_config import flat
 from trajectories.manifest import Manifest
@@ -93,12 +94,6 @@ IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base
 ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto", "consistency_samples": 0, "decoding": "free",
                "memory": "embedding"}
 """Fields added since older folders were collected, with the value those folders had."""
-ENV_ONLY = {
-    "productqa": ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features",
-                  "max_new_tokens", "decoding", "memory", "consistency_samples"),
-    "textworld": ("tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p"),
-}
-"""Fields that only one environment reads; the other leaves them out of the manifest's identity."""
 
 
 def check(config: CollectConfig) -> None:
@@ -129,12 +124,11 @@ def env_setup(config: CollectConfig) -> EnvSetup:
 
 
 def identity(config: CollectConfig, setup: EnvSetup) -> dict:
-    """What the manifest compares on resume: the config, less the other environment's fields."""
-    env = config.spec.env
-    others = {name for other, names in ENV_ONLY.items() if other != env for name in names}
-    others -= set(ENV_ONLY.get(env, ()))  # a field two environments share stays when either runs
+    """What the manifest compares on resume: the config, less the fields only another environment reads."""
+    others = {name for kind in ENV_KINDS.values() for name in kind.fields}
+    others -= set(config.spec.kind.fields)  # a field two environments share stays when either runs
     values = {k: v for k, v in flat(config).items() if k not in others}
-    if env == "productqa" and setup.root is not None:
+    if setup.root is not None:
         values["data"] = str(setup.root)  # the resolved root: the same data under any spelling
     return values
 

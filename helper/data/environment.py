@@ -9,6 +9,7 @@ nests it as its field ``spec`` (``helper.data.collect.CollectConfig`` for collec
 and its subclasses for online evaluation, ``helpgate pipeline``): one declaration, flattened on each
 command line by ``tyro`` (``--env``, ``--agent``, ...), so collection and evaluation build the same
 things the same way. A command's stored config keeps these fields flat (``helper.stored_config``).
+What differs between the environments below is each one's kind (``helper.data.env_kinds``).
 
 - ProductQA (``agile`` is another name for it): episodes of ``agile.executor.episode.AgileSource``, the
   AGILE executor on windows of ``questions_per_episode`` questions of a ProductQA group (data root default:
@@ -37,25 +38,23 @@ things the same way. A command's stored config keeps these fields flat (``helper
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Annotated, Literal
 
 import tyro
 
-from agile.envs.productqa import QUESTION_TYPES
 from agile.protocol import BASE, STRONG
+from helper.data.env_kinds import ENV_KINDS, EnvKind, kind_of
 from helper.data.plugins import (
     AGENT_GROUP,
     ENV_GROUP,
     PluginError,
-    PluginSource,
     episode_horizon,
     is_plugin,
     make_agent,
     resolve,
 )
 
-ENVS = ("productqa", "textworld")
+ENVS = tuple(ENV_KINDS)
 ENV_ALIASES = {"agile": "productqa"}
 """Other names of a built-in env: ``agile`` was the AGILE executor's ProductQA, now ProductQA's only loop."""
 HUMAN_STRONG = ("human", "human-cli")
@@ -134,7 +133,7 @@ class EnvSpec:
         """Refuse values that cannot work, naming the field."""
         if self.consistency_samples < 0:
             raise ValueError(f"consistency_samples must be >= 0 (0: off), got {self.consistency_samples}.")
-        if self.consistency_samples and (self.env != "productqa" or self.agent == "simulator"
+        if self.consistency_samples and ("consistency_samples" not in self.kind.fields or self.agent == "simulator"
                                          or self.plugin or is_plugin(self.agent, AGENT_GROUP)
                                          or self.agent.startswith(OPENAI_PREFIX) or self.decoding != "constrained"):
             raise ValueError(f"consistency_samples={self.consistency_samples}: it samples the local LLM base agent "
@@ -163,26 +162,9 @@ class EnvSpec:
                 raise ValueError(f"{field_name}={name!r}: name the served model, e.g. openai:smollm2.")
         if self.decoding not in ("free", "constrained"):
             raise ValueError(f"decoding={self.decoding!r}: choose free or constrained.")
-        if self.env == "productqa":
-            if self.strong == "simulator":
-                raise ValueError("strong='simulator': the simulator is a base agent; use --strong human, human-cli "
-                                 "or a model name.")
         if self.memory not in ("embedding", "lexical"):
             raise ValueError(f"memory={self.memory!r}: choose embedding or lexical.")
-        if self.env == "productqa":
-            if self.questions_per_episode < 1:
-                raise ValueError(f"questions_per_episode must be >= 1, got {self.questions_per_episode}.")
-            if len(self.sim_accuracy) != len(QUESTION_TYPES):
-                raise ValueError(f"sim_accuracy={list(self.sim_accuracy)}: give one accuracy per question "
-                                 f"type {QUESTION_TYPES}, in that order.")
-        else:
-            if self.tw_games < 1:
-                raise ValueError(f"tw_games must be >= 1, got {self.tw_games}.")
-            if not self.tw_quest_lengths or min(self.tw_quest_lengths) < 1:
-                raise ValueError(f"tw_quest_lengths must be one or more lengths >= 1, got "
-                                 f"{list(self.tw_quest_lengths)}.")
-            if not 0.0 <= self.tw_sim_p <= 1.0:
-                raise ValueError(f"tw_sim_p must lie in [0, 1], got {self.tw_sim_p}.")
+        self.kind.check(self)
 
     def dtype(self) -> str | None:
         """The base agent's weight type for the model loader (None: its default for the device)."""
@@ -192,6 +174,11 @@ class EnvSpec:
     def plugin(self) -> bool:
         """Whether ``env`` names a plug-in environment rather than a built-in one."""
         return self.env not in ENVS and is_plugin(self.env, ENV_GROUP)
+
+    @property
+    def kind(self) -> EnvKind:
+        """What ``env`` decides: its fields, checks, episodes, actors, horizon and defaults (``env_kinds``)."""
+        return kind_of(self.env)
 
 
 class EnvSetup:
@@ -207,64 +194,29 @@ class EnvSetup:
         self.split = split
         self.groups = tuple(groups) if groups else None
         self.agent_seed, self.strong_seed = int(agent_seed), int(strong_seed)
-        self.root = self._data_root() if spec.env == "productqa" else None
+        self.kind = spec.kind
+        self.root = self.kind.data_root(spec)
         self._sources: dict[str, object] = {}
-
-    def _data_root(self) -> Path:
-        if self.spec.data:
-            return Path(self.spec.data).expanduser().resolve()
-        from agile.envs.catalog_generator import default_catalog_dir
-
-        return Path(default_catalog_dir(seed=0)).resolve()
 
     def source(self, split: str | None = None):
         """The episode source of ``split`` (default: the spec's), built once."""
         split = split or self.split
         if split not in self._sources:
-            s = self.spec
-            if s.plugin:
-                self._sources[split] = PluginSource(s.env, split)
-            elif s.env == "productqa":
-                from agile.executor.episode import AgileSource
-                from agile.executor.executor import ExecutorConfig
-
-                # A base agent that is not a local LLM policy (the simulator, a served or plug-in agent) needs
-                # no LLM here: the source then loads only a tokenizer.
-                model = s.agent if self._local_policy() else None
-                self._sources[split] = AgileSource(self.root, split, self._groups(split),
-                                                   model=model, device=s.device, max_new_tokens=s.max_new_tokens,
-                                                   decoding=s.decoding, memory=s.memory,
-                                                   config=ExecutorConfig(gold_features=s.gold_features),
-                                                   consistency_samples=s.consistency_samples, dtype=s.dtype(),
-                                                   seed=self.agent_seed)
-            else:
-                from agile.envs.textworld_env import TextWorldSource  # games are generated on first use
-
-                self._sources[split] = TextWorldSource(split, s.tw_games, s.tw_quest_lengths, s.tw_rooms,
-                                                       s.tw_objects)
+            self._sources[split] = self.kind.source(self, split)
         return self._sources[split]
 
-    def _groups(self, split: str) -> list[str] | None:
+    def groups_of(self, split: str) -> list[str] | None:
         """The chosen groups, for the split they were chosen in (another split has its own groups)."""
         return list(self.groups) if self.groups and split == self.split else None
 
     def episodes(self, indices, seed: int, split: str | None = None) -> list:
         """Fresh episodes ``indices`` of ``split``; episode ``i`` depends only on ``(seed, i)``."""
-        source = self.source(split)
-        if self.spec.env == "productqa":
-            return source.episodes(indices, seed, self.spec.questions_per_episode)
-        return source.episodes(indices, seed)
+        return self.kind.episodes(self.source(split), indices, seed, self.spec)
 
     @property
     def horizon(self) -> int:
         """The most decisions an episode can have (the budget of "always intervene")."""
-        if self.spec.plugin:
-            if not self.source().max_horizon:
-                raise ValueError(f"env={self.spec.env!r}: a plug-in env's horizon is known once episodes are built; "
-                                 "call episodes() first.")
-        elif self.spec.env == "productqa":
-            return self.spec.questions_per_episode
-        return self.source().max_horizon
+        return self.kind.horizon(self)
 
     def base_agent(self):
         s = self.spec
@@ -272,22 +224,7 @@ class EnvSetup:
             return make_agent(s.agent)
         if s.agent.startswith(OPENAI_PREFIX):
             return self._openai_agent(s.agent, BASE, self.agent_seed)
-        if s.plugin:
-            raise PluginError(f"env={s.env!r} is a plug-in environment: agent={s.agent!r} is a built-in agent of "
-                              "productqa/textworld; name a plug-in agent (module:factory or a helpgate.agents "
-                              "entry point).")
-        if s.env == "textworld":
-            from agile.agents.textworld_agents import TextWorldLLMAgent, TextWorldSimulatorAgent
-
-            if s.agent == "simulator":
-                return TextWorldSimulatorAgent(p=s.tw_sim_p, seed=self.agent_seed)
-            return TextWorldLLMAgent(s.agent, device=s.device, seed=self.agent_seed, dtype=s.dtype())
-        if s.agent == "simulator":
-            from agile.agents.simulator_agent import SimulatorAgent
-
-            accuracy = dict(zip(QUESTION_TYPES, s.sim_accuracy))
-            return SimulatorAgent(accuracy, memory_boost=s.memory_boost, seed=self.agent_seed)
-        return self.source().agent()  # the LLM policy the episodes reflect with, loaded once
+        return self.kind.base_agent(self)
 
     def strong_actor(self):
         """The actor of an intervention; ``None`` is the human (``episode.expert_action()``)."""
@@ -302,22 +239,10 @@ class EnvSetup:
             return make_agent(s.strong, actor=STRONG)
         if s.strong.startswith(OPENAI_PREFIX):
             return self._openai_agent(s.strong, STRONG, self.strong_seed)
-        if s.plugin:
-            raise PluginError(f"env={s.env!r} is a plug-in environment: strong={s.strong!r} is a built-in LLM actor "
-                              "of productqa/textworld; use human (the episode's expert_action), human-cli, or a "
-                              "plug-in agent.")
-        if s.env == "textworld":
-            from agile.agents.textworld_agents import TextWorldLLMAgent
+        return self.kind.strong_actor(self)
 
-            return TextWorldLLMAgent(s.strong, device=s.device, seed=self.strong_seed, actor=STRONG,
-                                     name=f"strong:{s.strong}")
-        from agile.executor.episode import AgileAgent, load_policy
-
-        policy = load_policy(s.strong, s.device, s.max_new_tokens, decoding=s.decoding)
-        return AgileAgent(policy, name=f"strong:{s.strong}", actor=STRONG)
-
-    def _local_policy(self) -> bool:
-        """Whether ProductQA's base agent is a local LLM policy (the executor's, which it reflects with)."""
+    def local_policy(self) -> bool:
+        """Whether the base agent is a local LLM policy (ProductQA's: the executor's, which it reflects with)."""
         s = self.spec
         return not (s.agent == "simulator" or is_plugin(s.agent, AGENT_GROUP) or s.agent.startswith(OPENAI_PREFIX))
 
@@ -383,7 +308,7 @@ class Environment:
         Episode ``i`` uses group ``i mod G`` (round-robin) and a start offset drawn uniformly, so
         each group has probability 1/G and each offset 1/(L - n + 1) within it.
         """
-        if self.cfg.spec.env != "productqa":
+        if not self.cfg.spec.kind.question_sessions:
             raise ValueError(f"type_sequences needs a ProductQA env (question types), got env={self.cfg.spec.env!r}.")
         source = self.setup.source(split)
         sessions = []

@@ -432,7 +432,7 @@ class OnlineRL(Method):
 def oracle_is_exact(cfg) -> bool:
     """Whether the counterfactual oracle is the hindsight optimum (see the module docstring)."""
     spec = cfg.spec
-    return (spec.env == "productqa" and spec.agent == "simulator" and not spec.memory_boost
+    return (spec.kind.exact_optimum and spec.agent == "simulator" and not spec.memory_boost
             and spec.strong == "human")
 
 
@@ -466,7 +466,7 @@ class ExactOptimal(Method):
         from agile.envs.productqa import QUESTION_TYPES
 
         cfg = ctx.cfg.spec
-        if cfg.env != "productqa":
+        if not cfg.kind.exact_optimum:
             return (f"needs ProductQA's simulator (a model over question types); env={cfg.env!r} has no such "
                     "model")
         if cfg.agent != "simulator" or cfg.memory_boost:

@@ -1,0 +1,68 @@
+"""The registry of environment kinds: complete, consistent, and the collection identity it decides."""
+
+from __future__ import annotations
+
+import pytest
+from productqa_slice import SLICE
+
+from helper.data import env_kinds
+from helper.data.collect import CollectConfig, env_setup, identity
+from helper.data.env_kinds import ENV_KINDS, PLUGIN, EnvKind
+from helper.data.environment import ENV_ALIASES, ENVS, EnvSpec
+from helper.stored_config import flat
+
+SHARED = ["env", "agent", "strong", "base_url", "device", "agent_dtype", "split", "model", "explore_p", "episodes",
+          "budget", "seed", "out", "shard_size", "counterfactual", "decide_after", "batch_size", "ray", "ray_address",
+          "ray_workers"]
+"""Collection fields every environment's manifest identity keeps."""
+PRODUCTQA_ONLY = ["data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features",
+                  "max_new_tokens", "decoding", "memory", "consistency_samples"]
+TEXTWORLD_ONLY = ["tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p"]
+
+
+def test_every_env_has_a_kind_that_builds_its_episodes_and_actors():
+    assert ENVS == ("productqa", "textworld") == tuple(ENV_KINDS)
+    assert set(ENV_ALIASES.values()) <= set(ENV_KINDS)
+    for name, kind in ENV_KINDS.items():
+        assert EnvSpec(env=name).kind is kind
+        for method in ("source", "base_agent", "strong_actor"):  # the base class has none of its own
+            assert getattr(type(kind), method) is not getattr(EnvKind, method), f"{name} lacks {method}"
+    assert EnvSpec(env="agile").kind is ENV_KINDS["productqa"]
+    assert EnvSpec(env="examples.arith_chain:make_episodes").kind is PLUGIN
+
+
+def test_each_kinds_own_fields_are_fields_of_the_collection_config():
+    config_fields = set(flat(CollectConfig()))
+    for name, kind in ENV_KINDS.items():
+        assert kind.fields and set(kind.fields) <= config_fields, name
+        assert "env" not in kind.fields and len(set(kind.fields)) == len(kind.fields), name
+
+
+@pytest.mark.parametrize("env, own", [("productqa", PRODUCTQA_ONLY), ("textworld", TEXTWORLD_ONLY),
+                                      ("examples.arith_chain:make_episodes", [])])
+def test_collection_identity_keeps_the_shared_fields_and_only_its_own(env, own):
+    agent = "examples.arith_chain:make_agent" if own == [] else "simulator"
+    config = CollectConfig(spec=EnvSpec(env=env, agent=agent, data=str(SLICE)))
+    ident = identity(config, env_setup(config))
+    assert set(ident) == set(SHARED) | set(own)
+    if env == "productqa":
+        assert ident["data"] == str(SLICE.resolve())  # the resolved root, under any spelling
+
+
+@pytest.mark.parametrize("env, decide_after, defaults", [
+    ("productqa", None, ("proposal", "proposal", True, False)),
+    ("productqa", "state", ("state", "process", True, False)),  # a session's question is scored on its own
+    ("textworld", None, ("state", "soft", False, True)),
+    ("examples.arith_chain:make_episodes", None, ("state", "soft", True, False)),
+])
+def test_the_pipeline_takes_its_defaults_from_the_kind(env, decide_after, defaults):
+    from helper.commands.pipeline import PipelineConfig
+
+    cfg = PipelineConfig(spec=EnvSpec(env=env), decide_after=decide_after)
+    assert (cfg.decide_mode(), cfg.prm_target_name(), cfg.hidden_inputs(), cfg.state_features()) == defaults
+
+
+def test_a_name_that_is_no_env_reads_as_a_plug_in_until_checked():
+    assert env_kinds.kind_of("no-such-env") is PLUGIN
+    with pytest.raises(ValueError, match="env='no-such-env': choose one of"):
+        EnvSpec(env="no-such-env").check()
