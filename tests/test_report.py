@@ -142,3 +142,21 @@ def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys):
     assert "differ in decide_after (decide_after: 'state' vs 'proposal')" in err and "NAME=RUN" in err
     assert main(["report", str(tmp_path / "d0"), f"proposal={tmp_path / 'd1'}", "--out", str(tmp_path / "r.md"),
                  "--no-figures"]) == 0
+
+
+def test_drop_incomplete_leaves_out_what_a_seed_did_not_play_and_names_it(tmp_path):
+    # Seed 0 also swept C=3 and a method ("router") seed 1's sweep skipped; pooled, both go, named under the
+    # table, and the cells that every seed played are the ones without them (seed 0 +1, seed 1 +1: +1).
+    s0 = _standard(tmp_path / "s0", [1, 1, 1, 1], [0, 0, 0, 0])
+    s1 = _standard(tmp_path / "s1", [1, 1, 1, 1], [0, 0, 0, 0], seed=1001)
+    frame = pd.read_csv(s0 / "episodes.csv")
+    extra = frame[(frame.method == "random") & (frame.budget == 2)]
+    pd.concat([frame, extra.assign(budget=3), extra.assign(method="router", budget=1)]).to_csv(
+        s0 / "episodes.csv", index=False)
+    runs = [str(s0), str(s1)]
+    assert main(["report", *runs, "--out", str(tmp_path / "r.md"), "--no-figures"]) == 2  # refused by default
+    text = run(ReportConfig(runs=runs, out=str(tmp_path / "r.md"), resamples=200, figures=False,
+                            drop_incomplete=True))
+    assert f"random at C=3 (not played by {s1})" in text and f"router at C=1 (not played by {s1})" in text
+    assert "| router |" not in text
+    assert _row(text, "random")[4:6] == ["+1.000 [+1.000, +1.000]", "+1.000 [+1.000, +1.000]"]

@@ -19,6 +19,8 @@ Per set-up, from the pooled ``episodes.csv`` (one row per method, budget and epi
 - APGR of both with the share of [0, 1] their curve completes to always-intervene's point rather
   than measured, and CPT(50%) / CPT(80%), marked † where they fall in that completed part (the
   metrics of ``helper.evaluation.metrics.summarize`` on the pooled means);
+- with ``--drop-incomplete``, a method and budget some seed did not play (a method its sweep skipped, a
+  budget past its range) is left out and named under the table; without it such runs are refused;
 - the verdict, from the intervals alone: ``win`` where some interval lies above 0 and none below,
   ``loss`` the reverse, ``mixed`` where intervals lie on both sides, ``tie`` where all hold 0.
 
@@ -66,6 +68,9 @@ class ReportConfig:
     """Seed of the bootstrap draws."""
     figures: bool = True
     """Draw one figure per set-up beside the table."""
+    drop_incomplete: bool = False
+    """Leave out a method and budget that some seed of its set-up did not play (a method its sweep skipped,
+    a budget past another seed's range), each named under the table; without it such runs are refused."""
 
 
 @dataclass
@@ -147,6 +152,8 @@ class Pooled:
     interventions: np.ndarray
     weights: np.ndarray
     """Hierarchical bootstrap multiplicities (resamples, episodes), shared by every column."""
+    dropped: list[str] = field(default_factory=list)
+    """Method and budget left out because a seed did not play them (``drop_incomplete``), with the seeds."""
 
     def index(self, method: str, budget: int) -> int | None:
         return self.columns.index((method, budget)) if (method, budget) in self.columns else None
@@ -163,7 +170,7 @@ class Pooled:
         return pd.DataFrame(rows, columns=list(M.SWEEP_COLUMNS))
 
 
-def pool(runs: list[Run], resamples: int, seed: int) -> Pooled:
+def pool(runs: list[Run], resamples: int, seed: int, drop_incomplete: bool = False) -> Pooled:
     frames = [run.episodes.assign(run=k) for k, run in enumerate(runs)]
     every = pd.concat(frames, ignore_index=True)
     every["budget"] = every["budget"].astype(int)
@@ -174,16 +181,33 @@ def pool(runs: list[Run], resamples: int, seed: int) -> Pooled:
         wide = every.pivot_table(index=keys, columns=["method", "budget"], values=value, aggfunc="mean")
         tables[value] = wide.reindex(pd.MultiIndex.from_frame(units[keys]))
     gaps = tables["success"].isna()
+    dropped = []
     if gaps.to_numpy().any():
-        column = gaps.any(axis=0).to_numpy().nonzero()[0][0]
-        method, budget = tables["success"].columns[column]
-        missing = units["run"][gaps.iloc[:, column].to_numpy()].iloc[0]
-        raise ValueError(f"{runs[missing].path}: {method} at C={budget} did not play every episode the others did; "
-                         "a paired comparison needs the same episodes and budgets for every method (runs pooled "
-                         "as seeds need the same budgets, e.g. one --budgets; or rerun the sweep).")
+        incomplete = gaps.any(axis=0).to_numpy().nonzero()[0]
+        if not drop_incomplete:
+            method, budget = tables["success"].columns[incomplete[0]]
+            missing = units["run"][gaps.iloc[:, incomplete[0]].to_numpy()].iloc[0]
+            raise ValueError(f"{runs[missing].path}: {method} at C={budget} did not play every episode the others "
+                             "did; a paired comparison needs the same episodes and budgets for every method (runs "
+                             "pooled as seeds need the same budgets, e.g. one --budgets; or rerun the sweep; or "
+                             "--drop-incomplete to leave such a method and budget out, named under the table).")
+        budgets_of: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+        for column in incomplete:
+            method, budget = tables["success"].columns[column]
+            lacking = tuple(sorted({str(runs[k].path) for k in units["run"][gaps.iloc[:, column].to_numpy()]}))
+            budgets_of.setdefault((str(method), lacking), []).append(int(budget))
+        methods_of: dict[tuple[tuple[int, ...], tuple[str, ...]], list[str]] = {}
+        for (method, lacking), budgets in budgets_of.items():
+            methods_of.setdefault((tuple(budgets), lacking), []).append(method)
+        for (budgets, lacking), methods in methods_of.items():
+            dropped.append(f"{', '.join(methods)} at C={', '.join(map(str, budgets))} "
+                           f"(not played by {', '.join(lacking)})")
+        for value in tables:
+            tables[value] = tables[value].drop(columns=tables[value].columns[incomplete])
     weights = M.hierarchical_weights([units["run"].tolist(), units["group"].tolist()], resamples, seed)
     columns = [(str(m), int(b)) for m, b in tables["success"].columns]
-    return Pooled(columns, tables["success"].to_numpy(float), tables["interventions"].to_numpy(float), weights)
+    return Pooled(columns, tables["success"].to_numpy(float), tables["interventions"].to_numpy(float), weights,
+                  dropped)
 
 
 def verdict(intervals: list[tuple[float, float]]) -> str:
@@ -206,9 +230,9 @@ def _apgr(entry: dict) -> str:
     return "none" if value is None else f"{value:.3f} ({100 * (entry.get('apgr_extrapolated_share') or 0):.0f}%)"
 
 
-def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict], pd.DataFrame]:
-    """The table rows of one set-up (one per baseline) and its pooled sweep frame."""
-    pooled = pool(runs, cfg.resamples, cfg.seed)
+def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict], pd.DataFrame, list[str]]:
+    """The table rows of one set-up (one per baseline), its pooled sweep frame and what was left out of it."""
+    pooled = pool(runs, cfg.resamples, cfg.seed, cfg.drop_incomplete)
     frame = pooled.frame(cfg.level)
     summary = M.summarize(frame)["methods"]
     if M.HELPER not in summary:
@@ -233,7 +257,7 @@ def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict
                      "CPT(50%) helper / baseline": f"{_cpt(helper, 'cpt50')} / {_cpt(other, 'cpt50')}",
                      "CPT(80%) helper / baseline": f"{_cpt(helper, 'cpt80')} / {_cpt(other, 'cpt80')}",
                      "verdict": verdict(intervals) if intervals else "–"})
-    return rows, frame
+    return rows, frame, pooled.dropped
 
 
 def markdown_table(rows: list[dict]) -> str:
@@ -291,12 +315,13 @@ def run(cfg: ReportConfig) -> str:
         setups.setdefault(one.setup, []).append(one)
     out = Path(cfg.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    rows, figures = [], []
+    rows, figures, dropped = [], [], []
     for name, members in setups.items():
         check_pooled(name, members)
     for name, members in setups.items():
-        these, frame = setup_rows(name, members, cfg)
+        these, frame, left_out = setup_rows(name, members, cfg)
         rows += these
+        dropped += [f"{name}: {item}" for item in left_out]
         if cfg.figures:
             from helper.evaluation.plots import save_sweep_plot
 
@@ -316,6 +341,8 @@ def run(cfg: ReportConfig) -> str:
     if ungrouped:
         notes.append(f"No group column (runs before it was recorded), episodes resampled without groups: "
                      f"{', '.join(ungrouped)}.")
+    if dropped:
+        notes.append("Left out (--drop-incomplete), not played on every seed's episodes: " + "; ".join(dropped) + ".")
     if figures:
         notes.append("Figures: " + ", ".join(figures) + " (success against interventions used, one line per method).")
     lines = [markdown_table(rows), "", *notes, "", "Provenance:", ""]
