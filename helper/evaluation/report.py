@@ -202,8 +202,7 @@ def pool(runs: list[Run], resamples: int, seed: int, drop_incomplete: bool = Fal
         for (budgets, lacking), methods in methods_of.items():
             dropped.append(f"{', '.join(methods)} at C={', '.join(map(str, budgets))} "
                            f"(not played by {', '.join(lacking)})")
-        for value in tables:
-            tables[value] = tables[value].drop(columns=tables[value].columns[incomplete])
+        tables = {value: table.drop(columns=table.columns[incomplete]) for value, table in tables.items()}
     weights = M.hierarchical_weights([units["run"].tolist(), units["group"].tolist()], resamples, seed)
     columns = [(str(m), int(b)) for m, b in tables["success"].columns]
     return Pooled(columns, tables["success"].to_numpy(float), tables["interventions"].to_numpy(float), weights,
