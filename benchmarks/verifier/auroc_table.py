@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import polars as pl  # noqa: E402
 
-from benchmarks.verifier.grouped_auroc import intervals  # noqa: E402
+from benchmarks.verifier.grouped_auroc import cells, intervals, seeds_and_pooled  # noqa: E402
 
 
 def load(folders: list[Path]) -> list[pl.DataFrame]:
@@ -49,21 +49,15 @@ def table(frames: list[pl.DataFrame], names: list[str]) -> tuple[list[str], dict
     if missing:
         raise SystemExit(f"--names {missing}: not a score of these folders; choose from "
                          f"{[c for c in frames[0].columns if c not in ('episode_id', 'step', 'group', 'outcome', 'seed_run')]}")
-    parts = [(f.item(0, "seed_run"), f, ["group"]) for f in frames]
-    if len(frames) > 1:
-        parts.append(("pooled", pl.concat(frames, how="diagonal_relaxed"), ["seed_run", "group"]))
     lines = ["| seed | rows (right) | groups | " + " | ".join(f"{n} [95%]" for n in names) + " | "
              + " | ".join(f"{n} - {names[0]} [95%]" for n in names[1:]) + " |",
              "|---" * (3 + 2 * len(names) - 1) + "|"]
     report = {}
-    for seed, frame, levels in parts:
+    for seed, frame, levels in seeds_and_pooled(frames):
         found = intervals(frame, names, levels)
         report[seed] = found
-        cells = [f"{found[n]['auroc']:.3f} [{found[n]['ci'][0]:.3f}, {found[n]['ci'][1]:.3f}]" for n in names]
-        diffs = [f"{found[n]['diff']:+.3f} [{found[n]['diff_ci'][0]:+.3f}, {found[n]['diff_ci'][1]:+.3f}]"
-                 for n in names[1:]]
         lines.append(f"| {seed} | {frame.height} ({int(frame['outcome'].sum())}) | {frame['group'].n_unique()} | "
-                     + " | ".join(cells + diffs) + " |")
+                     + " | ".join(cells(found, names)) + " |")
     return lines, report
 
 

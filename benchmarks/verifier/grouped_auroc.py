@@ -50,3 +50,19 @@ def intervals(frame: pl.DataFrame, names: list[str], levels: list[str], seed: in
                   "diff": value - quality.auroc(frame[names[0]].to_numpy(), y),
                   "diff_ci": percentile_interval(diff[np.isfinite(diff)])}
     return out
+
+
+def seeds_and_pooled(frames: list[pl.DataFrame]) -> list[tuple[str, pl.DataFrame, list[str]]]:
+    """(label, rows, levels) of each seed's frame (``seed_run`` names it; groups, then episodes) and, with more
+    than one, of them pooled (seeds, then groups, then episodes)."""
+    parts = [(f.item(0, "seed_run"), f, ["group"]) for f in frames]
+    if len(frames) > 1:
+        parts.append(("pooled", pl.concat(frames, how="diagonal_relaxed"), ["seed_run", "group"]))
+    return parts
+
+
+def cells(found: dict, names: list[str]) -> list[str]:
+    """Table cells of ``intervals``' result: each AUROC [interval], then each difference from the first."""
+    return ([f"{found[n]['auroc']:.3f} [{found[n]['ci'][0]:.3f}, {found[n]['ci'][1]:.3f}]" for n in names]
+            + [f"{found[n]['diff']:+.3f} [{found[n]['diff_ci'][0]:+.3f}, {found[n]['diff_ci'][1]:+.3f}]"
+               for n in names[1:]])

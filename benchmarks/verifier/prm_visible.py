@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from benchmarks.verifier.grouped_auroc import intervals  # noqa: E402
+from benchmarks.verifier.grouped_auroc import cells, intervals, seeds_and_pooled  # noqa: E402
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
 from helper.stored_config import config_of  # noqa: E402
 from prm.training import quality  # noqa: E402
@@ -228,17 +228,11 @@ def main(argv: list[str] | None = None) -> None:
     for where, frames in (("test groups", tests), ("train groups, out of fold", trains)):
         if not frames:
             continue
-        parts = [(f.item(0, "seed_run"), f, ["group"]) for f in frames]
-        if len(frames) > 1:
-            parts.append(("pooled", pl.concat(frames, how="diagonal_relaxed"), ["seed_run", "group"]))
-        for seed, frame, levels in parts:
+        for seed, frame, levels in seeds_and_pooled(frames):
             found = intervals(frame, names, levels)
             report[f"{where}/{seed}"] = found
-            cells = [f"{found[n]['auroc']:.3f} [{found[n]['ci'][0]:.3f}, {found[n]['ci'][1]:.3f}]" for n in names]
-            diffs = [f"{found[n]['diff']:+.3f} [{found[n]['diff_ci'][0]:+.3f}, {found[n]['diff_ci'][1]:+.3f}]"
-                     for n in names[1:]]
             print(f"| {where} | {seed} | {frame.height} ({int(frame['outcome'].sum())}) | {frame['group'].n_unique()} | "
-                  + " | ".join(cells + diffs) + " |")
+                  + " | ".join(cells(found, names)) + " |")
     for where, frames in (("train groups, out of fold", trains), ("test groups", tests)):
         if not frames:
             continue
