@@ -338,9 +338,12 @@ class Router(Method):
             fail = (rows["proposal_reward"].to_numpy() < 0.5).astype(int)
         else:
             # It learns the base agent's failures from the rows where the base agent acted, and is
-            # calibrated on every decision (the gate is asked at every one).
+            # calibrated on every decision (the gate is asked at every one). A failure is what the
+            # PRM learns for this env kind: the step's own reward where every question is scored,
+            # else the episode's outcome (a game's step reward is sparse: nearly every step "fails").
             base = (rows["actor"] == "base").to_numpy()
-            fail = (rows["reward"].to_numpy() < 0.5).astype(int)
+            outcome = "reward" if ctx.cfg.spec.kind.question_sessions else "success"
+            fail = (rows[outcome].to_numpy() < 0.5).astype(int)
         if len(set(fail[base])) < 2:
             return "the base agent's training rows all succeed or all fail: nothing to route on"
         seed = ctx.cfg.seed
