@@ -3,6 +3,8 @@ and the pooled table's intervals hold its point values."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import polars as pl
 import pytest
@@ -67,3 +69,32 @@ def test_rank_mean_of_a_score_with_itself_ranks_as_the_score_and_of_two_is_their
     both, name = table.with_rank_mean(frame, ["a", "b"])
     # ranks of a: 1, 3, 2, 4; of b: 4, 3, 2, 1; over 4 rows, averaged
     assert both[name].to_list() == pytest.approx([(1 + 4) / 8, (3 + 3) / 8, (2 + 2) / 8, (4 + 1) / 8])
+
+
+def test_data_size_pairs_each_runs_rows_under_its_own_and_the_pooled_prm(tmp_path, monkeypatch):
+    size = benchmark_module("data_size")
+    monkeypatch.setattr(sys.modules["grouped_auroc"], "RESAMPLES", 200)  # the one it imported
+    rng = np.random.default_rng(1)
+    runs = [tmp_path / f"s{i}" for i in range(2)]
+    outcome = {run: rng.integers(0, 2, 24).astype(float) for run in runs}
+
+    def finished(subset, noise):
+        rows = [pl.DataFrame({"episode_id": [f"{run.name}-e{i // 2}" for i in range(24)],
+                              "step": [i % 2 for i in range(24)], "task_id": [f"g{i % 3}/q{i}" for i in range(24)],
+                              "outcome": outcome[run], "used": True,
+                              "prm_score": outcome[run] + rng.normal(0, noise, 24)}) for run in subset]
+        folder = tmp_path / "out" / size.subset_name(subset)
+        folder.mkdir(parents=True)
+        pl.concat(rows).write_parquet(folder / "validation_scores.parquet")
+
+    # Finished subsets are read back, never trained again (no pipeline.json exists to train from).
+    finished((runs[0],), 2.0)
+    finished((runs[1],), 2.0)
+    finished(tuple(runs), 0.01)
+    sizes, found = size.size_table(runs, tmp_path / "out")
+    assert "| 2 | 24 | s0+s1 1.000 | **1.000** |" in sizes
+    paired = size.paired_table(runs, found).splitlines()
+    assert [line.split(" | ")[0] for line in paired[2:]] == ["| s0", "| s1", "| pooled"]
+    # The pooled PRM ranks every run's rows perfectly: its interval sits at 1 and its difference is positive.
+    assert all("1.000 [1.000, 1.000]" in line for line in paired[2:])
+    assert all(line.split(" | ")[3].startswith("+") for line in paired[2:])
