@@ -50,16 +50,20 @@ def test_collection_identity_keeps_the_shared_fields_and_only_its_own(env, own):
 
 
 @pytest.mark.parametrize("env, decide_after, defaults", [
-    ("productqa", None, ("proposal", "proposal", True, False)),
-    ("productqa", "state", ("state", "process", True, False)),  # a session's question is scored on its own
-    ("textworld", None, ("state", "soft", False, True)),
-    ("examples.arith_chain:make_episodes", None, ("state", "soft", True, False)),
+    ("productqa", None, ("proposal", "proposal", True, False, 64)),
+    ("productqa", "state", ("state", "process", True, False, 64)),  # a session's question is scored on its own
+    ("textworld", None, ("state", "soft", False, True, 960)),
+    ("examples.arith_chain:make_episodes", None, ("state", "soft", True, False, 64)),
 ])
 def test_the_pipeline_takes_its_defaults_from_the_kind(env, decide_after, defaults):
     from helper.commands.pipeline import PipelineConfig
 
     cfg = PipelineConfig(spec=EnvSpec(env=env), decide_after=decide_after)
-    assert (cfg.decide_mode(), cfg.prm_target_name(), cfg.hidden_inputs(), cfg.state_features()) == defaults
+    assert (cfg.decide_mode(), cfg.prm_target_name(), cfg.hidden_inputs(), cfg.state_features(),
+            cfg.sizes()[0]) == defaults
+    # --quick and --episodes win over the kind's size.
+    assert PipelineConfig(spec=EnvSpec(env=env), quick=True).sizes()[0] == 16
+    assert PipelineConfig(spec=EnvSpec(env=env), episodes=5).sizes()[0] == 5
 
 
 def test_a_name_that_is_no_env_reads_as_a_plug_in_until_checked():

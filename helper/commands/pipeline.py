@@ -40,7 +40,7 @@ class PipelineConfig:
     """The environment and its actors (``EnvSpec``; its fields are flags of their own: --env, --agent, --data,
     ...), the same for collection (train split) and the sweep (test split)."""
     episodes: int | None = None
-    """Training episodes to collect (default: 64, or 16 with --quick)."""
+    """Training episodes to collect (default: 64, 960 on TextWorld, or 16 with --quick)."""
     eval_episodes: int | None = None
     """Held-out episodes per method and budget in the sweep (default: 16, or 8 with --quick)."""
     budgets: list[int] | None = None
@@ -149,7 +149,7 @@ class PipelineConfig:
         return self.prm_folds if self.prm_folds is not None else (3 if self.quick else 5)
 
     def sizes(self) -> tuple[int, int]:
-        train = self.episodes or (16 if self.quick else 64)
+        train = self.episodes or (16 if self.quick else self.spec.kind.train_episodes)
         held_out = self.eval_episodes or (8 if self.quick else 16)
         return train, held_out
 

@@ -34,6 +34,8 @@ class EnvKind:
     """The pipeline's default for the PRM head reading the environment's state features."""
     prm_hidden = True
     """The pipeline's default for the PRM head reading the backbone's hidden state."""
+    train_episodes = 64
+    """The pipeline's default number of training episodes to collect (without --episodes or --quick)."""
     exact_optimum = False
     """Whether its simulator agent's dynamics are a known model (per question type): then, with no memory
     boost and the human as the strong actor, the exact optimum is computed and the oracle is exact."""
@@ -144,6 +146,9 @@ class TextWorld(EnvKind):
     # The text alone does not rank held-out games; the state features mean the same in every game.
     prm_state_features = True
     prm_hidden = False
+    # At 64 episodes most of the solve's (step, bin, action) cells held under 10 rows; at 960 (86 s of
+    # collection with the simulator) the held-out PRM rose from 0.72-0.79 to 0.80-0.81 (RESULTS, TextWorld).
+    train_episodes = 960
 
     def check(self, spec) -> None:
         if spec.tw_games < 1:
