@@ -137,9 +137,10 @@ def test_a_person_at_the_terminal_answers_on_the_executor():
 
 @pytest.mark.parametrize("spec, words", [
     (dict(strong="simulator"), "strong='simulator'"),
+    (dict(env="textworld", strong="simulator"), "strong='simulator'"),
     (dict(memory="vectors"), "memory='vectors'"),
 ])
 def test_what_the_executor_cannot_run_is_refused_in_one_line(spec, words):
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")) as error:
-        EnvSpec(env="agile", **spec).check()
+        EnvSpec(**{"env": "agile", **spec}).check()
     assert "\n" not in str(error.value)

@@ -42,6 +42,9 @@ class EnvKind:
 
     def check(self, spec) -> None:
         """Refuse values of its own fields that cannot work, naming the field."""
+        if spec.strong == "simulator":
+            raise ValueError("strong='simulator': the simulator is a base agent; use --strong human, human-cli "
+                             "or a model name.")
 
     def data_root(self, spec) -> Path | None:
         """The resolved folder its data is read from (None: it has none)."""
@@ -84,9 +87,7 @@ class ProductQA(EnvKind):
     exact_optimum = True
 
     def check(self, spec) -> None:
-        if spec.strong == "simulator":
-            raise ValueError("strong='simulator': the simulator is a base agent; use --strong human, human-cli "
-                             "or a model name.")
+        super().check(spec)
         if spec.questions_per_episode < 1:
             raise ValueError(f"questions_per_episode must be >= 1, got {spec.questions_per_episode}.")
         if len(spec.sim_accuracy) != len(QUESTION_TYPES):
@@ -151,6 +152,7 @@ class TextWorld(EnvKind):
     train_episodes = 960
 
     def check(self, spec) -> None:
+        super().check(spec)
         if spec.tw_games < 1:
             raise ValueError(f"tw_games must be >= 1, got {spec.tw_games}.")
         if not spec.tw_quest_lengths or min(spec.tw_quest_lengths) < 1:
