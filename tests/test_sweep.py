@@ -214,18 +214,17 @@ def test_router_reads_no_annotation_and_calibrates_out_of_fold(tmp_path):
     assert router.thresholds[0] == -np.inf and np.isfinite(router.thresholds[1]) and np.isfinite(router.thresholds[2])
 
 
-def test_router_learns_the_episode_outcome_where_step_rewards_are_sparse(tmp_path):
+def test_router_learns_the_episode_outcome_where_only_the_end_is_rewarded(tmp_path):
     from helper.evaluation.methods import Router, SweepContext
     from helper.gate.features import frame_features
     from trajectories.shards import write_shard
 
     rows = read_trajectories(trajectories(tmp_path / "rows", n=60))
-    # A game's rows: no step is rewarded, the episode's outcome is all there is.
+    # No step is rewarded: the episode's outcome is all there is.
     sparse = rows.with_columns(pl.lit(0.0).alias("reward"))
     write_shard(sparse, tmp_path / "sparse" / "shard-000.parquet")
     assert 0 < (sparse.group_by("episode_id").agg(pl.col("success").first() >= 0.5)["success"].sum()) < 60
-    ctx = SweepContext(cfg=SweepConfig(spec=EnvSpec(env="textworld"), budgets=[0, 1],
-                                       train_data=str(tmp_path / "sparse")), env=None, out=tmp_path)
+    ctx = SweepContext(cfg=SweepConfig(budgets=[0, 1], train_data=str(tmp_path / "sparse")), env=None, out=tmp_path)
     router = Router()
     # Learning "reward < 0.5" here would see every step fail and refuse to route.
     assert router.prepare(ctx) is None

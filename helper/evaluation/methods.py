@@ -319,6 +319,7 @@ class Router(Method):
         from sklearn.model_selection import GroupKFold
 
         from helper.gate.features import FeatureClassifier, feature_keys, frame_features
+        from prm.data.labels import has_process_rewards
 
         rows = ctx.train_rows()
         if rows is None:
@@ -338,11 +339,12 @@ class Router(Method):
             fail = (rows["proposal_reward"].to_numpy() < 0.5).astype(int)
         else:
             # It learns the base agent's failures from the rows where the base agent acted, and is
-            # calibrated on every decision (the gate is asked at every one). A failure is what the
-            # PRM learns for this env kind: the step's own reward where every question is scored,
-            # else the episode's outcome (a game's step reward is sparse: nearly every step "fails").
+            # calibrated on every decision (the gate is asked at every one). A failure is a step the
+            # env did not reward where it rewards steps (a question answered, a game's progress: on
+            # TextWorld this ranked better than the episode's outcome, RESULTS), else a step of an
+            # episode that failed (only the end is rewarded: every step would "fail").
             base = (rows["actor"] == "base").to_numpy()
-            outcome = "reward" if ctx.cfg.spec.kind.question_sessions else "success"
+            outcome = "reward" if has_process_rewards(rows) else "success"
             fail = (rows[outcome].to_numpy() < 0.5).astype(int)
         if len(set(fail[base])) < 2:
             return "the base agent's training rows all succeed or all fail: nothing to route on"
