@@ -19,12 +19,6 @@ Binning:
   bin count stays fixed (the empty bins simply receive no data) so state ids are stable.
 * ``uniform``: equal-width bins on ``score_range`` (default ``(0, 1)``, the range of a PRM
   probability); ``score_range=None`` uses the fitted scores' min and max instead.
-* ``natural``: Jenks' natural breaks, the bins of least within-bin squared deviation (Fisher's exact
-  1-D k-means, by dynamic programming on at most ``NATURAL_POINTS`` weighted points: the distinct
-  scores, or evenly spaced quantiles of many). Where the scores form clusters (a verifier that tells
-  a few kinds of step apart) the edges fall in the gaps between them, where equal-count edges can cut
-  a cluster and leave a bin holding two kinds of step; with fewer clusters than bins the spare edges
-  split clusters, and with fewer distinct scores than bins some bins stay empty.
 
 A value equal to an edge goes to the upper bin (``np.searchsorted(..., side="right")``).
 """
@@ -36,8 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-BINNINGS = ("quantile", "uniform", "natural")
-NATURAL_POINTS = 512
+BINNINGS = ("quantile", "uniform")
 _CHUNK = 1 << 16
 
 
@@ -57,56 +50,6 @@ def _count_edges_at_or_below(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
             a += xc >= e
         out[i : i + _CHUNK] = a
     return out
-
-
-def natural_edges(scores: np.ndarray, bins: int) -> np.ndarray:
-    """``bins - 1`` interior edges of Jenks' natural breaks of ``scores`` (finite), nondecreasing."""
-    values, weights = _weighted_points(np.sort(scores))
-    segments = min(bins, len(values))
-    starts = optimal_segments(values, weights, segments)
-    # An edge halfway between the last point of one bin and the first of the next.
-    edges = [(values[i - 1] + values[i]) / 2 for i in starts[1:]]
-    # Fewer distinct scores than bins: the spare edges sit at the top, their bins empty.
-    return np.array(edges + [values[-1]] * (bins - segments), dtype=np.float64)
-
-
-def _weighted_points(sorted_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    values, counts = np.unique(sorted_scores, return_counts=True)
-    if len(values) <= NATURAL_POINTS:
-        return values, counts.astype(np.float64)
-    # Evenly spaced quantiles keep the clusters and the gaps between them at a fixed cost.
-    quantiles = np.quantile(sorted_scores, (np.arange(NATURAL_POINTS) + 0.5) / NATURAL_POINTS)
-    values, counts = np.unique(quantiles, return_counts=True)
-    return values, counts.astype(np.float64)
-
-
-def optimal_segments(values: np.ndarray, weights: np.ndarray, segments: int) -> list[int]:
-    """Start indices of the ``segments`` contiguous runs of sorted ``values`` with the least total weighted
-    squared deviation from their means (Fisher 1958), by dynamic programming in O(segments x n^2)."""
-    n = len(values)
-    w = np.concatenate([[0.0], np.cumsum(weights)])
-    wx = np.concatenate([[0.0], np.cumsum(weights * values)])
-    wxx = np.concatenate([[0.0], np.cumsum(weights * values * values)])
-
-    def cost(i: np.ndarray, j: int) -> np.ndarray:
-        """Weighted squared deviation of values[i:j] for each start in ``i`` (all < j)."""
-        total, first = w[j] - w[i], wx[j] - wx[i]
-        return (wxx[j] - wxx[i]) - first * first / total
-
-    best = np.full((segments + 1, n + 1), np.inf)
-    start = np.zeros((segments + 1, n + 1), dtype=np.int64)
-    best[0, 0] = 0.0
-    for k in range(1, segments + 1):
-        for j in range(k, n + 1):
-            i = np.arange(k - 1, j)  # the k-th run is values[i:j]
-            total = best[k - 1, i] + cost(i, j)
-            pick = int(np.argmin(total))  # the first of equal costs: deterministic
-            best[k, j], start[k, j] = total[pick], i[pick]
-    starts, j = [], n
-    for k in range(segments, 0, -1):
-        j = int(start[k, j])
-        starts.append(j)
-    return starts[::-1]
 
 
 class Discretizer:
@@ -162,13 +105,11 @@ class Discretizer:
         """Learn the score edges (and the horizon for step buckets) from logged rows."""
         x = np.asarray(scores, dtype=np.float64).ravel()
         finite = x[~np.isnan(x)]
-        if (self.binning != "uniform" or self.score_range is None) and finite.size == 0:
+        if (self.binning == "quantile" or self.score_range is None) and finite.size == 0:
             raise ValueError("prm_score: every score is NaN; score the trajectories first (helpgate prm score)")
         if self.binning == "quantile":
             # Sorting first is about twice as fast as np.quantile's partitioning on 10M rows.
             edges = np.quantile(np.sort(finite), np.arange(1, self.bins) / self.bins)
-        elif self.binning == "natural":
-            edges = natural_edges(finite, self.bins)
         else:
             lo, hi = self.score_range if self.score_range is not None else (finite.min(), finite.max())
             edges = np.linspace(lo, hi, self.bins + 1)[1:-1]

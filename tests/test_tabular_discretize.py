@@ -6,7 +6,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tabular_rl import Discretizer
-from tabular_rl.discretize import optimal_segments
 
 
 @settings(max_examples=60, deadline=None)
@@ -35,7 +34,7 @@ def test_uniform_fitted_range():
     np.testing.assert_allclose(d.edges_, [15.0])
 
 
-@pytest.mark.parametrize("binning", ["quantile", "uniform", "natural"])
+@pytest.mark.parametrize("binning", ["quantile", "uniform"])
 def test_out_of_range_clips_to_edge_bins_and_nan_is_unknown(binning):
     rng = np.random.default_rng(0)
     d = Discretizer(5, binning).fit(rng.random(1000))
@@ -54,48 +53,6 @@ def test_step_buckets_layout_and_clipping():
     assert states.tolist() == [0, 0, 4 + 2, 4 + 3, 4 + 1, 1]
     score_bin, bucket = d.split(states)
     assert score_bin.tolist() == [0, 0, 2, 3, 1, 1] and bucket.tolist() == [0, 0, 1, 1, 1, 0]
-
-
-def _spread(values, weights, starts):
-    bounds = [*starts, len(values)]
-    total = 0.0
-    for i, j in zip(bounds[:-1], bounds[1:]):
-        mean = np.average(values[i:j], weights=weights[i:j])
-        total += float(np.sum(weights[i:j] * (values[i:j] - mean) ** 2))
-    return total
-
-
-@settings(max_examples=80, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 4)), min_size=1, max_size=9, unique_by=lambda t: t[0]),
-       st.integers(1, 5))
-def test_natural_breaks_are_the_least_spread_split_of_every_split(points, segments):
-    from itertools import combinations
-
-    points = sorted(points)
-    values = np.array([p[0] for p in points], dtype=float) / 40
-    weights = np.array([p[1] for p in points], dtype=float)
-    segments = min(segments, len(values))
-    found = optimal_segments(values, weights, segments)
-    assert found[0] == 0 and found == sorted(set(found)) and len(found) == segments
-    brute = min(_spread(values, weights, [0, *cut]) for cut in combinations(range(1, len(values)), segments - 1))
-    assert _spread(values, weights, found) == pytest.approx(brute, abs=1e-12)
-
-
-def test_natural_edges_fall_between_clusters_where_equal_counts_cut_one():
-    rng = np.random.default_rng(3)
-    # Three kinds of step the verifier tells apart, 52% / 24% / 24% of the rows.
-    clusters = [rng.normal(0.2, 0.01, 240), rng.normal(0.6, 0.01, 240), rng.normal(0.9, 0.01, 520)]
-    scores = np.concatenate(clusters)
-    for binning, cuts_a_cluster in (("quantile", True), ("natural", False)):
-        d = Discretizer(6, binning).fit(scores)
-        bins = [set(d.transform(c).tolist()) for c in clusters]
-        shared = bins[0] & bins[1] or bins[1] & bins[2]
-        assert bool(shared) == cuts_a_cluster, binning
-    natural = Discretizer(6, "natural").fit(scores).edges_
-    assert ((natural > 0.3) & (natural < 0.5)).sum() == 1 and ((natural > 0.7) & (natural < 0.8)).sum() == 1
-    # Fewer distinct scores than bins: the spare bins stay empty above the last score.
-    few = Discretizer(4, "natural").fit(np.array([0.1, 0.1, 0.5]))
-    assert few.edges_.tolist() == [0.3, 0.5, 0.5] and few.transform(np.array([0.1, 0.5])).tolist() == [0, 3]
 
 
 def test_save_load_round_trip(tmp_path):

@@ -84,9 +84,6 @@ class PipelineConfig:
     --quick (its 16 episodes leave three or four per fold at 5)."""
     bins: int = 6
     """PRM-score bins of the tabular MDP."""
-    binning: Literal["quantile", "uniform", "natural"] = "quantile"
-    """How the bins are cut (`helpgate solve --binning`): equal counts, equal widths, or natural breaks (the edges
-    in the gaps between clusters of scores, for a verifier that tells a few kinds of step apart)."""
     rl_use_prm: bool = False
     """Give the online_rl baseline the PRM score too: one PRM pass per training decision, which
     with an LLM backbone costs more than the rest of the pipeline on a CPU."""
@@ -246,7 +243,7 @@ def run(cfg: PipelineConfig) -> dict:
         methods.remove("online_rl")
         print("[pipeline] --quick with an LLM agent: online_rl is left out of the sweep (run without --quick for it)")
     _stage(out, "solve", cfg.redo, lambda: solve_command.run(solve_command.SolveConfig(
-        data=trajectories, budgets=solved, bins=cfg.bins, binning=cfg.binning, out=str(out / "solve"),
+        data=trajectories, budgets=solved, bins=cfg.bins, out=str(out / "solve"),
     )))
     _stage(out, "distill", cfg.redo, lambda: distill.run(distill.DistillConfig(
         labels=str(out / "solve"), prm=str(out / "prm"), out=str(out / "helper"), backend=cfg.backend,

@@ -66,8 +66,7 @@ class SolveConfig:
     bins: int = 10
     """Number of PRM-score bins (NaN scores get one extra unknown state)."""
     binning: str = "quantile"
-    """quantile (equal-count bins), uniform (equal-width bins on [0, 1]) or natural (Jenks' natural breaks: the
-    least within-bin spread, edges in the gaps between clusters of scores)."""
+    """quantile (equal-count bins) or uniform (equal-width bins on [0, 1])."""
     step_buckets: int = 0
     """Step buckets crossed with the score bins; 0 uses score bins only."""
     smoothing: float = 1.0
