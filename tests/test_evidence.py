@@ -1,6 +1,7 @@
 """benchmarks/setups/evidence.py's tables on hand-made run folders: the numbers are the hand-computed ones."""
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -180,3 +181,28 @@ def test_paired_difference_resamples_seeds_then_groups_where_episodes_carry_one(
     # --episode-intervals: the same grouped episodes, resampled as before groups existed
     monkeypatch.setattr(evidence, "EPISODE_INTERVALS", True)
     assert evidence.paired_difference(grouped, "helper", grouped, "random", 1) == (mean, low, high)
+
+
+def test_prm_variants_intervals_pair_each_variant_with_the_first_on_the_same_rows(tmp_path, monkeypatch):
+    variants = benchmark_module("prm_variants")
+    monkeypatch.setattr(sys.modules["grouped_auroc"], "RESAMPLES", 200)
+    rng = np.random.default_rng(0)
+    runs = []
+    for seed in range(2):
+        run = tmp_path / "evidence" / f"seed{seed}"
+        runs.append(run)
+        outcome = rng.integers(0, 2, 30).astype(float)
+        outcome[:2] = [0.0, 1.0]
+        keys = {"episode_id": [f"s{seed}e{i // 3}" for i in range(30)], "step": [i % 3 for i in range(30)],
+                "task_id": [f"g{i % 5}/q{i}" for i in range(30)], "outcome": outcome, "used": [True] * 30}
+        for name, score in (("layers8", rng.random(30)), ("history0", outcome)):
+            folder = tmp_path / "out" / f"evidence-seed{seed}" / name
+            folder.mkdir(parents=True)
+            pl.DataFrame({**keys, "prm_score": score}).write_parquet(folder / "validation_scores.parquet")
+    lines = variants.interval_table(runs, ["layers=8", "history=0"], tmp_path / "out").splitlines()
+    assert [line.split(" | ")[0] for line in lines[2:]] == ["| evidence-seed0 (30)", "| evidence-seed1 (30)",
+                                                            "| pooled (60)"]
+    # The second variant is the outcome itself: 1 with no spread, and above the first in every resample.
+    for line in lines[2:]:
+        cells = line.strip("| ").split(" | ")
+        assert cells[2] == "1.000 [1.000, 1.000]" and cells[3].startswith("+") and float(cells[3].split("[")[1].split(",")[0]) > 0

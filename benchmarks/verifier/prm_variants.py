@@ -15,7 +15,8 @@ Trained verifiers (``prm.training.finetune``, one copy per fold, same folds by g
 (or ``model=encoder:FOLDER``) fine-tunes a cross-encoder whole (``prm.verifiers.encoder``; the run's layer cut does
 not apply).
 Prints, per variant: out-of-fold AUROC per run and their mean, per question type and per step
-(means over runs), the training time and, for trained verifiers, the seconds per fold.
+(means over runs), the training time and, for trained verifiers, the seconds per fold; with ``--intervals``, each
+variant's AUROC per run and pooled with 95% intervals over groups, then episodes, paired against the first variant.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
+from grouped_auroc import cells, intervals, seeds_and_pooled  # noqa: E402
 
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
 from helper.stored_config import config_of  # noqa: E402
@@ -164,6 +167,30 @@ def rank_mean_auroc(run: Path, variants: list[str], out: Path) -> float:
     return auroc(ranks, joined["outcome"].to_numpy())
 
 
+def interval_table(runs: list[Path], variants: list[str], out: Path) -> str:
+    """Each variant's out-of-fold AUROC with a 95% interval that resamples product groups (games), then episodes
+    (runs as a level when pooled), and its paired difference from the first variant on the same rows."""
+    import polars as pl
+
+    keys = ["episode_id", "step"]
+    frames = []
+    for run in runs:
+        joined = None
+        for variant in variants:
+            scores = pl.read_parquet(variant_folder(run, variant, out) / "validation_scores.parquet").filter("used")
+            scores = scores.select(*keys, "task_id", "outcome", pl.col("prm_score").alias(variant))
+            joined = scores if joined is None else joined.join(scores.select(*keys, variant), on=keys)
+        frames.append(joined.with_columns(pl.lit(run_name(run)).alias("seed_run"),
+                                          pl.col("task_id").str.split("/").list.first().alias("group")))
+    lines = ["| rows | " + " | ".join(f"{v} [95%]" for v in variants)
+             + "".join(f" | {v} - {variants[0]} [95%]" for v in variants[1:]) + " |",
+             "|---" * (2 * len(variants)) + "|"]
+    for label, frame, levels in seeds_and_pooled(frames):
+        lines.append(f"| {label} ({frame.height}) | " + " | ".join(cells(intervals(frame, variants, levels),
+                                                                          variants)) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, nargs="+", help="finished `helpgate pipeline` folders")
@@ -173,6 +200,9 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--partial", action="store_true",
                         help="read trained verifiers that are still running or were stopped: AUROC over their "
                              "finished folds, paired with the first variant's (which must be finished)")
+    parser.add_argument("--intervals", action="store_true",
+                        help="also print each variant's AUROC with an interval over groups, then episodes (runs "
+                             "as a level when pooled) and its paired difference from the first variant")
     parser.add_argument("--rank-mean", action="store_true",
                         help="also score the mean rank of every variant's out-of-fold scores (an ensemble)")
     args = parser.parse_args(argv)
@@ -191,6 +221,8 @@ def main(argv: list[str] | None = None) -> str:
         aurocs = [rank_mean_auroc(run, args.variants, args.out) for run in args.runs]
         text += (f"\n| rank mean of {' + '.join(args.variants)} | " + " | ".join(f"{a:.3f}" for a in aurocs)
                  + f" | **{np.mean(aurocs):.3f}** | | | |")
+    if args.intervals:
+        text += "\n\n" + interval_table(args.runs, args.variants, args.out)
     print(text)
     return text
 
