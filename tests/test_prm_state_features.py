@@ -98,3 +98,13 @@ def test_the_pipeline_reads_state_features_alone_on_textworld_only():
     assert (productqa.state_features, productqa.hidden) == (False, True)
     chosen = PipelineConfig(spec=EnvSpec(env="textworld"), prm_hidden=True, prm_state_features=False).prm_train_config("t", "p")
     assert (chosen.state_features, chosen.hidden) == (False, True)
+
+
+def test_the_pipeline_passes_the_proposal_features_flag_to_its_prm():
+    from helper.commands.pipeline import PipelineConfig
+    from helper.config_cli import parse_config
+
+    assert PipelineConfig().prm_train_config("t", "p").proposal_features is False
+    cfg = parse_config(PipelineConfig, ["--prm-proposal-features", "--prm-hidden", "False"])
+    train = cfg.prm_train_config("t", "p")
+    assert (train.proposal_features, train.hidden, train.tag_after) == (True, False, "proposal")
