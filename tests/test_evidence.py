@@ -185,7 +185,7 @@ def test_paired_difference_resamples_seeds_then_groups_where_episodes_carry_one(
 
 def test_prm_variants_intervals_pair_each_variant_with_the_first_on_the_same_rows(tmp_path, monkeypatch):
     variants = benchmark_module("prm_variants")
-    monkeypatch.setattr(sys.modules["grouped_auroc"], "RESAMPLES", 200)
+    monkeypatch.setattr(sys.modules["benchmarks.verifier.grouped_auroc"], "RESAMPLES", 200)
     rng = np.random.default_rng(0)
     runs = []
     for seed in range(2):

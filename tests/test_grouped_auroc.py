@@ -73,7 +73,7 @@ def test_rank_mean_of_a_score_with_itself_ranks_as_the_score_and_of_two_is_their
 
 def test_data_size_pairs_each_runs_rows_under_its_own_and_the_pooled_prm(tmp_path, monkeypatch):
     size = benchmark_module("data_size")
-    monkeypatch.setattr(sys.modules["grouped_auroc"], "RESAMPLES", 200)  # the one it imported
+    monkeypatch.setattr(sys.modules["benchmarks.verifier.grouped_auroc"], "RESAMPLES", 200)  # the one it imported
     rng = np.random.default_rng(1)
     runs = [tmp_path / f"s{i}" for i in range(2)]
     outcome = {run: rng.integers(0, 2, 24).astype(float) for run in runs}

@@ -21,11 +21,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-from grouped_auroc import cells, intervals, seeds_and_pooled  # noqa: E402
+from benchmarks.verifier.grouped_auroc import cells, intervals, seeds_and_pooled  # noqa: E402
 
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
 from helper.stored_config import config_of  # noqa: E402
