@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-from benchmarks.verifier.grouped_auroc import cells, intervals, seeds_and_pooled  # noqa: E402
 
+from benchmarks.verifier.grouped_auroc import cells, intervals, labelled, seeds_and_pooled  # noqa: E402
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
 from helper.stored_config import config_of  # noqa: E402
 from prm.training import train as prm_train  # noqa: E402
@@ -76,8 +76,7 @@ def paired_table(runs: list[Path], found: dict) -> str:
     frames = []
     for run in runs:
         own = found[(run,)].select(*KEYS, "task_id", "outcome", pl.col("prm_score").alias("own_run"))
-        frames.append(own.join(union, on=KEYS).with_columns(
-            pl.lit(run.name).alias("seed_run"), pl.col("task_id").str.split("/").list.first().alias("group")))
+        frames.append(labelled(own.join(union, on=KEYS), run.name))
     names = ["own_run", "all_runs"]
     lines = ["| rows of | PRM of its run [95%] | PRM of every run [95%] | difference [95%] |", "|---|---|---|---|"]
     for label, frame, levels in seeds_and_pooled(frames):

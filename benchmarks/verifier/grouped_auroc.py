@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from helper.evaluation.metrics import hierarchical_weights, percentile_interval
+from prm.data.folds import task_group
 from prm.training import quality
 
 RESAMPLES = 2000
@@ -50,6 +51,12 @@ def intervals(frame: pl.DataFrame, names: list[str], levels: list[str], seed: in
                   "diff": value - quality.auroc(frame[names[0]].to_numpy(), y),
                   "diff_ci": percentile_interval(diff[np.isfinite(diff)])}
     return out
+
+
+def labelled(frame: pl.DataFrame, run: str) -> pl.DataFrame:
+    """``frame`` (with ``task_id``) with the levels ``intervals`` resamples: ``seed_run`` and the task's ``group``."""
+    return frame.with_columns(pl.lit(run).alias("seed_run"),
+                              pl.col("task_id").map_elements(task_group, return_dtype=pl.String).alias("group"))
 
 
 def seeds_and_pooled(frames: list[pl.DataFrame]) -> list[tuple[str, pl.DataFrame, list[str]]]:

@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
-from benchmarks.verifier.grouped_auroc import cells, intervals, seeds_and_pooled  # noqa: E402
 
+from benchmarks.verifier.grouped_auroc import cells, intervals, labelled, seeds_and_pooled  # noqa: E402
 from helper.commands.pipeline import PipelineConfig  # noqa: E402
 from helper.stored_config import config_of  # noqa: E402
 from prm.training import train as prm_train  # noqa: E402
@@ -179,8 +179,7 @@ def interval_table(runs: list[Path], variants: list[str], out: Path) -> str:
             scores = pl.read_parquet(variant_folder(run, variant, out) / "validation_scores.parquet").filter("used")
             scores = scores.select(*keys, "task_id", "outcome", pl.col("prm_score").alias(variant))
             joined = scores if joined is None else joined.join(scores.select(*keys, variant), on=keys)
-        frames.append(joined.with_columns(pl.lit(run_name(run)).alias("seed_run"),
-                                          pl.col("task_id").str.split("/").list.first().alias("group")))
+        frames.append(labelled(joined, run_name(run)))
     lines = ["| rows | " + " | ".join(f"{v} [95%]" for v in variants)
              + "".join(f" | {v} - {variants[0]} [95%]" for v in variants[1:]) + " |",
              "|---" * (2 * len(variants)) + "|"]
