@@ -101,6 +101,8 @@ def solved_dirs(tmp_path_factory):
     (["--smoothing", "nan"], "--smoothing nan"),
     (["--advice-cost", "inf"], "--advice-cost inf"),
     (["--bins", "0"], "bins=0"),
+    (["--pessimism", "-1"], "pessimism=-1"),
+    (["--pessimism", "1", "--objective", "reward"], "--objective success"),
 ])
 def test_solve_numbers_are_refused_before_work(solved_dirs, tmp_path, capsys, options, names):
     data = solved_dirs[0]

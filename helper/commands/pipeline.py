@@ -89,6 +89,9 @@ class PipelineConfig:
     --quick (its 16 episodes leave three or four per fold at 5)."""
     bins: int = 6
     """PRM-score bins of the tabular MDP."""
+    solve_pessimism: float = 0.0
+    """Standard errors the solve subtracts from each estimate where few rows back it (helpgate solve
+    --pessimism): interventions whose gain rests on thin data are not taken. 0: the point estimates."""
     rl_use_prm: bool = False
     """Give the online_rl baseline the PRM score too: one PRM pass per training decision, which
     with an LLM backbone costs more than the rest of the pipeline on a CPU."""
@@ -249,7 +252,7 @@ def run(cfg: PipelineConfig) -> dict:
         methods.remove("online_rl")
         print("[pipeline] --quick with an LLM agent: online_rl is left out of the sweep (run without --quick for it)")
     _stage(out, "solve", cfg.redo, lambda: solve_command.run(solve_command.SolveConfig(
-        data=trajectories, budgets=solved, bins=cfg.bins, out=str(out / "solve"),
+        data=trajectories, budgets=solved, bins=cfg.bins, pessimism=cfg.solve_pessimism, out=str(out / "solve"),
     )))
     _stage(out, "distill", cfg.redo, lambda: distill.run(distill.DistillConfig(
         labels=str(out / "solve"), prm=str(out / "prm"), out=str(out / "helper"), backend=cfg.backend,

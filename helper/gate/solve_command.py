@@ -82,6 +82,10 @@ class SolveConfig:
     advice_cost: float | None = None
     """Advice cost c: solve total score = success - c * advice rate with no budget (lambda = c / horizon,
     or c with --objective reward) instead of the --budgets solutions; unset solves the budgets."""
+    pessimism: float = 0.0
+    """Standard errors by which each action's estimated reward is lowered where few rows back it
+    (pessimistic value iteration, tabular_rl.pessimism): with z = 1 a bin whose gain rests on a thin
+    difference keeps its budget. 0: the point estimates (objective success only, no shaping)."""
     out: str = "runs/default/solve"
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json, solve.json."""
     memory_limit_gb: float | None = None
@@ -114,6 +118,11 @@ def _validate(config: SolveConfig) -> list[int]:
     if config.memory_limit_gb is not None and not (math.isfinite(config.memory_limit_gb)
                                                    and config.memory_limit_gb > 0):
         raise ValueError(f"memory_limit_gb={config.memory_limit_gb}: give a finite number of GB > 0")
+    if not (math.isfinite(config.pessimism) and config.pessimism >= 0):
+        raise ValueError(f"pessimism={config.pessimism}: give a finite number of standard errors >= 0, e.g. --pessimism 1")
+    if config.pessimism and (config.objective != "success" or config.shaping or config.advice_cost is not None):
+        raise ValueError("pessimism: bounds a backup by the range of an episode's success, so it needs --objective "
+                         "success with no --shaping and no --advice-cost; drop --pessimism or those options.")
     if not str(config.data).strip():
         raise ValueError("data='': name the folder of scored shards, e.g. --data runs/demo/scored")
     return budgets
@@ -181,7 +190,7 @@ def run(config: SolveConfig) -> dict:
     model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=backoff,
                      objective=config.objective, shaping=config.shaping)
     if config.advice_cost is None:
-        solutions = [solve(model, c, config.method) for c in budgets]
+        solutions = [solve(model, c, config.method, config.pessimism) for c in budgets]
     else:
         price = advice_price(config.advice_cost, config.objective, model.horizon)
         solutions = [solve_priced(model, price)]
