@@ -15,8 +15,22 @@ public face. Five wings by purpose, each on a floor that imports only the floors
   gate calls one decision point at a time.
 """
 
-from prm.verifiers.model import ProcessRewardModel
-from prm.scoring.score import ScoreConfig, run_score
-from prm.training.train import TrainConfig, run_train
+
+import importlib
+
+# Resolved on first use (PEP 562), so importing a light wing (``prm.data.folds``) does not load torch.
+_PUBLIC = {
+    "ProcessRewardModel": "prm.verifiers.model",
+    "ScoreConfig": "prm.scoring.score",
+    "run_score": "prm.scoring.score",
+    "TrainConfig": "prm.training.train",
+    "run_train": "prm.training.train",
+}
 
 __all__ = ["ProcessRewardModel", "ScoreConfig", "TrainConfig", "run_score", "run_train"]
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'prm' has no attribute {name!r}")
+    return getattr(importlib.import_module(_PUBLIC[name]), name)

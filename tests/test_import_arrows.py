@@ -60,3 +60,16 @@ def test_the_cycle_finder_finds_cycles():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "f": set()}
     assert cycles(graph) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_prm_light_wings_import_without_torch_and_the_public_names_resolve():
+    import subprocess
+    import sys
+
+    probe = ("import sys; import prm.data.folds; assert 'torch' not in sys.modules, 'torch loaded'; "
+             "import prm; from prm import ProcessRewardModel, ScoreConfig, TrainConfig, run_score, run_train; "
+             "assert sorted(prm.__all__) == sorted(['ProcessRewardModel', 'ScoreConfig', 'TrainConfig', "
+             "'run_score', 'run_train']); print(ProcessRewardModel.__module__)")
+    done = subprocess.run([sys.executable, "-c", probe], check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "prm.verifiers.model"
