@@ -1,22 +1,24 @@
-"""Pessimism for thin data: every action's reward lowered by z standard errors of its estimate.
+"""Pessimism for thin data: an intervention is taken only where its gain clears z standard errors.
 
 The exact solve spends budget wherever an intervention's estimated gain is positive. Offline, a gain
 estimated from few rows is noisy, and a score bin that mixes a few risky steps with many calm ones
 has a small positive gain the solve spends on once the risky bins are covered (the plain-cue
-example's interventions with no true gain, benchmarks/RESULTS.md). Pessimistic value iteration
-(Jin, Yang & Wang, "Is Pessimism Provably Efficient for Offline RL?", 2021) acts on the lower
-confidence bound instead: each (step, state, action) loses
+example's interventions with no true gain, benchmarks/RESULTS.md). Acting on a lower confidence
+bound instead (pessimism in offline RL: Jin, Yang & Wang, "Is Pessimism Provably Efficient for
+Offline RL?", 2021), each (step, state) prices its intervention at z standard errors of the gain's
+estimate, the difference of two independent means:
 
-    z * half_range / sqrt(n_eff(t, s, a))
+    price(t, s) = z * half_range * sqrt(1 / n_eff(t, s, intervene) + 1 / n_eff(t, s, base))
 
-from its reward, where ``half_range`` bounds the standard deviation of a one-step backup whose
-target lies in a range of that half-width (0.5 for an episode's success in [0, 1]; Popoviciu's
-inequality), and ``n_eff`` counts the rows the estimate rests on: the step's own rows plus the
-step-pooled rows it borrows (``min(transition_backoff, N(s, a) - n_t)``, the back-off weight,
-capped at the rows there are). An unseen (step, state, action) counts one row. The penalty does
-not depend on the values, so the pessimistic policy is the exact optimum of the penalised model
-(the solvers and their tests apply unchanged); its success and interventions are then evaluated
-on the unpenalised model.
+``half_range`` bounds the standard deviation of a one-step backup whose target lies in a range of
+that half-width (0.5 for an episode's success in [0, 1]; Popoviciu's inequality), and ``n_eff``
+counts the rows an estimate rests on: the step's own rows plus the step-pooled rows it borrows
+(``min(transition_backoff, N(s, a) - n_t)``, the back-off weight, capped at the rows there are);
+an unseen cell counts one row. Penalising the gain rather than each action's value (PEVI's form)
+matters where both actions are logged about equally often: their penalties then nearly cancel and
+a thin gain passes. The price does not depend on the values, so the pessimistic policy is the exact
+optimum of the priced model (the solvers and their tests apply unchanged); its success and
+interventions are evaluated on the unpriced model.
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ def effective_rows(model: TabularModel) -> np.ndarray:
 
 
 def pessimistic(model: TabularModel, z: float, half_range: float = SUCCESS_HALF_RANGE) -> TabularModel:
-    """``model`` with each reward lowered by ``z * half_range / sqrt(effective_rows)``."""
+    """``model`` with each intervention's reward lowered by z standard errors of its gain (see above)."""
     if not (np.isfinite(z) and z >= 0):
         raise ValueError(f"pessimism={z!r}: give a finite number of standard errors >= 0, e.g. --pessimism 1")
     if z == 0:
         return model
-    penalty = z * half_range / np.sqrt(effective_rows(model))
-    return dataclasses.replace(model, rewards=model.rewards - penalty)
+    rows = effective_rows(model)
+    rewards = model.rewards.copy()
+    rewards[..., 1] -= z * half_range * np.sqrt(1.0 / rows[..., 0] + 1.0 / rows[..., 1])
+    return dataclasses.replace(model, rewards=rewards)

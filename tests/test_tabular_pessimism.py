@@ -1,4 +1,4 @@
-"""Pessimism: rewards lowered by z standard errors of thin estimates; a thin small gain is not taken."""
+"""Pessimism: an intervention priced at z standard errors of its gain; a thin small gain is not taken."""
 
 import itertools
 
@@ -37,8 +37,10 @@ def test_the_penalty_is_z_half_range_over_root_rows_with_the_borrowed_rows_count
     assert rows[0, 1, 0] == 70 + 5 and rows[0, 0, 1] == 30 + 0  # step 1's 0 rows there: nothing to borrow
     assert rows[1, 0, 1] == 0 + 5  # borrows 5 of step 0's 30
     penalised = pessimistic(model, 2.0)
-    assert penalised.rewards[1, 1, 0] == pytest.approx(0.5 - 2.0 * 0.5 / np.sqrt(75))
-    assert penalised.rewards[0, 0, 1] == pytest.approx(0.0 - 2.0 * 0.5 / np.sqrt(30))
+    assert np.array_equal(penalised.rewards[..., 0], model.rewards[..., 0])  # the agent's own action: as estimated
+    assert penalised.rewards[1, 1, 1] == pytest.approx(1.0 - 2.0 * 0.5 * np.sqrt(1 / 75 + 1 / 35))
+    assert penalised.rewards[0, 0, 1] == pytest.approx(0.0 - 2.0 * 0.5 * np.sqrt(1 / 75 + 1 / 30))
+    assert penalised.rewards[1, 0, 1] == pytest.approx(1.0 - 2.0 * 0.5 * np.sqrt(1 / 75 + 1 / 5))
     assert pessimistic(model, 0.0) is model
     with pytest.raises(ValueError, match="pessimism=-1"):
         pessimistic(model, -1.0)
@@ -50,7 +52,7 @@ def test_a_thin_small_gain_is_not_taken_and_a_large_one_is(budget):
     point, pessimist = solve_exact(model, budget), solve(model, budget, pessimism=1.0)
     if budget == 2:  # with budget to spare the point estimate spends on the mixed state's 2% gain
         assert point.policy[:, 0, 1:].any()
-    # One standard error: intervening needs a gain above 0.5/sqrt(30) - 0.5/sqrt(70) = 0.031.
+    # One standard error: intervening needs a gain above 0.5 * sqrt(1/30 + 1/70) = 0.109.
     assert not pessimist.policy[:, 0].any()
     assert pessimist.policy[:, 1, 1:].all()
     # Reported on the model itself, not the penalised one.

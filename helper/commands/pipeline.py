@@ -90,7 +90,7 @@ class PipelineConfig:
     bins: int = 6
     """PRM-score bins of the tabular MDP."""
     solve_pessimism: float = 0.0
-    """Standard errors the solve subtracts from each estimate where few rows back it (helpgate solve
+    """Standard errors of its estimated gain an intervention must clear (helpgate solve
     --pessimism): interventions whose gain rests on thin data are not taken. 0: the point estimates."""
     rl_use_prm: bool = False
     """Give the online_rl baseline the PRM score too: one PRM pass per training decision, which

@@ -83,8 +83,8 @@ class SolveConfig:
     """Advice cost c: solve total score = success - c * advice rate with no budget (lambda = c / horizon,
     or c with --objective reward) instead of the --budgets solutions; unset solves the budgets."""
     pessimism: float = 0.0
-    """Standard errors by which each action's estimated reward is lowered where few rows back it
-    (pessimistic value iteration, tabular_rl.pessimism): with z = 1 a bin whose gain rests on a thin
+    """Standard errors of its estimated gain an intervention must clear (where few rows back the gain
+    it is noisy; tabular_rl.pessimism): with z = 1 a bin whose gain rests on a thin
     difference keeps its budget. 0: the point estimates (objective success only, no shaping)."""
     out: str = "runs/default/solve"
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json, solve.json."""
