@@ -81,6 +81,12 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     assert main(args) == 0  # every stage is marked finished: nothing is redone
     printed = capsys.readouterr().out
     assert all(f"{stage}: already finished" in printed for stage in STAGES)
+    # Other settings on the same folder: refused in one line before any work, the folder as it was.
+    stored = (out / "pipeline.json").read_text()
+    assert main([*args, "--bins", "8"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "stage solve finished with --bins 6" in error[0]
+    assert (out / "pipeline.json").read_text() == stored
 
 
 def test_gold_features_ablation_reaches_the_helper(tmp_path):

@@ -7,7 +7,8 @@
 Every stage writes its own sub-folder of ``--out`` and is an ordinary command of its own
 (``helpgate collect|prm train|prm score|solve|distill|sweep``), so any stage can be re-run alone
 on the same folder. A finished stage leaves ``<stage>/.done``; running the pipeline again skips
-finished stages (``--redo`` runs them all again), so a killed pipeline resumes where it stopped.
+finished stages (``--redo`` runs them all again), so a killed pipeline resumes where it stopped; run
+with other settings, a finished stage they would change is refused in one line (``helper.commands.resume``).
 Each finished stage is also recorded in ``<out>/provenance.json`` (command line, commit, machine,
 start time, wall time: ``helper.provenance``).
 """
@@ -21,12 +22,13 @@ from pathlib import Path
 from typing import Literal
 
 from agile.budget import largest_budget
+from helper.commands.resume import STAGES, stale_stage
 from helper.data.environment import ENV_FIELD, EnvSpec
 from helper.provenance import write_stage
 from helper.stored_config import flat
 from trajectories.files import write_json_atomic
 
-STAGES = ("collect", "prm", "score", "solve", "distill", "sweep")
+__all__ = ["STAGES", "PipelineConfig", "run"]
 
 
 @dataclass
@@ -225,6 +227,9 @@ def run(cfg: PipelineConfig) -> dict:
               "wrong and the PRM stage then refuses; pass --agent with an SFT model folder (`helpgate agile sft`).",
               flush=True)
     out = Path(cfg.out)
+    stale = None if cfg.redo else stale_stage(out, cfg)
+    if stale:
+        raise ValueError(stale)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(flat(cfg), out / "pipeline.json")
     n_train, n_eval = cfg.sizes()
