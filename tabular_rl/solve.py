@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from .estimate import TabularModel
-from .pessimism import pessimistic
 from .solution import Solution
 from .solve_exact import solve_exact
 from .solve_lagrangian import solve_lagrangian
@@ -21,16 +18,14 @@ def solve(model: TabularModel, budget: int, method: str = "exact", pessimism: fl
     ``lagrangian``: budget in expectation, mixture of two deterministic policies.
     ``lp``: budget in expectation, occupancy-measure linear program (HiGHS).
 
-    ``pessimism`` z > 0 solves the model whose rewards are lowered by z standard errors of their
-    estimates (``tabular_rl.pessimism``) and reports the policy's success, return and
-    interventions on ``model`` itself.
+    ``pessimism`` z > 0 (``exact`` only): no intervention where its own gain is within z standard
+    errors of nothing (``tabular_rl.pessimism``).
     """
     if method not in SOLVERS:
         raise ValueError(f"method={method!r}: choose one of {', '.join(SOLVERS)}")
-    solution = SOLVERS[method](pessimistic(model, pessimism), budget)
-    if not pessimism:
-        return solution
-    on_model = Solution.evaluated(model, solution.method, budget, solution.policy, solution.hard_budget)
-    return dataclasses.replace(
-        solution, values=on_model.values, expected_return=on_model.expected_return,
-        expected_success=on_model.expected_success, expected_interventions=on_model.expected_interventions)
+    if pessimism:
+        if method != "exact":
+            raise ValueError(f"pessimism={pessimism}: compares intervening with giving the intervention up, which "
+                             "needs the budget left (method exact); drop --pessimism or use --method exact.")
+        return solve_exact(model, budget, pessimism=pessimism)
+    return SOLVERS[method](model, budget)

@@ -92,8 +92,8 @@ class PipelineConfig:
     bins: int = 6
     """PRM-score bins of the tabular MDP."""
     solve_pessimism: float = 0.0
-    """Standard errors of its estimated gain an intervention must clear (helpgate solve
-    --pessimism): interventions whose gain rests on thin data are not taken. 0: the point estimates."""
+    """Standard errors of its estimated own gain an intervention must clear (helpgate solve --pessimism):
+    an intervention whose gain rests on thin data is not taken. 0: the point estimates."""
     rl_use_prm: bool = False
     """Give the online_rl baseline the PRM score too: one PRM pass per training decision, which
     with an LLM backbone costs more than the rest of the pipeline on a CPU."""

@@ -83,9 +83,9 @@ class SolveConfig:
     """Advice cost c: solve total score = success - c * advice rate with no budget (lambda = c / horizon,
     or c with --objective reward) instead of the --budgets solutions; unset solves the budgets."""
     pessimism: float = 0.0
-    """Standard errors of its estimated gain an intervention must clear (where few rows back the gain
-    it is noisy; tabular_rl.pessimism): with z = 1 a bin whose gain rests on a thin
-    difference keeps its budget. 0: the point estimates (objective success only, no shaping)."""
+    """Standard errors of its estimated own gain (intervening against giving the intervention up) an
+    intervention must clear, else the agent acts (tabular_rl.pessimism): a bin whose gain rests on a thin
+    difference spends nothing. 0: the point estimates. Needs --objective success and --method exact."""
     out: str = "runs/default/solve"
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json, solve.json."""
     memory_limit_gb: float | None = None
@@ -120,9 +120,11 @@ def _validate(config: SolveConfig) -> list[int]:
         raise ValueError(f"memory_limit_gb={config.memory_limit_gb}: give a finite number of GB > 0")
     if not (math.isfinite(config.pessimism) and config.pessimism >= 0):
         raise ValueError(f"pessimism={config.pessimism}: give a finite number of standard errors >= 0, e.g. --pessimism 1")
-    if config.pessimism and (config.objective != "success" or config.shaping or config.advice_cost is not None):
-        raise ValueError("pessimism: bounds a backup by the range of an episode's success, so it needs --objective "
-                         "success with no --shaping and no --advice-cost; drop --pessimism or those options.")
+    if config.pessimism and (config.objective != "success" or config.shaping or config.advice_cost is not None
+                             or config.method != "exact"):
+        raise ValueError("pessimism: bounds a gain by the range of an episode's success and compares intervening with "
+                         "giving the intervention up, so it needs --objective success, --method exact, no --shaping "
+                         "and no --advice-cost; drop --pessimism or those options.")
     if not str(config.data).strip():
         raise ValueError("data='': name the folder of scored shards, e.g. --data runs/demo/scored")
     return budgets
