@@ -44,6 +44,7 @@ from helper.gate import solve_files
 from tabular_rl.discretize import BINNINGS, Discretizer
 from tabular_rl.estimate import estimate
 from tabular_rl.label import label
+from tabular_rl.pessimism import check_pessimism
 from tabular_rl.solve import SOLVERS, solve
 from tabular_rl.solve_priced import advice_price, solve_priced
 from tabular_rl.transitions import OBJECTIVES, Columns
@@ -118,9 +119,7 @@ def _validate(config: SolveConfig) -> list[int]:
     if config.memory_limit_gb is not None and not (math.isfinite(config.memory_limit_gb)
                                                    and config.memory_limit_gb > 0):
         raise ValueError(f"memory_limit_gb={config.memory_limit_gb}: give a finite number of GB > 0")
-    if not (math.isfinite(config.pessimism) and config.pessimism >= 0):
-        raise ValueError(f"pessimism={config.pessimism}: give a finite number of standard errors >= 0, e.g. --pessimism 1")
-    if config.pessimism and (config.objective != "success" or config.shaping or config.advice_cost is not None
+    if check_pessimism(config.pessimism) and (config.objective != "success" or config.shaping or config.advice_cost is not None
                              or config.method != "exact"):
         raise ValueError("pessimism: bounds a gain by the range of an episode's success and compares intervening with "
                          "giving the intervention up, so it needs --objective success, --method exact, no --shaping "
