@@ -43,7 +43,10 @@ context text (the question's wording and the product ids shown) and the table it
 ``Question`` (type, gold answer, gold SQL): ``tests/test_agile_constrained.py`` checks that
 executors whose questions carry no annotation get the same turns.
 
-Greedy and deterministic. Prompts go through ``agile.agents.prompt_cache.PromptKVCache``: the
+Greedy and deterministic, unless ``sample_functions``: PPO's rollouts then draw the function from the
+softmax of the allowed functions' log-probabilities (a seeded stream) and record the draw
+(``choices[i]["decision"]``: prompt, candidates, chosen, its renormalised log-probability) for
+``agile.train.choices``; the answer's form stays the most probable. Prompts go through ``agile.agents.prompt_cache.PromptKVCache``: the
 system text and schema are shared by every session of a group and are computed once.
 """
 
@@ -52,6 +55,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from agile.agents.prompt_cache import KV, PromptKVCache, greedy_continue, score_continuations
@@ -60,6 +64,7 @@ from agile.envs.phrasing import is_yes_no_question
 from agile.executor import functions as fn
 from agile.executor.consistency import consistency_signals, decision_rng, draw
 from agile.executor.sql_grammar import MAX_CONDITIONS, SQLGrammar
+from agile.seeding import derive_seed
 
 YES_NO = ("yes", "no")
 _MAX_ID_CANDIDATES = 8  # a long history could show dozens; the first few are the current session's
@@ -70,11 +75,14 @@ class ConstrainedDecoder:
     """One constrained turn per executor (see the module docstring)."""
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 96, cache_tokens: int = 16_384,
-                 samples: int = 0, seed: int = 0):
+                 samples: int = 0, seed: int = 0, sample_functions: bool = False):
         if samples < 0:
             raise ValueError(f"samples must be >= 0 (0: off), got {samples}.")
         self.samples, self.seed = int(samples), int(seed)
         """Turns sampled beside each greedy one for the consistency signals (``agile.executor.consistency``)."""
+        self.sample_functions = bool(sample_functions)
+        self.function_rng = np.random.default_rng(derive_seed(seed, "functions"))
+        """The stream the functions are drawn from when ``sample_functions`` (a PPO rollout)."""
         self.turn_seconds = 0.0
         self.sample_seconds = 0.0
         """Seconds spent on turns, and the part of them spent on consistency samples (their cost)."""
@@ -121,8 +129,13 @@ class ConstrainedDecoder:
         logits, kv = self.cache.prefill(prompt)
         names = [self._encode(name) for name in candidates]
         scores = score_continuations(self.model, logits, kv, names)
-        name = candidates[max(range(len(candidates)), key=scores.__getitem__)]
-        choice = {"function": name, "function_logprobs": dict(zip(candidates, scores)), "yes_no_question": yes_no}
+        pick = max(range(len(candidates)), key=scores.__getitem__)
+        choice = {"function_logprobs": dict(zip(candidates, scores)), "yes_no_question": yes_no}
+        if self.sample_functions and len(candidates) > 1:
+            pick = draw(self.function_rng, scores, 1)[0]
+            choice["decision"] = {"prompt": list(prompt), "candidates": names, "chosen": pick,
+                                  "logp": float(scores[pick] - np.logaddexp.reduce(scores))}
+        name = choice["function"] = candidates[pick]
         signals = {}
         if len(scores) > 1:
             signals["function_margin"] = _margin(scores)

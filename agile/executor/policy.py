@@ -92,10 +92,12 @@ class LLMPolicy:
     budget, and their contexts agree up to the first decision that differs. ``memo_hits`` counts
     the turns answered so.
 
-    ``decoding="constrained"`` (greedy only) chooses each turn's function and answer form by the
-    model's log-probabilities among what the executor allows (``agile.executor.constrained``):
-    an untuned model then acts sensibly without SFT. ``"free"`` (the default) lets it write the
-    turn token by token, as SFT and PPO train it.
+    ``decoding="constrained"`` chooses each turn's function and answer form by the model's
+    log-probabilities among what the executor allows (``agile.executor.constrained``): an untuned
+    model then acts sensibly without SFT. Greedy, it takes the most probable function; sampling
+    (``greedy=False``, PPO's rollouts) draws it over the allowed ones (``last_decisions`` records each
+    draw for ``agile.train.choices``). ``"free"`` (the default) lets it write the turn token by
+    token, as SFT and free-decoding PPO train it.
     """
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 96, greedy: bool = False,
@@ -106,8 +108,6 @@ class LLMPolicy:
             raise ValueError("memo=True needs greedy=True: a sampled turn is a new draw each time.")
         if decoding not in DECODINGS:
             raise ValueError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}.")
-        if decoding == "constrained" and not greedy:
-            raise ValueError("decoding='constrained' needs greedy=True: it picks the most probable turn.")
         if consistency_samples and decoding != "constrained":
             raise ValueError(f"consistency_samples={consistency_samples} needs decoding='constrained' (the samples "
                              "are drawn from its log-probabilities); leave it at 0.")
@@ -132,6 +132,8 @@ class LLMPolicy:
         self.seconds = 0.0
         self._memo: dict[bytes, object] | None = {} if memo else None  # a turn, or (turn, choice) when constrained
         self.memo_hits = 0
+        self.last_decisions: list[dict | None] = []
+        """Per turn of the last call: the sampled function choice (constrained, ``greedy=False``), else None."""
         self.last_signals: list[dict[str, float]] = []
         """Per turn of the last call: what the turn's choice says of itself (constrained decoding's
         margins, ``agile.executor.constrained``; empty dicts for free decoding)."""
@@ -141,21 +143,31 @@ class LLMPolicy:
             from agile.executor.constrained import ConstrainedDecoder
 
             self.constrained = ConstrainedDecoder(model, tokenizer, max_new_tokens, samples=consistency_samples,
-                                                  seed=consistency_seed)
+                                                  seed=consistency_seed if greedy else (seed or 0),
+                                                  sample_functions=not greedy)
 
     def __call__(self, executors: Sequence[Executor]) -> list[list[int]]:
         if self.constrained is not None:
             start = time.perf_counter()
             turns = [self._constrained_turn(e) for e in executors]
-            self.last_signals = [dict(c.get("signals", {})) for c in self.constrained.choices[-len(turns):]] \
-                if turns else []
+            recent = self.constrained.choices[-len(turns):] if turns else []
+            self.last_signals = [dict(c.get("signals", {})) for c in recent]
+            self.last_decisions = [c.pop("decision", None) for c in recent]
             self.seconds += time.perf_counter() - start
             self.generated_tokens += sum(map(len, turns))
             self.prompt_tokens += sum(len(e.prompt_ids()) for e in executors)
             return turns
         turns = self.generate([e.prompt_ids() for e in executors])
         self.last_signals = [{} for _ in turns]
+        self.last_decisions = [None for _ in turns]
         return turns
+
+    def weights_changed(self) -> None:
+        """Forget what the old weights computed (memoised turns, cached prompt keys and values)."""
+        if self._memo is not None:
+            self._memo.clear()
+        if self.constrained is not None:
+            self.constrained.cache.clear()
 
     def _constrained_turn(self, executor: Executor) -> list[int]:
         """One constrained turn, memoised like ``generate``: a constrained turn is fixed by the prompt,

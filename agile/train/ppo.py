@@ -71,6 +71,10 @@ class PPOConfig:
     """Episodes rolled out per iteration on each process."""
     iterations: int = 4
     """Rollout-then-update iterations."""
+    decoding: Literal["free", "constrained"] = "free"
+    """free: rollouts sample turns token by token and PPO trains every action token; constrained: rollouts
+    sample the function among the allowed ones and PPO trains that choice (``agile.train.choices``; needs
+    estimator loop or grpo)."""
     estimator: Literal["gae", "loop", "grpo"] = "gae"
     """Advantage estimator: gae (value head), loop (leave-one-out) or grpo (group-normalised)."""
     rollouts_per_task: int = 1
@@ -117,6 +121,11 @@ class PPOConfig:
     """Prompts per generate call."""
     max_turns: int = 3
     """LLM turns allowed per session before the question counts as wrong."""
+    stop_when_flat: int = 0
+    """Stop before ``iterations`` once the rollouts' advice rate and total score, averaged over the last
+    this-many iterations, each moved less than ``flat_tolerance`` from the window before; 0 never stops."""
+    flat_tolerance: float = 0.03
+    """How little the two windows may differ to count as flat."""
     seed: int = 0
     """Seed of episode sampling, initialisation and sampling."""
     device: str = ""
@@ -199,14 +208,15 @@ def sample_episodes(groups, n_questions: int, n_episodes: int, rng: random.Rando
 
 
 def collect(policy: LLMPolicy, episodes, tokenizer, embedder, exec_cfg: ExecutorConfig,
-            k: int, dbs: dict, tag: str) -> tuple[list[SessionRecord], list[int]]:
-    """Run the episodes, every session K times from the same state; returns records and task ids."""
+            k: int, dbs: dict, tag: str) -> tuple[list[SessionRecord], list[int], list[list]]:
+    """Run the episodes, every session K times from the same state; returns records, task ids and, per
+    record, the function choices a ``DecisionTracker`` policy sampled in it (empty lists otherwise)."""
     from agile.executor.memory import Memory
 
     mains = [Executor(g, qs, tokenizer, Memory(embedder), exec_cfg, db=dbs[g.name],
                       episode_id=f"{tag}-{e}-{g.name}-{qs[0].id}", end=0)
              for e, (g, qs) in enumerate(episodes)]
-    records, tasks = [], []
+    records, tasks, decisions = [], [], []
     n_sessions = max(len(qs) for _, qs in episodes)
     for i in range(n_sessions):
         live = [m for m in mains if i < len(m.questions)]
@@ -220,9 +230,10 @@ def collect(policy: LLMPolicy, episodes, tokenizer, embedder, exec_cfg: Executor
             for b in copies:
                 records.append(b.records[-1])
                 tasks.append(task)
+                decisions.append(policy.take(b) if hasattr(policy, "take") else [])
             # The episode goes on from the first copy: its memory holds that session's writes.
             mains[mains.index(main)] = copies[0]
-    return records, tasks
+    return records, tasks, decisions
 
 
 # ---------------------------------------------------------------------------------------------
@@ -442,6 +453,13 @@ def check_config(cfg: PPOConfig) -> None:
     if cfg.estimator in ("loop", "grpo") and cfg.rollouts_per_task < 2:
         raise ValueError(f"PPOConfig.estimator={cfg.estimator} compares rollouts of the same "
                          f"session, so rollouts_per_task must be >= 2 (got {cfg.rollouts_per_task}).")
+    if cfg.decoding == "constrained" and cfg.estimator == "gae":
+        raise ValueError("PPOConfig.decoding=constrained trains one function choice per session, with no critic: "
+                         "use estimator loop or grpo (with rollouts_per_task >= 2).")
+    if cfg.decoding not in ("free", "constrained"):
+        raise ValueError(f"PPOConfig.decoding is {cfg.decoding!r}; use free or constrained.")
+    if cfg.stop_when_flat < 0 or cfg.flat_tolerance < 0:
+        raise ValueError("PPOConfig.stop_when_flat and flat_tolerance must be >= 0.")
     if cfg.minibatch_size < 1 or cfg.micro_batch_size < 1:
         raise ValueError("PPOConfig.minibatch_size and micro_batch_size must be >= 1.")
 
@@ -451,7 +469,10 @@ def check_config(cfg: PPOConfig) -> None:
 # ---------------------------------------------------------------------------------------------
 
 def train(cfg: PPOConfig, log=print) -> dict:
-    """Run session-level PPO; returns ``{"history": [...], "model": ActionLM, ...}``."""
+    """Run session-level PPO; returns ``{"history": [...], "model": ActionLM, ...}``.
+
+    After every iteration the trainable weights, the optimizer, the random streams and the history go
+    to ``out_dir/checkpoint.pt``; a run started again with the same config goes on from there."""
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
@@ -459,6 +480,8 @@ def train(cfg: PPOConfig, log=print) -> dict:
     from agile.envs.productqa import default_productqa_root, load_split
     from agile.executor.memory import Embedder
     from agile.models import load_causal_lm
+    from agile.train.checkpoint import load_checkpoint, save_checkpoint
+    from agile.train.choices import DecisionTracker
 
     check_config(cfg)
     accelerator = Accelerator(cpu=cfg.device == "cpu")
@@ -486,19 +509,28 @@ def train(cfg: PPOConfig, log=print) -> dict:
     # Every process draws its own episodes; the update averages their gradients.
     rng = random.Random(cfg.seed * 1000 + accelerator.process_index)
     torch.manual_seed(cfg.seed * 1000 + accelerator.process_index)
+    constrained = cfg.decoding == "constrained"
     rollout_policy = LLMPolicy(raw.lm, tokenizer, cfg.max_new_tokens, greedy=False,
-                               temperature=cfg.temperature, batch_size=cfg.rollout_batch_size)
-    history, rollout_log = [], []
-    training_human_calls = 0
-    for it in range(cfg.iterations):
+                               temperature=cfg.temperature, batch_size=cfg.rollout_batch_size,
+                               decoding=cfg.decoding, seed=cfg.seed * 1000 + accelerator.process_index)
+    actor = DecisionTracker(rollout_policy) if constrained else rollout_policy
+    out = Path(cfg.out_dir)
+    state = load_checkpoint(out, cfg, raw, optimizer, rng, rollout_policy, accelerator.process_index)
+    history, rollout_log, training_human_calls = state["history"], state["rollout_log"], state["human_calls"]
+    if history:
+        log(f"ppo: resuming {out} after iteration {len(history)}")
+    for it in range(len(history), cfg.iterations):
+        if _flat(history, cfg):
+            log(f"ppo: advice rate and total score flat over the last {2 * cfg.stop_when_flat} iterations; stopping")
+            break
         # 1. rollout
         raw.eval()
         gen_tokens, prompt_tokens, gen_seconds = (rollout_policy.generated_tokens,
                                                   rollout_policy.prompt_tokens, rollout_policy.seconds)
         start = time.perf_counter()
         episodes = sample_episodes(groups, cfg.questions_per_episode, cfg.episodes_per_iteration, rng)
-        records, tasks = collect(rollout_policy, episodes, tokenizer, embedder, exec_cfg,
-                                 cfg.rollouts_per_task, dbs, tag=f"it{it}-p{accelerator.process_index}")
+        records, tasks, decisions = collect(actor, episodes, tokenizer, embedder, exec_cfg, cfg.rollouts_per_task,
+                                            dbs, tag=f"it{it}-p{accelerator.process_index}")
         rollout_seconds = time.perf_counter() - start
         # Each advice in a rollout was answered by a person: the human calls this training spends.
         human_calls = sum_over_processes(accelerator, sum(r.advised for r in records), device)
@@ -506,28 +538,35 @@ def train(cfg: PPOConfig, log=print) -> dict:
         rollout_log.append(records_to_jsonl(records))
         # 2. proxy reward r + A_i
         bonuses = [proxy_bonus(r, cfg.proxy_beta) for r in records]
-        samples = [Sample(r.input_ids, r.action_mask, r.reward + b, t)
-                   for r, b, t in zip(records, bonuses, tasks)]
-        # 3. old log-probs, values, reference, advantages
-        prepared = prepare(raw, ref, samples, cfg, tokenizer.pad_token_id, device)
-        # 4. update
-        stats = update(policy, optimizer, prepared, cfg, tokenizer.pad_token_id, accelerator, rng)
+        rewards = [r.reward + b for r, b in zip(records, bonuses)]
+        # 3-4. advantages, then the update
+        if constrained:
+            prepared_kl, score_seconds, score_tokens, stats = _choice_step(
+                raw, ref, optimizer, decisions, rewards, tasks, cfg, accelerator, rng)
+        else:
+            samples = [Sample(r.input_ids, r.action_mask, reward, t) for r, reward, t in zip(records, rewards, tasks)]
+            prepared = prepare(raw, ref, samples, cfg, tokenizer.pad_token_id, device)
+            stats = update(policy, optimizer, prepared, cfg, tokenizer.pad_token_id, accelerator, rng)
+            prepared_kl, score_seconds, score_tokens = prepared.kl, prepared.seconds, prepared.tokens
+        rollout_policy.weights_changed()
         metrics = summarize([r.correct for r in records], [r.advised for r in records], cfg.advice_cost)
         generated = rollout_policy.generated_tokens - gen_tokens
         row = {"iteration": it + 1, "sessions": len(records), **metrics, "human_calls": human_calls,
-               "mean_reward": sum(s.reward for s in samples) / max(len(samples), 1),
+               "mean_reward": sum(rewards) / max(len(rewards), 1),
                "mean_bonus": sum(bonuses) / max(len(bonuses), 1),
-               "kl_to_reference": prepared.kl, **stats,
+               "kl_to_reference": prepared_kl, **stats,
                "rollout_seconds": rollout_seconds,
                "rollout_generated_tokens": generated,
                "rollout_prompt_tokens": rollout_policy.prompt_tokens - prompt_tokens,
                "rollout_generated_tokens_per_s": generated / max(rollout_policy.seconds - gen_seconds, 1e-9),
-               "score_seconds": prepared.seconds, "score_tokens_per_s": prepared.tokens / max(prepared.seconds, 1e-9),
+               "score_seconds": score_seconds, "score_tokens_per_s": score_tokens / max(score_seconds, 1e-9),
                "peak_memory_mb": peak_memory_mb(device)}
         history.append(row)
+        save_checkpoint(out, cfg, raw, optimizer, rng, rollout_policy, accelerator,
+                        {"history": history, "rollout_log": rollout_log, "human_calls": training_human_calls})
         if accelerator.is_main_process:
             log(f"ppo iteration {it + 1}/{cfg.iterations}: reward {row['mean_reward']:.3f} "
-                f"acc {row['accuracy']:.3f} advice {row['advice_rate']:.3f} kl {prepared.kl:.4f} "
+                f"acc {row['accuracy']:.3f} advice {row['advice_rate']:.3f} kl {prepared_kl:.4f} "
                 f"pg {stats['pg_loss']:.4f} clip {stats['clip_fraction']:.3f} "
                 f"rollout {rollout_seconds:.0f}s update {stats['update_seconds']:.0f}s")
     accelerator.wait_for_everyone()
@@ -535,7 +574,6 @@ def train(cfg: PPOConfig, log=print) -> dict:
     result = {"history": history, "processes": accelerator.num_processes, "config": asdict(cfg),
               "training_human_calls": training_human_calls}
     if accelerator.is_main_process:
-        out = Path(cfg.out_dir)
         out.mkdir(parents=True, exist_ok=True)
         if cfg.save:
             from agile.train.sft import save_model
@@ -546,10 +584,62 @@ def train(cfg: PPOConfig, log=print) -> dict:
         (out / "ppo_history.json").write_text(json.dumps(result, indent=1, default=str))
         (out / "metrics.json").write_text(json.dumps(
             {"training_human_calls": training_human_calls, "rollout_sessions": total_sessions,
-             "iterations": cfg.iterations, "advice_cost": cfg.advice_cost}, indent=1))
+             "iterations": len(history), "advice_cost": cfg.advice_cost}, indent=1))
         # The main process's rollout sessions (every process's advice is in training_human_calls).
         (out / "rollouts.jsonl").write_text("".join(rollout_log))
+        plot_curve(history, out / "ppo_curve.png", cfg.advice_cost)
     accelerator.wait_for_everyone()
     result["model"] = raw
     result["accelerator"] = accelerator
     return result
+
+
+def _choice_step(raw, ref, optimizer, decisions, rewards, tasks, cfg: PPOConfig, accelerator, rng):
+    """Constrained decoding's step (``agile.train.choices``): reference, advantages, update."""
+    from agile.train.choices import ChoiceSample, choice_advantages, reference_log_probs, update_choices
+
+    start = time.perf_counter()
+    samples = [ChoiceSample(d, reward, t) for d, reward, t in zip(decisions, rewards, tasks)]
+    reference_log_probs(raw, samples, None if ref is None else ref.lm)
+    choice_advantages(samples, cfg.estimator)
+    old = [d.logp for s in samples for d in s.decisions]
+    refs = [float(r[d.chosen]) for s in samples for d, r in zip(s.decisions, s.ref_logp)]
+    kl = sum(o - r for o, r in zip(old, refs)) / max(len(old), 1)
+    seconds = time.perf_counter() - start
+    stats = update_choices(raw, optimizer, samples, cfg, accelerator, rng)
+    return kl, seconds, sum(len(d.prompt) for s in samples for d in s.decisions), stats
+
+
+def _flat(history: list[dict], cfg: PPOConfig) -> bool:
+    """Whether the rollouts' advice rate and total score stopped moving (``PPOConfig.stop_when_flat``)."""
+    w = cfg.stop_when_flat
+    if w <= 0 or len(history) < 2 * w:
+        return False
+
+    def mean(key, rows):
+        return sum(r[key] for r in rows) / len(rows)
+
+    last, before = history[-w:], history[-2 * w:-w]
+    return all(abs(mean(k, last) - mean(k, before)) < cfg.flat_tolerance for k in ("advice_rate", "total_score"))
+
+
+def plot_curve(history: list[dict], path: Path, advice_cost: float) -> None:
+    """The rollouts' advice rate and total score per iteration (is PPO done learning?)."""
+    if not history:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    its = [r["iteration"] for r in history]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for key, label in (("advice_rate", "advice rate"), ("total_score", "total score"), ("accuracy", "accuracy")):
+        ax.plot(its, [r[key] for r in history], marker="o", label=label)
+    ax.set_xlabel("PPO iteration")
+    ax.set_ylabel("rollout sessions")
+    ax.set_title(f"PPO at advice cost {advice_cost:g}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,185 @@
+"""PPO over the constrained policy's function choices (``PPOConfig.decoding = "constrained"``).
+
+The constrained policy (``agile.executor.constrained``) writes a turn in two steps: the function, by
+the model's log-probability among the ones the executor allows, then the answer in its most probable
+form. In rollouts the function is **sampled** instead, from
+
+    pi(f | s) = exp(log p(f | s)) / sum over allowed g of exp(log p(g | s)),
+
+log p(f | s) being the log-probability of the function's whole token sequence after the context s. That
+choice (ask for advice, search, answer) is PPO's action: its ratio and its KL to the reference are
+taken over the allowed set only, so probability the model puts on tokens it may not write never
+enters the loss, and the KL is exact (a sum over a few functions, not an estimate). The answer's form
+stays the most probable one and is not trained. A turn with one allowed function (``[Reflection]``)
+is no choice and has no term.
+
+Advantages are critic-free (``loop`` or ``grpo`` over the K rollouts of a session): one decision per
+session, mostly, leaves a value head little to learn from.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+from agile.models import cache_arg, returned_cache
+
+
+@dataclass
+class Decision:
+    """One sampled function choice of a rollout."""
+
+    prompt: list[int]
+    candidates: list[list[int]]
+    """Token ids of each allowed function's name, in the order they were scored."""
+    chosen: int
+    logp: float
+    """log pi(chosen | prompt) under the rollout's weights, renormalised over the candidates."""
+
+
+@dataclass
+class ChoiceSample:
+    """One rollout session: its sampled choices and its proxy reward."""
+
+    decisions: list[Decision]
+    reward: float
+    task: int = 0
+    advantage: float = 0.0
+    ref_logp: list[torch.Tensor] = field(default_factory=list)
+    """Per decision: the reference's renormalised log-probabilities of every candidate."""
+
+
+class DecisionTracker:
+    """Wraps a sampling constrained ``LLMPolicy``; keeps each executor's sampled choices."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self._by_executor: dict[int, list[Decision]] = {}
+
+    def __call__(self, executors):
+        turns = self.policy(executors)
+        for executor, decision in zip(executors, self.policy.last_decisions):
+            if decision is not None:
+                self._by_executor.setdefault(id(executor), []).append(Decision(**decision))
+        return turns
+
+    def take(self, executor) -> list[Decision]:
+        """The choices sampled for ``executor`` since the last ``take`` (and forget them)."""
+        return self._by_executor.pop(id(executor), [])
+
+
+def choice_log_probs(lm, prompt: list[int], candidates: list[list[int]]) -> torch.Tensor:
+    """``log pi(candidate | prompt)`` renormalised over ``candidates`` (differentiable, [n]).
+
+    One forward pass over the prompt; the candidates then run as one batch on its keys and values."""
+    device = next(lm.parameters()).device
+    out = lm(input_ids=torch.tensor([prompt], device=device), use_cache=True, logits_to_keep=1)
+    first = torch.log_softmax(out.logits[0, -1].float(), -1)
+    scores = torch.stack([first[c[0]] for c in candidates])
+    longest = max(len(c) for c in candidates)
+    if longest > 1:
+        cache = DynamicCache(config=lm.config)
+        for layer, kv in enumerate(returned_cache(out).layers):
+            cache.update(kv.keys.expand(len(candidates), *kv.keys.shape[1:]),
+                         kv.values.expand(len(candidates), *kv.values.shape[1:]), layer)
+        # Right padding: positions before it never see it (causal).
+        inputs = torch.tensor([c[:-1] + [c[-1]] * (longest - len(c)) for c in candidates],
+                              device=device)[:, :longest - 1]
+        positions = torch.arange(len(prompt), len(prompt) + longest - 1, device=device).expand(len(candidates), -1)
+        logits = lm(input_ids=inputs, position_ids=positions, **cache_arg(lm, cache), use_cache=False).logits
+        log_probs = torch.log_softmax(logits.float(), -1)
+        rest = []
+        for row, c in enumerate(candidates):
+            steps = torch.arange(len(c) - 1, device=device)
+            targets = torch.tensor(c[1:], dtype=torch.long, device=device)
+            rest.append(log_probs[row, steps, targets].sum())
+        scores = scores + torch.stack(rest)
+    return scores - torch.logsumexp(scores, 0)
+
+
+def reference_log_probs(model, samples: list[ChoiceSample], ref_lm=None) -> None:
+    """Fill every sample's ``ref_logp`` (the LoRA model with its adapters off, or ``ref_lm``)."""
+    with torch.no_grad():
+        for sample in samples:
+            if ref_lm is not None:
+                sample.ref_logp = [choice_log_probs(ref_lm, d.prompt, d.candidates) for d in sample.decisions]
+                continue
+            with model.lm.disable_adapter():
+                sample.ref_logp = [choice_log_probs(model.lm, d.prompt, d.candidates) for d in sample.decisions]
+
+
+def choice_loss(new_logp: torch.Tensor, decision: Decision, advantage: float, ref_logp: torch.Tensor,
+                clip_eps: float, kl_coef: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """PPO's clipped surrogate for one choice plus ``kl_coef`` x KL(pi || ref) over the candidates."""
+    ratio = torch.exp(new_logp[decision.chosen] - decision.logp)
+    surrogate = torch.maximum(-advantage * ratio, -advantage * torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps))
+    kl = (new_logp.exp() * (new_logp - ref_logp)).sum()
+    stats = {"clip_fraction": float((ratio.detach() - 1).abs() > clip_eps),
+             "approx_kl": float(decision.logp - new_logp[decision.chosen].detach()), "kl_loss": float(kl.detach())}
+    return surrogate + kl_coef * kl, stats
+
+
+def update_choices(raw, optimizer, samples: list[ChoiceSample], cfg, accelerator, rng) -> dict[str, float]:
+    """``update_epochs`` passes of minibatch PPO over the sessions' choices (gradients averaged over
+    processes, which all take the same number of steps, as ``agile.train.ppo.update``)."""
+    from agile.train.data_parallel import fewest
+
+    start = time.perf_counter()
+    raw.train()
+    params = [p for p in raw.parameters() if p.requires_grad]
+    stats: dict[str, list[float]] = {"pg_loss": [], "kl_loss": [], "clip_fraction": [], "approx_kl": []}
+    n = fewest(len(samples), accelerator)
+    steps = decisions = 0
+    for _ in range(cfg.update_epochs):
+        order = list(range(len(samples)))
+        rng.shuffle(order)
+        for begin in range(0, n, cfg.minibatch_size):
+            rows = [samples[i] for i in order[:n][begin:begin + cfg.minibatch_size]]
+            count = sum(len(s.decisions) for s in rows)
+            for sample in rows:
+                for decision, ref in zip(sample.decisions, sample.ref_logp):
+                    new = choice_log_probs(raw.lm, decision.prompt, decision.candidates)
+                    loss, step_stats = choice_loss(new, decision, sample.advantage, ref, cfg.clip_eps, cfg.kl_coef)
+                    (loss / count).backward()
+                    stats["pg_loss"].append(float(loss.detach()))
+                    for key, value in step_stats.items():
+                        stats[key].append(value)
+                    decisions += 1
+            if accelerator.num_processes > 1:
+                for p in params:
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+                    p.grad = accelerator.reduce(p.grad, reduction="mean")
+            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            steps += 1
+    raw.eval()
+    seconds = time.perf_counter() - start
+    out = {k: (sum(v) / len(v) if v else 0.0) for k, v in stats.items()}
+    out["first_clip_fraction"] = stats["clip_fraction"][0] if stats["clip_fraction"] else 0.0
+    out["first_approx_kl"] = stats["approx_kl"][0] if stats["approx_kl"] else 0.0
+    out.update(update_seconds=seconds, optimizer_steps=steps, update_sessions=n, update_decisions=decisions)
+    return out
+
+
+def choice_advantages(samples: list[ChoiceSample], estimator: str) -> None:
+    """Set each sample's advantage: ``loop`` (leave-one-out) or ``grpo`` over the K rollouts of its session."""
+    from agile.train.advantages import grpo, loop
+
+    by_task: dict[int, list[int]] = {}
+    for i, sample in enumerate(samples):
+        by_task.setdefault(sample.task, []).append(i)
+    sizes = {len(rows) for rows in by_task.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"{estimator} needs the same number of rollouts per task, got sizes {sorted(sizes)}; "
+                         "keep rollouts_per_task fixed.")
+    index = torch.tensor(list(by_task.values()))
+    rewards = torch.tensor([s.reward for s in samples])[index]
+    adv = loop(rewards) if estimator == "loop" else grpo(rewards)
+    for row, rows in enumerate(index.tolist()):
+        for k, i in enumerate(rows):
+            samples[i].advantage = float(adv[row, k])
