@@ -195,10 +195,10 @@ def test_no_annotation_is_read(sessions, embedder):
             [[s.ids for s in e.segments if s.action] for e in blind]
 
 
-def test_constrained_decoding_is_greedy_only():
+def test_sampled_constrained_decoding_is_never_memoised():
     model, tokenizer = load_causal_lm("tiny", seed=0)
-    with pytest.raises(ValueError, match="greedy"):
-        LLMPolicy(model, tokenizer, greedy=False, decoding="constrained")
+    with pytest.raises(ValueError, match="memo=True needs greedy"):
+        LLMPolicy(model, tokenizer, greedy=False, decoding="constrained", memo=True)
     with pytest.raises(ValueError, match="decoding"):
         LLMPolicy(model, tokenizer, greedy=True, decoding="beam")
 

@@ -86,7 +86,9 @@ class ConstrainedDecoder:
         self.turn_seconds = 0.0
         self.sample_seconds = 0.0
         """Seconds spent on turns, and the part of them spent on consistency samples (their cost)."""
-        self.model = model
+        # A LoRA-wrapped model runs as its base model: the adapters live in its layers, and its forward
+        # takes the key/value cache under the current keyword.
+        self.model = model = model.get_base_model() if hasattr(model, "get_base_model") else model
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
         self.cache = PromptKVCache(model, cache_tokens)

@@ -50,8 +50,9 @@ class EvalConfig:
     """Model to evaluate: smollm2 (prompt only), an SFT or PPO output folder, tiny, or an id."""
     data_root: str = ""
     """ProductQA root holding train/ and test/; empty uses ../shared/productqa or $HELPGATE_PRODUCTQA."""
-    split: Literal["train", "test"] = "test"
-    """Split whose groups are evaluated."""
+    split: Literal["train", "test", "all"] = "test"
+    """Split whose groups are evaluated; all: both (train groups held out of training, named in groups,
+    evaluated beside the test groups)."""
     groups: list[str] = field(default_factory=list)
     """Groups to evaluate; empty evaluates every group of the split."""
     questions_per_group: int = 50
@@ -174,7 +175,8 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
     if model is None:
         model, tokenizer = load_causal_lm(cfg.model, device=cfg.device or None)
     root = cfg.data_root or default_productqa_root()
-    groups = [g for g in load_split(root, cfg.split) if not cfg.groups or g.name in cfg.groups]
+    splits = ("train", "test") if cfg.split == "all" else (cfg.split,)
+    groups = [g for split in splits for g in load_split(root, split) if not cfg.groups or g.name in cfg.groups]
     if not groups:
         raise ValueError(f"no {cfg.split} group of {root} matches groups={cfg.groups}.")
     embedder = Embedder()

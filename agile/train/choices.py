@@ -19,6 +19,7 @@ session, mostly, leaves a value head little to learn from.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -76,6 +77,9 @@ def choice_log_probs(lm, prompt: list[int], candidates: list[list[int]]) -> torc
 
     One forward pass over the prompt; the candidates then run as one batch on its keys and values."""
     device = next(lm.parameters()).device
+    # The wrapped model itself: LoRA lives in its layers (and disable_adapter still switches it off),
+    # and its forward takes the cache under the current keyword.
+    lm = lm.get_base_model() if hasattr(lm, "get_base_model") else lm
     out = lm(input_ids=torch.tensor([prompt], device=device), use_cache=True, logits_to_keep=1)
     first = torch.log_softmax(out.logits[0, -1].float(), -1)
     scores = torch.stack([first[c[0]] for c in candidates])
@@ -100,15 +104,31 @@ def choice_log_probs(lm, prompt: list[int], candidates: list[list[int]]) -> torc
     return scores - torch.logsumexp(scores, 0)
 
 
-def reference_log_probs(model, samples: list[ChoiceSample], ref_lm=None) -> None:
-    """Fill every sample's ``ref_logp`` (the LoRA model with its adapters off, or ``ref_lm``)."""
-    with torch.no_grad():
-        for sample in samples:
-            if ref_lm is not None:
-                sample.ref_logp = [choice_log_probs(ref_lm, d.prompt, d.candidates) for d in sample.decisions]
-                continue
-            with model.lm.disable_adapter():
-                sample.ref_logp = [choice_log_probs(model.lm, d.prompt, d.candidates) for d in sample.decisions]
+class ReferenceScorer:
+    """The reference's renormalised log-probabilities of each decision's candidates: the LoRA model with
+    its adapters off (or a frozen copy), through a prompt cache kept across iterations, since the
+    reference never changes (sessions of a group share their long opening, which then runs once)."""
+
+    def __init__(self, model, ref_lm=None, cache_tokens: int = 16_384):
+        from agile.agents.prompt_cache import PromptKVCache
+
+        lm = ref_lm if ref_lm is not None else model.lm
+        self.adapters = None if ref_lm is not None else model.lm
+        self.base = lm.get_base_model() if hasattr(lm, "get_base_model") else lm
+        self.cache = PromptKVCache(self.base, cache_tokens)
+
+    def __call__(self, samples: list[ChoiceSample]) -> None:
+        """Fill every sample's ``ref_logp``."""
+        from agile.agents.prompt_cache import score_continuations
+
+        off = self.adapters.disable_adapter() if self.adapters is not None else contextlib.nullcontext()
+        with torch.no_grad(), off:
+            for sample in samples:
+                sample.ref_logp = []
+                for d in sample.decisions:
+                    logits, kv = self.cache.prefill(d.prompt)
+                    scores = torch.tensor(score_continuations(self.base, logits, kv, d.candidates))
+                    sample.ref_logp.append(scores - torch.logsumexp(scores, 0))
 
 
 def choice_loss(new_logp: torch.Tensor, decision: Decision, advantage: float, ref_logp: torch.Tensor,

@@ -113,6 +113,9 @@ class PPOConfig:
     """LoRA rank; 0 trains every weight (the reference is then a frozen copy)."""
     lora_alpha: int = 32
     """LoRA scaling numerator (scale = alpha / r)."""
+    lora_layers: int = 0
+    """LoRA on the last this-many decoder layers only (0: every layer); the layers below then take no
+    backward pass, which is most of an update's time on a CPU."""
     max_new_tokens: int = 96
     """Longest turn the policy may write during rollouts."""
     temperature: float = 1.0
@@ -428,7 +431,7 @@ def build_policy(lm, cfg: PPOConfig):
         ref = ActionLM(copy.deepcopy(lm)).eval()
         for p in ref.parameters():
             p.requires_grad_(False)
-    model = ActionLM(add_lora(lm, cfg.lora_r, cfg.lora_alpha, 0.0),
+    model = ActionLM(add_lora(lm, cfg.lora_r, cfg.lora_alpha, 0.0, last_layers=cfg.lora_layers),
                      value_head=cfg.estimator == "gae")
     return model, ref
 
@@ -460,6 +463,8 @@ def check_config(cfg: PPOConfig) -> None:
         raise ValueError(f"PPOConfig.decoding is {cfg.decoding!r}; use free or constrained.")
     if cfg.stop_when_flat < 0 or cfg.flat_tolerance < 0:
         raise ValueError("PPOConfig.stop_when_flat and flat_tolerance must be >= 0.")
+    if cfg.lora_layers < 0:
+        raise ValueError(f"PPOConfig.lora_layers is {cfg.lora_layers}; use 0 (every layer) or a positive count.")
     if cfg.minibatch_size < 1 or cfg.micro_batch_size < 1:
         raise ValueError("PPOConfig.minibatch_size and micro_batch_size must be >= 1.")
 
@@ -481,7 +486,7 @@ def train(cfg: PPOConfig, log=print) -> dict:
     from agile.executor.memory import Embedder
     from agile.models import load_causal_lm
     from agile.train.checkpoint import load_checkpoint, save_checkpoint
-    from agile.train.choices import DecisionTracker
+    from agile.train.choices import DecisionTracker, ReferenceScorer
 
     check_config(cfg)
     accelerator = Accelerator(cpu=cfg.device == "cpu")
@@ -514,6 +519,7 @@ def train(cfg: PPOConfig, log=print) -> dict:
                                temperature=cfg.temperature, batch_size=cfg.rollout_batch_size,
                                decoding=cfg.decoding, seed=cfg.seed * 1000 + accelerator.process_index)
     actor = DecisionTracker(rollout_policy) if constrained else rollout_policy
+    reference = ReferenceScorer(raw, None if ref is None else ref.lm) if constrained else None
     out = Path(cfg.out_dir)
     state = load_checkpoint(out, cfg, raw, optimizer, rng, rollout_policy, accelerator.process_index)
     history, rollout_log, training_human_calls = state["history"], state["rollout_log"], state["human_calls"]
@@ -542,7 +548,7 @@ def train(cfg: PPOConfig, log=print) -> dict:
         # 3-4. advantages, then the update
         if constrained:
             prepared_kl, score_seconds, score_tokens, stats = _choice_step(
-                raw, ref, optimizer, decisions, rewards, tasks, cfg, accelerator, rng)
+                raw, reference, optimizer, decisions, rewards, tasks, cfg, accelerator, rng)
         else:
             samples = [Sample(r.input_ids, r.action_mask, reward, t) for r, reward, t in zip(records, rewards, tasks)]
             prepared = prepare(raw, ref, samples, cfg, tokenizer.pad_token_id, device)
@@ -594,13 +600,13 @@ def train(cfg: PPOConfig, log=print) -> dict:
     return result
 
 
-def _choice_step(raw, ref, optimizer, decisions, rewards, tasks, cfg: PPOConfig, accelerator, rng):
+def _choice_step(raw, reference, optimizer, decisions, rewards, tasks, cfg: PPOConfig, accelerator, rng):
     """Constrained decoding's step (``agile.train.choices``): reference, advantages, update."""
-    from agile.train.choices import ChoiceSample, choice_advantages, reference_log_probs, update_choices
+    from agile.train.choices import ChoiceSample, choice_advantages, update_choices
 
     start = time.perf_counter()
     samples = [ChoiceSample(d, reward, t) for d, reward, t in zip(decisions, rewards, tasks)]
-    reference_log_probs(raw, samples, None if ref is None else ref.lm)
+    reference(samples)
     choice_advantages(samples, cfg.estimator)
     old = [d.logp for s in samples for d in s.decisions]
     refs = [float(r[d.chosen]) for s in samples for d, r in zip(s.decisions, s.ref_logp)]

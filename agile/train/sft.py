@@ -91,14 +91,22 @@ def action_nll(model: ActionLM, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     return -(out["logp"] * mask).sum() / mask.sum().clamp(min=1.0)
 
 
-def add_lora(lm, r: int, alpha: int, dropout: float):
-    """Wrap ``lm`` with LoRA adapters on every linear layer (``r == 0``: return it unchanged)."""
+def add_lora(lm, r: int, alpha: int, dropout: float, last_layers: int = 0):
+    """Wrap ``lm`` with LoRA adapters on every linear layer (``r == 0``: return it unchanged), or on
+    those of its ``last_layers`` decoder layers only."""
     if r <= 0:
         return lm
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules="all-linear",
-                        task_type="CAUSAL_LM")
+    layers, targets = None, "all-linear"
+    if last_layers > 0:
+        n = lm.config.num_hidden_layers
+        layers = list(range(max(n - last_layers, 0), n))
+        # peft takes a layer subset only with the modules named: every linear module inside the layers.
+        targets = sorted({name.rsplit(".", 1)[-1] for name, module in lm.named_modules()
+                          if isinstance(module, torch.nn.Linear) and ".layers." in f".{name}"})
+    config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets,
+                        task_type="CAUSAL_LM", layers_to_transform=layers)
     return get_peft_model(lm, config)
 
 

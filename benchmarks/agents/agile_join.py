@@ -37,7 +37,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 
-from benchmarks.agents.agile_productqa import cost_stage, log, parser, prepare, sft_stage, stage  # noqa: E402
+from benchmarks.agents.agile_productqa import (  # noqa: E402
+    base_model,
+    cost_stage,
+    decoding,
+    log,
+    parser,
+    prepare,
+    sft_stage,
+    stage,
+)
 from helper.evaluation.agile_advice import AgileEvalConfig  # noqa: E402
 from helper.evaluation.agile_advice import run as agile_eval  # noqa: E402
 
@@ -63,9 +72,9 @@ def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
     # Deciding after the proposal, the PRM scores the session the SFT agent proposes (was it right?);
     # on the state, the agent's correctness on the sessions it answered itself.
     target = "proposal" if args.decide_after == "proposal" else "process"
-    # Free decoding: the SFT agent writes its own turns, as agile eval runs it (collection's default is constrained).
+    # The agent as agile eval runs it: the SFT model writes its own turns (free), the embedded one is constrained.
     collected = stage(folder / "collect.json", lambda: collect(config_of(CollectConfig,
-        env="agile", agent="llm", model=str(out / "sft" / "model"), decoding="free", groups=train_groups, split="train",
+        env="agile", agent="llm", model=base_model(args, out), decoding=decoding(args), groups=train_groups, split="train",
         episodes=args.collect_episodes, questions_per_episode=q, budget=q, explore_p=[0.0, 0.1, 0.2, 0.4],
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=8, seed=args.seed,
         device="cpu", decide_after=args.decide_after, out=str(data))))
@@ -101,7 +110,8 @@ def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> tuple[
     folder = (joined(args, out) if gate.get("helper") else out / "join") / f"eval_{label}"
 
     def run():
-        cfg = AgileEvalConfig(model=str(out / "sft" / "model"), groups=args.test_group_names,
+        cfg = AgileEvalConfig(model=base_model(args, out), split=args.eval_split, decoding=decoding(args),
+                              groups=args.test_group_names,
                               questions_per_group=args.test_questions, advice_cost=advice_cost,
                               max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, policy_run=False,
                               device="cpu", seed=args.seed, out_dir=str(folder), **gate)
@@ -153,6 +163,9 @@ def main() -> None:
     p.add_argument("--decide-after", choices=("state", "proposal"), default="state",
                    help="the helper decides on the session's start (state) or after the SFT agent's proposed "
                         "session (proposal: its own collection, PRM and helpers in join-proposal/)")
+    p.add_argument("--offline-only", action="store_true",
+                   help="run only what needs no PPO (collection, PRM, the agent alone, helper@c per cost, --budgets), "
+                        "e.g. beside the PPO runs of agile_productqa.py --stages cost")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     out = Path(args.out)
@@ -161,9 +174,18 @@ def main() -> None:
     sft_stage(args, out, train_groups)
     collected = offline_stages(args, out, train_groups)
     sft_alone = stage(out / "join" / "eval_SFT.json", lambda: {"rows": agile_eval(AgileEvalConfig(
-        model=str(out / "sft" / "model"), groups=args.test_group_names, questions_per_group=q, gate="none",
+        model=base_model(args, out), split=args.eval_split, decoding=decoding(args), groups=args.test_group_names,
+        questions_per_group=q, gate="none",
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, device="cpu",
         out_dir=str(out / "join" / "eval_SFT")), log=log)})
+    if args.offline_only:
+        for c in [float(x) for x in args.costs.split(",")]:
+            gate_eval(args, out, f"helper_c{c:g}", c, helper=str(helper_stage(args, out, f"helper_c{c:g}", c, None)))
+        c = float(args.costs.split(",")[0])
+        for budget in args.budgets:
+            budget_routes(args, out, budget, c)
+        log("offline stages done; run again without --offline-only once the PPO cost runs are there")
+        return
     table = ["| c | route | accuracy | advice rate | total score | total − PPO's [95% CI] | training human calls |",
              "|---|---|---|---|---|---|---|"]
     for c in [float(x) for x in args.costs.split(",")]:

@@ -12,6 +12,11 @@ Stages: ``prompt`` (the embedded SmolLM2 with no training), ``sft``, ``ppo``, ``
 (the PPO model without memory / tools / advice / reflection; "without RL" is the SFT row) and
 ``cost`` (a PPO run per advice cost c, evaluated at that c). Each evaluation reports the
 policy's own advice and, beside it, a gate (NoveltyGate) deciding advice within a budget.
+
+``--agent constrained``: the agent is the embedded model with constrained decoding (no SFT; the
+``sft`` stage is skipped), and PPO trains its function choice (``agile.train.choices``).
+``--held-out-train N``: N train groups (every fifth by name) are kept out of training and evaluated
+beside the test groups, for more unseen groups than the test split holds.
 """
 
 from __future__ import annotations
@@ -53,7 +58,8 @@ def stage(path: Path, fn):
 
 def evaluate(args, model: str, out: Path, label: str, ablations=("full",), gate="novelty",
              advice_cost=0.3) -> dict:
-    cfg = EvalConfig(model=model, groups=args.test_group_names, questions_per_group=args.test_questions,
+    cfg = EvalConfig(model=model, split=args.eval_split, decoding=decoding(args), groups=args.test_group_names,
+                     questions_per_group=args.test_questions,
                      ablations=list(ablations), gate=gate, advice_cost=advice_cost,
                      max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
                      device="cpu", out_dir=str(out / f"eval_{label}"))
@@ -83,21 +89,50 @@ def parser(description: str = __doc__) -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--costs", default="0.1,0.2,0.3,0.4,0.5")
+    p.add_argument("--agent", choices=("sft", "constrained"), default="sft",
+                   help="sft: the model after imitation, free decoding; constrained: the embedded model with "
+                        "constrained decoding, no SFT, PPO over its function choice")
+    p.add_argument("--held-out-train", type=int, default=0,
+                   help="train groups (every fifth by name) kept out of training and evaluated with the test groups")
+    p.add_argument("--ppo-rollouts", type=int, default=2, help="rollouts per session (loop / grpo)")
+    p.add_argument("--ppo-lora-layers", type=int, default=0, help="LoRA on the last N decoder layers only (0: all)")
+    p.add_argument("--ppo-epochs", type=int, default=2, help="PPO update epochs per iteration")
+    p.add_argument("--ppo-minibatch", type=int, default=4, help="sessions per PPO optimizer step")
+    p.add_argument("--ppo-stop-flat", type=int, default=0,
+                   help="stop PPO once advice rate and total score are flat over two windows of this many iterations")
     return p
+
+
+def decoding(args) -> str:
+    return "constrained" if args.agent == "constrained" else "free"
+
+
+def base_model(args, out: Path) -> str:
+    """The agent PPO starts from and the helper decides for: the SFT model, or the embedded one."""
+    return args.model if args.agent == "constrained" else str(out / "sft" / "model")
 
 
 def prepare(args) -> list[str]:
     """Threads and groups of the run: returns the train group names, sets ``args.test_group_names``."""
     torch.set_num_threads(args.threads)
     root = default_productqa_root()
-    train_groups = [g.name for g in list_groups(root, "train")][:args.train_groups]
-    args.test_group_names = [g.name for g in list_groups(root, "test")][:args.test_groups]
-    log(f"train groups {train_groups}; test groups {args.test_group_names}")
+    names = [g.name for g in list_groups(root, "train")]
+    held = names[4::5][:args.held_out_train]
+    if len(held) < args.held_out_train:
+        raise ValueError(f"--held-out-train {args.held_out_train}: the train split has {len(names)} groups, "
+                         f"so at most {len(names[4::5])} are held out (every fifth); lower it.")
+    train_groups = [n for n in names if n not in held][:args.train_groups]
+    args.test_group_names = [g.name for g in list_groups(root, "test")][:args.test_groups] + held
+    args.eval_split = "all" if held else "test"
+    log(f"train groups {train_groups}; evaluated groups {args.test_group_names} ({len(held)} held out of train)")
     return train_groups
 
 
 def sft_stage(args, out: Path, train_groups: list[str]) -> dict:
     """Imitation training on the train groups' gold sessions (model in ``out/sft/model``)."""
+    if args.agent == "constrained":
+        return {"skipped": "the constrained agent needs no SFT"}
+
     def do_sft():
         cfg = SFTConfig(model=args.model, groups=train_groups, questions_per_group=args.train_questions,
                         epochs=args.sft_epochs, lr=args.sft_lr, batch_size=4, micro_batch_size=2,
@@ -111,13 +146,14 @@ def sft_stage(args, out: Path, train_groups: list[str]) -> dict:
 def ppo_stage(args, out: Path, train_groups: list[str], advice_cost: float, tag: str) -> dict:
     """Session-level PPO from the SFT model at ``advice_cost`` (model in ``out/<tag>/model``)."""
     def do_ppo():
-        cfg = PPOConfig(model=str(out / "sft" / "model"), groups=train_groups,
+        cfg = PPOConfig(model=base_model(args, out), groups=train_groups, decoding=decoding(args),
                         questions_per_episode=args.ppo_questions, episodes_per_iteration=args.ppo_episodes,
-                        iterations=args.ppo_iterations, estimator=args.estimator,
-                        rollouts_per_task=1 if args.estimator == "gae" else 2, advice_cost=advice_cost,
-                        lr=args.ppo_lr, max_new_tokens=args.max_new_tokens, minibatch_size=4,
+                        iterations=args.ppo_iterations, estimator=args.estimator, stop_when_flat=args.ppo_stop_flat,
+                        rollouts_per_task=1 if args.estimator == "gae" else args.ppo_rollouts, advice_cost=advice_cost,
+                        lr=args.ppo_lr, max_new_tokens=args.max_new_tokens, minibatch_size=args.ppo_minibatch,
+                        lora_layers=args.ppo_lora_layers, update_epochs=args.ppo_epochs,
                         micro_batch_size=2, rollout_batch_size=args.batch_size, device="cpu",
-                        out_dir=str(out / tag))
+                        cpu_threads=args.threads, out_dir=str(out / tag))
         result = train(cfg, log=log)
         return {"history": result["history"], "model_dir": result.get("model_dir"),
                 "training_human_calls": result.get("training_human_calls")}
