@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 
+from agile.envs.productqa import default_productqa_root  # noqa: E402
 from benchmarks.agents.agile_productqa import (  # noqa: E402
     base_model,
     cost_stage,
@@ -74,7 +75,8 @@ def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
     target = "proposal" if args.decide_after == "proposal" else "process"
     # The agent as agile eval runs it: the SFT model writes its own turns (free), the embedded one is constrained.
     collected = stage(folder / "collect.json", lambda: collect(config_of(CollectConfig,
-        env="agile", agent="llm", model=base_model(args, out), decoding=decoding(args), groups=train_groups, split="train",
+        env="agile", agent="llm", model=base_model(args, out), decoding=decoding(args), data=str(default_productqa_root()),
+        groups=train_groups, split="train",
         episodes=args.collect_episodes, questions_per_episode=q, budget=q, explore_p=[0.0, 0.1, 0.2, 0.4],
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=8, seed=args.seed,
         device="cpu", decide_after=args.decide_after, out=str(data))))
