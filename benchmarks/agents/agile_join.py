@@ -131,11 +131,14 @@ def sessions(eval_dir: Path, advice_cost: float) -> dict[tuple, float]:
 
 
 def paired_interval(a: dict, b: dict, resamples: int = 4000) -> tuple[float, float, float]:
-    """Mean of a - b over the sessions both played, with a 95% bootstrap interval over sessions."""
+    """Mean of a - b over the sessions both played, with a 95% interval that resamples product groups,
+    then sessions within them (``hierarchical_weights``): the groups are what a new user's data changes."""
+    from helper.evaluation.metrics import hierarchical_weights
+
     keys = sorted(set(a) & set(b))
     diff = np.array([a[k] - b[k] for k in keys])
-    rng = np.random.default_rng(0)
-    means = diff[rng.integers(0, diff.size, (resamples, diff.size))].mean(axis=1)
+    weights = hierarchical_weights([[group for group, _ in keys]], resamples, seed=0)
+    means = (weights * diff).sum(axis=1) / weights.sum(axis=1)
     low, high = np.quantile(means, [0.025, 0.975])
     return float(diff.mean()), float(low), float(high)
 
@@ -150,6 +153,25 @@ def budget_routes(args, out: Path, budget: int, advice_cost: float) -> dict:
                              ("random@rate", f"uniform_b{budget}", dict(gate="uniform", budget=budget))):
         routes[route] = gate_eval(args, out, f"{tag}_c{advice_cost:g}", advice_cost, **gate)
     return routes
+
+
+def answer_shares(eval_dir: Path) -> str:
+    """What the agent answered where it answered itself (no advice): shares of yes, no, product ids and
+    anything else (an agent whose answers are one string has learned nothing to decide for)."""
+    from collections import Counter
+
+    from agile.envs.answer_eval import parse_product_ids
+
+    kinds = Counter()
+    for line in (eval_dir / "sessions.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["advised"]:
+            continue
+        answer = str(r.get("answer") or "").strip().lower()
+        kinds["yes" if answer == "yes" else "no" if answer == "no" else
+              "product ids" if parse_product_ids(answer) else "other"] += 1
+    n = sum(kinds.values())
+    return ", ".join(f"{k} {v / n:.2f}" for k, v in kinds.most_common()) + f" (n = {n})" if n else "no own answers"
 
 
 def average_row(result: dict) -> dict:
@@ -188,6 +210,10 @@ def main() -> None:
             budget_routes(args, out, budget, c)
         log("offline stages done; run again without --offline-only once the PPO cost runs are there")
         return
+    # The agent the helper decides for, with its own [SeekAdvice]: after SFT it rarely asks; the
+    # untrained constrained policy asks for most questions (its function log-probabilities favour it).
+    alone = "SFT alone" if args.agent == "sft" else "agent, own advice"
+    log(f"the agent's own answers (no advice): {answer_shares(out / 'join' / 'eval_SFT')}")
     table = ["| c | route | accuracy | advice rate | total score | total − PPO's [95% CI] | training human calls |",
              "|---|---|---|---|---|---|---|"]
     for c in [float(x) for x in args.costs.split(",")]:
@@ -201,6 +227,7 @@ def main() -> None:
         if rate_budget > 0:
             results |= budget_routes(args, out, rate_budget, c)
         results["SFT"] = (sft_alone, out / "join" / "eval_SFT")
+        log(f"c = {c:g}: PPO's own answers: {answer_shares(results['PPO'][1])}")
         reference = sessions(results["PPO"][1], c)
         for route in ROUTES:
             if route not in results:
@@ -211,14 +238,15 @@ def main() -> None:
             mean, low, high = paired_interval(sessions(folder, c), reference)
             delta = "" if route == "PPO" else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
             calls = {"PPO": ppo_calls, "SFT": 0}.get(route, collected["human_calls"] if "helper" in route else 0)
-            table.append(f"| {c:g} | {route}{f' (B={rate_budget})' if route.endswith('rate') else ''} | "
+            label = {"SFT": alone}.get(route, route) + (f" (B={rate_budget})" if route.endswith("rate") else "")
+            table.append(f"| {c:g} | {label} | "
                          f"{accuracy:.3f} | {rate:.3f} | {accuracy - c * rate:.3f} | {delta} | {calls} |")
         log("\n".join(table))
-    print("\n## The helper against PPO's own advice (test groups)\n")
+    print(f"\n## The helper against PPO's own advice ({len(args.test_group_names)} unseen groups)\n")
     print("\n".join(table))
     if args.budgets:
         c = float(args.costs.split(",")[0])
-        print(f"\n## Where B pieces of advice per episode go (SFT agent; total score at c = {c:g})\n")
+        print(f"\n## Where B pieces of advice per episode go ({args.agent} agent; total score at c = {c:g})\n")
         print("| B | route | accuracy | advice rate | total score | helper − route [95% CI] |\n|---|---|---|---|---|---|")
         for budget in args.budgets:
             routes = budget_routes(args, out, budget, c)
@@ -230,7 +258,7 @@ def main() -> None:
                 print(f"| {budget} | {route.split('@')[0]} | {row['accuracy']:.3f} | {row['advice_rate']:.3f} | "
                       f"{row['accuracy'] - c * row['advice_rate']:.3f} | {delta} |")
     print(f"\nOffline collection: {collected['human_calls']} human calls in {collected['episodes']} episodes "
-          f"({collected.get('decision_points')} decisions) through the SFT agent; helpers share it for every c.")
+          f"({collected.get('decision_points')} decisions) through the {args.agent} agent; helpers share it for every c.")
 
 
 if __name__ == "__main__":
