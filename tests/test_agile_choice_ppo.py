@@ -179,3 +179,16 @@ def test_reference_scorer_is_the_model_with_adapters_off_and_lora_sits_on_the_la
     with torch.no_grad():
         policy = _brute_force(model.lm, prompt, candidates)
     assert not torch.allclose(policy, want, atol=1e-3)
+
+
+def test_a_checkpoint_without_a_newer_setting_resumes_at_its_default(tmp_path):
+    from agile.train.checkpoint import checkpoint_path
+
+    train(_cfg(tmp_path, 1), log=lambda *_: None)
+    path = checkpoint_path(tmp_path, 0)
+    saved = torch.load(path, weights_only=False)
+    del saved["config"]["lora_layers"]  # as written before the setting existed
+    torch.save(saved, path)
+    assert len(train(_cfg(tmp_path, 2), log=lambda *_: None)["history"]) == 2
+    with pytest.raises(ValueError, match="differs: lora_layers"):
+        train(_cfg(tmp_path, 3, lora_layers=1), log=lambda *_: None)

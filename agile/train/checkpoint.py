@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import asdict
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 
 import torch
@@ -47,7 +47,9 @@ def load_checkpoint(out: Path, cfg, model, optimizer, rng: random.Random, policy
         return {"history": [], "rollout_log": [], "human_calls": 0}
     saved = torch.load(path, weights_only=False)
     now = asdict(cfg)
-    differs = sorted(k for k in now if k not in RESUMABLE and saved["config"].get(k) != now[k])
+    # A setting added after the checkpoint was written ran at its default.
+    defaults = {f.name: f.default for f in fields(cfg) if f.default is not MISSING}
+    differs = sorted(k for k in now if k not in RESUMABLE and saved["config"].get(k, defaults.get(k)) != now[k])
     if differs:
         raise ValueError(f"{path}: a checkpoint of a run with other settings (differs: {', '.join(differs)}); "
                          "pass another out_dir, or delete the checkpoint to start over.")
