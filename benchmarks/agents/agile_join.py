@@ -224,7 +224,7 @@ def main() -> None:
         results = {"PPO": (ppo, out / f"eval_PPO c={c:g}")}
         priced = helper_stage(args, out, f"helper_c{c:g}", c, None)
         results["helper@c"] = gate_eval(args, out, f"helper_c{c:g}", c, helper=str(priced))
-        if rate_budget > 0:
+        if 0 < rate_budget < q:  # at every question, each route is always-ask: nothing to place
             results |= budget_routes(args, out, rate_budget, c)
         results["SFT"] = (sft_alone, out / "join" / "eval_SFT")
         log(f"c = {c:g}: PPO's own answers: {answer_shares(results['PPO'][1])}")
