@@ -174,6 +174,24 @@ def answer_shares(eval_dir: Path) -> str:
     return ", ".join(f"{k} {v / n:.2f}" for k, v in kinds.most_common()) + f" (n = {n})" if n else "no own answers"
 
 
+def targeting(folders: dict[str, Path]) -> str:
+    """How often each route's advised sessions were ones the agent answers right alone (read where another
+    route left that session to the agent): a gate that targets its advice finds the agent's mistakes."""
+    logs = {route: {(r["group"], r["index"]): r for r in map(json.loads, (f / "sessions.jsonl").open())}
+            for route, f in folders.items()}
+    alone = {}
+    for log_ in logs.values():
+        for key, r in log_.items():
+            if not r["advised"]:
+                alone.setdefault(key, r["correct"])
+    parts = []
+    for route, log_ in logs.items():
+        known = [alone[k] for k, r in log_.items() if r["advised"] and k in alone]
+        parts.append(f"{route.split('@')[0]} {sum(known)}/{len(known)}")
+    return (f"agent right alone on the advised sessions: {', '.join(parts)} (on all it plays alone: "
+            f"{sum(alone.values())}/{len(alone)})")
+
+
 def average_row(result: dict) -> dict:
     return next(r for r in result["rows"] if r["group"] == "average")
 
@@ -257,6 +275,8 @@ def main() -> None:
                 delta = "" if route == "helper@rate" else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
                 print(f"| {budget} | {route.split('@')[0]} | {row['accuracy']:.3f} | {row['advice_rate']:.3f} | "
                       f"{row['accuracy'] - c * row['advice_rate']:.3f} | {delta} |")
+            print(f"\nB = {budget}: {targeting({route: folder for route, (_, folder) in routes.items()})}; "
+                  f"the agent's own answers: {answer_shares(routes['random@rate'][1])}")
     print(f"\nOffline collection: {collected['human_calls']} human calls in {collected['episodes']} episodes "
           f"({collected.get('decision_points')} decisions) through the {args.agent} agent; helpers share it for every c.")
 
