@@ -55,6 +55,16 @@ def test_corrupt_sft_data_names_file_and_line(tmp_path, capsys):
     assert f"{data}:2: not a JSON line" in one_error_line(capsys)
 
 
+def test_constrained_ppo_refuses_a_critic_and_a_checkpoint_of_another_run(tmp_path, capsys):
+    assert main(["agile", "ppo", "--model", "tiny", "--decoding", "constrained", "--estimator", "gae",
+                 "--device", "cpu", "--out-dir", str(tmp_path / "a")]) == 2
+    assert "estimator loop or grpo" in one_error_line(capsys)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "checkpoint-p0.pt").write_bytes(b"")
+    assert main(["agile", "ppo", "--model", "tiny", "--device", "cpu", "--out-dir", str(tmp_path / "b")]) == 2
+    assert "checkpoint-p0.pt" in one_error_line(capsys)
+
+
 # -- issue 31: the cases of benchmarks/trust/bad_inputs.py, a sample of each group, in process --------------------
 PLUGINS = '''
 from examples.arith_chain import make_agent, make_episodes

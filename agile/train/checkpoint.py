@@ -45,7 +45,12 @@ def load_checkpoint(out: Path, cfg, model, optimizer, rng: random.Random, policy
     path = checkpoint_path(out, process)
     if not path.is_file():
         return {"history": [], "rollout_log": [], "human_calls": 0}
-    saved = torch.load(path, weights_only=False)
+    try:
+        saved = torch.load(path, weights_only=False)
+        saved["config"], saved["weights"]  # a file without them is no checkpoint either
+    except Exception as exc:  # torch.load raises whatever its unpickler meets in a damaged file
+        raise ValueError(f"{path}: not a readable PPO checkpoint ({type(exc).__name__}: {exc}); delete it to "
+                         "start over, or pass another out_dir.") from exc
     now = asdict(cfg)
     # A setting added after the checkpoint was written ran at its default.
     defaults = {f.name: f.default for f in fields(cfg) if f.default is not MISSING}
