@@ -46,8 +46,9 @@ executors whose questions carry no annotation get the same turns.
 Greedy and deterministic, unless ``sample_functions``: PPO's rollouts then draw the function from the
 softmax of the allowed functions' log-probabilities (a seeded stream) and record the draw
 (``choices[i]["decision"]``: prompt, candidates, chosen, its renormalised log-probability) for
-``agile.train.choices``; the answer's form stays the most probable. Prompts go through ``agile.agents.prompt_cache.PromptKVCache``: the
-system text and schema are shared by every session of a group and are computed once.
+``agile.train.choices``; the answer's form stays the most probable. Prompts go through
+``agile.agents.prompt_cache.PromptKVCache``: the system text and schema are shared by every session
+of a group and are computed once.
 """
 
 from __future__ import annotations

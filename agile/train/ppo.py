@@ -119,7 +119,8 @@ class PPOConfig:
     max_new_tokens: int = 96
     """Longest turn the policy may write during rollouts."""
     temperature: float = 1.0
-    """Sampling temperature of rollouts (1.0 samples the policy that the ratio is computed for)."""
+    """Sampling temperature of free-decoding rollouts (1.0 samples the policy that the ratio is computed for);
+    constrained rollouts always draw at 1."""
     rollout_batch_size: int = 8
     """Prompts per generate call."""
     max_turns: int = 3
