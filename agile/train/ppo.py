@@ -27,6 +27,11 @@ tokens (question, memory, tool output, advice) are transitions of the environmen
    tokens only. The policy is the model plus LoRA adapters (``peft``); the reference model is the
    same model with the adapters switched off, so it costs no extra memory.
 
+With ``decoding="constrained"`` the policy is the constrained one (``agile.executor.constrained``): rollouts
+sample each turn's function among the allowed ones and PPO trains that choice alone, its ratio and an exact
+KL taken over the allowed set (``agile.train.choices``; advantages ``loop`` or ``grpo``). Every iteration
+ends in a checkpoint (``agile.train.checkpoint``): a stopped run started again goes on from there.
+
 Every ``[SeekAdvice]`` taken in a rollout (every copy of a session with K > 1) is a human call: a
 person answers it. Their count, summed over processes, is each iteration's ``human_calls`` and the
 run's ``training_human_calls`` in ``metrics.json``; ``rollouts.jsonl`` logs every rollout session.
