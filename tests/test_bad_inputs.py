@@ -60,9 +60,9 @@ def test_constrained_ppo_refuses_a_critic_and_a_checkpoint_of_another_run(tmp_pa
                  "--device", "cpu", "--out-dir", str(tmp_path / "a")]) == 2
     assert "estimator loop or grpo" in one_error_line(capsys)
     (tmp_path / "b").mkdir()
-    (tmp_path / "b" / "checkpoint-p0.pt").write_bytes(b"")
+    (tmp_path / "b" / "checkpoint-p0.json").write_text("{")
     assert main(["agile", "ppo", "--model", "tiny", "--device", "cpu", "--out-dir", str(tmp_path / "b")]) == 2
-    assert "checkpoint-p0.pt" in one_error_line(capsys)
+    assert "checkpoint-p0.json" in one_error_line(capsys)
 
 
 # -- issue 31: the cases of benchmarks/trust/bad_inputs.py, a sample of each group, in process --------------------
