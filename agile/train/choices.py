@@ -146,6 +146,7 @@ def update_choices(raw, optimizer, samples: list[ChoiceSample], cfg, accelerator
     """``update_epochs`` passes of minibatch PPO over the sessions' choices (gradients averaged over
     processes, which all take the same number of steps, as ``agile.train.ppo.update``)."""
     from agile.train.data_parallel import fewest
+    from agile.train.ppo import update_summary
 
     start = time.perf_counter()
     raw.train()
@@ -179,9 +180,7 @@ def update_choices(raw, optimizer, samples: list[ChoiceSample], cfg, accelerator
             steps += 1
     raw.eval()
     seconds = time.perf_counter() - start
-    out = {k: (sum(v) / len(v) if v else 0.0) for k, v in stats.items()}
-    out["first_clip_fraction"] = stats["clip_fraction"][0] if stats["clip_fraction"] else 0.0
-    out["first_approx_kl"] = stats["approx_kl"][0] if stats["approx_kl"] else 0.0
+    out = update_summary(stats)
     out.update(update_seconds=seconds, optimizer_steps=steps, update_sessions=n, update_decisions=decisions)
     return out
 

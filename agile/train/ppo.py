@@ -408,11 +408,17 @@ def update(policy, optimizer, prepared: Prepared, cfg: PPOConfig, pad_id: int, a
             steps += 1
     policy.eval()
     seconds = time.perf_counter() - start
+    out = update_summary(stats)
+    out.update(update_seconds=seconds, update_tokens=tokens, optimizer_steps=steps, update_sessions=n,
+               update_tokens_per_s=tokens / seconds if seconds else 0.0)
+    return out
+
+
+def update_summary(stats: dict[str, list[float]]) -> dict[str, float]:
+    """Means of an update's per-step statistics, and the first step's clip fraction and KL to the old policy."""
     out = {k: (sum(v) / len(v) if v else 0.0) for k, v in stats.items()}
     out["first_clip_fraction"] = stats["clip_fraction"][0] if stats["clip_fraction"] else 0.0
     out["first_approx_kl"] = stats["approx_kl"][0] if stats["approx_kl"] else 0.0
-    out.update(update_seconds=seconds, update_tokens=tokens, optimizer_steps=steps, update_sessions=n,
-               update_tokens_per_s=tokens / seconds if seconds else 0.0)
     return out
 
 
