@@ -185,20 +185,27 @@ def update_choices(raw, optimizer, samples: list[ChoiceSample], cfg, accelerator
     return out
 
 
-def choice_advantages(samples: list[ChoiceSample], estimator: str) -> None:
-    """Set each sample's advantage: ``loop`` (leave-one-out) or ``grpo`` over the K rollouts of its session."""
+def session_advantages(rewards: list[float], tasks: list[int], estimator: str) -> list[float]:
+    """Each session's advantage: ``loop`` (leave-one-out) or ``grpo`` over the K rollouts of its task."""
     from agile.train.advantages import grpo, loop
 
     by_task: dict[int, list[int]] = {}
-    for i, sample in enumerate(samples):
-        by_task.setdefault(sample.task, []).append(i)
+    for i, task in enumerate(tasks):
+        by_task.setdefault(task, []).append(i)
     sizes = {len(rows) for rows in by_task.values()}
     if len(sizes) != 1:
         raise ValueError(f"{estimator} needs the same number of rollouts per task, got sizes {sorted(sizes)}; "
                          "keep rollouts_per_task fixed.")
     index = torch.tensor(list(by_task.values()))
-    rewards = torch.tensor([s.reward for s in samples])[index]
-    adv = loop(rewards) if estimator == "loop" else grpo(rewards)
+    adv = (loop if estimator == "loop" else grpo)(torch.tensor(rewards)[index])
+    out = [0.0] * len(rewards)
     for row, rows in enumerate(index.tolist()):
         for k, i in enumerate(rows):
-            samples[i].advantage = float(adv[row, k])
+            out[i] = float(adv[row, k])
+    return out
+
+
+def choice_advantages(samples: list[ChoiceSample], estimator: str) -> None:
+    """Set each sample's advantage (``session_advantages``)."""
+    for sample, a in zip(samples, session_advantages([s.reward for s in samples], [s.task for s in samples], estimator)):
+        sample.advantage = a

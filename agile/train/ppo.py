@@ -53,7 +53,7 @@ import torch
 from agile.executor.executor import Executor, ExecutorConfig, SessionRecord, records_to_jsonl
 from agile.executor.metrics import summarize
 from agile.executor.policy import ActionLM, LLMPolicy, pad_batch, run_executors
-from agile.train.advantages import gae_segments, grpo, loop, whiten
+from agile.train.advantages import gae_segments, whiten
 from agile.train.data_parallel import fewest
 
 # ---------------------------------------------------------------------------------------------
@@ -309,18 +309,10 @@ def prepare(model: ActionLM, ref_lm, samples: list[Sample], cfg: PPOConfig, pad_
             returns[i][m] = ret[offset:offset + n]
             offset += n
     else:
-        tasks = sorted(set(s.task for s in samples))
-        by_task = {t: [i for i, s in enumerate(samples) if s.task == t] for t in tasks}
-        sizes = {len(v) for v in by_task.values()}
-        if len(sizes) != 1:
-            raise ValueError(f"{cfg.estimator} needs the same number of rollouts per task, got "
-                             f"sizes {sorted(sizes)}; keep rollouts_per_task fixed.")
-        index = torch.tensor([by_task[t] for t in tasks])            # [tasks, K]
-        rewards = torch.tensor([s.reward for s in samples])[index]
-        adv = loop(rewards) if cfg.estimator == "loop" else grpo(rewards)
-        for t_row, rows in enumerate(index.tolist()):
-            for k, i in enumerate(rows):
-                advantages[i][masks[i]] = adv[t_row, k]
+        from agile.train.choices import session_advantages
+
+        for i, a in enumerate(session_advantages([s.reward for s in samples], [s.task for s in samples], cfg.estimator)):
+            advantages[i][masks[i]] = a
     return Prepared(samples, old_logp, ref_logp, old_values, advantages, returns,
                     float(kl_tokens.mean()) if kl_tokens.numel() else 0.0,
                     time.perf_counter() - start, sum(len(s.input_ids) for s in samples))
