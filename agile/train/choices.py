@@ -142,11 +142,18 @@ def choice_loss(new_logp: torch.Tensor, decision: Decision, advantage: float, re
     return surrogate + kl_coef * kl, stats
 
 
+def update_summary(stats: dict[str, list[float]]) -> dict[str, float]:
+    """Means of an update's per-step statistics, and the first step's clip fraction and KL to the old policy."""
+    out = {k: (sum(v) / len(v) if v else 0.0) for k, v in stats.items()}
+    out["first_clip_fraction"] = stats["clip_fraction"][0] if stats["clip_fraction"] else 0.0
+    out["first_approx_kl"] = stats["approx_kl"][0] if stats["approx_kl"] else 0.0
+    return out
+
+
 def update_choices(raw, optimizer, samples: list[ChoiceSample], cfg, accelerator, rng) -> dict[str, float]:
     """``update_epochs`` passes of minibatch PPO over the sessions' choices (gradients averaged over
     processes, which all take the same number of steps, as ``agile.train.ppo.update``)."""
     from agile.train.data_parallel import fewest
-    from agile.train.ppo import update_summary
 
     start = time.perf_counter()
     raw.train()

@@ -54,6 +54,7 @@ from agile.executor.executor import Executor, ExecutorConfig, SessionRecord, rec
 from agile.executor.metrics import summarize
 from agile.executor.policy import ActionLM, LLMPolicy, pad_batch, run_executors
 from agile.train.advantages import gae_segments, whiten
+from agile.train.choices import update_summary
 from agile.train.data_parallel import fewest
 
 # ---------------------------------------------------------------------------------------------
@@ -403,14 +404,6 @@ def update(policy, optimizer, prepared: Prepared, cfg: PPOConfig, pad_id: int, a
     out = update_summary(stats)
     out.update(update_seconds=seconds, update_tokens=tokens, optimizer_steps=steps, update_sessions=n,
                update_tokens_per_s=tokens / seconds if seconds else 0.0)
-    return out
-
-
-def update_summary(stats: dict[str, list[float]]) -> dict[str, float]:
-    """Means of an update's per-step statistics, and the first step's clip fraction and KL to the old policy."""
-    out = {k: (sum(v) / len(v) if v else 0.0) for k, v in stats.items()}
-    out["first_clip_fraction"] = stats["clip_fraction"][0] if stats["clip_fraction"] else 0.0
-    out["first_approx_kl"] = stats["approx_kl"][0] if stats["approx_kl"] else 0.0
     return out
 
 
