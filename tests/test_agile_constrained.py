@@ -205,6 +205,6 @@ def test_sampled_constrained_decoding_is_never_memoised():
 
 @torch.no_grad()
 def _logprob(model, prompt, continuation):
-    ids = torch.tensor([prompt + continuation])
+    ids = torch.tensor([prompt + continuation], device=model.device)
     log_probs = torch.log_softmax(model(input_ids=ids).logits[0].float(), -1)
     return float(sum(log_probs[len(prompt) - 1 + j, t] for j, t in enumerate(continuation)))

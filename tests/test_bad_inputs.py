@@ -12,6 +12,7 @@ from agile.envs.catalog_generator import default_catalog_dir
 from helper.commands.cli import main
 from prm.verifiers.model import ProcessRewardModel
 from prm.data.synthetic import synthetic_frame
+from productqa_slice import SLICE
 
 
 def one_error_line(capsys) -> str:
@@ -61,7 +62,9 @@ def test_constrained_ppo_refuses_a_critic_and_a_checkpoint_of_another_run(tmp_pa
     assert "estimator loop or grpo" in one_error_line(capsys)
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "checkpoint-p0.json").write_text("{")
-    assert main(["agile", "ppo", "--model", "tiny", "--device", "cpu", "--out-dir", str(tmp_path / "b")]) == 2
+    # The test slice, not the default ../shared/productqa: a bare clone has nothing beside it.
+    assert main(["agile", "ppo", "--model", "tiny", "--device", "cpu", "--data-root", str(SLICE),
+                 "--out-dir", str(tmp_path / "b")]) == 2
     assert "checkpoint-p0.json" in one_error_line(capsys)
 
 

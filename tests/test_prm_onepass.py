@@ -59,7 +59,7 @@ def test_hidden_states_match_per_prefix():
     found = prm.windows_for(EPISODES, per_prefix=True)
     with torch.inference_mode():
         for batch in prm.batches(found, batch_tokens=512):
-            hidden = prm.hidden_at_tags(batch).numpy()
+            hidden = prm.hidden_at_tags(batch).float().cpu().numpy()
             for row, window in zip(hidden, batch.windows):
                 np.testing.assert_allclose(row, features[window.episode][window.steps[0]], atol=1e-4, rtol=1e-4)
 
