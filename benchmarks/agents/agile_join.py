@@ -35,7 +35,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import numpy as np  # noqa: E402
 
 from agile.envs.productqa import default_productqa_root  # noqa: E402
 from benchmarks.agents.agile_productqa import (  # noqa: E402
@@ -48,6 +47,7 @@ from benchmarks.agents.agile_productqa import (  # noqa: E402
     sft_stage,
     stage,
 )
+from helper.evaluation.advice_join import paired_difference, session_scores, write_manifest  # noqa: E402
 from helper.evaluation.agile_advice import AgileEvalConfig  # noqa: E402
 from helper.evaluation.agile_advice import run as agile_eval  # noqa: E402
 
@@ -119,28 +119,6 @@ def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> tuple[
                               device="cpu", seed=args.seed, out_dir=str(folder), **gate)
         return {"rows": agile_eval(cfg, log=log), "config": asdict(cfg)}
     return stage(folder.parent / f"eval_{label}.json", run), folder
-
-
-def sessions(eval_dir: Path, advice_cost: float) -> dict[tuple, float]:
-    """Total score of every session of one evaluation, keyed by (group, question index)."""
-    scores = {}
-    for line in (eval_dir / "sessions.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        scores[(r["group"], r["index"])] = float(r["correct"]) - advice_cost * float(r["advised"])
-    return scores
-
-
-def paired_interval(a: dict, b: dict, resamples: int = 4000) -> tuple[float, float, float]:
-    """Mean of a - b over the sessions both played, with a 95% interval that resamples product groups,
-    then sessions within them (``hierarchical_weights``): the groups are what a new user's data changes."""
-    from helper.evaluation.metrics import hierarchical_weights
-
-    keys = sorted(set(a) & set(b))
-    diff = np.array([a[k] - b[k] for k in keys])
-    weights = hierarchical_weights([[group for group, _ in keys]], resamples, seed=0)
-    means = (weights * diff).sum(axis=1) / weights.sum(axis=1)
-    low, high = np.quantile(means, [0.025, 0.975])
-    return float(diff.mean()), float(low), float(high)
 
 
 def budget_routes(args, out: Path, budget: int, advice_cost: float) -> dict:
@@ -234,6 +212,7 @@ def main() -> None:
     log(f"the agent's own answers (no advice): {answer_shares(out / 'join' / 'eval_SFT')}")
     table = ["| c | route | accuracy | advice rate | total score | total − PPO's [95% CI] | training human calls |",
              "|---|---|---|---|---|---|---|"]
+    manifest_costs, manifest_budgets = {}, {}
     for c in [float(x) for x in args.costs.split(",")]:
         ppo = cost_stage(args, out, train_groups, c)
         ppo_train = json.loads((out / f"ppo_c{c:g}_train.json").read_text())
@@ -245,15 +224,17 @@ def main() -> None:
         if 0 < rate_budget < q:  # at every question, each route is always-ask: nothing to place
             results |= budget_routes(args, out, rate_budget, c)
         results["SFT"] = (sft_alone, out / "join" / "eval_SFT")
+        manifest_costs[c] = {"ppo": str(results["PPO"][1]), "helper": str(results["helper@c"][1]),
+                             "ppo_calls": ppo_calls, "helper_calls": collected["human_calls"]}
         log(f"c = {c:g}: PPO's own answers: {answer_shares(results['PPO'][1])}")
-        reference = sessions(results["PPO"][1], c)
+        reference = session_scores(results["PPO"][1], c)
         for route in ROUTES:
             if route not in results:
                 continue
             result, folder = results[route]
             row = average_row(result)
             accuracy, rate = row["accuracy"], row["advice_rate"]
-            mean, low, high = paired_interval(sessions(folder, c), reference)
+            mean, low, high, _ = paired_difference(session_scores(folder, c), reference)
             delta = "" if route == "PPO" else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
             calls = {"PPO": ppo_calls, "SFT": 0}.get(route, collected["human_calls"] if "helper" in route else 0)
             label = {"SFT": alone}.get(route, route) + (f" (B={rate_budget})" if route.endswith("rate") else "")
@@ -268,15 +249,22 @@ def main() -> None:
         print("| B | route | accuracy | advice rate | total score | helper − route [95% CI] |\n|---|---|---|---|---|---|")
         for budget in args.budgets:
             routes = budget_routes(args, out, budget, c)
-            helper = sessions(routes["helper@rate"][1], c)
+            manifest_budgets[budget] = {"cost": c, "helper_calls": collected["human_calls"],
+                                        **{route.split("@")[0]: str(folder) for route, (_, folder) in routes.items()}}
+            helper = session_scores(routes["helper@rate"][1], c)
             for route, (result, folder) in routes.items():
                 row = average_row(result)
-                mean, low, high = paired_interval(helper, sessions(folder, c))
+                mean, low, high, _ = paired_difference(helper, session_scores(folder, c))
                 delta = "" if route == "helper@rate" else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
                 print(f"| {budget} | {route.split('@')[0]} | {row['accuracy']:.3f} | {row['advice_rate']:.3f} | "
                       f"{row['accuracy'] - c * row['advice_rate']:.3f} | {delta} |")
             print(f"\nB = {budget}: {targeting({route: folder for route, (_, folder) in routes.items()})}; "
                   f"the agent's own answers: {answer_shares(routes['random@rate'][1])}")
+    manifest = write_manifest(joined(args, out), manifest_costs, manifest_budgets, {
+        "agent": args.agent, "decide_after": args.decide_after, "test_groups": len(args.test_group_names),
+        "questions_per_group": q, "collection": f"{collected['episodes']} episodes, {collected['human_calls']} human "
+                                                f"calls", "seed": args.seed})
+    log(f"wrote {manifest}: helpgate report agile={manifest.parent} makes these rows")
     print(f"\nOffline collection: {collected['human_calls']} human calls in {collected['episodes']} episodes "
           f"({collected.get('decision_points')} decisions) through the {args.agent} agent; helpers share it for every c.")
 

@@ -24,6 +24,10 @@ Per set-up, from the pooled ``episodes.csv`` (one row per method, budget and epi
 - the verdict, from the intervals alone: ``win`` where some interval lies above 0 and none below,
   ``loss`` the reverse, ``mixed`` where intervals lie on both sides, ``tie`` where all hold 0.
 
+A ``RUN`` that holds ``join.json`` is an AGILE join (``benchmarks/agents/agile_join.py``): its rows go in a second
+table, the helper against PPO's own advice per cost and against NoveltyGate and random at a budget
+(``helper.evaluation.advice_join``).
+
 Baselines are every method of the runs except the references (``never``, ``always``), the
 upper bounds (``oracle``, ``exact_optimal``) and the helper. A run written before episodes had
 a group resamples episodes alone (said under the table). Writes ``--out`` (Markdown: the table,
@@ -45,6 +49,7 @@ import tyro
 
 from helper import provenance
 from helper.evaluation import metrics as M
+from helper.evaluation.advice_join import is_join_folder, join_notes, join_rows
 from helper.stored_config import renamed
 
 NOT_BASELINES = (M.NEVER, M.ALWAYS, M.ORACLE, M.EXACT_OPTIMAL, M.HELPER, "counterfactual")
@@ -259,16 +264,19 @@ def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict
     return rows, frame, pooled.dropped
 
 
-def markdown_table(rows: list[dict]) -> str:
+def markdown_table(rows: list[dict], size: str = "episodes") -> str:
+    """Rows as Markdown, the set-up's name, seeds and ``size`` column written once per set-up."""
     if not rows:
         return "(no baseline to compare)"
     header = list(rows[0])
+    repeated = [i for i, h in enumerate(header) if h in ("set-up", "seeds", size)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     last = None
     for row in rows:
         cells = [str(row[h]) for h in header]
         if row["set-up"] == last:  # one block per set-up: its name, seeds and episodes once
-            cells[:3] = ["", "", ""]
+            for i in repeated:
+                cells[i] = ""
         last = row["set-up"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -301,14 +309,19 @@ def _slug(name: str) -> str:
 
 def run(cfg: ReportConfig) -> str:
     if not cfg.runs:
-        raise ValueError("runs: name at least one finished run folder")
+        raise ValueError("runs: name at least one finished run folder (or an AGILE join folder with join.json)")
     if not cfg.budgets or min(cfg.budgets) < 0:
         raise ValueError(f"budgets={cfg.budgets}: give one or more budgets >= 0")
     if cfg.resamples < 1:
         raise ValueError(f"resamples={cfg.resamples}: draw at least one resample")
     if not 0 < cfg.level < 1:
         raise ValueError(f"level={cfg.level}: a confidence level lies strictly between 0 and 1")
-    runs = [load_run(spec) for spec in cfg.runs]
+    joins = {}
+    for spec in cfg.runs:
+        name, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
+        if is_join_folder(Path(path)):
+            joins[name or Path(path).name] = Path(path)
+    runs = [load_run(spec) for spec in cfg.runs if Path(spec.rpartition("=")[2]) not in joins.values()]
     setups: dict[str, list[Run]] = {}
     for one in runs:
         setups.setdefault(one.setup, []).append(one)
@@ -344,7 +357,12 @@ def run(cfg: ReportConfig) -> str:
         notes.append("Left out (--drop-incomplete), not played on every seed's episodes: " + "; ".join(dropped) + ".")
     if figures:
         notes.append("Figures: " + ", ".join(figures) + " (success against interventions used, one line per method).")
-    lines = [markdown_table(rows), "", *notes, "", "Provenance:", ""]
+    lines = [markdown_table(rows), "", *notes, ""] if rows or not joins else []
+    if joins:
+        agile = [row for name, folder in joins.items() for row in join_rows(name, folder, cfg.resamples, cfg.seed,
+                                                                                cfg.level)]
+        lines += [markdown_table(agile, size=""), "", *join_notes(joins, cfg.resamples, cfg.level), ""]
+    lines += ["Provenance:", ""]
     for one in runs:
         lines += provenance_lines(one)
     text = "\n".join(lines) + "\n"

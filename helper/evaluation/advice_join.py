@@ -1,0 +1,109 @@
+"""The AGILE advice comparison as report rows: the helper against PPO's own ``[SeekAdvice]`` and, at a fixed
+budget, against NoveltyGate and random, from the evaluation folders ``benchmarks/agents/agile_join.py`` wrote.
+
+That script writes ``join.json`` into its helpers' folder (``join/`` or ``join-proposal/``): per advice cost c,
+the PPO agent's and the helper's evaluation folders (``sessions.jsonl``: one line per session with ``group``,
+``index``, ``correct``, ``advised``) and both routes' training human calls; per budget B, the folders of the
+helper, NoveltyGate and random placing B pieces of advice per episode. ``helpgate report agile=FOLDER`` reads
+it: each comparison is the mean over the sessions both routes played of the difference in total score
+(correct - c x advised), with an interval that resamples product groups, then sessions within them
+(``hierarchical_weights``; one seed: no seed level).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from helper.evaluation import metrics as M
+
+JOIN_FILE = "join.json"
+
+
+def is_join_folder(path: Path) -> bool:
+    return (Path(path) / JOIN_FILE).is_file()
+
+
+def session_scores(eval_dir: Path, advice_cost: float) -> dict[tuple, float]:
+    """Total score of every session of one evaluation, keyed by (group, question index)."""
+    scores = {}
+    path = Path(eval_dir) / "sessions.jsonl"
+    if not path.is_file():
+        raise ValueError(f"{path}: not found; the evaluation it names did not finish (run agile_join.py again).")
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        scores[(r["group"], r["index"])] = float(r["correct"]) - advice_cost * float(r["advised"])
+    return scores
+
+
+def advice_rate(eval_dir: Path) -> float:
+    rows = [json.loads(line) for line in (Path(eval_dir) / "sessions.jsonl").read_text().splitlines()]
+    return float(np.mean([float(r["advised"]) for r in rows])) if rows else float("nan")
+
+
+def paired_difference(a: dict, b: dict, resamples: int = 4000, seed: int = 0,
+                      level: float = 0.95) -> tuple[float, float, float, int]:
+    """Mean of a - b over the sessions both played, its interval (product groups, then sessions) and the count."""
+    keys = sorted(set(a) & set(b))
+    if not keys:
+        raise ValueError("the two evaluations share no session (other groups or questions): nothing to pair")
+    diff = np.array([a[k] - b[k] for k in keys])
+    weights = M.hierarchical_weights([[group for group, _ in keys]], resamples, seed=seed)
+    means = (weights * diff).sum(axis=1) / weights.sum(axis=1)
+    low, high = M.percentile_interval(means, level)
+    return float(diff.mean()), float(low), float(high), len(keys)
+
+
+def write_manifest(folder: Path, costs: dict, budgets: dict, meta: dict) -> Path:
+    """``costs``: c -> {"ppo": dir, "helper": dir, "ppo_calls": n, "helper_calls": m};
+    ``budgets``: B -> {"cost": c, "helper": dir, "novelty": dir, "random": dir, "helper_calls": m}."""
+    path = Path(folder) / JOIN_FILE
+    text = json.dumps({"costs": {f"{c:g}": v for c, v in costs.items()},
+                       "budgets": {str(b): v for b, v in budgets.items()}, **meta}, indent=1, default=str)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
+def _verdict(low: float, high: float) -> str:
+    return "win" if low > 0 else "loss" if high < 0 else "tie"
+
+
+def join_rows(name: str, folder: Path, resamples: int = 4000, seed: int = 0, level: float = 0.95) -> list[dict]:
+    """One row per comparison of the join in ``folder`` (module docstring)."""
+    manifest = json.loads((Path(folder) / JOIN_FILE).read_text())
+    rows = []
+
+    def row(setting: str, baseline: str, mine: Path, theirs: Path, cost: float, calls: tuple) -> dict:
+        a, b = session_scores(mine, cost), session_scores(theirs, cost)
+        mean, low, high, n = paired_difference(a, b, resamples, seed, level)
+        return {"set-up": name, "sessions": n, "setting": setting, "baseline": baseline,
+                "total helper / baseline": f"{np.mean(list(a.values())):.3f} / {np.mean(list(b.values())):.3f}",
+                "helper − baseline": f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]",
+                "advice rate helper / baseline": f"{advice_rate(mine):.3f} / {advice_rate(theirs):.3f}",
+                "training human calls helper / baseline": f"{calls[0]} / {calls[1]}",
+                "verdict": _verdict(low, high)}
+
+    for cost, entry in sorted(manifest.get("costs", {}).items(), key=lambda item: float(item[0])):
+        rows.append(row(f"c = {cost}", "PPO (own advice)", entry["helper"], entry["ppo"], float(cost),
+                        (entry["helper_calls"], entry["ppo_calls"])))
+    for budget, entry in sorted(manifest.get("budgets", {}).items(), key=lambda item: int(item[0])):
+        for baseline in ("novelty", "random"):
+            rows.append(row(f"B = {budget}, c = {entry['cost']:g}", baseline, entry["helper"], entry[baseline],
+                            float(entry["cost"]), (entry["helper_calls"], 0)))
+    return rows
+
+
+def join_notes(folders: dict[str, Path], resamples: int, level: float) -> list[str]:
+    notes = [f"AGILE advice: total score = accuracy - c x advice rate per session; helper − baseline on the same "
+             f"sessions, [{100 * level:g}% bootstrap over product groups, then sessions, {resamples} resamples]; "
+             "verdict from that one interval. Training human calls: the offline collection's advice rows (the "
+             "helper; one collection serves every c and B) against PPO's rollouts' [SeekAdvice]."]
+    for name, folder in folders.items():
+        meta = json.loads((Path(folder) / JOIN_FILE).read_text())
+        described = ", ".join(f"{k} {v}" for k, v in meta.items() if k not in ("costs", "budgets"))
+        notes.append(f"- `{folder}` ({name}): {described}")
+    return notes

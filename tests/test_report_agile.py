@@ -1,0 +1,86 @@
+"""`helpgate report` on an AGILE join folder: the helper against PPO's own advice and, at a budget, against
+NoveltyGate and random, from constructed evaluations whose answers are known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helper.commands.cli import main
+from helper.evaluation.advice_join import join_rows, paired_difference, session_scores, write_manifest
+
+GROUPS = ["blades", "headphones", "tents", "watches"]
+
+
+def write_sessions(folder: Path, correct, advised) -> Path:
+    """One session per (group, index); ``correct`` / ``advised``: functions of (group number, index)."""
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"group": g, "index": i, "correct": bool(correct(k, i)), "advised": bool(advised(k, i))})
+             for k, g in enumerate(GROUPS) for i in range(5)]
+    (folder / "sessions.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_total_score_and_paired_difference_by_hand(tmp_path):
+    helper = write_sessions(tmp_path / "h", lambda k, i: i < 4, lambda k, i: i == 4)
+    ppo = write_sessions(tmp_path / "p", lambda k, i: i < 3 + (k % 2), lambda k, i: True)
+    a, b = session_scores(helper, 0.3), session_scores(ppo, 0.3)
+    assert a[("tents", 0)] == pytest.approx(1.0) and a[("tents", 4)] == pytest.approx(-0.3)
+    # Per group: helper 4 - 0.3 = 3.7 over 5 sessions; PPO 3 or 4 right, all advised: 3 - 1.5 or 4 - 1.5.
+    by_hand = ((3.7 - 1.5) + (3.7 - 2.5)) / 2 / 5
+    mean, low, high, n = paired_difference(a, b)
+    assert n == 20 and mean == pytest.approx(by_hand)
+    # Session differences are 0.3 (i < 3, and i = 3 in odd groups), 1.3 (i = 3 in even groups) or 0 (i = 4, both
+    # wrong and advised): every resampled mean lies in [0, 1.3], and the 2.5% quantile above 0.
+    assert 0 < low <= mean <= high <= 1.3
+
+
+def make_join(tmp_path: Path, helper_better: bool) -> Path:
+    folder = tmp_path / "join-proposal"
+    folder.mkdir(parents=True)
+    ppo = write_sessions(tmp_path / "ppo", lambda k, i: i < 3, lambda k, i: True)
+    if helper_better:
+        helper = write_sessions(tmp_path / "helper", lambda k, i: i < 4, lambda k, i: i < 2)
+    else:  # the same sessions as PPO's: difference 0 everywhere
+        helper = write_sessions(tmp_path / "helper", lambda k, i: i < 3, lambda k, i: True)
+    b_helper = write_sessions(tmp_path / "b_helper", lambda k, i: i < 2, lambda k, i: i == 0)
+    novelty = write_sessions(tmp_path / "novelty", lambda k, i: i < 1, lambda k, i: i == 4)
+    rand = write_sessions(tmp_path / "random", lambda k, i: (i + k) % 3 == 0, lambda k, i: i == 1)
+    write_manifest(folder, {0.5: {"ppo": str(ppo), "helper": str(helper), "ppo_calls": 284, "helper_calls": 81}},
+                   {2: {"cost": 0.3, "helper": str(b_helper), "novelty": str(novelty), "random": str(rand),
+                        "helper_calls": 81}}, {"agent": "constrained", "decide_after": "proposal"})
+    return folder
+
+
+def test_rows_and_verdicts(tmp_path):
+    rows = join_rows("agile", make_join(tmp_path, helper_better=True), resamples=500)
+    assert [(r["setting"], r["baseline"]) for r in rows] == [
+        ("c = 0.5", "PPO (own advice)"), ("B = 2, c = 0.3", "novelty"), ("B = 2, c = 0.3", "random")]
+    assert rows[0]["verdict"] == "win"
+    assert rows[0]["training human calls helper / baseline"] == "81 / 284"
+    assert rows[0]["advice rate helper / baseline"] == "0.400 / 1.000"
+    assert rows[0]["total helper / baseline"] == "0.600 / 0.100"  # 4/5 - 0.5 * 2/5 and 3/5 - 0.5
+    assert rows[1]["verdict"] == "win"  # helper right on 2 of 5 with one advice, novelty on 1 of 5
+    same = join_rows("agile", make_join(tmp_path / "tie", helper_better=False), resamples=500)
+    assert same[0]["helper − baseline"] == "+0.000 [+0.000, +0.000]" and same[0]["verdict"] == "tie"
+
+
+def test_report_command_writes_the_agile_table(tmp_path, capsys):
+    folder = make_join(tmp_path, helper_better=True)
+    out = tmp_path / "agile.md"
+    assert main(["report", f"agile={folder}", "--out", str(out), "--resamples", "300"]) == 0
+    text = out.read_text()
+    assert "| agile | 20 | c = 0.5 | PPO (own advice) |" in text and "| win |" in text
+    assert "decide_after proposal" in text  # the join's own description under the table
+
+
+def test_a_join_naming_a_missing_evaluation_is_one_line(tmp_path, capsys):
+    folder = make_join(tmp_path, helper_better=True)
+    manifest = json.loads((folder / "join.json").read_text())
+    manifest["costs"]["0.5"]["ppo"] = str(tmp_path / "gone")
+    (folder / "join.json").write_text(json.dumps(manifest))
+    assert main(["report", str(folder), "--out", str(tmp_path / "r.md")]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and str(tmp_path / "gone" / "sessions.jsonl") in err[0]
