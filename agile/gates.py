@@ -99,11 +99,14 @@ class UniformGate(BudgetedGate):
 
     def __init__(self, seed: int = 0, budget: int | None = None):
         super().__init__(budget)
-        self.rng = random.Random(seed)
+        self.seed = seed
 
     def wants(self, observation: Observation, budget_left: int) -> bool:
+        # Each decision's draw comes from its episode and step alone (common random numbers: the same questions
+        # are drawn whatever order the episodes are played in, or how many play beside them).
         questions_left = max(observation.horizon - observation.step, 1)
-        return self.rng.random() < budget_left / questions_left
+        draw = stable_uniform(self.seed, observation.episode_id, observation.step, "uniform-gate")
+        return draw < budget_left / questions_left
 
 
 class NoveltyGate(BudgetedGate):

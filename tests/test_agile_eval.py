@@ -160,3 +160,26 @@ def test_a_gate_reading_proposals_sees_the_llms_session_and_changes_nothing_else
             assert all(proposal is None for _, proposal in gate.seen)
     assert logs["proposal"] == logs["state"]
     assert [r["advised"] for r in logs["state"]] == [False, True, False] * 2
+
+
+def test_several_episodes_per_group_play_the_next_questions_each_with_its_own_budget(tmp_path):
+    model, tokenizer = load_causal_lm("tiny", device="cpu")
+
+    def sessions(episodes, out):
+        cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=3,
+                         episodes_per_group=episodes, gate="uniform", budget=1, policy_run=False, max_new_tokens=4,
+                         out_dir=str(tmp_path / out))
+        rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
+        return rows, [json.loads(line) for line in (tmp_path / out / "sessions.jsonl").read_text().splitlines()]
+
+    _, one = sessions(1, "one")
+    rows, two = sessions(2, "two")
+    assert len(two) == 6 and rows[-1]["n"] == 6
+    assert [r["episode_id"] for r in two] == ["eval-leggings"] * 3 + ["eval-leggings-1"] * 3
+    # The first episode is the one-episode run's, session for session; the second asks the next three questions.
+    keep = ("episode_id", "index", "question_id", "answer", "advised", "correct")
+    assert [{k: r[k] for k in keep} for r in two[:3]] == [{k: r[k] for k in keep} for r in one]
+    assert not {r["question_id"] for r in two[3:]} & {r["question_id"] for r in two[:3]}
+    assert [sum(r["advised"] for r in two[e * 3:(e + 1) * 3]) for e in (0, 1)] == [1, 1]  # B = 1 per episode
+    with pytest.raises(ValueError, match="fewer questions"):
+        sessions(10_000, "too_many")

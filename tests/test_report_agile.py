@@ -27,7 +27,7 @@ def test_total_score_and_paired_difference_by_hand(tmp_path):
     helper = write_sessions(tmp_path / "h", lambda k, i: i < 4, lambda k, i: i == 4)
     ppo = write_sessions(tmp_path / "p", lambda k, i: i < 3 + (k % 2), lambda k, i: True)
     a, b = session_scores(helper, 0.3), session_scores(ppo, 0.3)
-    assert a[("tents", 0)] == pytest.approx(1.0) and a[("tents", 4)] == pytest.approx(-0.3)
+    assert a[("tents", "", 0)] == pytest.approx(1.0) and a[("tents", "", 4)] == pytest.approx(-0.3)
     # Per group: helper 4 - 0.3 = 3.7 over 5 sessions; PPO 3 or 4 right, all advised: 3 - 1.5 or 4 - 1.5.
     by_hand = ((3.7 - 1.5) + (3.7 - 2.5)) / 2 / 5
     mean, low, high, n = paired_difference(a, b)

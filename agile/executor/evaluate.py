@@ -57,6 +57,9 @@ class EvalConfig:
     """Groups to evaluate; empty evaluates every group of the split."""
     questions_per_group: int = 50
     """Questions (sessions) from the start of each group's episode."""
+    episodes_per_group: int = 1
+    """Episodes each group plays, each of ``questions_per_group`` questions with memory starting empty: episode e
+    plays questions e x q .. (e + 1) x q - 1 (more sessions per group at the same horizon)."""
     advice_cost: float = 0.3
     """Advice cost c in total score = accuracy - c * advice rate."""
     ablations: list[str] = field(default_factory=lambda: ["full"])
@@ -94,17 +97,25 @@ class EvalConfig:
 
 def evaluate(model, tokenizer, groups: list[ProductGroup], questions_per_group: int,
              exec_cfg: ExecutorConfig, embedder: Embedder, gate=None, max_new_tokens: int = 96,
-             batch_size: int = 8, decoding: str = "free") -> dict:
-    """Run one greedy episode per group; returns per-group and averaged metrics and the records."""
+             batch_size: int = 8, decoding: str = "free", episodes_per_group: int = 1) -> dict:
+    """Run ``episodes_per_group`` greedy episodes per group (``EvalConfig.episodes_per_group``); returns
+    per-group and averaged metrics and the records."""
     start = time.perf_counter()
     policy = LLMPolicy(model, tokenizer, max_new_tokens, greedy=True, batch_size=batch_size, decoding=decoding)
     # A gate that reads the agent's proposal decides outside the executor, which cannot show one.
     reads_proposals = getattr(gate, "decide_after", "state") == "proposal"
     if reads_proposals:
         from agile.executor.episode import ExternalAdvice
-    executors = [Executor(g, g.questions[:questions_per_group], tokenizer, Memory(embedder), exec_cfg,
-                          gate=ExternalAdvice() if reads_proposals else gate, episode_id=f"eval-{g.name}")
-                 for g in groups]
+    q = questions_per_group
+    short = [g.name for g in groups if len(g.questions) < episodes_per_group * q]
+    if short:
+        raise ValueError(f"episodes_per_group={episodes_per_group} x questions_per_group={q}: groups {short} have "
+                         "fewer questions; ask for fewer episodes or questions.")
+    # The first episode keeps the id it had before groups played several, so earlier logs pair with new ones.
+    executors = [Executor(g, g.questions[e * q:(e + 1) * q], tokenizer, Memory(embedder), exec_cfg,
+                          gate=ExternalAdvice() if reads_proposals else gate,
+                          episode_id=f"eval-{g.name}" + (f"-{e}" if e else ""))
+                 for g in groups for e in range(episodes_per_group)]
     if reads_proposals:
         _run_reading_proposals(executors, questions_per_group, exec_cfg, gate, policy)
     else:
@@ -114,9 +125,11 @@ def evaluate(model, tokenizer, groups: list[ProductGroup], questions_per_group: 
     if gate is not None and hasattr(gate, "end_episode"):
         for executor in executors:
             gate.end_episode(executor.episode_id)
-    per_group = {e.group.name: summarize([r.correct for r in e.records],
-                                         [r.advised for r in e.records], exec_cfg.advice_cost)
-                 for e in executors}
+    by_group: dict[str, list] = {}
+    for e in executors:
+        by_group.setdefault(e.group.name, []).extend(e.records)
+    per_group = {name: summarize([r.correct for r in records], [r.advised for r in records], exec_cfg.advice_cost)
+                 for name, records in by_group.items()}
     records = [r for e in executors for r in e.records]
     return {"groups": per_group, "average": average(list(per_group.values())), "records": records,
             "seconds": time.perf_counter() - start, "generated_tokens": policy.generated_tokens}
@@ -167,6 +180,8 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
     from agile.envs.productqa import default_productqa_root, load_split
     from agile.models import load_causal_lm
 
+    if cfg.episodes_per_group < 1:
+        raise ValueError(f"episodes_per_group={cfg.episodes_per_group}: play at least one episode per group.")
     unknown = [a for a in cfg.ablations if a not in ABLATIONS]
     if unknown:
         raise ValueError(f"EvalConfig.ablations has {unknown}; choose from {', '.join(ABLATIONS)}.")
@@ -194,7 +209,7 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
             modes.append((f"gate:{gate_name}", gate, replace(exec_cfg, budget=budget)))
         for mode, g, ecfg in modes:
             result = evaluate(model, tokenizer, groups, cfg.questions_per_group, ecfg, embedder, g,
-                              cfg.max_new_tokens, cfg.batch_size, cfg.decoding)
+                              cfg.max_new_tokens, cfg.batch_size, cfg.decoding, cfg.episodes_per_group)
             for name, m in [*result["groups"].items(), ("average", result["average"])]:
                 rows.append({"model": cfg.model, "ablation": ablation, "mode": mode, "group": name,
                              **m, "advice_cost": cfg.advice_cost})

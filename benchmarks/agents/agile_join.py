@@ -41,6 +41,7 @@ from benchmarks.agents.agile_productqa import (  # noqa: E402
     base_model,
     cost_stage,
     decoding,
+    episodes_tag,
     log,
     parser,
     prepare,
@@ -109,12 +110,13 @@ def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> tuple[
     """The SFT agent with its advice decided by a gate (a helper folder or a built-in gate), gate run
     only: the result and its evaluation folder (a helper's with its mode's stages; a built-in gate's,
     which reads no proposal, in ``join``, shared by both modes)."""
-    folder = (joined(args, out) if gate.get("helper") else out / "join") / f"eval_{label}"
+    folder = (joined(args, out) if gate.get("helper") else out / "join") / f"eval_{label}{episodes_tag(args)}"
 
     def run():
         cfg = AgileEvalConfig(model=base_model(args, out), split=args.eval_split, decoding=decoding(args),
                               groups=args.test_group_names,
-                              questions_per_group=args.test_questions, advice_cost=advice_cost,
+                              questions_per_group=args.test_questions, episodes_per_group=args.test_episodes,
+                              advice_cost=advice_cost,
                               max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, policy_run=False,
                               device="cpu", seed=args.seed, out_dir=str(folder), **gate)
         return {"rows": agile_eval(cfg, log=log), "config": asdict(cfg)}
@@ -155,7 +157,8 @@ def answer_shares(eval_dir: Path) -> str:
 def targeting(folders: dict[str, Path]) -> str:
     """How often each route's advised sessions were ones the agent answers right alone (read where another
     route left that session to the agent): a gate that targets its advice finds the agent's mistakes."""
-    logs = {route: {(r["group"], r["index"]): r for r in map(json.loads, (f / "sessions.jsonl").open())}
+    logs = {route: {(r["group"], r.get("episode_id", ""), r["index"]): r
+                    for r in map(json.loads, (f / "sessions.jsonl").open())}
             for route, f in folders.items()}
     alone = {}
     for log_ in logs.values():
@@ -186,6 +189,8 @@ def main() -> None:
     p.add_argument("--offline-only", action="store_true",
                    help="run only what needs no PPO (collection, PRM, the agent alone, helper@c per cost, --budgets), "
                         "e.g. beside the PPO runs of agile_productqa.py --stages cost")
+    p.add_argument("--only-budgets", action="store_true",
+                   help="with --offline-only: evaluate the --budgets routes alone (no helper@c per cost)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     out = Path(args.out)
@@ -199,11 +204,17 @@ def main() -> None:
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, device="cpu",
         out_dir=str(out / "join" / "eval_SFT")), log=log)})
     if args.offline_only:
-        for c in [float(x) for x in args.costs.split(",")]:
+        for c in [] if args.only_budgets else [float(x) for x in args.costs.split(",")]:
             gate_eval(args, out, f"helper_c{c:g}", c, helper=str(helper_stage(args, out, f"helper_c{c:g}", c, None)))
         c = float(args.costs.split(",")[0])
         for budget in args.budgets:
-            budget_routes(args, out, budget, c)
+            routes = budget_routes(args, out, budget, c)
+            helper = session_scores(routes["helper@rate"][1], c)
+            for route, (_, folder) in routes.items():
+                mean, low, high, n = paired_difference(helper, session_scores(folder, c))
+                log(f"B = {budget}, c = {c:g}: helper − {route.split('@')[0]} {mean:+.3f} [{low:+.3f}, {high:+.3f}] "
+                    f"over {n} sessions")
+            log(f"B = {budget}: {targeting({route: folder for route, (_, folder) in routes.items()})}")
         log("offline stages done; run again without --offline-only once the PPO cost runs are there")
         return
     # The agent the helper decides for, with its own [SeekAdvice]: after SFT it rarely asks; the

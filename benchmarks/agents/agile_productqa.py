@@ -56,13 +56,18 @@ def stage(path: Path, fn):
     return result
 
 
+def episodes_tag(args) -> str:
+    """Suffix of an evaluation's folder when groups play several episodes (one episode keeps the old names)."""
+    return f"_e{args.test_episodes}" if args.test_episodes > 1 else ""
+
+
 def evaluate(args, model: str, out: Path, label: str, ablations=("full",), gate="novelty",
              advice_cost=0.3) -> dict:
     cfg = EvalConfig(model=model, split=args.eval_split, decoding=decoding(args), groups=args.test_group_names,
-                     questions_per_group=args.test_questions,
+                     questions_per_group=args.test_questions, episodes_per_group=args.test_episodes,
                      ablations=list(ablations), gate=gate, advice_cost=advice_cost,
                      max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
-                     device="cpu", out_dir=str(out / f"eval_{label}"))
+                     device="cpu", out_dir=str(out / f"eval_{label}{episodes_tag(args)}"))
     rows = run_eval(cfg, log=log)
     for r in rows:
         r["model"] = label
@@ -79,6 +84,8 @@ def parser(description: str = __doc__) -> argparse.ArgumentParser:
     p.add_argument("--train-questions", type=int, default=20, help="SFT sessions per train group")
     p.add_argument("--test-groups", type=int, default=4)
     p.add_argument("--test-questions", type=int, default=15, help="evaluated sessions per test group")
+    p.add_argument("--test-episodes", type=int, default=1,
+                   help="episodes per test group, each of --test-questions questions with memory starting empty")
     p.add_argument("--sft-epochs", type=float, default=1.0)
     p.add_argument("--sft-lr", type=float, default=1e-3)
     p.add_argument("--ppo-iterations", type=int, default=3)

@@ -27,14 +27,15 @@ def is_join_folder(path: Path) -> bool:
 
 
 def session_scores(eval_dir: Path, advice_cost: float) -> dict[tuple, float]:
-    """Total score of every session of one evaluation, keyed by (group, question index)."""
+    """Total score of every session of one evaluation, keyed by (group, episode id, session index)."""
     scores = {}
     path = Path(eval_dir) / "sessions.jsonl"
     if not path.is_file():
         raise ValueError(f"{path}: not found; the evaluation it names did not finish (run agile_join.py again).")
     for line in path.read_text().splitlines():
         r = json.loads(line)
-        scores[(r["group"], r["index"])] = float(r["correct"]) - advice_cost * float(r["advised"])
+        key = (r["group"], r.get("episode_id", ""), r["index"])
+        scores[key] = float(r["correct"]) - advice_cost * float(r["advised"])
     return scores
 
 
@@ -50,7 +51,7 @@ def paired_difference(a: dict, b: dict, resamples: int = 4000, seed: int = 0,
     if not keys:
         raise ValueError("the two evaluations share no session (other groups or questions): nothing to pair")
     diff = np.array([a[k] - b[k] for k in keys])
-    weights = M.hierarchical_weights([[group for group, _ in keys]], resamples, seed=seed)
+    weights = M.hierarchical_weights([[key[0] for key in keys]], resamples, seed=seed)
     means = (weights * diff).sum(axis=1) / weights.sum(axis=1)
     low, high = M.percentile_interval(means, level)
     return float(diff.mean()), float(low), float(high), len(keys)
