@@ -120,7 +120,7 @@ def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> tuple[
                               max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, policy_run=False,
                               device="cpu", seed=args.seed, out_dir=str(folder), **gate)
         return {"rows": agile_eval(cfg, log=log), "config": asdict(cfg)}
-    return stage(folder.parent / f"eval_{label}.json", run), folder
+    return stage(folder.parent / f"{folder.name}.json", run), folder
 
 
 def budget_routes(args, out: Path, budget: int, advice_cost: float) -> dict:
@@ -198,11 +198,13 @@ def main() -> None:
     q = args.test_questions
     sft_stage(args, out, train_groups)
     collected = offline_stages(args, out, train_groups)
-    sft_alone = stage(out / "join" / "eval_SFT.json", lambda: {"rows": agile_eval(AgileEvalConfig(
-        model=base_model(args, out), split=args.eval_split, decoding=decoding(args), groups=args.test_group_names,
-        questions_per_group=q, gate="none",
-        max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, device="cpu",
-        out_dir=str(out / "join" / "eval_SFT")), log=log)})
+    alone_folder = out / "join" / f"eval_SFT{episodes_tag(args)}"
+    sft_alone = None if args.only_budgets else stage(alone_folder.with_suffix(".json"), lambda: {
+        "rows": agile_eval(AgileEvalConfig(
+            model=base_model(args, out), split=args.eval_split, decoding=decoding(args), groups=args.test_group_names,
+            questions_per_group=q, episodes_per_group=args.test_episodes, gate="none",
+            max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, device="cpu",
+            out_dir=str(alone_folder)), log=log)})
     if args.offline_only:
         for c in [] if args.only_budgets else [float(x) for x in args.costs.split(",")]:
             gate_eval(args, out, f"helper_c{c:g}", c, helper=str(helper_stage(args, out, f"helper_c{c:g}", c, None)))
@@ -220,7 +222,7 @@ def main() -> None:
     # The agent the helper decides for, with its own [SeekAdvice]: after SFT it rarely asks; the
     # untrained constrained policy asks for most questions (its function log-probabilities favour it).
     alone = "SFT alone" if args.agent == "sft" else "agent, own advice"
-    log(f"the agent's own answers (no advice): {answer_shares(out / 'join' / 'eval_SFT')}")
+    log(f"the agent's own answers (no advice): {answer_shares(alone_folder)}")
     table = ["| c | route | accuracy | advice rate | total score | total − PPO's [95% CI] | training human calls |",
              "|---|---|---|---|---|---|---|"]
     manifest_costs, manifest_budgets = {}, {}
@@ -229,12 +231,12 @@ def main() -> None:
         ppo_train = json.loads((out / f"ppo_c{c:g}_train.json").read_text())
         ppo_calls = ppo_train.get("training_human_calls") or sum(h["human_calls"] for h in ppo_train["history"])
         rate_budget = int(round(average_row(ppo)["advice_rate"] * q))
-        results = {"PPO": (ppo, out / f"eval_PPO c={c:g}")}
+        results = {"PPO": (ppo, out / f"eval_PPO c={c:g}{episodes_tag(args)}")}
         priced = helper_stage(args, out, f"helper_c{c:g}", c, None)
         results["helper@c"] = gate_eval(args, out, f"helper_c{c:g}", c, helper=str(priced))
         if 0 < rate_budget < q:  # at every question, each route is always-ask: nothing to place
             results |= budget_routes(args, out, rate_budget, c)
-        results["SFT"] = (sft_alone, out / "join" / "eval_SFT")
+        results["SFT"] = (sft_alone, alone_folder)
         manifest_costs[c] = {"ppo": str(results["PPO"][1]), "helper": str(results["helper@c"][1]),
                              "ppo_calls": ppo_calls, "helper_calls": collected["human_calls"]}
         log(f"c = {c:g}: PPO's own answers: {answer_shares(results['PPO'][1])}")

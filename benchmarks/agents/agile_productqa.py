@@ -171,7 +171,7 @@ def cost_stage(args, out: Path, train_groups: list[str], advice_cost: float) -> 
     """A PPO run trained at ``advice_cost`` and evaluated at it with its own advice: the eval stage."""
     tag = f"ppo_c{advice_cost:g}"
     ppo_stage(args, out, train_groups, advice_cost, tag)
-    return stage(out / f"{tag}_eval.json", lambda: evaluate(
+    return stage(out / f"{tag}_eval{episodes_tag(args)}.json", lambda: evaluate(
         args, str(out / tag / "model"), out, f"PPO c={advice_cost:g}", gate="none", advice_cost=advice_cost))
 
 
@@ -186,21 +186,21 @@ def main() -> None:
     results = {}
 
     if "prompt" in stages:
-        results["prompt"] = stage(out / "prompt.json", lambda: evaluate(args, args.model, out, "prompt-only"))
+        results["prompt"] = stage(out / f"prompt{episodes_tag(args)}.json", lambda: evaluate(args, args.model, out, "prompt-only"))
 
     sft_dir = out / "sft"
     if stages & {"sft", "ppo", "ablations", "cost"}:
         results["sft_train"] = sft_stage(args, out, train_groups)
         if "sft" in stages:
-            results["sft"] = stage(out / "sft_eval.json",
+            results["sft"] = stage(out / f"sft_eval{episodes_tag(args)}.json",
                                    lambda: evaluate(args, str(sft_dir / "model"), out, "SFT"))
     if stages & {"ppo", "ablations"}:
         results["ppo_train"] = ppo_stage(args, out, train_groups, 0.3, "ppo")
         if "ppo" in stages:
-            results["ppo"] = stage(out / "ppo_eval.json",
+            results["ppo"] = stage(out / f"ppo_eval{episodes_tag(args)}.json",
                                    lambda: evaluate(args, str(out / "ppo" / "model"), out, "PPO"))
     if "ablations" in stages:
-        results["ablations"] = stage(out / "ablations.json", lambda: evaluate(
+        results["ablations"] = stage(out / f"ablations{episodes_tag(args)}.json", lambda: evaluate(
             args, str(out / "ppo" / "model"), out, "PPO-ablation",
             ablations=("no_memory", "no_tools", "no_advice", "no_reflection"), gate="none"))
     if "cost" in stages:
