@@ -183,3 +183,17 @@ def test_several_episodes_per_group_play_the_next_questions_each_with_its_own_bu
     assert [sum(r["advised"] for r in two[e * 3:(e + 1) * 3]) for e in (0, 1)] == [1, 1]  # B = 1 per episode
     with pytest.raises(ValueError, match="fewer questions"):
         sessions(10_000, "too_many")
+
+
+def test_lexical_memory_evaluates_without_the_sentence_encoder(tmp_path, monkeypatch):
+    import agile.executor.evaluate as evaluate_module
+
+    def no_encoder(*_, **__):
+        raise AssertionError("the MiniLM embedder was built for a lexical-memory evaluation")
+
+    monkeypatch.setattr(evaluate_module, "Embedder", no_encoder)
+    model, tokenizer = load_causal_lm("tiny", device="cpu")
+    cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=3, memory="lexical",
+                     gate="uniform", budget=1, policy_run=False, max_new_tokens=4, out_dir=str(tmp_path))
+    rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
+    assert rows[-1]["n"] == 3 and rows[-1]["advice_rate"] == pytest.approx(1 / 3)

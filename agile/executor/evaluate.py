@@ -57,6 +57,9 @@ class EvalConfig:
     """Groups to evaluate; empty evaluates every group of the split."""
     questions_per_group: int = 50
     """Questions (sessions) from the start of each group's episode."""
+    memory: Literal["embedding", "lexical"] = "embedding"
+    """How the executor's memory retrieves: MiniLM sentence embeddings (AGILE's) or shared content words (no model;
+    the pipeline's ``--memory``): evaluate with the memory the agent and its helper were trained with."""
     episodes_per_group: int = 1
     """Episodes each group plays, each of ``questions_per_group`` questions with memory starting empty: episode e
     plays questions e x q .. (e + 1) x q - 1 (more sessions per group at the same horizon)."""
@@ -194,7 +197,12 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
     groups = [g for split in splits for g in load_split(root, split) if not cfg.groups or g.name in cfg.groups]
     if not groups:
         raise ValueError(f"no {cfg.split} group of {root} matches groups={cfg.groups}.")
-    embedder = Embedder()
+    if cfg.memory == "lexical":
+        from agile.executor.lexical import LexicalEmbedder
+
+        embedder = LexicalEmbedder()
+    else:
+        embedder = Embedder()
     gate = gate if gate is not None else make_gate(cfg)
     gate_name = type(gate).__name__ if gate is not None else ""
     base = ExecutorConfig(advice_cost=cfg.advice_cost, gold_features=cfg.gold_features)
