@@ -49,8 +49,8 @@ def make_join(tmp_path: Path, helper_better: bool) -> Path:
     novelty = write_sessions(tmp_path / "novelty", lambda k, i: i < 1, lambda k, i: i == 4)
     rand = write_sessions(tmp_path / "random", lambda k, i: (i + k) % 3 == 0, lambda k, i: i == 1)
     write_manifest(folder, {0.5: {"ppo": str(ppo), "helper": str(helper), "ppo_calls": 284, "helper_calls": 81}},
-                   {2: {"cost": 0.3, "helper": str(b_helper), "novelty": str(novelty), "random": str(rand),
-                        "helper_calls": 81}}, {"agent": "constrained", "decide_after": "proposal"})
+                   [{"budget": 2, "cost": 0.3, "helper": str(b_helper), "novelty": str(novelty), "random": str(rand),
+                     "helper_calls": 81}], {"agent": "constrained", "decide_after": "proposal"})
     return folder
 
 
@@ -65,6 +65,19 @@ def test_rows_and_verdicts(tmp_path):
     assert rows[1]["verdict"] == "win"  # helper right on 2 of 5 with one advice, novelty on 1 of 5
     same = join_rows("agile", make_join(tmp_path / "tie", helper_better=False), resamples=500)
     assert same[0]["helper − baseline"] == "+0.000 [+0.000, +0.000]" and same[0]["verdict"] == "tie"
+
+
+def test_a_later_run_adds_its_comparisons_and_keeps_the_others(tmp_path):
+    folder = make_join(tmp_path, helper_better=True)
+    first = json.loads((folder / "join.json").read_text())
+    entry = {**first["budgets"][0], "episodes_per_group": 2}
+    write_manifest(folder, {}, [entry], {"decide_after": "proposal"})
+    after = json.loads((folder / "join.json").read_text())
+    assert after["costs"] == first["costs"] and [e.get("episodes_per_group", 1) for e in after["budgets"]] == [1, 2]
+    write_manifest(folder, {}, [entry], {"decide_after": "proposal"})  # the same settings again: replaced
+    assert len(json.loads((folder / "join.json").read_text())["budgets"]) == 2
+    settings = [r["setting"] for r in join_rows("agile", folder, resamples=200)]
+    assert settings[-1] == "B = 2, c = 0.3, 2 episodes a group"
 
 
 def test_report_command_writes_the_agile_table(tmp_path, capsys):

@@ -173,6 +173,18 @@ def targeting(folders: dict[str, Path]) -> str:
             f"{sum(alone.values())}/{len(alone)})")
 
 
+def record(args, out: Path, collected: dict, costs: dict) -> Path:
+    """Add this run's comparisons (``costs`` and every --budgets route) to the helpers' folder's join.json."""
+    c = float(args.costs.split(",")[0])
+    budgets = [{"budget": b, "cost": c, "episodes_per_group": args.test_episodes, "helper_calls": collected["human_calls"],
+                **{route.split("@")[0]: str(folder) for route, (_, folder) in budget_routes(args, out, b, c).items()}}
+               for b in args.budgets]
+    return write_manifest(joined(args, out), costs, budgets, {
+        "agent": args.agent, "decide_after": args.decide_after, "test_groups": len(args.test_group_names),
+        "questions_per_group": args.test_questions, "seed": args.seed,
+        "collection": f"{collected['episodes']} episodes, {collected['human_calls']} human calls"})
+
+
 def average_row(result: dict) -> dict:
     return next(r for r in result["rows"] if r["group"] == "average")
 
@@ -217,6 +229,7 @@ def main() -> None:
                 log(f"B = {budget}, c = {c:g}: helper − {route.split('@')[0]} {mean:+.3f} [{low:+.3f}, {high:+.3f}] "
                     f"over {n} sessions")
             log(f"B = {budget}: {targeting({route: folder for route, (_, folder) in routes.items()})}")
+        log(f"wrote {record(args, out, collected, {})}")
         log("offline stages done; run again without --offline-only once the PPO cost runs are there")
         return
     # The agent the helper decides for, with its own [SeekAdvice]: after SFT it rarely asks; the
@@ -225,7 +238,7 @@ def main() -> None:
     log(f"the agent's own answers (no advice): {answer_shares(alone_folder)}")
     table = ["| c | route | accuracy | advice rate | total score | total − PPO's [95% CI] | training human calls |",
              "|---|---|---|---|---|---|---|"]
-    manifest_costs, manifest_budgets = {}, {}
+    manifest_costs = {}
     for c in [float(x) for x in args.costs.split(",")]:
         ppo = cost_stage(args, out, train_groups, c)
         ppo_train = json.loads((out / f"ppo_c{c:g}_train.json").read_text())
@@ -262,8 +275,6 @@ def main() -> None:
         print("| B | route | accuracy | advice rate | total score | helper − route [95% CI] |\n|---|---|---|---|---|---|")
         for budget in args.budgets:
             routes = budget_routes(args, out, budget, c)
-            manifest_budgets[budget] = {"cost": c, "helper_calls": collected["human_calls"],
-                                        **{route.split("@")[0]: str(folder) for route, (_, folder) in routes.items()}}
             helper = session_scores(routes["helper@rate"][1], c)
             for route, (result, folder) in routes.items():
                 row = average_row(result)
@@ -273,10 +284,7 @@ def main() -> None:
                       f"{row['accuracy'] - c * row['advice_rate']:.3f} | {delta} |")
             print(f"\nB = {budget}: {targeting({route: folder for route, (_, folder) in routes.items()})}; "
                   f"the agent's own answers: {answer_shares(routes['random@rate'][1])}")
-    manifest = write_manifest(joined(args, out), manifest_costs, manifest_budgets, {
-        "agent": args.agent, "decide_after": args.decide_after, "test_groups": len(args.test_group_names),
-        "questions_per_group": q, "collection": f"{collected['episodes']} episodes, {collected['human_calls']} human "
-                                                f"calls", "seed": args.seed})
+    manifest = record(args, out, collected, manifest_costs)
     log(f"wrote {manifest}: helpgate report agile={manifest.parent} makes these rows")
     print(f"\nOffline collection: {collected['human_calls']} human calls in {collected['episodes']} episodes "
           f"({collected.get('decision_points')} decisions) through the {args.agent} agent; helpers share it for every c.")

@@ -3,8 +3,9 @@ budget, against NoveltyGate and random, from the evaluation folders ``benchmarks
 
 That script writes ``join.json`` into its helpers' folder (``join/`` or ``join-proposal/``): per advice cost c,
 the PPO agent's and the helper's evaluation folders (``sessions.jsonl``: one line per session with ``group``,
-``index``, ``correct``, ``advised``) and both routes' training human calls; per budget B, the folders of the
-helper, NoveltyGate and random placing B pieces of advice per episode. ``helpgate report agile=FOLDER`` reads
+``episode_id``, ``index``, ``correct``, ``advised``) and both routes' training human calls; per budget B (and
+episodes per group), the folders of the helper, NoveltyGate and random placing B pieces of advice per episode.
+Each run adds its comparisons to the file, so a budget-only run beside the cost runs lands in the same table. ``helpgate report agile=FOLDER`` reads
 it: each comparison is the mean over the sessions both routes played of the difference in total score
 (correct - c x advised), with an interval that resamples product groups, then sessions within them
 (``hierarchical_weights``; one seed: no seed level).
@@ -57,12 +58,23 @@ def paired_difference(a: dict, b: dict, resamples: int = 4000, seed: int = 0,
     return float(diff.mean()), float(low), float(high), len(keys)
 
 
-def write_manifest(folder: Path, costs: dict, budgets: dict, meta: dict) -> Path:
-    """``costs``: c -> {"ppo": dir, "helper": dir, "ppo_calls": n, "helper_calls": m};
-    ``budgets``: B -> {"cost": c, "helper": dir, "novelty": dir, "random": dir, "helper_calls": m}."""
+def write_manifest(folder: Path, costs: dict, budgets: list[dict], meta: dict) -> Path:
+    """Add this run's comparisons to ``folder/join.json`` (entries of earlier runs with other settings stay).
+
+    ``costs``: c -> {"ppo": dir, "helper": dir, "ppo_calls": n, "helper_calls": m}; ``budgets``: entries
+    {"budget": B, "cost": c, "episodes_per_group": E, "helper": dir, "novelty": dir, "random": dir, "helper_calls": m}.
+    An entry replaces an earlier one with the same c, or the same B, c and E."""
     path = Path(folder) / JOIN_FILE
-    text = json.dumps({"costs": {f"{c:g}": v for c, v in costs.items()},
-                       "budgets": {str(b): v for b, v in budgets.items()}, **meta}, indent=1, default=str)
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    merged_costs = {**old.get("costs", {}), **{f"{c:g}": v for c, v in costs.items()}}
+
+    def key(entry: dict) -> tuple:
+        return entry["budget"], float(entry["cost"]), entry.get("episodes_per_group", 1)
+
+    new_keys = {key(e) for e in budgets}
+    merged_budgets = [e for e in old.get("budgets", []) if key(e) not in new_keys] + list(budgets)
+    text = json.dumps({**old, **meta, "costs": merged_costs, "budgets": sorted(merged_budgets, key=key)},
+                      indent=1, default=str)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(text)
     tmp.replace(path)
@@ -91,10 +103,13 @@ def join_rows(name: str, folder: Path, resamples: int = 4000, seed: int = 0, lev
     for cost, entry in sorted(manifest.get("costs", {}).items(), key=lambda item: float(item[0])):
         rows.append(row(f"c = {cost}", "PPO (own advice)", entry["helper"], entry["ppo"], float(cost),
                         (entry["helper_calls"], entry["ppo_calls"])))
-    for budget, entry in sorted(manifest.get("budgets", {}).items(), key=lambda item: int(item[0])):
+    for entry in manifest.get("budgets", []):
+        episodes = entry.get("episodes_per_group", 1)
+        setting = f"B = {entry['budget']}, c = {entry['cost']:g}" + (f", {episodes} episodes a group" if episodes > 1
+                                                                      else "")
         for baseline in ("novelty", "random"):
-            rows.append(row(f"B = {budget}, c = {entry['cost']:g}", baseline, entry["helper"], entry[baseline],
-                            float(entry["cost"]), (entry["helper_calls"], 0)))
+            rows.append(row(setting, baseline, entry["helper"], entry[baseline], float(entry["cost"]),
+                            (entry["helper_calls"], 0)))
     return rows
 
 
