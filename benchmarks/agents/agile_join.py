@@ -48,7 +48,13 @@ from benchmarks.agents.agile_productqa import (  # noqa: E402
     sft_stage,
     stage,
 )
-from helper.evaluation.advice_join import paired_difference, session_scores, write_manifest  # noqa: E402
+from helper.evaluation.advice_join import (  # noqa: E402
+    load_sessions,
+    paired_difference,
+    session_key,
+    session_scores,
+    write_manifest,
+)
 from helper.evaluation.agile_advice import AgileEvalConfig  # noqa: E402
 from helper.evaluation.agile_advice import run as agile_eval  # noqa: E402
 
@@ -157,9 +163,7 @@ def answer_shares(eval_dir: Path) -> str:
 def targeting(folders: dict[str, Path]) -> str:
     """How often each route's advised sessions were ones the agent answers right alone (read where another
     route left that session to the agent): a gate that targets its advice finds the agent's mistakes."""
-    logs = {route: {(r["group"], r.get("episode_id", ""), r["index"]): r
-                    for r in map(json.loads, (f / "sessions.jsonl").open())}
-            for route, f in folders.items()}
+    logs = {route: {session_key(r): r for r in load_sessions(f)} for route, f in folders.items()}
     alone = {}
     for log_ in logs.values():
         for key, r in log_.items():
@@ -171,6 +175,12 @@ def targeting(folders: dict[str, Path]) -> str:
         parts.append(f"{route.split('@')[0]} {sum(known)}/{len(known)}")
     return (f"agent right alone on the advised sessions: {', '.join(parts)} (on all it plays alone: "
             f"{sum(alone.values())}/{len(alone)})")
+
+
+def against_helper(routes: dict, advice_cost: float) -> dict[str, tuple]:
+    """Each budget route's (mean, low, high, sessions) of the helper's total minus its own, paired by session."""
+    helper = session_scores(routes["helper@rate"][1], advice_cost)
+    return {route: paired_difference(helper, session_scores(folder, advice_cost)) for route, (_, folder) in routes.items()}
 
 
 def record(args, out: Path, collected: dict, costs: dict) -> Path:
@@ -223,9 +233,7 @@ def main() -> None:
         c = float(args.costs.split(",")[0])
         for budget in args.budgets:
             routes = budget_routes(args, out, budget, c)
-            helper = session_scores(routes["helper@rate"][1], c)
-            for route, (_, folder) in routes.items():
-                mean, low, high, n = paired_difference(helper, session_scores(folder, c))
+            for route, (mean, low, high, n) in against_helper(routes, c).items():
                 log(f"B = {budget}, c = {c:g}: helper − {route.split('@')[0]} {mean:+.3f} [{low:+.3f}, {high:+.3f}] "
                     f"over {n} sessions")
             log(f"B = {budget}: {targeting({route: folder for route, (_, folder) in routes.items()})}")
@@ -275,10 +283,10 @@ def main() -> None:
         print("| B | route | accuracy | advice rate | total score | helper − route [95% CI] |\n|---|---|---|---|---|---|")
         for budget in args.budgets:
             routes = budget_routes(args, out, budget, c)
-            helper = session_scores(routes["helper@rate"][1], c)
-            for route, (result, folder) in routes.items():
+            differences = against_helper(routes, c)
+            for route, (result, _) in routes.items():
                 row = average_row(result)
-                mean, low, high, _ = paired_difference(helper, session_scores(folder, c))
+                mean, low, high, _ = differences[route]
                 delta = "" if route == "helper@rate" else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
                 print(f"| {budget} | {route.split('@')[0]} | {row['accuracy']:.3f} | {row['advice_rate']:.3f} | "
                       f"{row['accuracy'] - c * row['advice_rate']:.3f} | {delta} |")

@@ -5,8 +5,8 @@ That script writes ``join.json`` into its helpers' folder (``join/`` or ``join-p
 the PPO agent's and the helper's evaluation folders (``sessions.jsonl``: one line per session with ``group``,
 ``episode_id``, ``index``, ``correct``, ``advised``) and both routes' training human calls; per budget B (and
 episodes per group), the folders of the helper, NoveltyGate and random placing B pieces of advice per episode.
-Each run adds its comparisons to the file, so a budget-only run beside the cost runs lands in the same table. ``helpgate report agile=FOLDER`` reads
-it: each comparison is the mean over the sessions both routes played of the difference in total score
+Each run adds its comparisons to the file, so a budget-only run beside the cost runs lands in the same table.
+``helpgate report agile=FOLDER`` reads it: each comparison is the mean over the sessions both routes played of the difference in total score
 (correct - c x advised), with an interval that resamples product groups, then sessions within them
 (``hierarchical_weights``; one seed: no seed level).
 """
@@ -27,22 +27,24 @@ def is_join_folder(path: Path) -> bool:
     return (Path(path) / JOIN_FILE).is_file()
 
 
-def session_scores(eval_dir: Path, advice_cost: float) -> dict[tuple, float]:
-    """Total score of every session of one evaluation, keyed by (group, episode id, session index)."""
-    scores = {}
+def load_sessions(eval_dir: Path) -> list[dict]:
+    """The session log of one evaluation (``sessions.jsonl``), one dict per session."""
     path = Path(eval_dir) / "sessions.jsonl"
     if not path.is_file():
         raise ValueError(f"{path}: not found; the evaluation it names did not finish (run agile_join.py again).")
-    for line in path.read_text().splitlines():
-        r = json.loads(line)
-        key = (r["group"], r.get("episode_id", ""), r["index"])
-        scores[key] = float(r["correct"]) - advice_cost * float(r["advised"])
-    return scores
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def advice_rate(eval_dir: Path) -> float:
-    rows = [json.loads(line) for line in (Path(eval_dir) / "sessions.jsonl").read_text().splitlines()]
-    return float(np.mean([float(r["advised"]) for r in rows])) if rows else float("nan")
+def session_key(record: dict) -> tuple:
+    """What pairs a session across evaluations: its group, episode and place in the episode."""
+    return record["group"], record.get("episode_id", ""), record["index"]
+
+
+def session_scores(sessions: Path | list[dict], advice_cost: float) -> dict[tuple, float]:
+    """Total score (correct - c x advised) of every session of one evaluation (its folder or its log), by
+    ``session_key``."""
+    records = load_sessions(sessions) if isinstance(sessions, (str, Path)) else sessions
+    return {session_key(r): float(r["correct"]) - advice_cost * float(r["advised"]) for r in records}
 
 
 def paired_difference(a: dict, b: dict, resamples: int = 4000, seed: int = 0,
@@ -81,24 +83,22 @@ def write_manifest(folder: Path, costs: dict, budgets: list[dict], meta: dict) -
     return path
 
 
-def _verdict(low: float, high: float) -> str:
-    return "win" if low > 0 else "loss" if high < 0 else "tie"
-
-
 def join_rows(name: str, folder: Path, resamples: int = 4000, seed: int = 0, level: float = 0.95) -> list[dict]:
     """One row per comparison of the join in ``folder`` (module docstring)."""
     manifest = json.loads((Path(folder) / JOIN_FILE).read_text())
     rows = []
 
     def row(setting: str, baseline: str, mine: Path, theirs: Path, cost: float, calls: tuple) -> dict:
-        a, b = session_scores(mine, cost), session_scores(theirs, cost)
+        logs = load_sessions(mine), load_sessions(theirs)
+        a, b = (session_scores(log, cost) for log in logs)
         mean, low, high, n = paired_difference(a, b, resamples, seed, level)
+        rates = [np.mean([float(r["advised"]) for r in log]) for log in logs]
         return {"set-up": name, "sessions": n, "setting": setting, "baseline": baseline,
                 "total helper / baseline": f"{np.mean(list(a.values())):.3f} / {np.mean(list(b.values())):.3f}",
                 "helper − baseline": f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]",
-                "advice rate helper / baseline": f"{advice_rate(mine):.3f} / {advice_rate(theirs):.3f}",
+                "advice rate helper / baseline": f"{rates[0]:.3f} / {rates[1]:.3f}",
                 "training human calls helper / baseline": f"{calls[0]} / {calls[1]}",
-                "verdict": _verdict(low, high)}
+                "verdict": M.verdict([(low, high)])}
 
     for cost, entry in sorted(manifest.get("costs", {}).items(), key=lambda item: float(item[0])):
         rows.append(row(f"c = {cost}", "PPO (own advice)", entry["helper"], entry["ppo"], float(cost),

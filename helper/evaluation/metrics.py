@@ -178,6 +178,14 @@ def weighted_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return (weights @ values.reshape(values.shape[0], -1)) / weights.sum(axis=1, keepdims=True)
 
 
+def verdict(intervals: Sequence[tuple[float, float]]) -> str:
+    """win / loss / mixed / tie from helper-minus-baseline intervals: win where one lies above 0 and none below,
+    loss the reverse, mixed both, tie where every one holds 0."""
+    above = any(low > 0 for low, _ in intervals)
+    below = any(high < 0 for _, high in intervals)
+    return "mixed" if above and below else "win" if above else "loss" if below else "tie"
+
+
 def percentile_interval(draws: Sequence[float], level: float = 0.95) -> tuple[float, float]:
     """The ``level`` percentile interval of bootstrap draws."""
     if not 0 < level < 1:

@@ -50,6 +50,7 @@ import tyro
 from helper import provenance
 from helper.evaluation import metrics as M
 from helper.evaluation.advice_join import is_join_folder, join_notes, join_rows
+from helper.evaluation.metrics import verdict
 from helper.stored_config import renamed
 
 NOT_BASELINES = (M.NEVER, M.ALWAYS, M.ORACLE, M.EXACT_OPTIMAL, M.HELPER, "counterfactual")
@@ -214,13 +215,6 @@ def pool(runs: list[Run], resamples: int, seed: int, drop_incomplete: bool = Fal
                   dropped)
 
 
-def verdict(intervals: list[tuple[float, float]]) -> str:
-    """win / loss / mixed / tie from the helper-minus-baseline intervals (see the module docstring)."""
-    above = any(low > 0 for low, _ in intervals)
-    below = any(high < 0 for _, high in intervals)
-    return "mixed" if above and below else "win" if above else "loss" if below else "tie"
-
-
 def _cpt(entry: dict, key: str) -> str:
     value = entry.get(key)
     if value is None:
@@ -316,12 +310,14 @@ def run(cfg: ReportConfig) -> str:
         raise ValueError(f"resamples={cfg.resamples}: draw at least one resample")
     if not 0 < cfg.level < 1:
         raise ValueError(f"level={cfg.level}: a confidence level lies strictly between 0 and 1")
-    joins = {}
+    joins, sweeps = {}, []
     for spec in cfg.runs:
-        name, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
+        name, _, path = spec.rpartition("=")
         if is_join_folder(Path(path)):
             joins[name or Path(path).name] = Path(path)
-    runs = [load_run(spec) for spec in cfg.runs if Path(spec.rpartition("=")[2]) not in joins.values()]
+        else:
+            sweeps.append(spec)
+    runs = [load_run(spec) for spec in sweeps]
     setups: dict[str, list[Run]] = {}
     for one in runs:
         setups.setdefault(one.setup, []).append(one)
