@@ -85,7 +85,7 @@ def test_report_command_writes_the_agile_table(tmp_path, capsys):
     out = tmp_path / "agile.md"
     assert main(["report", f"agile={folder}", "--out", str(out), "--resamples", "300"]) == 0
     text = out.read_text()
-    assert "| agile | 20 | c = 0.5 | PPO (own advice) |" in text and "| win |" in text
+    assert "| agile | 1 | 20 | c = 0.5 | PPO (own advice) |" in text and "| win |" in text
     assert "decide_after proposal" in text  # the join's own description under the table
 
 
@@ -97,3 +97,33 @@ def test_a_join_naming_a_missing_evaluation_is_one_line(tmp_path, capsys):
     assert main(["report", str(folder), "--out", str(tmp_path / "r.md")]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and str(tmp_path / "gone" / "sessions.jsonl") in err[0]
+
+
+def budget_join(folder: Path, helper_right, baseline_right, calls: int, cost: dict | None = None) -> Path:
+    """A join with one budget comparison: every route advises the first session of a group."""
+    routes = [write_sessions(folder / name, right, lambda k, i: i == 0)
+              for name, right in (("helper", helper_right), ("novelty", baseline_right), ("random", baseline_right))]
+    join = folder / "join-proposal"
+    join.mkdir(parents=True)
+    write_manifest(join, cost or {}, [{"budget": 2, "cost": 0.3, "helper": str(routes[0]), "novelty": str(routes[1]),
+                                       "random": str(routes[2]), "helper_calls": calls}], {"seed": calls})
+    return join
+
+
+def test_seeds_of_one_set_up_pool_with_seeds_as_the_outer_level(tmp_path):
+    # Seed 0: the helper right on every session, the baselines on none (difference 1 each); seed 1: all equal (0).
+    ppo = write_sessions(tmp_path / "ppo", lambda k, i: i < 3, lambda k, i: True)
+    first = budget_join(tmp_path / "s0", lambda k, i: True, lambda k, i: False, 81,
+                        {0.5: {"ppo": str(ppo), "helper": str(ppo), "ppo_calls": 284, "helper_calls": 81}})
+    second = budget_join(tmp_path / "s1", lambda k, i: i < 2, lambda k, i: i < 2, 77)
+    rows = {(r["setting"], r["baseline"]): r for r in join_rows("agile", [first, second], resamples=2000)}
+    assert rows[("c = 0.5", "PPO (own advice)")]["seeds"] == 1  # recorded by seed 0 alone
+    pooled = rows[("B = 2, c = 0.3", "random")]
+    assert pooled["seeds"] == 2 and pooled["sessions"] == 40
+    assert pooled["training human calls helper / baseline"] == "81, 77 / 0"
+    # Resampling seeds: both draws seed 1 (mean 0), one each (0.5) or both seed 0 (1), each a quarter or a half
+    # of the time: the interval's ends are 0 and 1. Groups alone would keep every resample at 0.5.
+    assert pooled["helper − baseline"] == "+0.500 [+0.000, +1.000]" and pooled["verdict"] == "tie"
+    out = tmp_path / "pooled.md"
+    assert main(["report", f"agile={first}", f"agile={second}", "--out", str(out), "--resamples", "300"]) == 0
+    assert "| 2 | 40 | B = 2, c = 0.3 | random | 0.640 / 0.140 |" in out.read_text()

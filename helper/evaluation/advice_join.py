@@ -8,7 +8,8 @@ episodes per group), the folders of the helper, NoveltyGate and random placing B
 Each run adds its comparisons to the file, so a budget-only run beside the cost runs lands in the same table.
 ``helpgate report agile=FOLDER`` reads it: each comparison is the mean over the sessions both routes played of the difference in total score
 (correct - c x advised), with an interval that resamples product groups, then sessions within them
-(``hierarchical_weights``; one seed: no seed level).
+(``hierarchical_weights``). The same name given to several folders (one per seed) pools them, seeds
+the outer level.
 """
 
 from __future__ import annotations
@@ -48,13 +49,15 @@ def session_scores(sessions: Path | list[dict], advice_cost: float) -> dict[tupl
 
 
 def paired_difference(a: dict, b: dict, resamples: int = 4000, seed: int = 0,
-                      level: float = 0.95) -> tuple[float, float, float, int]:
-    """Mean of a - b over the sessions both played, its interval (product groups, then sessions) and the count."""
+                      level: float = 0.95, levels: int = 1) -> tuple[float, float, float, int]:
+    """Mean of a - b over the sessions both played, its interval and the count. The interval resamples the
+    first ``levels`` parts of the session key, outermost first, then sessions: product groups by default;
+    ``levels=2`` with keys ``(seed, group, ...)`` resamples seeds, then groups, then sessions."""
     keys = sorted(set(a) & set(b))
     if not keys:
         raise ValueError("the two evaluations share no session (other groups or questions): nothing to pair")
     diff = np.array([a[k] - b[k] for k in keys])
-    weights = M.hierarchical_weights([[key[0] for key in keys]], resamples, seed=seed)
+    weights = M.hierarchical_weights([[key[depth] for key in keys] for depth in range(levels)], resamples, seed=seed)
     means = (weights * diff).sum(axis=1) / weights.sum(axis=1)
     low, high = M.percentile_interval(means, level)
     return float(diff.mean()), float(low), float(high), len(keys)
@@ -83,43 +86,60 @@ def write_manifest(folder: Path, costs: dict, budgets: list[dict], meta: dict) -
     return path
 
 
-def join_rows(name: str, folder: Path, resamples: int = 4000, seed: int = 0, level: float = 0.95) -> list[dict]:
-    """One row per comparison of the join in ``folder`` (module docstring)."""
+def comparisons(folder: Path) -> dict[tuple, dict]:
+    """The comparisons one join folder records, keyed by (setting, baseline), in the table's order."""
     manifest = json.loads((Path(folder) / JOIN_FILE).read_text())
-    rows = []
-
-    def row(setting: str, baseline: str, mine: Path, theirs: Path, cost: float, calls: tuple) -> dict:
-        logs = load_sessions(mine), load_sessions(theirs)
-        a, b = (session_scores(log, cost) for log in logs)
-        mean, low, high, n = paired_difference(a, b, resamples, seed, level)
-        rates = [np.mean([float(r["advised"]) for r in log]) for log in logs]
-        return {"set-up": name, "sessions": n, "setting": setting, "baseline": baseline,
-                "total helper / baseline": f"{np.mean(list(a.values())):.3f} / {np.mean(list(b.values())):.3f}",
-                "helper − baseline": f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]",
-                "advice rate helper / baseline": f"{rates[0]:.3f} / {rates[1]:.3f}",
-                "training human calls helper / baseline": f"{calls[0]} / {calls[1]}",
-                "verdict": M.verdict([(low, high)])}
-
+    found = {}
     for cost, entry in sorted(manifest.get("costs", {}).items(), key=lambda item: float(item[0])):
-        rows.append(row(f"c = {cost}", "PPO (own advice)", entry["helper"], entry["ppo"], float(cost),
-                        (entry["helper_calls"], entry["ppo_calls"])))
+        found[(f"c = {cost}", "PPO (own advice)")] = {
+            "mine": entry["helper"], "theirs": entry["ppo"], "cost": float(cost),
+            "calls": (entry["helper_calls"], entry["ppo_calls"])}
     for entry in manifest.get("budgets", []):
         episodes = entry.get("episodes_per_group", 1)
         setting = f"B = {entry['budget']}, c = {entry['cost']:g}" + (f", {episodes} episodes a group" if episodes > 1
                                                                       else "")
         for baseline in ("novelty", "random"):
-            rows.append(row(setting, baseline, entry["helper"], entry[baseline], float(entry["cost"]),
-                            (entry["helper_calls"], 0)))
+            found[(setting, baseline)] = {"mine": entry["helper"], "theirs": entry[baseline],
+                                          "cost": float(entry["cost"]), "calls": (entry["helper_calls"], 0)}
+    return found
+
+
+def join_rows(name: str, folders: Path | list[Path], resamples: int = 4000, seed: int = 0,
+              level: float = 0.95) -> list[dict]:
+    """One row per comparison of the joins in ``folders`` (one folder per seed of the same set-up; module
+    docstring). A comparison that several seeds recorded pools their sessions, and its interval resamples seeds,
+    then groups, then sessions; the row says how many seeds it pools."""
+    folders = [folders] if isinstance(folders, (str, Path)) else list(folders)
+    per_seed = [comparisons(folder) for folder in folders]
+    order = list(dict.fromkeys(key for found in per_seed for key in found))
+    rows = []
+    for setting, baseline in order:
+        present = [found[(setting, baseline)] for found in per_seed if (setting, baseline) in found]
+        a, b, rates = {}, {}, [[], []]
+        for s, entry in enumerate(present):
+            logs = load_sessions(entry["mine"]), load_sessions(entry["theirs"])
+            for scores, log, rate in zip((a, b), logs, rates):
+                scores.update({(s, *key): value for key, value in session_scores(log, entry["cost"]).items()})
+                rate += [float(r["advised"]) for r in log]
+        mean, low, high, n = paired_difference(a, b, resamples, seed, level, levels=2)
+        calls = [", ".join(dict.fromkeys(str(entry["calls"][side]) for entry in present)) for side in (0, 1)]
+        rows.append({"set-up": name, "seeds": len(present), "sessions": n, "setting": setting, "baseline": baseline,
+                     "total helper / baseline": f"{np.mean(list(a.values())):.3f} / {np.mean(list(b.values())):.3f}",
+                     "helper − baseline": f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]",
+                     "advice rate helper / baseline": f"{np.mean(rates[0]):.3f} / {np.mean(rates[1]):.3f}",
+                     "training human calls helper / baseline": f"{calls[0]} / {calls[1]}",
+                     "verdict": M.verdict([(low, high)])})
     return rows
 
 
-def join_notes(folders: dict[str, Path], resamples: int, level: float) -> list[str]:
+def join_notes(folders: dict[str, list[Path]], resamples: int, level: float) -> list[str]:
     notes = [f"AGILE advice: total score = accuracy - c x advice rate per session; helper − baseline on the same "
              f"sessions, [{100 * level:g}% bootstrap over product groups, then sessions, {resamples} resamples]; "
              "verdict from that one interval. Training human calls: the offline collection's advice rows (the "
              "helper; one collection serves every c and B) against PPO's rollouts' [SeekAdvice]."]
-    for name, folder in folders.items():
-        meta = json.loads((Path(folder) / JOIN_FILE).read_text())
-        described = ", ".join(f"{k} {v}" for k, v in meta.items() if k not in ("costs", "budgets"))
-        notes.append(f"- `{folder}` ({name}): {described}")
+    for name, members in folders.items():
+        for folder in members:
+            meta = json.loads((Path(folder) / JOIN_FILE).read_text())
+            described = ", ".join(f"{k} {v}" for k, v in meta.items() if k not in ("costs", "budgets"))
+            notes.append(f"- `{folder}` ({name}): {described}")
     return notes

@@ -26,7 +26,7 @@ Per set-up, from the pooled ``episodes.csv`` (one row per method, budget and epi
 
 A ``RUN`` that holds ``join.json`` is an AGILE join (``benchmarks/agents/agile_join.py``): its rows go in a second
 table, the helper against PPO's own advice per cost and against NoveltyGate and random at a budget
-(``helper.evaluation.advice_join``).
+(``helper.evaluation.advice_join``); one name given to several join folders pools them as seeds.
 
 Baselines are every method of the runs except the references (``never``, ``always``), the
 upper bounds (``oracle``, ``exact_optimal``) and the helper. A run written before episodes had
@@ -258,12 +258,12 @@ def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict
     return rows, frame, pooled.dropped
 
 
-def markdown_table(rows: list[dict], size: str = "episodes") -> str:
-    """Rows as Markdown, the set-up's name, seeds and ``size`` column written once per set-up."""
+def markdown_table(rows: list[dict], once: tuple[str, ...] = ("set-up", "seeds", "episodes")) -> str:
+    """Rows as Markdown, the columns ``once`` (the set-up's name, seeds, episodes) written once per set-up."""
     if not rows:
         return "(no baseline to compare)"
     header = list(rows[0])
-    repeated = [i for i, h in enumerate(header) if h in ("set-up", "seeds", size)]
+    repeated = [i for i, h in enumerate(header) if h in once]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     last = None
     for row in rows:
@@ -314,7 +314,7 @@ def run(cfg: ReportConfig) -> str:
     for spec in cfg.runs:
         name, _, path = spec.rpartition("=")
         if is_join_folder(Path(path)):
-            joins[name or Path(path).name] = Path(path)
+            joins.setdefault(name or Path(path).name, []).append(Path(path))
         else:
             sweeps.append(spec)
     runs = [load_run(spec) for spec in sweeps]
@@ -355,9 +355,9 @@ def run(cfg: ReportConfig) -> str:
         notes.append("Figures: " + ", ".join(figures) + " (success against interventions used, one line per method).")
     lines = [markdown_table(rows), "", *notes, ""] if rows or not joins else []
     if joins:
-        agile = [row for name, folder in joins.items() for row in join_rows(name, folder, cfg.resamples, cfg.seed,
+        agile = [row for name, members in joins.items() for row in join_rows(name, members, cfg.resamples, cfg.seed,
                                                                                 cfg.level)]
-        lines += [markdown_table(agile, size=""), "", *join_notes(joins, cfg.resamples, cfg.level), ""]
+        lines += [markdown_table(agile, once=("set-up",)), "", *join_notes(joins, cfg.resamples, cfg.level), ""]
     lines += ["Provenance:", ""]
     for one in runs:
         lines += provenance_lines(one)
