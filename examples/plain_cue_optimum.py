@@ -11,6 +11,11 @@ summary of the history suffices. ``policy_search`` is a second, slower brute for
 instances: every deterministic policy over (crossing, risk, budget left), each evaluated on every
 risk sequence. ``true_model`` is the same dynamics as a ``tabular_rl.TabularModel`` (states: the
 risk words), for the solver and for the reference gate (``optimal_gate``).
+
+``SureFootedAgent`` and ``expected_outcome`` evaluate any gate in expectation over the slips: the
+gate plays beside an agent that never slips, which walks every path the real agent can reach with
+the same history (a slip ends the episode, so a path that reaches a crossing holds only right
+answers), and each episode's success is its exact probability under the real agent.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import itertools
 
 import numpy as np
 
-from examples.plain_cue import HORIZON, RISK_ODDS, SLIP
+from examples.plain_cue import HORIZON, RISK_ODDS, SLIP, CrossingAgent
 
 RISKS = tuple(RISK_ODDS)
 
@@ -92,3 +97,21 @@ def optimal_gate(budget: int, horizon: int = HORIZON):
     from helper.baselines.exact import exact_optimal_gate
 
     return exact_optimal_gate(true_model(horizon), RISKS, lambda o: o.annotations.get("risk"), budget)
+
+
+class SureFootedAgent(CrossingAgent):
+    """The base agent without its slips (module docstring)."""
+
+    def _answer(self, observation) -> int:
+        return int(self._marker.search(observation.state_text).group(1))
+
+
+def expected_outcome(risks: list[str], intervened: list[bool]) -> tuple[float, float]:
+    """(success probability, expected interventions) of an episode under the real agent, given where a gate
+    intervened on the sure-footed path: each crossing left to the agent is made with 1 - its slip
+    probability, and an intervention counts with the probability of reaching it."""
+    reach, used = 1.0, 0.0
+    for risk, helped in zip(risks, intervened):
+        used += reach * helped
+        reach *= 1.0 if helped else 1.0 - SLIP[risk]
+    return reach, used

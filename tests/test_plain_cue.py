@@ -9,8 +9,16 @@ import pytest
 
 from agile.protocol import BASE, Action
 from agile.rollout import run_episodes
-from examples.plain_cue import HORIZON, RISK_ODDS, SLIP, make_agent, make_episodes
-from examples.plain_cue_optimum import optimal_gate, optimum, policy_search, true_model
+from examples.plain_cue import HORIZON, RISK_ODDS, SLIP, CrossingEpisode, crossing_text, make_agent, make_episodes
+from examples.plain_cue_optimum import (
+    RISKS,
+    SureFootedAgent,
+    expected_outcome,
+    optimal_gate,
+    optimum,
+    policy_search,
+    true_model,
+)
 from helper.commands.cli import main
 from tabular_rl import solve_exact
 from trajectories.shards import read_trajectories
@@ -90,6 +98,36 @@ def test_the_optimal_gate_never_spends_where_the_gain_is_nil():
     assert all(e.success() == 1.0 for e in episodes)
     spent = sum(r.intervened for rows in records for r in rows) / len(episodes)
     assert abs(spent - optimum(HORIZON)[1]) < 0.3
+
+
+@pytest.mark.parametrize("budget", [0, 1, 2, 4])
+def test_the_optimal_gate_in_expectation_over_the_slips_is_the_optimum_exactly(budget):
+    # Every risk history once, weighted by its probability: the gate beside the sure-footed agent, scored by
+    # expected_outcome, must give the brute-force optimum's success and interventions to rounding.
+    import itertools
+    import random
+
+    histories = list(itertools.product(RISKS, repeat=HORIZON))
+    rng = random.Random(0)
+    episodes = []
+    for i, risks in enumerate(histories):
+        markers = [rng.randint(10, 99) for _ in risks]
+        texts = [crossing_text(rng, t, HORIZON, r, m) for t, (r, m) in enumerate(zip(risks, markers))]
+        episodes.append(CrossingEpisode(f"all-{i}", f"all-{i}", list(risks), markers, texts))
+    records = run_episodes(episodes, SureFootedAgent(), gate=optimal_gate(budget), budget=budget)
+    weights = [float(pd.Series([RISK_ODDS[r] for r in risks]).prod()) for risks in histories]
+    outcomes = [expected_outcome(e.risks, [r.intervened for r in rows]) for e, rows in zip(episodes, records)]
+    assert all(len(rows) == HORIZON for rows in records)  # it never slips: every crossing is decided
+    success = sum(w * o[0] for w, o in zip(weights, outcomes))
+    spent = sum(w * o[1] for w, o in zip(weights, outcomes))
+    assert success == pytest.approx(optimum(budget)[0], abs=1e-12)
+    assert spent == pytest.approx(optimum(budget)[1], abs=1e-12)
+
+
+def test_expected_outcome_by_hand():
+    # Left to the agent: a tricky (3/4), then helped at a dangerous one, then a dangerous one alone (1/4).
+    assert expected_outcome(["tricky", "dangerous", "dangerous"], [False, True, False]) == (0.75 * 0.25, 0.75)
+    assert expected_outcome(["calm", "calm"], [False, False]) == (1.0, 0.0)
 
 
 def test_end_to_end_with_a_tiny_prm(tmp_path, one_torch_thread):

@@ -19,6 +19,13 @@ row against two references: the exact optimum's expected success and interventio
 optimal gate played on the same held-out episodes as the helper (paired, so the ratio's noise is
 the helper's own). Goals (issue 27): AUROC >= 0.95; helper success >= 0.95 x the optimum at every
 C >= 1 with at most the optimum's interventions + 10%.
+
+``--expected N`` also plays the helper and the optimal gate on ``N`` held-out episodes with the slips
+taken out of the draw: a sure-footed agent crosses every stone, the gate decides as it would on the
+real agent's path (a slip ends the episode, so every path that reaches a crossing has the same history
+of right answers), and each episode's success is its exact probability under the real agent,
+the product of (1 - slip) over the crossings left to it; its interventions, each weighted by the
+probability of reaching it. What is left of the noise is which risk words the N episodes drew.
 """
 
 from __future__ import annotations
@@ -36,9 +43,16 @@ from sklearn.metrics import roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
 
 from examples.plain_cue import SLIP  # noqa: E402
-from examples.plain_cue_optimum import RISKS, optimal_gate, optimum, true_model  # noqa: E402
+from examples.plain_cue_optimum import (  # noqa: E402
+    RISKS,
+    SureFootedAgent,
+    expected_outcome,
+    optimal_gate,
+    optimum,
+    true_model,
+)
 from helper.data.environment import Environment  # noqa: E402
-from helper.evaluation.evaluate import evaluate_gate  # noqa: E402
+from helper.evaluation.evaluate import evaluate_gate, load_helper  # noqa: E402
 from helper.evaluation.metrics import NIL_GAIN  # noqa: E402
 from helper.evaluation.sweep import SweepConfig  # noqa: E402
 from helper.stored_config import config_of  # noqa: E402
@@ -81,6 +95,50 @@ def paired_optimum(run: Path, budgets: list[int]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("budget")
 
 
+def expected_rows(run: Path, budgets: list[int], episodes: int) -> pd.DataFrame:
+    """The helper and the exact optimal gate on ``episodes`` held-out episodes, in expectation over the
+    slips (module docstring): per (method, budget) success and interventions."""
+    summary = run / "sweep" / "summary.json"
+    config = {**json.loads(summary.read_text())["config"], "episodes": episodes}
+    cfg = config_of(SweepConfig, config, where=summary)
+    env = Environment(cfg)
+    env.base = SureFootedAgent()
+    helper = load_helper(cfg, cfg.helper_backend)
+    rows = []
+    for method, gate in (("helper", helper.with_budget), ("exact_optimal", optimal_gate)):
+        _, _, records = evaluate_gate(env, gate, budgets, f"{method} (no slips)", ci_resamples=10)
+        for c in budgets:
+            success, spent = [], []
+            for episode, steps in zip(env.episodes(), records[c]):
+                chance, used = expected_outcome(episode.risks, [record.intervened for record in steps])
+                success.append(chance)
+                spent.append(used)
+            rows.append({"method": method, "budget": c, "success": float(np.mean(success)),
+                         "success_se": float(np.std(success, ddof=1) / np.sqrt(len(success))),
+                         "interventions": float(np.mean(spent))})
+    return pd.DataFrame(rows)
+
+
+def report_expected(run: Path, budgets: list[int], episodes: int) -> dict:
+    frame = expected_rows(run, budgets, episodes).set_index(["method", "budget"])
+    print(f"\n{run}: in expectation over the slips, {episodes} held-out episodes")
+    print(f"{'C':>2}  {'optimum':>8} {'opt int':>7}  {'paired':>6} {'p int':>5}  {'helper':>6} {'se':>5} {'h int':>5}  "
+          f"{'h/opt':>5} {'h/pair':>6} {'int/opt':>7}  goal")
+    out = {}
+    for c in budgets:
+        best, spend = optimum(c)
+        h, p = frame.loc[("helper", c)], frame.loc[("exact_optimal", c)]
+        ratio, spend_ratio = h["success"] / best, h["interventions"] / spend
+        met = ratio >= SUCCESS_SHARE and spend_ratio <= SPEND_MARGIN
+        print(f"{c:>2}  {best:8.4f} {spend:7.3f}  {p['success']:6.3f} {p['interventions']:5.2f}  {h['success']:6.3f} "
+              f"{h['success_se']:5.3f} {h['interventions']:5.2f}  {ratio:5.3f} {h['success'] / p['success']:6.3f} "
+              f"{spend_ratio:7.3f}  {'met' if met else 'MISSED'}")
+        out[c] = {"helper": float(h["success"]), "helper_se": float(h["success_se"]),
+                  "helper_interventions": float(h["interventions"]), "paired": float(p["success"]),
+                  "paired_interventions": float(p["interventions"]), "met": bool(met)}
+    return out
+
+
 def report(run: Path, others: list[str]) -> dict:
     sweep = pd.read_csv(run / "sweep" / "sweep.csv")
     helper = sweep[sweep["method"] == "helper"].set_index("budget")
@@ -114,8 +172,15 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", help="pipeline output folders (one per seed)")
     parser.add_argument("--other-prm", nargs="*", default=[],
                         help="PRM folders inside each run trained another way on its trajectories (e.g. prm-last)")
+    parser.add_argument("--expected", type=int, default=0, metavar="N",
+                        help="also evaluate on N held-out episodes in expectation over the slips (0: not)")
     args = parser.parse_args()
     results = {run: report(Path(run), args.other_prm) for run in args.runs}
+    if args.expected:
+        expected = {run: report_expected(Path(run), list(r["budgets"]), args.expected) for run, r in results.items()}
+        met = [b["met"] for r in expected.values() for b in r.values()]
+        print(f"\nin expectation over the slips ({args.expected} episodes a seed): helper within {SUCCESS_SHARE} x "
+              f"optimum success and {SPEND_MARGIN} x its interventions: {sum(met)} of {len(met)} (seed, C) cells")
     auroc = [r["aurocs"]["prm"] for r in results.values()]
     met = [b["met"] for r in results.values() for b in r["budgets"].values()]
     print(f"\nAUROC (pipeline PRM) per seed: {', '.join(f'{a:.4f}' for a in auroc)}; goal >= {AUROC_GOAL}: "
