@@ -19,6 +19,10 @@ Binning:
   bin count stays fixed (the empty bins simply receive no data) so state ids are stable.
 * ``uniform``: equal-width bins on ``score_range`` (default ``(0, 1)``, the range of a PRM
   probability); ``score_range=None`` uses the fitted scores' min and max instead.
+* ``supervised``: edges where an outcome changes (``fit(..., targets=)``, e.g. the reward of the
+  agent's own step): the splits of a regression tree with at most ``bins`` leaves, each holding at
+  least ``1 / (4 * bins)`` of the rows (``tabular_rl.supervised_bins``). A tree that stops early
+  leaves the top bins empty, so state ids stay stable.
 
 A value equal to an edge goes to the upper bin (``np.searchsorted(..., side="right")``).
 """
@@ -30,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-BINNINGS = ("quantile", "uniform")
+BINNINGS = ("quantile", "uniform", "supervised")
 _CHUNK = 1 << 16
 
 
@@ -101,13 +105,24 @@ class Discretizer:
         return self.edges_ is not None
 
     # -- fit / transform -----------------------------------------------------------------------
-    def fit(self, scores, steps=None) -> Discretizer:
-        """Learn the score edges (and the horizon for step buckets) from logged rows."""
+    def fit(self, scores, steps=None, targets=None) -> Discretizer:
+        """Learn the score edges (and the horizon for step buckets) from logged rows; ``targets`` (one
+        per row, NaN where a row says nothing) only for ``supervised`` binning."""
         x = np.asarray(scores, dtype=np.float64).ravel()
         finite = x[~np.isnan(x)]
-        if (self.binning == "quantile" or self.score_range is None) and finite.size == 0:
+        if (self.binning != "uniform" or self.score_range is None) and finite.size == 0:
             raise ValueError("prm_score: every score is NaN; score the trajectories first (helpgate prm score)")
-        if self.binning == "quantile":
+        if self.binning == "supervised":
+            if targets is None:
+                raise ValueError("binning='supervised' needs targets: one outcome per row (fit(scores, steps, targets))")
+            from tabular_rl.supervised_bins import supervised_edges
+
+            y = np.asarray(targets, dtype=np.float64).ravel()
+            used = int((~np.isnan(x) & ~np.isnan(y)).sum()) if y.shape == x.shape else x.size
+            found = supervised_edges(x, y, self.bins, min_leaf=max(1, used // (4 * self.bins)))
+            top = found[-1] if found.size else np.inf
+            edges = np.concatenate([found, np.full(self.bins - 1 - found.size, top)])
+        elif self.binning == "quantile":
             # Sorting first is about twice as fast as np.quantile's partitioning on 10M rows.
             edges = np.quantile(np.sort(finite), np.arange(1, self.bins) / self.bins)
         else:
@@ -134,8 +149,8 @@ class Discretizer:
             raise ValueError(f"step_buckets={self.step_buckets}: transform needs the step column too")
         return self.step_bucket(steps) * self.n_score_states + idx
 
-    def fit_transform(self, scores, steps=None) -> np.ndarray:
-        return self.fit(scores, steps).transform(scores, steps)
+    def fit_transform(self, scores, steps=None, targets=None) -> np.ndarray:
+        return self.fit(scores, steps, targets).transform(scores, steps)
 
     def step_bucket(self, steps) -> np.ndarray:
         """Bucket index per step: equal-width buckets over ``0 .. horizon_ - 1``, clipped."""

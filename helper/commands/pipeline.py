@@ -91,6 +91,9 @@ class PipelineConfig:
     --quick (its 16 episodes leave three or four per fold at 5)."""
     bins: int = 6
     """PRM-score bins of the tabular MDP."""
+    binning: Literal["quantile", "uniform", "supervised"] = "quantile"
+    """How the bins are cut (helpgate solve --binning): equal-count, equal-width, or where the agent's own
+    step reward changes (supervised)."""
     solve_pessimism: float = 0.0
     """Standard errors of its estimated own gain an intervention must clear (helpgate solve --pessimism):
     an intervention whose gain rests on thin data is not taken. 0: the point estimates."""
@@ -257,7 +260,8 @@ def run(cfg: PipelineConfig) -> dict:
         methods.remove("online_rl")
         print("[pipeline] --quick with an LLM agent: online_rl is left out of the sweep (run without --quick for it)")
     _stage(out, "solve", cfg.redo, lambda: solve_command.run(solve_command.SolveConfig(
-        data=trajectories, budgets=solved, bins=cfg.bins, pessimism=cfg.solve_pessimism, out=str(out / "solve"),
+        data=trajectories, budgets=solved, bins=cfg.bins, binning=cfg.binning, pessimism=cfg.solve_pessimism,
+        out=str(out / "solve"),
     )))
     _stage(out, "distill", cfg.redo, lambda: distill.run(distill.DistillConfig(
         labels=str(out / "solve"), prm=str(out / "prm"), out=str(out / "helper"), backend=cfg.backend,

@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
+import polars as pl
 import tyro
 
 from helper.gate import solve_files
@@ -67,7 +69,8 @@ class SolveConfig:
     bins: int = 10
     """Number of PRM-score bins (NaN scores get one extra unknown state)."""
     binning: str = "quantile"
-    """quantile (equal-count bins) or uniform (equal-width bins on [0, 1])."""
+    """quantile (equal-count bins), uniform (equal-width bins on [0, 1]) or supervised (edges where the agent's own
+    step reward changes: a regression tree on the score, tabular_rl.supervised_bins)."""
     step_buckets: int = 0
     """Step buckets crossed with the score bins; 0 uses score bins only."""
     smoothing: float = 1.0
@@ -187,7 +190,12 @@ def run(config: SolveConfig) -> dict:
                          f"any budget >= {longest} intervenes everywhere it can; give budgets up to {longest}.")
     check_memory(config, int(df["step"].max()) + 1, budgets)
     cols = Columns()
-    disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(df[cols.score], df[cols.step])
+    # Supervised bins separate the agent's own step rewards (rows it acted on; an intervention's reward is
+    # the helper's, not the agent's).
+    own_reward = df[cols.reward].cast(pl.Float64).to_numpy().copy()
+    own_reward[df[cols.action].cast(pl.Boolean).to_numpy()] = np.nan
+    disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(
+        df[cols.score], df[cols.step], own_reward if config.binning == "supervised" else None)
     model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=backoff,
                      objective=config.objective, shaping=config.shaping)
     if config.advice_cost is None:
