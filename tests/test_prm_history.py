@@ -82,3 +82,36 @@ def test_proposal_mode_with_history_scores_the_latest_proposal(tmp_path):
 def test_a_negative_history_is_refused():
     with pytest.raises(ValueError, match="history=-1"):
         ProcessRewardModel.create("tiny", device="cpu", history=-1)
+
+
+def test_many_live_episodes_keep_their_histories_and_past_the_limit_a_new_one_is_refused():
+    from agile.budget import TooManyEpisodes
+
+    prm = _prm(None)
+    logged = _scores(prm, STATES)
+    # Episodes stepped in lockstep, more of them than the limit the scorer once dropped histories at, would
+    # each score its later steps without its past. Here three are live at once under max_episodes=3.
+    scorer = PrmScorer(prm, max_episodes=3)
+    online = {e: [] for e in "abc"}
+    for t, state in enumerate(STATES):
+        for episode_id in "abc":
+            observation = Observation(episode_id, "test", "t", t, state, 3, {})
+            online[episode_id].append(scorer.score(observation))
+            scorer.record_action(observation, ACTIONS[t])
+    for episode_id in "abc":
+        assert online[episode_id] == pytest.approx(logged.tolist(), abs=1e-5)
+    with pytest.raises(TooManyEpisodes, match="max_episodes=3.*end_episode"):
+        scorer.score(Observation("d", "test", "t", 0, STATES[0], 3, {}))
+    scorer.end_episode("a")
+    assert scorer.score(Observation("d", "test", "t", 0, STATES[0], 3, {})) == pytest.approx(float(logged[0]), abs=1e-5)
+
+
+def test_a_gate_passes_the_refusal_on_instead_of_deciding_on_its_fallback(tmp_path):
+    from agile.budget import TooManyEpisodes
+    from helper.gate.gate import HelperGate
+
+    gate = HelperGate(backend="features", classifier=object(), scorer=PrmScorer(_prm(None), max_episodes=1))
+    gate._score(Observation("a", "test", "t", 0, STATES[0], 3, {}))
+    with pytest.raises(TooManyEpisodes):
+        gate._score(Observation("b", "test", "t", 0, STATES[0], 3, {}))
+    assert gate.stats()["score_errors"] == 0

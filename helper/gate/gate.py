@@ -55,7 +55,7 @@ import threading
 import warnings
 from pathlib import Path
 
-from agile.budget import ScoredGate
+from agile.budget import ScoredGate, TooManyEpisodes
 from helper import stored_config
 from agile.protocol import Observation
 from helper.gate import identity
@@ -181,6 +181,8 @@ class HelperGate(ScoredGate):
             if self.decide_after == "proposal":
                 return float(self.scorer.score(observation, proposal))
             return float(self.scorer.score(observation))
+        except TooManyEpisodes:  # episodes not being ended: the caller's to fix, as the budget's own refusal
+            raise
         except Exception as error:  # noqa: BLE001 - any PRM failure must fall back, never stop the agent
             self._count("score_errors")
             if not self._warned:

@@ -49,6 +49,11 @@ scores, least recently used dropped; ``memo_hits`` counts the reuse). A hit does
 episode's cache; the next miss feeds every step since the last fed one in one pass, so the
 numbers stay those of scoring the whole prefix.
 
+Histories. Each live episode's states and actions are kept until ``end_episode`` (``run_episodes`` and
+the gates call it when an episode finishes): a history dropped mid-episode would score the next step
+without its past, a different number given silently. Past ``max_episodes`` live episodes (default
+``agile.budget.MAX_EPISODES``, as the gates' budgets) a new one is refused with ``TooManyEpisodes``.
+
 Per-episode histories live under a lock; forward passes run outside it (one episode's calls are
 serialised by that episode's own lock).
 """
@@ -60,6 +65,7 @@ import threading
 import warnings
 from collections import OrderedDict
 
+from agile.budget import MAX_EPISODES, TooManyEpisodes
 from agile.models import cache_arg, returned_cache
 from agile.protocol import Action, Observation
 
@@ -80,7 +86,7 @@ class _Episode:
 class PrmScorer:
     """``score(observation) -> P(success)``; errors propagate (the gate falls back on them)."""
 
-    def __init__(self, prm, max_episodes: int = 1_000, incremental: bool = True, cache_bytes: int = 2 << 30,
+    def __init__(self, prm, max_episodes: int = MAX_EPISODES, incremental: bool = True, cache_bytes: int = 2 << 30,
                  memo_size: int = 200_000):
         self.prm = prm
         self.memo_size = int(memo_size)
@@ -110,10 +116,12 @@ class PrmScorer:
         """The episode's entry (new when unseen or replayed from an earlier step); lock held."""
         entry = self._history.get(observation.episode_id)
         if entry is None or observation.step < entry.last:
+            if entry is None and len(self._history) >= self.max_episodes:
+                raise TooManyEpisodes(
+                    f"the PRM scorer holds {len(self._history)} live episodes (max_episodes={self.max_episodes}): "
+                    "call gate.end_episode(episode_id) when an episode finishes, or raise max_episodes")
             entry = _Episode(observation.step)
             self._history[observation.episode_id] = entry
-            if len(self._history) > self.max_episodes:
-                self._history.popitem(last=False)
         entry.last = observation.step
         self._history.move_to_end(observation.episode_id)
         return entry
