@@ -184,3 +184,35 @@ def test_sweep_csv_interval_resamples_the_episodes_groups():
     rows, per_episode, _ = evaluate_gate(env, B.NeverGate, [0], "never", ci_resamples=4000)
     assert (rows[0]["ci_low"], rows[0]["ci_high"]) == (0.0, 1.0)
     assert {r["group"] for r in per_episode} == {"won", "lost"}
+
+
+def test_crossed_weights_draw_the_same_groups_for_every_seed():
+    from helper.evaluation.metrics import crossed_weights
+
+    seeds = np.repeat(["s0", "s1", "s2"], 12)
+    groups = np.tile(np.repeat(["a", "b", "c", "d"], 3), 3)
+    weights = crossed_weights(seeds, groups, resamples=500, seed=3)
+    for w in weights:
+        cell = {(s, g): w[(seeds == s) & (groups == g)].sum() for s in "s0 s1 s2".split() for g in "abcd"}
+        seed_total = {s: sum(cell[(s, g)] for g in "abcd") for s in "s0 s1 s2".split()}
+        drawn = [s for s in seed_total if seed_total[s]]
+        # Every drawn seed has the same groups present and in the same proportions (g_k x 3 sessions each).
+        shares = {s: [cell[(s, g)] / seed_total[s] for g in "abcd"] for s in drawn}
+        assert all(np.allclose(shares[s], shares[drawn[0]]) for s in drawn)
+        assert w.sum() == 3 * 4 * 3  # m_s and g_k each sum to their counts: 3 seeds x 4 groups x 3 sessions
+
+
+def test_a_group_effect_every_seed_shares_widens_the_crossed_interval():
+    from helper.evaluation import metrics as M
+    from helper.evaluation.advice_join import paired_difference
+
+    # Three seeds over the same four groups; the helper gains 1 in group "a" alone, in every seed.
+    a = {(s, g, "", i): float(g == "a") for s in range(3) for g in "abcd" for i in range(5)}
+    b = {key: 0.0 for key in a}
+    crossed = paired_difference(a, b, resamples=3000, levels=2)
+    # Drawn inside each seed, the three copies of group "a" would count as three independent groups.
+    nested = [np.mean([a[key] for key in a]), *M.percentile_interval(
+        M.weighted_means(np.array([a[k] for k in sorted(a)]),
+                         M.hierarchical_weights([[k[0] for k in sorted(a)], [k[1] for k in sorted(a)]], 3000)), 0.95)]
+    assert crossed[0] == pytest.approx(0.25) and nested[0] == pytest.approx(0.25)
+    assert crossed[2] - crossed[1] > 1.25 * (nested[2] - nested[1])  # [0, 0.75] against [0, 0.5]

@@ -52,15 +52,30 @@ def paired_difference(a: dict, b: dict, resamples: int = 4000, seed: int = 0,
                       level: float = 0.95, levels: int = 1) -> tuple[float, float, float, int]:
     """Mean of a - b over the sessions both played, its interval and the count. The interval resamples the
     first ``levels`` parts of the session key, outermost first, then sessions: product groups by default;
-    ``levels=2`` with keys ``(seed, group, ...)`` resamples seeds, then groups, then sessions."""
+    ``levels=2`` with keys ``(seed, group, ...)`` resamples seeds, then groups, then sessions; where several
+    seeds played the same groups (the join's fixed test groups), seeds and groups are drawn apart
+    (``metrics.crossed_weights``), so a group's effect shared by every seed is not counted as independent."""
     keys = sorted(set(a) & set(b))
     if not keys:
         raise ValueError("the two evaluations share no session (other groups or questions): nothing to pair")
     diff = np.array([a[k] - b[k] for k in keys])
-    weights = M.hierarchical_weights([[key[depth] for key in keys] for depth in range(levels)], resamples, seed=seed)
-    means = (weights * diff).sum(axis=1) / weights.sum(axis=1)
+    labels = [[key[depth] for key in keys] for depth in range(levels)]
+    if levels == 2 and shares_groups(labels[0], labels[1]):
+        weights = M.crossed_weights(labels[0], labels[1], resamples, seed=seed)
+    else:
+        weights = M.hierarchical_weights(labels, resamples, seed=seed)
+    totals = weights.sum(axis=1)
+    means = (weights * diff).sum(axis=1)[totals > 0] / totals[totals > 0]
     low, high = M.percentile_interval(means, level)
     return float(diff.mean()), float(low), float(high), len(keys)
+
+
+def shares_groups(seeds: list, groups: list) -> bool:
+    """Whether there are several seeds and each played the same set of groups."""
+    by_seed: dict = {}
+    for s, g in zip(seeds, groups):
+        by_seed.setdefault(s, set()).add(g)
+    return len(by_seed) > 1 and all(found == next(iter(by_seed.values())) for found in by_seed.values())
 
 
 def write_manifest(folder: Path, costs: dict, budgets: list[dict], meta: dict) -> Path:
@@ -134,7 +149,8 @@ def join_rows(name: str, folders: Path | list[Path], resamples: int = 4000, seed
 
 def join_notes(folders: dict[str, list[Path]], resamples: int, level: float) -> list[str]:
     notes = [f"AGILE advice: total score = accuracy - c x advice rate per session; helper − baseline on the same "
-             f"sessions, [{100 * level:g}% bootstrap over product groups, then sessions, {resamples} resamples]; "
+             f"sessions, [{100 * level:g}% bootstrap over product groups, then sessions; with several seeds of one set-up, "
+             f"seeds and the groups they all played drawn apart, then sessions; {resamples} resamples]; "
              "verdict from that one interval. Training human calls: the offline collection's advice rows (the "
              "helper; one collection serves every c and B) against PPO's rollouts' [SeekAdvice]."]
     for name, members in folders.items():

@@ -172,6 +172,34 @@ def hierarchical_weights(levels: Sequence[Sequence], resamples: int = 2000, seed
     return weights
 
 
+def crossed_weights(seeds: Sequence, groups: Sequence, resamples: int = 2000, seed: int = 0) -> np.ndarray:
+    """Multiplicities ``(resamples, n)`` where every seed played the *same* groups (a crossed design, as
+    fixed test groups under several training seeds): one resample draws the seeds and, separately, the
+    groups, each with replacement, and inside each (seed, group) cell drawn ``m_s * g_k`` times that many
+    resamples of its episodes (Owen's pigeonhole bootstrap). Drawing groups inside each seed instead
+    (``hierarchical_weights``) would count one group's shared effect as independent across seeds."""
+    seeds, groups = np.asarray(seeds, dtype=object), np.asarray(groups, dtype=object)
+    if len(seeds) != len(groups):
+        raise ValueError(f"one seed and one group per episode: got {len(seeds)} and {len(groups)}")
+    if resamples < 1:
+        raise ValueError(f"resamples={resamples}: draw at least one resample")
+    rng = np.random.default_rng(seed)
+    seed_names = list(dict.fromkeys(seeds.tolist()))
+    group_names = list(dict.fromkeys(groups.tolist()))
+    seed_counts = rng.multinomial(len(seed_names), np.full(len(seed_names), 1.0 / len(seed_names)), size=resamples)
+    group_counts = rng.multinomial(len(group_names), np.full(len(group_names), 1.0 / len(group_names)),
+                                   size=resamples)
+    weights = np.zeros((resamples, len(seeds)), dtype=np.int64)
+    for i, s in enumerate(seed_names):
+        for k, g in enumerate(group_names):
+            cell = np.flatnonzero((seeds == s) & (groups == g))
+            if cell.size:
+                times = seed_counts[:, i] * group_counts[:, k] * cell.size
+                weights[:, cell] = rng.multinomial(times, np.full(cell.size, 1.0 / cell.size)) if cell.size > 1 \
+                    else times[:, None]
+    return weights
+
+
 def weighted_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """``(resamples, k)`` means of the ``(n, k)`` per-episode ``values`` under each resample's weights."""
     values = np.asarray(values, dtype=np.float64)
