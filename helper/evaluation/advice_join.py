@@ -137,8 +137,8 @@ def join_rows(name: str, folders: Path | list[Path], resamples: int = 4000, seed
                 scores.update({(s, *key): value for key, value in session_scores(log, entry["cost"]).items()})
                 rate += [float(r["advised"]) for r in log]
         mean, low, high, n = paired_difference(a, b, resamples, seed, level, levels=2)
-        per_seed = [[str(entry["calls"][side]) for entry in present] for side in (0, 1)]
-        calls = [seeds[0] if len(set(seeds)) == 1 else ", ".join(seeds) for seeds in per_seed]  # one per seed
+        counts = [[str(entry["calls"][side]) for entry in present] for side in (0, 1)]
+        calls = [side[0] if len(set(side)) == 1 else ", ".join(side) for side in counts]  # one per seed
         rows.append({"set-up": name, "seeds": len(present), "sessions": n, "setting": setting, "baseline": baseline,
                      "total helper / baseline": f"{np.mean(list(a.values())):.3f} / {np.mean(list(b.values())):.3f}",
                      "helper − baseline": f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]",
