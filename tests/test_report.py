@@ -84,6 +84,25 @@ def test_seeds_are_a_level_of_the_interval(tmp_path):
     assert cells[4] == "+0.500 [+0.000, +1.000]" and cells[-1] == "tie"
 
 
+def test_seeds_that_played_the_same_groups_are_crossed_with_them(tmp_path):
+    # Two seeds over the same four groups, one episode each; the helper gains 1 in group a alone, in both seeds.
+    # Drawn apart, the mean is the share of a among 4 drawn groups: Bin(4, 1/4) / 4, P(>= 3 of 4) = 5.1%, so the
+    # 97.5% point is 0.75. Drawn inside each seed, the two copies of a would count as independent groups: the
+    # mean is Bin(8, 1/4) / 8, P(>= 5 of 8) = 2.7%, its 97.5% point 0.625: narrower than the design allows.
+    def upper(text: str) -> float:
+        return float(_row(text, "random")[4].split(",")[1].strip(" ]"))
+
+    for k, groups in enumerate((("a", "b", "c", "d"), ("a", "b", "c", "d"), ("e", "f", "g", "h"))):
+        _standard(tmp_path / f"s{k}", [1, 0, 0, 0], [0, 0, 0, 0], groups=groups, seed=1000 + k)
+    crossed = run(ReportConfig(runs=[str(tmp_path / "s0"), str(tmp_path / "s1")], out=str(tmp_path / "r.md"),
+                               resamples=4000, figures=False))
+    # Other groups in each seed (games drawn per seed): nested, as before.
+    nested = run(ReportConfig(runs=[str(tmp_path / "s0"), str(tmp_path / "s2")], out=str(tmp_path / "t.md"),
+                              resamples=4000, figures=False))
+    assert _row(crossed, "random")[4].startswith("+0.250") and upper(crossed) == 0.75
+    assert upper(nested) == 0.625
+
+
 def test_cpt_flagged_in_the_completed_part(tmp_path):
     # The helper's measured points: share 1/4 (1 of always's 4 interventions) with success 0.5,
     # share 1/2 with 0.5. never = 0, always = 1, so PGR 0.5 at both and the curve is completed by

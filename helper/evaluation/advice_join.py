@@ -60,7 +60,7 @@ def paired_difference(a: dict, b: dict, resamples: int = 4000, seed: int = 0,
         raise ValueError("the two evaluations share no session (other groups or questions): nothing to pair")
     diff = np.array([a[k] - b[k] for k in keys])
     labels = [[key[depth] for key in keys] for depth in range(levels)]
-    if levels == 2 and shares_groups(labels[0], labels[1]):
+    if levels == 2 and M.shares_groups(labels[0], labels[1]):
         weights = M.crossed_weights(labels[0], labels[1], resamples, seed=seed)
     else:
         weights = M.hierarchical_weights(labels, resamples, seed=seed)
@@ -68,14 +68,6 @@ def paired_difference(a: dict, b: dict, resamples: int = 4000, seed: int = 0,
     means = (weights * diff).sum(axis=1)[totals > 0] / totals[totals > 0]
     low, high = M.percentile_interval(means, level)
     return float(diff.mean()), float(low), float(high), len(keys)
-
-
-def shares_groups(seeds: list, groups: list) -> bool:
-    """Whether there are several seeds and each played the same set of groups."""
-    by_seed: dict = {}
-    for s, g in zip(seeds, groups):
-        by_seed.setdefault(s, set()).add(g)
-    return len(by_seed) > 1 and all(found == next(iter(by_seed.values())) for found in by_seed.values())
 
 
 def write_manifest(folder: Path, costs: dict, budgets: list[dict], meta: dict) -> Path:

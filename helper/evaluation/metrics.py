@@ -172,6 +172,14 @@ def hierarchical_weights(levels: Sequence[Sequence], resamples: int = 2000, seed
     return weights
 
 
+def shares_groups(seeds: Sequence, groups: Sequence) -> bool:
+    """Whether there are several seeds and each played the same set of groups (a crossed design)."""
+    by_seed: dict = {}
+    for s, g in zip(seeds, groups):
+        by_seed.setdefault(s, set()).add(g)
+    return len(by_seed) > 1 and all(found == next(iter(by_seed.values())) for found in by_seed.values())
+
+
 def crossed_weights(seeds: Sequence, groups: Sequence, resamples: int = 2000, seed: int = 0) -> np.ndarray:
     """Multiplicities ``(resamples, n)`` where every seed played the *same* groups (a crossed design, as
     fixed test groups under several training seeds): one resample draws the seeds and, separately, the

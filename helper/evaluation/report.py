@@ -12,8 +12,9 @@ Per set-up, from the pooled ``episodes.csv`` (one row per method, budget and epi
 
 - success and interventions per method and budget: the mean over every episode of every seed;
 - one hierarchical bootstrap (``helper.evaluation.metrics.hierarchical_weights``: seeds, then each episode's
-  ``group`` within a seed, then episodes within a group), its draws shared by every method and
-  budget, so each difference is paired;
+  ``group`` within a seed, then episodes within a group; where every seed played the same groups, as
+  fixed test groups, seeds and groups are drawn apart, ``crossed_weights``), its draws shared by every
+  method and budget, so each difference is paired;
 - per baseline, at each of ``--budgets`` (default C = 1 and 2): the helper's success minus the
   baseline's, with its 95% interval;
 - APGR of both with the share of [0, 1] their curve completes to always-intervene's point rather
@@ -209,7 +210,10 @@ def pool(runs: list[Run], resamples: int, seed: int, drop_incomplete: bool = Fal
             dropped.append(f"{', '.join(methods)} at C={', '.join(map(str, budgets))} "
                            f"(not played by {', '.join(lacking)})")
         tables = {value: table.drop(columns=table.columns[incomplete]) for value, table in tables.items()}
-    weights = M.hierarchical_weights([units["run"].tolist(), units["group"].tolist()], resamples, seed)
+    seeds, groups = units["run"].tolist(), units["group"].tolist()
+    # Seeds that all played the same groups (fixed test groups) are crossed with them, not nested.
+    weights = (M.crossed_weights(seeds, groups, resamples, seed) if M.shares_groups(seeds, groups)
+               else M.hierarchical_weights([seeds, groups], resamples, seed))
     columns = [(str(m), int(b)) for m, b in tables["success"].columns]
     return Pooled(columns, tables["success"].to_numpy(float), tables["interventions"].to_numpy(float), weights,
                   dropped)
@@ -339,8 +343,9 @@ def run(cfg: ReportConfig) -> str:
     level = f"{100 * cfg.level:g}%"
     notes = [
         f"Cells C=c: the helper's success minus the baseline's at budget c on the same episodes, pooled over "
-        f"the set-up's seeds, [{level} hierarchical bootstrap interval: seeds, then groups, then episodes, "
-        f"{cfg.resamples} resamples, the same draws for every method]. Verdict: win where an interval lies above 0 "
+        f"the set-up's seeds, [{level} hierarchical bootstrap interval: seeds, then groups, then episodes; seeds "
+        f"and groups drawn apart where every seed played the same groups; {cfg.resamples} resamples, the same "
+        "draws for every method]. Verdict: win where an interval lies above 0 "
         "and none below, loss the reverse, mixed both, tie where every interval holds 0.",
         f"APGR (the share of [0, 1] completed to always-intervene's point, not measured); CPT as a share of "
         f"always-intervene's interventions, {COMPLETED} where it falls in the completed part.",
