@@ -173,11 +173,16 @@ def hierarchical_weights(levels: Sequence[Sequence], resamples: int = 2000, seed
 
 
 def shares_groups(seeds: Sequence, groups: Sequence) -> bool:
-    """Whether there are several seeds and each played the same set of groups (a crossed design)."""
+    """Whether the groups are units the seeds share (a crossed design): several seeds, each played the same
+    set of groups, and some group holds several episodes of one seed. Names that repeat across seeds but
+    hold one episode each (an episode's own id, as ``test-3``) name different episodes, not shared units."""
     by_seed: dict = {}
+    sizes: dict = {}
     for s, g in zip(seeds, groups):
         by_seed.setdefault(s, set()).add(g)
-    return len(by_seed) > 1 and all(found == next(iter(by_seed.values())) for found in by_seed.values())
+        sizes[(s, g)] = sizes.get((s, g), 0) + 1
+    return (len(by_seed) > 1 and all(found == next(iter(by_seed.values())) for found in by_seed.values())
+            and max(sizes.values()) > 1)
 
 
 def crossed_weights(seeds: Sequence, groups: Sequence, resamples: int = 2000, seed: int = 0) -> np.ndarray:
