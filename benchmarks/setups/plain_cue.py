@@ -104,13 +104,14 @@ def expected_rows(run: Path, budgets: list[int], episodes: int) -> pd.DataFrame:
     env = Environment(cfg)
     env.base = SureFootedAgent()
     helper = load_helper(cfg, cfg.helper_backend)
+    risks = [episode.risks for episode in env.episodes()]
     rows = []
     for method, gate in (("helper", helper.with_budget), ("exact_optimal", optimal_gate)):
         _, _, records = evaluate_gate(env, gate, budgets, f"{method} (no slips)", ci_resamples=10)
         for c in budgets:
             success, spent = [], []
-            for episode, steps in zip(env.episodes(), records[c]):
-                chance, used = expected_outcome(episode.risks, [record.intervened for record in steps])
+            for episode_risks, steps in zip(risks, records[c]):
+                chance, used = expected_outcome(episode_risks, [record.intervened for record in steps])
                 success.append(chance)
                 spent.append(used)
             rows.append({"method": method, "budget": c, "success": float(np.mean(success)),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from helper.evaluation.metrics import crossed_weights, hierarchical_weights, percentile_interval, shares_groups
+from helper.evaluation.metrics import percentile_interval, seed_group_weights
 from prm.data.folds import task_group
 from prm.training import quality
 
@@ -39,9 +39,7 @@ def intervals(frame: pl.DataFrame, names: list[str], levels: list[str], seed: in
     episodes = frame["episode_id"].unique(maintain_order=True).to_list()
     first = frame.group_by("episode_id", maintain_order=True).first()
     labels = [first[level].to_list() for level in levels] or [[0] * len(episodes)]
-    # Seeds whose collections all cover the same groups are crossed with them, not nested (metrics.crossed_weights).
-    crossed = len(labels) == 2 and shares_groups(*labels)
-    weights = crossed_weights(*labels, RESAMPLES, seed) if crossed else hierarchical_weights(labels, RESAMPLES, seed)
+    weights = seed_group_weights(labels, RESAMPLES, seed)
     index = {e: i for i, e in enumerate(first["episode_id"].to_list())}
     row_episode = np.array([index[e] for e in frame["episode_id"].to_list()])
     y = frame["outcome"].to_numpy()

@@ -54,18 +54,13 @@ def paired_difference(a: dict, b: dict, resamples: int = 4000, seed: int = 0,
     first ``levels`` parts of the session key, outermost first, then sessions: product groups by default;
     ``levels=2`` with keys ``(seed, group, ...)`` resamples seeds, then groups, then sessions; where several
     seeds played the same groups (the join's fixed test groups), seeds and groups are drawn apart
-    (``metrics.crossed_weights``), so a group's effect shared by every seed is not counted as independent."""
+    (``metrics.seed_group_weights``), so a group's effect shared by every seed is not counted as independent."""
     keys = sorted(set(a) & set(b))
     if not keys:
         raise ValueError("the two evaluations share no session (other groups or questions): nothing to pair")
     diff = np.array([a[k] - b[k] for k in keys])
-    labels = [[key[depth] for key in keys] for depth in range(levels)]
-    if levels == 2 and M.shares_groups(labels[0], labels[1]):
-        weights = M.crossed_weights(labels[0], labels[1], resamples, seed=seed)
-    else:
-        weights = M.hierarchical_weights(labels, resamples, seed=seed)
-    totals = weights.sum(axis=1)
-    means = (weights * diff).sum(axis=1)[totals > 0] / totals[totals > 0]
+    weights = M.seed_group_weights([[key[depth] for key in keys] for depth in range(levels)], resamples, seed)
+    means = (weights * diff).sum(axis=1) / weights.sum(axis=1)
     low, high = M.percentile_interval(means, level)
     return float(diff.mean()), float(low), float(high), len(keys)
 

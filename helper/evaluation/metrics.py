@@ -202,15 +202,25 @@ def crossed_weights(seeds: Sequence, groups: Sequence, resamples: int = 2000, se
     seed_counts = rng.multinomial(len(seed_names), np.full(len(seed_names), 1.0 / len(seed_names)), size=resamples)
     group_counts = rng.multinomial(len(group_names), np.full(len(group_names), 1.0 / len(group_names)),
                                    size=resamples)
+    seed_index = {s: i for i, s in enumerate(seed_names)}
+    group_index = {g: k for k, g in enumerate(group_names)}
+    cells: dict[tuple[int, int], list[int]] = {}
+    for row, (s, g) in enumerate(zip(seeds.tolist(), groups.tolist())):
+        cells.setdefault((seed_index[s], group_index[g]), []).append(row)
     weights = np.zeros((resamples, len(seeds)), dtype=np.int64)
-    for i, s in enumerate(seed_names):
-        for k, g in enumerate(group_names):
-            cell = np.flatnonzero((seeds == s) & (groups == g))
-            if cell.size:
-                times = seed_counts[:, i] * group_counts[:, k] * cell.size
-                weights[:, cell] = rng.multinomial(times, np.full(cell.size, 1.0 / cell.size)) if cell.size > 1 \
-                    else times[:, None]
+    for (i, k), rows in sorted(cells.items()):
+        times = seed_counts[:, i] * group_counts[:, k] * len(rows)
+        weights[:, rows] = rng.multinomial(times, np.full(len(rows), 1.0 / len(rows)))
     return weights
+
+
+def seed_group_weights(levels: Sequence[Sequence], resamples: int = 2000, seed: int = 0) -> np.ndarray:
+    """The bootstrap for ``levels`` (outermost first, as ``hierarchical_weights``): where the first two are seeds
+    and groups every seed shares (``shares_groups``), seeds and groups drawn apart (``crossed_weights``);
+    otherwise nested. The one choice the report, the AGILE joins and the verifier tables all make."""
+    if len(levels) == 2 and shares_groups(*levels):
+        return crossed_weights(*levels, resamples, seed)
+    return hierarchical_weights(levels, resamples, seed)
 
 
 def weighted_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ Per set-up, from the pooled ``episodes.csv`` (one row per method, budget and epi
 - success and interventions per method and budget: the mean over every episode of every seed;
 - one hierarchical bootstrap (``helper.evaluation.metrics.hierarchical_weights``: seeds, then each episode's
   ``group`` within a seed, then episodes within a group; where every seed played the same groups, as
-  fixed test groups, seeds and groups are drawn apart, ``crossed_weights``), its draws shared by every
+  fixed test groups, seeds and groups are drawn apart, ``seed_group_weights``), its draws shared by every
   method and budget, so each difference is paired;
 - per baseline, at each of ``--budgets`` (default C = 1 and 2): the helper's success minus the
   baseline's, with its 95% interval;
@@ -210,10 +210,7 @@ def pool(runs: list[Run], resamples: int, seed: int, drop_incomplete: bool = Fal
             dropped.append(f"{', '.join(methods)} at C={', '.join(map(str, budgets))} "
                            f"(not played by {', '.join(lacking)})")
         tables = {value: table.drop(columns=table.columns[incomplete]) for value, table in tables.items()}
-    seeds, groups = units["run"].tolist(), units["group"].tolist()
-    # Seeds that all played the same groups (fixed test groups) are crossed with them, not nested.
-    weights = (M.crossed_weights(seeds, groups, resamples, seed) if M.shares_groups(seeds, groups)
-               else M.hierarchical_weights([seeds, groups], resamples, seed))
+    weights = M.seed_group_weights([units["run"].tolist(), units["group"].tolist()], resamples, seed)
     columns = [(str(m), int(b)) for m, b in tables["success"].columns]
     return Pooled(columns, tables["success"].to_numpy(float), tables["interventions"].to_numpy(float), weights,
                   dropped)

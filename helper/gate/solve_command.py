@@ -175,6 +175,13 @@ def parse_backoff(value: str | float) -> str | float:
     return weight
 
 
+def own_rewards(df: pl.DataFrame, cols: Columns) -> np.ndarray:
+    """Each row's reward where the agent acted, NaN where an intervention did (its reward is the helper's, not
+    the agent's): what supervised bins separate."""
+    return df.select(pl.when(pl.col(cols.action).cast(pl.Boolean)).then(None)
+                     .otherwise(pl.col(cols.reward).cast(pl.Float64))).to_series().to_numpy()
+
+
 def run(config: SolveConfig) -> dict:
     """Discretize, estimate, solve for every budget, label; write ``config.out``; return the summary."""
     budgets = _validate(config)
@@ -190,12 +197,8 @@ def run(config: SolveConfig) -> dict:
                          f"any budget >= {longest} intervenes everywhere it can; give budgets up to {longest}.")
     check_memory(config, int(df["step"].max()) + 1, budgets)
     cols = Columns()
-    # Supervised bins separate the agent's own step rewards (rows it acted on; an intervention's reward is
-    # the helper's, not the agent's).
-    own_reward = df[cols.reward].cast(pl.Float64).to_numpy().copy()
-    own_reward[df[cols.action].cast(pl.Boolean).to_numpy()] = np.nan
     disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(
-        df[cols.score], df[cols.step], own_reward if config.binning == "supervised" else None)
+        df[cols.score], df[cols.step], own_rewards(df, cols) if config.binning == "supervised" else None)
     model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=backoff,
                      objective=config.objective, shaping=config.shaping)
     if config.advice_cost is None:
