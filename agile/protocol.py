@@ -8,6 +8,7 @@ script and the same helper. ``agile`` never imports ``helper``: a gate is any ob
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -34,6 +35,19 @@ class Observation:
     """The dataset's own labels of this decision point (ProductQA: ``question_type``), which a
     deployed agent never has: for simulated agents and known-dynamics references only, never a
     helper, PRM or baseline input; not logged."""
+    seed: int | None = field(default=None, compare=False)
+    """A seed for this decision that the episode loop hands the agent (``agile.rollout.decision_seed``: a pure
+    function of the run's seed, ``episode_id``, ``step`` and the tool round), so a stochastic agent that draws
+    from it (``observation.rng()``) meets the same draws under every method of a sweep. None where no loop
+    set it (an observation straight from ``episode.observe()``)."""
+
+    def rng(self) -> random.Random:
+        """A generator seeded for this decision alone (see ``seed``); refused where no loop set a seed."""
+        if self.seed is None:
+            raise ValueError(f"observation of {self.episode_id!r} step {self.step} has no seed: only observations "
+                             "the episode loop (agile.rollout) hands an agent carry one; draw from "
+                             "agile.seeding.derive_seed(your_seed, observation.episode_id, observation.step) instead.")
+        return random.Random(self.seed)
 
 
 @dataclass(frozen=True)
@@ -90,7 +104,9 @@ class Agent(Protocol):
     from one generator shared across calls. Then an answer does not depend on the batch, on the
     calls before it, or on which method of a sweep played first and where it intervened: every
     method meets the same draws (common random numbers), so the comparisons are paired and every
-    method's C = 0 row is the same. The bundled agents all do this.
+    method's C = 0 row is the same. The bundled agents all do this. The loop hands every observation an
+    agent sees such a seed (``observation.seed``; ``observation.rng()`` a generator of it), so a plug-in
+    agent can simply draw from ``observation.rng()``. ``helpgate sweep`` warns where the C = 0 rows differ.
     """
 
     name: str

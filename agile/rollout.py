@@ -21,6 +21,10 @@ At every decision point of every live episode, in this order:
    ``info["tool_output"]`` line, and the final action last.
 
 Agents are called once per round with the observations of every episode they act for (batched).
+Every observation an agent is handed carries a per-decision seed (``Observation.seed``,
+``decision_seed(rng_seed, episode_id, step, tool_round)``), the same under every gate and budget, so
+a stochastic agent that draws from ``observation.rng()`` is paired across methods (common random
+numbers); the gate's observations carry none (a gate's draws are its own).
 An agent that needs the live episodes (scripted and oracle agents read the gold answer) sets
 ``needs_episodes = True`` and is called as ``agent.act(observations, episodes=episodes)``.
 
@@ -50,7 +54,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agile.budget import EpisodeBudget
 from agile.protocol import BASE, DECIDE_AFTER, Action, Agent, Episode, Gate, Observation, StepResult, gate_decides_after
@@ -72,6 +76,16 @@ class _Decision:
     """Every action of the decision, one per tool round, the final one last (what a replay plays)."""
 
 
+def decision_seed(run_seed: int, episode_id: str, step: int, tool_round: int = 0) -> int:
+    """The seed handed to the agent at one decision (and tool round) of one episode: a pure function of what
+    identifies the decision, never of the gate, the budget or the batch."""
+    return derive_seed(run_seed, episode_id, step, tool_round, "agent")
+
+
+def _keyed(observation: Observation, run_seed: int, tool_round: int) -> Observation:
+    return replace(observation, seed=decision_seed(run_seed, observation.episode_id, observation.step, tool_round))
+
+
 def _act(agent: Agent, episodes: list[Episode], observations: list[Observation]) -> list[Action]:
     if getattr(agent, "needs_episodes", False):
         actions = agent.act(observations, episodes=episodes)
@@ -89,16 +103,17 @@ def _act(agent: Agent, episodes: list[Episode], observations: list[Observation])
     return actions
 
 
-def decide(episodes: list[Episode], actors: list[Agent | None]) -> list[_Decision]:
+def decide(episodes: list[Episode], actors: list[Agent | None], seed: int = 0) -> list[_Decision]:
     """Play one decision point in each episode with its actor (``None``: the expert).
 
-    Episodes sharing an actor are batched into one ``act`` call per tool round.
+    Episodes sharing an actor are batched into one ``act`` call per tool round; each observation carries
+    ``decision_seed(seed, ...)``.
     """
     transcripts: list[list[str]] = [[] for _ in episodes]
     played: list[list[Action]] = [[] for _ in episodes]
     decisions: list[_Decision | None] = [None] * len(episodes)
     pending = list(range(len(episodes)))
-    for _ in range(MAX_TOOL_ROUNDS):
+    for tool_round in range(MAX_TOOL_ROUNDS):
         if not pending:
             return decisions  # type: ignore[return-value]
         by_actor: dict[int, list[int]] = {}
@@ -111,7 +126,7 @@ def decide(episodes: list[Episode], actors: list[Agent | None]) -> list[_Decisio
             if actor is None:
                 actions = [episode.expert_action() for episode in batch]
             else:
-                actions = _act(actor, batch, [episode.observe() for episode in batch])
+                actions = _act(actor, batch, [_keyed(episode.observe(), seed, tool_round) for episode in batch])
             for i, action in zip(indices, actions):
                 result = episodes[i].step(action)
                 played[i].append(action)
@@ -167,7 +182,8 @@ def run_episodes(
     counterfactual: bool = False,
     decide_after: str | None = None,
 ) -> list[list[StepRecord]]:
-    """Run ``episodes`` (mutated in place) to the end; one list of records per episode.
+    """Run ``episodes`` (mutated in place) to the end; one list of records per episode. ``rng_seed`` keys the
+    exploration draws and the seeds handed to the agents (``decision_seed``).
 
     ``decide_after``: ``"state"`` or ``"proposal"`` (see the module docstring); default: the
     gate's own ``decide_after``, else ``"state"``."""
@@ -196,7 +212,7 @@ def run_episodes(
             for i in live:
                 branches.append((i, len(records[i]), episodes[i].clone(), episodes[i].clone()))
         left = {i: count.left(i) for i in live}
-        proposals = _propose(episodes, live, left, base_agent) if mode == "proposal" else {}
+        proposals = _propose(episodes, live, left, base_agent, rng_seed) if mode == "proposal" else {}
         direct = {i: d for i, (d, on_clone) in proposals.items() if not on_clone}  # no budget: already played
         chosen: list[Agent | None] = []
         intervene: dict[int, bool] = {}
@@ -216,7 +232,7 @@ def run_episodes(
             chosen.append(strong if wants else base_agent)
         if mode == "proposal":
             acting = [i for i in live if intervene[i]]
-            decisions = dict(zip(acting, decide([episodes[i] for i in acting], [strong] * len(acting))))
+            decisions = dict(zip(acting, decide([episodes[i] for i in acting], [strong] * len(acting), rng_seed)))
             for i in live:
                 if i in direct:
                     decisions[i] = direct[i]
@@ -224,7 +240,7 @@ def run_episodes(
                     decisions[i] = replay_checked(episodes[i], proposals[i][0])
             decisions = [decisions[i] for i in live]
         else:
-            decisions = decide([episodes[i] for i in live], chosen)
+            decisions = decide([episodes[i] for i in live], chosen, rng_seed)
         for i, decision in zip(live, decisions):
             obs = observations[i]
             record = StepRecord.of(obs, decision.action_text, decision.actor, intervene[i], left[i],
@@ -251,18 +267,18 @@ def run_episodes(
         for record in records[i]:
             record.success = outcome
     if counterfactual and branches:
-        _fill_counterfactuals(branches, records, base_agent, strong)
+        _fill_counterfactuals(branches, records, base_agent, strong, rng_seed)
     return records
 
 
 def _propose(episodes: list[Episode], live: list[int], left: dict[int, int],
-             base_agent: Agent) -> dict[int, tuple[_Decision, bool]]:
+             base_agent: Agent, seed: int = 0) -> dict[int, tuple[_Decision, bool]]:
     """The base agent's decision at every live episode, in one batched ``decide``: on a clone
     where budget is left (the gate may still replace it), else on the episode itself (nothing can
     replace it). Values: ``(decision, played on a clone)``."""
     on_clone = {i: left[i] > 0 for i in live}
     targets = [episodes[i].clone() if on_clone[i] else episodes[i] for i in live]
-    decisions = decide(targets, [base_agent] * len(live))
+    decisions = decide(targets, [base_agent] * len(live), seed)
     return {i: (d, on_clone[i]) for i, d in zip(live, decisions)}
 
 
@@ -288,14 +304,14 @@ def replay_checked(episode: Episode, proposed: _Decision) -> _Decision:
     return decision
 
 
-def _fill_counterfactuals(branches, records, base_agent: Agent, strong: Agent | None) -> None:
+def _fill_counterfactuals(branches, records, base_agent: Agent, strong: Agent | None, seed: int = 0) -> None:
     """Play every (base here, intervene here) branch, then the base agent alone, in lockstep."""
     clones = [b for _, _, b, _ in branches] + [c for _, _, _, c in branches]
     first = [base_agent] * len(branches) + [strong] * len(branches)
-    decide(clones, first)
+    decide(clones, first, seed)
     live = [j for j, clone in enumerate(clones) if not clone.done]
     while live:
-        decide([clones[j] for j in live], [base_agent] * len(live))
+        decide([clones[j] for j in live], [base_agent] * len(live), seed)
         live = [j for j in live if not clones[j].done]
     n = len(branches)
     for k, (i, r, _, _) in enumerate(branches):

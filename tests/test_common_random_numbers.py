@@ -8,6 +8,7 @@ changes later draws' odds), and the tiny random LLM whose consistency samples a 
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from productqa_slice import SLICE
 
@@ -107,3 +108,63 @@ def test_consistency_samples_are_common_random_numbers_too():
     unbound = [d for episode in first["unsure"][0][HORIZON] for d in episode]
     assert [intervened for _, _, intervened in unbound] == [s["consistency_agree"] <= 0.5 for _, s, _ in unbound]
     assert 0 < sum(intervened for _, _, intervened in unbound) < len(unbound)
+
+
+# -- any agent: the loop hands a per-decision seed; the sweep checks its C = 0 rows ----------------------
+def plugin_sweep(tmp_path, agent: str) -> dict:
+    import json
+    import warnings
+
+    from helper.evaluation.sweep import SweepConfig
+    from helper.evaluation.sweep import run as run_sweep
+
+    cfg = SweepConfig(spec=EnvSpec(env="crn_plugin:make_episodes", agent=f"crn_plugin:{agent}"),
+                      out=str(tmp_path / agent), episodes=60, budgets=[0, 1, 2],
+                      methods=["never", "always", "first_k", "random"], ci_resamples=10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = run_sweep(cfg)
+    per_episode = pd.read_csv(tmp_path / agent / "episodes.csv")
+    assert json.loads((tmp_path / agent / "summary.json").read_text())["c0_check"] == summary["c0_check"]
+    return summary, per_episode, [str(w.message) for w in caught if "C = 0 rows differ" in str(w.message)]
+
+
+def test_a_plugin_agent_drawing_from_the_handed_seed_gives_equal_c0_rows(tmp_path):
+    summary, per_episode, warned = plugin_sweep(tmp_path, "keyed_agent")
+    at_zero = per_episode[per_episode["budget"] == 0].pivot(index="episode_id", columns="method", values="success")
+    assert set(at_zero.columns) == {"never", "first_k", "random"}
+    assert (at_zero.nunique(axis=1) == 1).all()  # episode by episode
+    assert at_zero["never"].nunique() > 1  # the agent did draw (outcomes vary across episodes)
+    assert summary["c0_check"]["equal"] and not warned
+
+
+def test_a_plugin_agent_with_its_own_generator_is_named_by_the_sweep(tmp_path):
+    summary, per_episode, warned = plugin_sweep(tmp_path, "own_random_agent")
+    check = summary["c0_check"]
+    assert not check["equal"] and check["episodes_differing"] > 0 and check["episodes"] == 60
+    assert check["success_min"][1] < check["success_max"][1]
+    assert len(warned) == 1 and f"{check['success_min'][1]:.3f}" in warned[0] and check["success_max"][0] in warned[0]
+
+
+def test_the_handed_seed_is_a_function_of_the_decision_alone():
+    from agile.protocol import Observation
+    from agile.rollout import decide, decision_seed
+    from crn_plugin import keyed_agent, make_episodes
+
+    seen = []
+
+    class Spy:
+        name = "spy"
+
+        def act(self, observations):
+            seen.extend((o.episode_id, o.step, o.seed) for o in observations)
+            return keyed_agent().act(observations)
+
+    episodes = make_episodes("test", 3, 0)
+    decide(episodes, [Spy()] * 3, seed=5)
+    decide(episodes[::-1], [Spy()] * 3, seed=5)  # another order, the next step
+    assert seen == [(e, s, decision_seed(5, e, s)) for e, s in
+                    [("test-0-0", 0), ("test-0-1", 0), ("test-0-2", 0), ("test-0-2", 1), ("test-0-1", 1), ("test-0-0", 1)]]
+    assert len({seed for _, _, seed in seen}) == 6 and decision_seed(6, "test-0-0", 0) != seen[0][2]
+    with pytest.raises(ValueError, match="has no seed"):
+        Observation("e", "env", "t", 0, "s", 1).rng()

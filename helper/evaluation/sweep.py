@@ -21,15 +21,20 @@ interventions that could gain nothing), ``episodes.csv`` (method, budget, episod
 interventions: what ``helpgate report`` resamples), ``summary.json``
 (``helper.evaluation.metrics.summarize`` plus training calls, skipped methods, config), ``sweep.png``, and
 ``online_rl_curve.png`` when the online-RL report can draw one.
+
+Common random numbers: every method's C = 0 row must be the same outcomes episode by episode; the sweep
+checks it (``check_c0_rows``, ``summary.json``'s ``c0_check``) and warns, naming the spread, where not.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 
 from helper.data.environment import EnvConfig, Environment
@@ -129,6 +134,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     pd.DataFrame(per_episode).to_csv(out / "episodes.csv", index=False)
     summary = summarize(frame, calls)
     summary["skipped"] = skipped
+    summary["c0_check"] = check_c0_rows(per_episode)
     summary["budgets"] = ctx.budgets
     summary.update(ctx.extra)
     summary["decide_after"] = ctx.decide_after
@@ -144,6 +150,37 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     save_sweep_plot(frame, out / "sweep.png", cfg.title)
     _print(summary, out)
     return summary
+
+
+def check_c0_rows(per_episode: list[dict]) -> dict:
+    """Every method's C = 0 row plays the same episodes with no intervention, so with common random numbers
+    (an agent drawing per decision, ``Observation.rng()``) their outcomes are equal episode by episode. Where
+    they are not, warn, naming the spread of the mean success across methods: the comparisons are then not
+    paired on the agent's draws. Returns what ``summary.json`` records as ``c0_check``."""
+    rows: dict[str, list[tuple[str, float]]] = {}
+    for row in per_episode:
+        if int(row["budget"]) == 0:
+            rows.setdefault(row["method"], []).append((str(row["episode_id"]), float(row["success"])))
+    if len(rows) < 2:
+        return {"methods": sorted(rows), "equal": True, "episodes_differing": 0}
+    ids = {method: [e for e, _ in played] for method, played in rows.items()}
+    first = next(iter(ids.values()))
+    if any(other != first for other in ids.values()):
+        raise ValueError(f"the C = 0 rows of {sorted(rows)} played other episodes; every method plays the same "
+                         "held-out episodes (env.episodes()), so this is a bug of the method that did not.")
+    table = np.array([[s for _, s in played] for played in rows.values()])  # (methods, episodes)
+    differing = int((table.max(axis=0) != table.min(axis=0)).sum())
+    means = dict(zip(rows, table.mean(axis=1).tolist()))
+    low, high = min(means, key=means.get), max(means, key=means.get)
+    check = {"methods": sorted(rows), "equal": differing == 0, "episodes_differing": differing,
+             "episodes": table.shape[1], "success_min": [low, means[low]], "success_max": [high, means[high]]}
+    if differing:
+        warnings.warn(f"C = 0 rows differ across methods on the same {table.shape[1]} episodes: mean success from "
+                      f"{means[low]:.3f} ({low}) to {means[high]:.3f} ({high}), {differing} episode(s) differ. With no "
+                      "intervention every method should meet the same outcomes: the base agent's draws are not keyed "
+                      "per decision (draw from observation.rng(), or seed from observation.episode_id and step), so "
+                      "the comparisons are not paired on them.", stacklevel=2)
+    return check
 
 
 def _decide_after(cfg: SweepConfig, ctx: SweepContext) -> str:
