@@ -1,0 +1,202 @@
+"""``helpgate calibrate``: the cheapest budget of a helper that certifies a target success on held-out episodes.
+
+    helpgate calibrate --helper runs/demo/helper --eps 0.1 --delta 0.1 --episodes 300 --seed 2000 \\
+        --agent simulator          # the environment and its actors: the same flags as evaluate's
+
+The family is the solved helper at C = Cmax, ..., 1, 0 (``HelperGate.load(dir, budget=C)``: most help first). Each
+member plays the same ``--episodes`` calibration episodes (its own rollouts: its interventions change the
+trajectories), and ``helper.gate.certify`` tests them in that order with an exact one-sided binomial test at
+``--delta`` against the target success 1 - ``--eps``, stopping at the first failure. The last member that passed
+is the cheapest certified one: with probability at least 1 - delta over the calibration draw, its success on fresh
+episodes from the same distribution is at least 1 - eps. An outcome counts as a success when it reaches
+``--success-at`` (1.0: every question of a ProductQA session right; TextWorld and plug-ins score 0 or 1).
+
+The calibration episodes must be new to the helper: they are refused when an episode id appears in the rows the
+helper was solved and distilled from (``helper.json`` ``labels_from``) or its PRM was trained on (the PRM's
+``data``), or was played by the run's sweep or evaluation (``episodes.csv`` beside the helper folder), or when an
+episode's group (ProductQA group, TextWorld game, a plug-in's task) is one the training rows hold. The pipeline
+collects the train split with ``--seed S`` and sweeps the test split with S + 1000; the default here, the test split
+with seed 2000, is disjoint from both for S < 1000.
+
+Writes into the helper folder ``guarantee.json`` (eps, delta, n, the chosen member's budget, calibration success and
+spend, every tested member's p-value, a fingerprint of the calibration data and of the helper's files) and
+``calibration/episodes.csv`` (one row per member and episode). ``HelperGate.load`` exposes it as ``gate.guarantee``
+and ``serve-gate``'s ``/health`` shows it. A target out of reach is refused in one line naming the highest success
+this calibration can certify; nothing is written then.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import polars as pl
+
+from helper.data.environment import EnvConfig, Environment
+from helper.gate import certify
+from helper.stored_config import flat
+from trajectories.files import write_json_atomic
+
+NEIGHBOUR_PLAYS = ("sweep", "evaluate")
+"""Folders beside the helper folder whose ``episodes.csv`` lists episodes the run already played (pipeline layout)."""
+
+
+@dataclass
+class CalibrateConfig(EnvConfig):
+    helper: str = "runs/default/helper"
+    """Helper folder written by `helpgate distill`; guarantee.json is written into it."""
+    eps: float = 0.1
+    """Allowed failure rate: the target success is 1 - eps."""
+    delta: float = 0.1
+    """Allowed chance that the guarantee is wrong: it holds with confidence 1 - delta."""
+    episodes: int = 300
+    """Calibration episodes (n); every member plays the same ones."""
+    seed: int = 2000
+    """Seed of the calibration episodes (the pipeline collects with its seed S and sweeps with S + 1000)."""
+    budgets: list[int] | None = None
+    """Budgets C of the family, tested from the largest down (default: the helper's solved budget down to 0)."""
+    success_at: float = 1.0
+    """An episode counts as a success when its outcome reaches this (outcomes lie in [0, 1])."""
+    backend: str | None = None
+    """Override the helper's backend (features, text, or table: the solved table itself)."""
+
+
+def family(cfg: CalibrateConfig, solved_budget: int | None) -> list[int]:
+    """The budgets of the family, most help first."""
+    if cfg.budgets is not None:
+        budgets = sorted({int(c) for c in cfg.budgets}, reverse=True)
+        if not budgets or budgets[-1] < 0:
+            raise ValueError(f"budgets={cfg.budgets}: give one or more budgets >= 0, e.g. --budgets 3 2 1 0.")
+        return budgets
+    if solved_budget is None:
+        raise ValueError(f"{cfg.helper}/helper.json records no solved_budget: pass --budgets, e.g. --budgets 3 2 1 0.")
+    return list(range(int(solved_budget), -1, -1))
+
+
+def check(cfg: CalibrateConfig) -> None:
+    certify.check_levels(cfg.eps, cfg.delta)
+    if cfg.episodes < 1:
+        raise ValueError(f"episodes={cfg.episodes}: calibrate on at least 1 episode (a few hundred certify more).")
+    if not 0.0 < cfg.success_at <= 1.0:
+        raise ValueError(f"success_at={cfg.success_at}: give the outcome an episode must reach, in (0, 1].")
+
+
+def seen_episodes(helper_dir: Path) -> dict[str, tuple[set[str], set[str]]]:
+    """``{where: (episode ids, groups)}`` of every episode the helper's training or its run's evaluation used."""
+    import json
+
+    from helper.gate.gate import CONFIG_FILE, resolve_recorded
+
+    config = json.loads((helper_dir / CONFIG_FILE).read_text())
+    found: dict[str, tuple[set[str], set[str]]] = {}
+    labels = resolve_recorded(helper_dir, config, "labels_from")
+    sources = []
+    if labels and (Path(labels) / "labels.parquet").is_file():
+        sources.append(("the helper's solve and distill rows", [Path(labels) / "labels.parquet"]))
+    prm = resolve_recorded(helper_dir, config, "prm")
+    prm_config = Path(prm) / "prm_config.json" if prm else None
+    if prm_config is not None and prm_config.is_file():
+        data = json.loads(prm_config.read_text()).get("config", {}).get("data")
+        if data and Path(data).is_dir():
+            sources.append(("the PRM's training rows", sorted(Path(data).rglob("*.parquet"))))
+    for where, paths in sources:
+        paths = [p for p in paths if not any(part.startswith((".", "_")) for part in p.parts[-1:])]
+        if paths:
+            rows = pl.concat([pl.read_parquet(p, columns=["episode_id", "task_id"]) for p in paths]).unique()
+            groups = {str(t).split("/", 1)[0] for t in rows["task_id"].to_list()}
+            found[where] = (set(rows["episode_id"].to_list()), groups)
+    for name in NEIGHBOUR_PLAYS:
+        played = helper_dir.parent / name / "episodes.csv"
+        if played.is_file():
+            found[f"{played}"] = (set(pd.read_csv(played, usecols=["episode_id"])["episode_id"].astype(str)), set())
+    return found
+
+
+def episode_groups(episodes) -> list[str]:
+    """Each fresh episode's group, as ``helper.evaluation.evaluate.episode_group`` names it, before it is played."""
+    out = []
+    for episode in episodes:
+        own = getattr(episode, "group", None)
+        out.append(own if isinstance(own, str) else str(episode.observe().task_id).split("/", 1)[0])
+    return out
+
+
+def check_disjoint(cfg: CalibrateConfig, env: Environment, helper_dir: Path) -> None:
+    """Refuse calibration episodes the helper, its PRM or its run's evaluation already used (module docstring)."""
+    episodes = env.episodes()
+    ids = {e.episode_id for e in episodes}
+    groups = set(episode_groups(env.episodes()))
+    for where, (seen_ids, seen_groups) in seen_episodes(helper_dir).items():
+        same = sorted(ids & seen_ids)
+        if same:
+            raise ValueError(f"calibration episodes (split {cfg.split}, seed {cfg.seed}) include {len(same)} "
+                             f"episode(s) of {where}, e.g. {same[0]!r}; pick a --seed whose episodes the run has not played.")
+        shared = sorted(groups & seen_groups)
+        if shared:
+            raise ValueError(f"calibration episodes (split {cfg.split}, seed {cfg.seed}) play group(s) of {where}, "
+                             f"e.g. {shared[0]!r}; calibrate on held-out groups (--split test).")
+
+
+def rollouts(cfg: CalibrateConfig, env: Environment, helper, budgets: list[int]) -> pd.DataFrame:
+    """One row per member and calibration episode: budget, episode id, outcome, interventions."""
+    from helper.evaluation.evaluate import evaluate_gate
+
+    _, per_episode, _ = evaluate_gate(env, helper.with_budget, budgets, "helper", ci_resamples=200)
+    frame = pd.DataFrame(per_episode)[["budget", "episode_id", "success", "interventions"]]
+    frame["success"] = frame["success"].astype(float)
+    return frame
+
+
+def guarantee(cfg: CalibrateConfig, frame: pd.DataFrame, budgets: list[int], helper_dir: Path) -> dict:
+    """The guarantee record of a calibration (raises the one-line refusal when the target is out of reach)."""
+    order = {c: i for i, c in enumerate(budgets)}
+    frame = frame.sort_values(["budget", "episode_id"], key=lambda s: s.map(order) if s.name == "budget" else s)
+    ids = sorted(frame["episode_id"].unique())
+    outcomes = np.stack([(frame[frame["budget"] == c].set_index("episode_id").loc[ids, "success"].to_numpy()
+                          >= cfg.success_at - 1e-12).astype(int) for c in budgets])
+    spend = [float(frame[frame["budget"] == c]["interventions"].mean()) for c in budgets]
+    result = certify.certify(outcomes, cfg.eps, cfg.delta)
+    n, target = len(ids), 1.0 - cfg.eps
+    members = [{"budget": int(c), "successes": int(outcomes[i].sum()), "success": float(outcomes[i].mean()),
+                "interventions": spend[i], "p_value": result.p_values[i], "tested": i < result.tested,
+                "passed": result.chosen is not None and i <= result.chosen} for i, c in enumerate(budgets)]
+    if result.chosen is None:
+        top = members[0]
+        raise ValueError(f"target success {target:g} (eps {cfg.eps:g}) cannot be certified at delta {cfg.delta:g} on "
+                         f"{n} episodes: the most-help member, C = {top['budget']}, succeeded on {top['successes']} "
+                         f"of {n}; the highest success this calibration can certify is {result.highest:.3f}. Pass "
+                         f"--eps {1 - result.highest:.3f} or more, or calibrate on more episodes.")
+    rows = frame.assign(outcome=frame["success"] >= cfg.success_at - 1e-12).to_dict("records")
+    return {"kind": certify.KIND, "eps": cfg.eps, "delta": cfg.delta, "target": target, "n": n,
+            "success_at": cfg.success_at, "member": members[result.chosen], "members": members,
+            "highest_certifiable": result.highest,
+            "calibration": {"split": cfg.split, "seed": cfg.seed, "episodes": cfg.episodes,
+                            "agent_seed": cfg.agent_seed, "spec": flat(cfg.spec)},
+            "data_fingerprint": certify.fingerprint(rows),
+            "helper_fingerprint": certify.helper_fingerprint(helper_dir),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def run(cfg: CalibrateConfig) -> dict:
+    from helper.evaluation.evaluate import load_helper
+
+    check(cfg)
+    helper_dir = Path(cfg.helper)
+    env = Environment(cfg)
+    check_disjoint(cfg, env, helper_dir)
+    helper = load_helper(cfg, cfg.backend)
+    budgets = family(cfg, helper.solved_budget)
+    frame = rollouts(cfg, env, helper, budgets)
+    record = guarantee(cfg, frame, budgets, helper_dir)
+    (helper_dir / "calibration").mkdir(exist_ok=True)
+    frame.to_csv(helper_dir / "calibration" / "episodes.csv", index=False)
+    write_json_atomic(record, helper_dir / certify.GUARANTEE_FILE)
+    for m in record["members"]:
+        mark = "passed" if m["passed"] else ("failed" if m["tested"] else "not tested")
+        print(f"calibrate: C={m['budget']:<2d} success {m['success']:.3f} ({m['successes']}/{record['n']})  "
+              f"interventions {m['interventions']:.2f}  p {m['p_value']:.3g}  {mark}")
+    print(f"calibrate: {certify.describe(record)}; wrote {helper_dir / certify.GUARANTEE_FILE}")
+    return record
