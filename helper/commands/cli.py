@@ -6,6 +6,7 @@
     helpgate prm score --data runs/demo/trajectories --model runs/demo/prm
     helpgate solve --data runs/demo/trajectories --budgets 1 2 3 --out runs/demo/solve
     helpgate distill --labels runs/demo/solve --out runs/demo/helper
+    helpgate calibrate --helper runs/demo/helper --eps 0.1 --delta 0.1 --episodes 300
     helpgate sweep --helper runs/demo/helper --out runs/demo/sweep
     helpgate agile sft|ppo|eval ...
 
@@ -38,6 +39,8 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
     ("solve",): ("helper.gate.solve_command", "SolveConfig", "run", "Solve the budgeted MDP."),
     ("prm", "export"): ("prm.data.export", "ExportConfig", "run_export", "Export a PRM dataset (TRL stepwise layout)."),
     ("distill",): ("helper.gate.distill", "DistillConfig", "run", "Distill the helper classifier."),
+    ("calibrate",): ("helper.gate.calibrate_command", "CalibrateConfig", "run",
+                     "Certify a target success: the cheapest budget that reaches it, on held-out episodes."),
     ("evaluate",): ("helper.evaluation.evaluate", "EvaluateConfig", "run", "Evaluate one helper online."),
     ("sweep",): ("helper.evaluation.sweep", "SweepConfig", "run", "Budget sweep against every baseline."),
     ("report",): ("helper.evaluation.report", "ReportConfig", "run", "Headline table of finished runs (win / tie / loss)."),
@@ -49,7 +52,8 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
                         "Evaluate an AGILE agent (advice by its policy, a built-in gate or a helper)."),
 }
 
-RECORDED_IN: dict[tuple[str, ...], tuple[str, ...]] = {("prm", "score"): ("out", "data"), ("serve",): (),
+RECORDED_IN: dict[tuple[str, ...], tuple[str, ...]] = {("prm", "score"): ("out", "data"), ("calibrate",): ("helper",),
+                                                       ("serve",): (),
                                                        ("serve-gate",): (), ("report",): ()}
 """The config fields naming the folder a command's provenance goes to, the first one set wins, where
 not ``out`` (none: servers run until stopped, and a report writes no run folder)."""
