@@ -81,7 +81,7 @@ def test_served_decisions_are_the_in_process_decisions(run_dir, served):
     with httpx.Client(base_url=served, timeout=60) as http:
         assert http.get("/health").json() | {"gate": None} == {
             "status": "ok", "gate": None, "budget": BUDGET, "decide_after": "proposal", "horizon": HORIZON,
-            "features": FEATURES}
+            "features": FEATURES, "guarantee": None}
         for episode in episodes:
             while not episode.done:
                 observation = episode.observe()

@@ -111,6 +111,9 @@ class HelperGate(ScoredGate):
         self._use_checked = [False]  # a list: gates made by with_budget share it (one warning for all)
         self.degraded: str | None = None
         """Why decisions run on the fallback although the helper has a PRM (None: they do not)."""
+        self.guarantee: dict | None = None
+        """The success guarantee ``helpgate calibrate`` wrote (``guarantee.json``: target, confidence, the certified
+        budget and its calibration success and spend); None where the folder has none."""
 
     # -- decision --------------------------------------------------------------------------------
     def should_intervene(self, observation: Observation, budget_left: int | None = None, proposal=None) -> bool:
@@ -160,7 +163,7 @@ class HelperGate(ScoredGate):
         gate = HelperGate(self.backend, self.classifier, self.fallback, self.scorer, self.table, self.discretizer,
                           budget, self.solved_budget, self.threshold, self.decide_after, self.trained_on)
         gate._stats, gate._stats_lock = self._stats, self._stats_lock
-        gate.degraded, gate.horizon = self.degraded, self.horizon
+        gate.degraded, gate.horizon, gate.guarantee = self.degraded, self.horizon, self.guarantee
         if budget is None or self.budget is None or budget <= self.budget:
             gate._use_checked = self._use_checked  # a larger budget is a new use, checked on its own
         return gate
@@ -290,6 +293,7 @@ class HelperGate(ScoredGate):
                    config.get("threshold", 0.5), decide_after, config.get("trained_on"))
         gate.degraded = degraded
         gate.horizon = identity.horizon_of(config)
+        gate.guarantee = _guarantee(directory)
         return gate
 
     def __repr__(self) -> str:
@@ -314,6 +318,19 @@ def resolve_recorded(directory: str | Path, config: dict, key: str = "prm") -> s
     first = Path(os.path.normpath(Path(directory) / recorded))  # an absolute `recorded` stays as it is
     candidates = [first] + ([Path(config[f"{key}_absolute"])] if config.get(f"{key}_absolute") else [])
     return str(next((c for c in candidates if c.exists()), first))
+
+
+def _guarantee(directory: Path) -> dict | None:
+    """The folder's ``guarantee.json`` when it measured these helper files; one that measured others is ignored
+    with a warning (a re-distilled helper needs a new calibration)."""
+    from helper.gate.certify import GUARANTEE_FILE, helper_fingerprint, read_guarantee
+
+    record = read_guarantee(directory)
+    if record is not None and record.get("helper_fingerprint") != helper_fingerprint(directory):
+        warnings.warn(f"{directory / GUARANTEE_FILE} was calibrated on other helper files (helper_fingerprint differs); "
+                      "it is ignored. Re-run `helpgate calibrate`.", stacklevel=3)
+        return None
+    return record
 
 
 class _Unloadable(Exception):

@@ -204,10 +204,12 @@ def create_app(gate: ServedGate, horizon: int, features: list[str] | None = None
             raise HTTPException(422, f"features: {said}; this helper reads exactly {sorted(wanted)} "
                                      "(helper.json feature_names, also on /health).")
 
+    promise = served_guarantee(gate)
+
     @app.get("/health")
     def health() -> dict:
         out = {"status": "degraded" if degraded else "ok", "gate": gate.name, "budget": gate.budget,
-               "decide_after": gate.decide_after, "horizon": horizon, "features": features}
+               "decide_after": gate.decide_after, "horizon": horizon, "features": features, "guarantee": promise}
         return out | ({"reason": degraded} if degraded else {})
 
     # Plain defs: FastAPI runs them in worker threads, so a slow decision (a PRM forward pass)
@@ -248,6 +250,19 @@ def create_app(gate: ServedGate, horizon: int, features: list[str] | None = None
         return {"episode_id": episode_id, "used": used}
 
     return BodyLimit(app, max_body_bytes)
+
+
+def served_guarantee(gate: ServedGate) -> dict | None:
+    """What ``/health`` says of the helper's ``guarantee.json`` (None: it has none): the promise, and whether it
+    covers this server (it does at the certified budget only)."""
+    record = getattr(gate.gate, "guarantee", None)
+    if not record:
+        return None
+    member = record["member"]
+    return {"target": record["target"], "confidence": 1 - record["delta"], "eps": record["eps"],
+            "delta": record["delta"], "n": record["n"], "budget": member["budget"], "success": member["success"],
+            "interventions": member["interventions"], "data_fingerprint": record["data_fingerprint"],
+            "applies": gate.budget == member["budget"]}
 
 
 def served_features(helper) -> list[str]:
