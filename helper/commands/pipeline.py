@@ -62,11 +62,11 @@ class PipelineConfig:
     call of the base agent next to a human's answer and says most about the agent's mistake; state for
     TextWorld and plug-in environments (a move's proposal says little before its outcome). Pass state where
     the base agent costs as much as the help."""
-    prm_target: Literal["soft", "hard", "process", "proposal"] | None = None
-    """PRM training label (see `helpgate prm train --target`). Default: with --decide-after proposal,
-    proposal (was the proposal right?); otherwise ProductQA scores each question on its own, so process
-    (will the base agent answer this one right?); TextWorld: soft (the episode's Monte-Carlo success
-    from this prefix)."""
+    prm_target: Literal["soft", "hard", "process", "proposal", "fatal", "mc", "auto"] | None = None
+    """PRM training label (see `helpgate prm train --target`), or auto: chosen on the training folds
+    (helper.commands.choose). Default: with --decide-after proposal, proposal (was the proposal right?);
+    otherwise ProductQA scores each question on its own, so process (will the base agent answer this one
+    right?); TextWorld: soft (the episode's Monte-Carlo success from this prefix); a plug-in environment: auto."""
     prm_layers: int | None = None
     """Keep only the first this many backbone layers for the PRM's features (0: all of them).
     Default: 8 for the embedded SmolLM2 (a quarter of its 30 layers, a quarter of the cost), all otherwise."""
@@ -83,17 +83,23 @@ class PipelineConfig:
     found rows, answered yes / no / an id, the question's phrasing, ...), the same in every product group. With
     --prm-hidden False it reads only those and the agent's signals, with no backbone pass: on shared ProductQA's
     train groups, out of fold by group, 0.765 against the default's 0.736 (three seeds; benchmarks/RESULTS.md)."""
-    prm_pooling: Literal["last", "mean"] = "last"
-    """The PRM's step feature: the hidden state at the step's tag (last), or its mean over the step's tokens."""
+    prm_pooling: Literal["last", "mean", "auto"] | None = None
+    """The PRM's step feature: the hidden state at the step's tag (last), its mean over the step's tokens, or
+    auto (chosen on the training folds). Default: auto for a plug-in environment, else last."""
     prm_folds: int | None = None
     """PRM folds: training rows get out-of-fold scores (1: a held-out split, and training rows get
     the in-sample scores of the head fitted on them; for the ablation only). Default: 5, or 3 with
     --quick (its 16 episodes leave three or four per fold at 5)."""
     bins: int = 6
     """PRM-score bins of the tabular MDP."""
-    binning: Literal["quantile", "uniform", "supervised"] = "quantile"
-    """How the bins are cut (helpgate solve --binning): equal-count, equal-width, or where the agent's own
-    step reward changes (supervised)."""
+    binning: Literal["quantile", "uniform", "supervised", "auto"] | None = None
+    """How the bins are cut (helpgate solve --binning): equal-count, equal-width, where the agent's own step
+    outcome changes (supervised), or auto (chosen on the training folds). Default: auto for a plug-in
+    environment, else quantile."""
+    counterfactual: bool = False
+    """Collect with cloned branches at every decision (collect --counterfactual: the base agent / an intervention
+    here, then the base agent alone), which the mc target learns from; costs about horizon + 1 times the agent
+    calls of a plain collection."""
     solve_pessimism: float = 0.0
     """Standard errors of its estimated own gain an intervention must clear (helpgate solve --pessimism):
     an intervention whose gain rests on thin data is not taken. 0: the point estimates."""
@@ -119,7 +125,25 @@ class PipelineConfig:
             return self.prm_target
         if self.decide_mode() == "proposal":
             return "proposal"
-        return "process" if self.spec.kind.question_sessions else "soft"
+        if self.spec.kind.question_sessions:
+            return "process"
+        return "auto" if self.spec.plugin else "soft"
+
+    def pooling_name(self) -> str:
+        """``prm_pooling``, or its default: auto for a plug-in environment (an encoder has one), else last."""
+        from prm.verifiers.backbones import is_encoder
+
+        if self.prm_pooling:
+            return self.prm_pooling
+        return "auto" if self.spec.plugin and not is_encoder(self.prm_model) else "last"
+
+    def binning_name(self) -> str:
+        """``binning``, or its default: auto for a plug-in environment, else quantile."""
+        return self.binning or ("auto" if self.spec.plugin else "quantile")
+
+    def chooses(self) -> bool:
+        """Whether the target, the pooling or the binning is left to the training folds."""
+        return "auto" in (self.prm_target_name(), self.pooling_name(), self.binning_name())
 
     def prm_layer_count(self) -> int | None:
         from prm.verifiers.backbones import is_encoder
@@ -134,20 +158,24 @@ class PipelineConfig:
         """The PRM stage's ``prm train`` settings (``changes`` override fields, for ablations)."""
         from prm.training import train as prm_train
 
-        return prm_train.TrainConfig(**{**dict(
+        target = changes.pop("target", self.prm_target_name())
+        settings = prm_train.TrainConfig(**{**dict(
             # The gate scores a decision before the action is taken: the tag goes after the state, or
             # after the base agent's proposal when the gate reads it.
             data=str(trajectories), out=str(out), model=self.prm_model, head="value", tag_after=self.decide_mode(),
-            target=self.prm_target_name(),
-            # A process label is the base agent's own correctness at that step; rows where the human
-            # answered say nothing about it.
-            base_only=self.prm_target_name() == "process",
+            target=target,
+            # A process (fatal) label is the base agent's own correctness (survival) at that step; rows where
+            # the human answered say nothing about it.
+            base_only=target in ("process", "fatal"),
             seed=self.seed, device=self.spec.device, layers=self.prm_layer_count(), folds=self.fold_count(),
             state_features=self.state_features(), hidden=self.hidden_inputs(),
             proposal_features=self.prm_proposal_features,
-            pooling=self.prm_pooling,
+            pooling=self.pooling_name(),
             lora=self.prm_lora,
         ), **changes})
+        if "auto" in (settings.target, settings.pooling):
+            raise ValueError("prm_train_config: resolve --prm-target / --prm-pooling auto first (helper.commands.choose)")
+        return settings
 
     def hidden_inputs(self) -> bool:
         if self.prm_hidden is not None:
@@ -208,6 +236,7 @@ def _solved_budgets(cfg: PipelineConfig) -> list[int] | None:
 
 
 def run(cfg: PipelineConfig) -> dict:
+    from helper.commands.choose import choose, load_choice
     from helper.data import collect
     from helper.data.plugins import AGENT_GROUP, is_plugin
     from helper.evaluation import sweep
@@ -223,6 +252,9 @@ def run(cfg: PipelineConfig) -> dict:
                          "drop --prm-lora.")
     spec = cfg.spec
     solved = _solved_budgets(cfg)
+    if cfg.prm_target == "mc" and not cfg.counterfactual:
+        raise ValueError("--prm-target mc learns from the cloned branches of each decision; add --counterfactual "
+                         "(episodes that can be cloned), or use --prm-target fatal.")
     if "decoding" in spec.kind.fields and spec.agent == "smollm2" and spec.decoding == "free":
         # An env that reads --decoding has its LLM agent write the executor's turns (ProductQA).
         # Measured: 0 of 135 base-agent answers right on ../shared/productqa (it writes questions, not calls).
@@ -247,9 +279,25 @@ def run(cfg: PipelineConfig) -> dict:
     _stage(out, "collect", cfg.redo, lambda: collect.run(collect.CollectConfig(
         spec=replace(spec, agent=collect_agent), split="train", model=spec.agent,
         explore_p=[0.0, 0.2, 0.4, 0.6], episodes=n_train, budget=top, seed=cfg.seed, out=trajectories,
-        shard_size=16, decide_after=cfg.decide_after,
+        shard_size=16, decide_after=cfg.decide_after, counterfactual=cfg.counterfactual,
     )))
-    _stage(out, "prm", cfg.redo, lambda: prm_train.run_train(cfg.prm_train_config(trajectories, out / "prm")))
+
+    def train_prm() -> None:
+        # Left to choose: every candidate tried on the training folds first; the chosen PRM then reads the
+        # chosen pooling's cached features (no second backbone pass).
+        changes = {}
+        if cfg.chooses():
+            choice = choose(cfg, trajectories, out / "choose", solved)
+            changes = dict(target=choice["target"], pooling=choice["pooling"],
+                           feature_cache=str(out / "choose" / f"features-{choice['pooling']}.npz"))
+        prm_train.run_train(cfg.prm_train_config(trajectories, out / "prm", **changes))
+
+    _stage(out, "prm", cfg.redo, train_prm)
+    binning = cfg.binning_name()
+    if cfg.chooses():
+        choice = load_choice(out / "choose")
+        binning = choice["binning"]
+        write_json_atomic(flat(cfg) | {"choice": choice}, out / "pipeline.json")
     _stage(out, "score", cfg.redo, lambda: prm_score.run_score(prm_score.ScoreConfig(
         data=trajectories, model=str(out / "prm"), device=spec.device,
     )))
@@ -260,7 +308,7 @@ def run(cfg: PipelineConfig) -> dict:
         methods.remove("online_rl")
         print("[pipeline] --quick with an LLM agent: online_rl is left out of the sweep (run without --quick for it)")
     _stage(out, "solve", cfg.redo, lambda: solve_command.run(solve_command.SolveConfig(
-        data=trajectories, budgets=solved, bins=cfg.bins, binning=cfg.binning, pessimism=cfg.solve_pessimism,
+        data=trajectories, budgets=solved, bins=cfg.bins, binning=binning, pessimism=cfg.solve_pessimism,
         out=str(out / "solve"),
     )))
     _stage(out, "distill", cfg.redo, lambda: distill.run(distill.DistillConfig(

@@ -70,7 +70,8 @@ class SolveConfig:
     """Number of PRM-score bins (NaN scores get one extra unknown state)."""
     binning: str = "quantile"
     """quantile (equal-count bins), uniform (equal-width bins on [0, 1]) or supervised (edges where the agent's own
-    step reward changes: a regression tree on the score, tabular_rl.supervised_bins)."""
+    step outcome changes: its step reward, or where only the end is rewarded whether it survived the step; a
+    regression tree on the score, tabular_rl.supervised_bins)."""
     step_buckets: int = 0
     """Step buckets crossed with the score bins; 0 uses score bins only."""
     smoothing: float = 1.0
@@ -176,10 +177,19 @@ def parse_backoff(value: str | float) -> str | float:
 
 
 def own_rewards(df: pl.DataFrame, cols: Columns) -> np.ndarray:
-    """Each row's reward where the agent acted, NaN where an intervention did (its reward is the helper's, not
-    the agent's): what supervised bins separate."""
+    """Each row's outcome where the agent acted, NaN where an intervention did (its outcome is the helper's, not
+    the agent's): what supervised bins separate. The outcome is the step's reward where the environment rewards
+    steps; where only the end is rewarded (every non-final reward 0) and episodes have a success column, whether
+    the agent survived its step: 0 on the step a failed episode ended on, 1 on any other (``label_fatal``)."""
+    from prm.data.labels import has_process_rewards
+
+    outcome = pl.col(cols.reward).cast(pl.Float64)
+    if cols.success in df.columns and not has_process_rewards(df):
+        fatal = ((pl.col(cols.success).cast(pl.Float64) < 0.5)
+                 & (pl.col(cols.step) == pl.col(cols.step).max().over(cols.episode)))
+        outcome = pl.when(fatal).then(0.0).otherwise(1.0)
     return df.select(pl.when(pl.col(cols.action).cast(pl.Boolean)).then(None)
-                     .otherwise(pl.col(cols.reward).cast(pl.Float64))).to_series().to_numpy()
+                     .otherwise(outcome)).to_series().to_numpy()
 
 
 def run(config: SolveConfig) -> dict:

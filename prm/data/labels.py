@@ -15,6 +15,14 @@ Labels (columns added by ``add_labels``):
   [0, 1], null where none was logged — the direct answer to "does this proposal look right?",
   known also where an intervention replaced the proposal. ``default_target`` picks it in
   ``proposal`` mode when every row has it.
+- ``label_fatal``: 0.0 on the step a failed episode ended on (its last row: the fatal step), 1.0 on
+  every other row (the steps before it were survived). Needs no step reward: where only the end is
+  rewarded it is the agent's own step outcome that ``process`` reads from a step reward.
+- ``label_mc``: where the collection cloned the episode at every decision (``cf_base_success``,
+  ``cf_intervene_success``: base acts here / an intervention here, then the base agent alone to the
+  end), 1 minus the gain of intervening here clipped to [0, 1]: Math-Shepherd's Monte-Carlo
+  completions of both actions from this step; low where intervening here saves the episode.
+  Null where a row has no branches (``has_branches`` says whether every row has them).
 
 With ``tag_after="proposal"`` the prefix keys are those of the proposal rendering.
 """
@@ -27,8 +35,12 @@ import polars as pl
 from prm.data.episodes import require_proposals
 from prm.inputs.render import prefix_keys
 
-TARGETS = ("hard", "soft", "process", "proposal")
-LABEL_COLUMNS = {"hard": "label_hard", "soft": "label_soft", "process": "label_process", "proposal": "label_proposal"}
+TARGETS = ("hard", "soft", "process", "proposal", "fatal", "mc")
+LABEL_COLUMNS = {"hard": "label_hard", "soft": "label_soft", "process": "label_process", "proposal": "label_proposal",
+                 "fatal": "label_fatal", "mc": "label_mc"}
+STEP_TARGETS = ("process", "proposal", "fatal", "mc")
+"""Targets that label each step by its own outcome (not the episode's): every episode may succeed."""
+BRANCH_COLUMNS = ("cf_base_success", "cf_intervene_success")
 
 
 class SingleClassError(ValueError):
@@ -56,8 +68,18 @@ def add_labels(frame: pl.DataFrame, threshold: float = 0.5, tag_after: str = "ac
     frame = frame.with_columns(pl.Series("prefix_key", keys, dtype=pl.String))
     proposal = (pl.col("proposal_reward").cast(pl.Float64).clip(0.0, 1.0) if "proposal_reward" in frame.columns
                 else pl.lit(None, dtype=pl.Float64))
+    if all(c in frame.columns for c in BRANCH_COLUMNS):
+        gain = pl.col("cf_intervene_success").cast(pl.Float64) - pl.col("cf_base_success").cast(pl.Float64)
+        mc = 1.0 - gain.clip(0.0, 1.0)
+    else:
+        mc = pl.lit(None, dtype=pl.Float64)
+    failed = pl.col("success").cast(pl.Float64) < threshold
     return frame.with_columns(
         proposal.alias("label_proposal"),
+        mc.alias("label_mc"),
+        # The last row of a failed episode is its fatal step; rows with a later step were survived.
+        pl.when(failed & (pl.col("step") == pl.col("step").max().over("episode_id"))).then(0.0).otherwise(1.0)
+        .alias("label_fatal"),
         (pl.col("success") >= threshold).cast(pl.Float64).alias("label_hard"),
         pl.col("success").cast(pl.Float64).mean().over("prefix_key").alias("label_soft"),
         pl.col("reward").reverse().cum_sum().reverse().over("episode_id").alias("return_to_go"),
@@ -73,6 +95,12 @@ def has_proposal_rewards(frame: pl.DataFrame) -> bool:
 def default_target(frame: pl.DataFrame, tag_after: str) -> str:
     """``proposal`` in proposal mode when every row has ``proposal_reward``, else ``soft``."""
     return "proposal" if tag_after == "proposal" and has_proposal_rewards(frame) else "soft"
+
+
+def has_branches(frame: pl.DataFrame) -> bool:
+    """True when every row carries both counterfactual outcomes (collected with --counterfactual)."""
+    return (frame.height > 0 and all(c in frame.columns for c in BRANCH_COLUMNS)
+            and all(frame[c].null_count() == 0 for c in BRANCH_COLUMNS))
 
 
 def has_process_rewards(frame: pl.DataFrame) -> bool:

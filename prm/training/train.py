@@ -92,10 +92,12 @@ class TrainConfig:
     lora: bool = False
     """Train LoRA adapters with the head, one copy per fold (on a CPU: with --layers 4 --history 0); default
     trains the head on a frozen backbone."""
-    target: Literal["soft", "hard", "process", "proposal"] | None = None
+    target: Literal["soft", "hard", "process", "proposal", "fatal", "mc"] | None = None
     """Training label: soft (mean outcome over episodes sharing the prefix), hard (episode success),
-    process (step reward) or proposal (the base agent's proposal's reward, proposal_reward). Default:
-    proposal with --tag-after proposal when every row has proposal_reward, else soft."""
+    process (step reward), proposal (the base agent's proposal's reward, proposal_reward), fatal (0 on the step
+    a failed episode ended on, 1 elsewhere: no step reward needed) or mc (1 - the gain of intervening here over
+    the cloned branches; data collected with --counterfactual). Default: proposal with --tag-after proposal when
+    every row has proposal_reward, else soft."""
     success_threshold: float = 0.5
     """An episode counts as a success when its success value is at least this."""
     folds: int | None = None
@@ -291,7 +293,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
             keep = rng.choice(len(ids), cfg.max_episodes, replace=False)
             frame = frame.filter(pl.col("episode_id").is_in([ids[i] for i in keep]))
     target = cfg.target or L.default_target(frame, cfg.tag_after)
-    if target not in ("process", "proposal"):  # these label each step by its own outcome (checked below),
+    if target not in L.STEP_TARGETS:  # these label each step by its own outcome (checked below),
         # and every episode may succeed while some of its answers are wrong
         L.require_both_classes(frame, cfg.success_threshold, cfg.data)
     if target == "proposal" and (cfg.tag_after != "proposal" or not L.has_proposal_rewards(frame)):
@@ -308,12 +310,17 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     keys = _signal_keys(frame, cfg)
     label = L.LABEL_COLUMNS[target]
     # What the report measures: the step's (or the proposal's) own outcome for process (proposal)
+    if target == "mc" and not L.has_branches(frame):
+        raise ValueError(
+            f"target='mc' but {cfg.data} has no counterfactual branches on every row ({', '.join(L.BRANCH_COLUMNS)}); "
+            "collect with --counterfactual (episodes that can be cloned), or use --target fatal."
+        )
     # labels, else the episode's.
-    outcome = pl.col(label if target in ("process", "proposal") else "label_hard") >= 0.5
+    outcome = pl.col(label if target in L.STEP_TARGETS else "label_hard") >= 0.5
     used = (pl.col("actor") == "base") if cfg.base_only else pl.lit(True)
     frame = frame.with_columns(outcome.cast(pl.Float64).alias("outcome"), used.alias("used"))
     judged_outcomes = frame.filter("used")["outcome"]
-    if target in ("process", "proposal") and judged_outcomes.n_unique() < 2:
+    if target in L.STEP_TARGETS and judged_outcomes.n_unique() < 2:
         right = int(judged_outcomes.sum())
         raise L.SingleClassError(
             f"Refusing to train on {cfg.data}: the base agent's {'proposals' if target == 'proposal' else 'answers'} "
@@ -475,7 +482,8 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         "oof_ece": {"before": quality.ece(judged["prm_score"], judged["outcome"], cfg.bins),
                     "after": quality.ece(honest, judged["outcome"], cfg.bins)},
         "folds": {"k": split.k, "by": split.how} if split else None,
-        "outcome": {"process": "step reward >= 0.5", "proposal": "proposal reward >= 0.5"}.get(
+        "outcome": {"process": "step reward >= 0.5", "proposal": "proposal reward >= 0.5",
+                    "fatal": "not the step a failed episode ended on", "mc": "intervening here gains < 0.5"}.get(
             target, f"episode success >= {cfg.success_threshold}"),
         "rows": "actor == base" if cfg.base_only else "all",
         "episodes": {"train": len(train_ids), "validation": len(val_ids), "successes": wins, "failures": losses},

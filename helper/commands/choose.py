@@ -1,0 +1,141 @@
+"""The pipeline's verifier target, pooling and binning, chosen on the training folds (never on test episodes).
+
+    choice = choose(cfg, "runs/x/trajectories", "runs/x/choose", budgets=[1, 2, 3])
+
+Where ``helpgate pipeline`` is left to choose (``--prm-target auto``, ``--prm-pooling auto``, ``--binning
+auto``: the defaults for a plug-in environment), every candidate is tried on the training collection only:
+
+1. for each pooling, the backbone runs once over the training episodes (a feature cache per pooling), and for
+   each target a PRM head is fitted out of fold (``prm train``'s folds, by group): every training row gets a
+   score from a head that did not see its episode;
+2. for each binning, the whole solve is cross-validated over those same folds (``tabular_rl.held_out``): bins,
+   model and policy fitted on the other folds, the policy's expected success judged in the model of the fold
+   it did not see;
+3. the candidate with the highest held-out success, averaged over the budgets solved for, is chosen (the first
+   listed wins a tie).
+
+Target candidates: ``soft`` (the episode's Monte-Carlo outcome), ``process`` where the environment rewards
+steps, ``fatal`` (the step a failed episode ended on: no step reward needed) where some episode failed, ``mc``
+where every row carries the cloned branches (``--counterfactual``), ``proposal`` in proposal mode when logged.
+Pooling: ``last`` and ``mean`` (a fine-tuned encoder has only its own). Binning: ``quantile`` and
+``supervised``. The choice and every candidate's training-fold figures go to ``<out>/choice.json`` (and the
+pipeline copies them into ``pipeline.json``). Nothing here builds an environment: the sweep's test episodes
+are not read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from trajectories.files import write_json_atomic
+
+AUTO = "auto"
+CHOICE_FILE = "choice.json"
+BINNING_CANDIDATES = ("quantile", "supervised")
+POOLING_CANDIDATES = ("last", "mean")
+
+
+def target_candidates(frame: pl.DataFrame, decide_after: str, threshold: float = 0.5) -> list[str]:
+    """The PRM targets this training collection can teach (module docstring), in tie-breaking order."""
+    from prm.data import labels as L
+
+    wins, losses = L.class_counts(frame, threshold)
+    out = ["soft"] if wins and losses else []
+    if L.has_process_rewards(frame):
+        out.append("process")
+    if losses:
+        out.append("fatal")
+    if L.has_branches(frame):
+        out.append("mc")
+    if decide_after == "proposal" and L.has_proposal_rewards(frame):
+        out.append("proposal")
+    if not out:
+        raise L.SingleClassError("the training collection has no failed episode, no step reward and no branches: "
+                                 "no PRM target can be taught; collect episodes with more varied outcomes.")
+    return out
+
+
+def scored_rows(trajectories: str, prm_dir: Path) -> tuple[pl.DataFrame, np.ndarray]:
+    """The training rows with the PRM's out-of-fold scores, and each row's fold (prm train's, by group)."""
+    from prm.data.episodes import OOF_FILE
+    from trajectories.shards import read_trajectories
+
+    rows = read_trajectories(trajectories).sort(["episode_id", "step"])
+    oof = pl.read_parquet(prm_dir / OOF_FILE).select("episode_id", "step", "fold", "prm_score")
+    scored = rows.drop("prm_score", strict=False).join(oof, on=["episode_id", "step"], how="inner")
+    if scored.height != rows.height:
+        raise ValueError(f"{prm_dir}: out-of-fold scores cover {scored.height} of {rows.height} training rows; "
+                         "train the PRM with --folds 2 or more.")
+    scored = scored.sort(["episode_id", "step"])
+    return scored, scored["fold"].to_numpy()
+
+
+def binning_values(scored: pl.DataFrame, folds: np.ndarray, budgets: list[int], bins: int, binnings: list[str],
+                   pessimism: float = 0.0) -> dict[str, dict[int, float]]:
+    """Per binning, the held-out success per budget of the solve cross-validated over ``folds``."""
+    from helper.gate.solve_command import own_rewards
+    from tabular_rl.held_out import held_out_values
+    from tabular_rl.transitions import Columns
+
+    own = own_rewards(scored, Columns())
+    return {b: held_out_values(scored, folds, budgets, bins, b, own if b == "supervised" else None,
+                               pessimism=pessimism) for b in binnings}
+
+
+def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
+    """Try every candidate left to choose in ``cfg`` (a ``PipelineConfig``) on the training collection; write
+    and return the choice (module docstring)."""
+    from prm.training import train as prm_train
+    from prm.verifiers.backbones import is_encoder
+    from trajectories.shards import read_trajectories
+
+    out = Path(out)
+    frame = read_trajectories(trajectories)
+    targets = (target_candidates(frame, cfg.decide_mode()) if cfg.prm_target_name() == AUTO
+               else [cfg.prm_target_name()])
+    poolings = ([cfg.pooling_name()] if cfg.pooling_name() != AUTO
+                else ["last"] if is_encoder(cfg.prm_model) else list(POOLING_CANDIDATES))
+    binnings = [cfg.binning_name()] if cfg.binning_name() != AUTO else list(BINNING_CANDIDATES)
+    candidates = []
+    for pooling in poolings:
+        cache = out / f"features-{pooling}.npz"
+        for target in targets:
+            folder = out / f"prm-{pooling}-{target}"
+            metrics = prm_train.run_train(cfg.prm_train_config(
+                trajectories, folder, target=target, pooling=pooling, feature_cache=str(cache), progress=False))
+            scored, folds = scored_rows(trajectories, folder)
+            for binning, values in binning_values(scored, folds, budgets, cfg.bins, binnings,
+                                                  cfg.solve_pessimism).items():
+                candidates.append({"target": target, "pooling": pooling, "binning": binning,
+                                   "held_out_success": {str(c): v for c, v in values.items()},
+                                   "mean_held_out_success": float(np.nanmean(list(values.values()))),
+                                   "prm_oof_auroc": metrics.get("oof_auroc"), "prm_label": metrics.get("target")})
+    best = max(candidates, key=lambda c: (np.nan_to_num(c["mean_held_out_success"], nan=-1.0),
+                                          -candidates.index(c)))
+    choice = {
+        "target": best["target"], "pooling": best["pooling"], "binning": best["binning"],
+        "criterion": ("the solve cross-validated over the PRM's training folds (by group): the policy fitted on the "
+                      "other folds, its expected success in the model of the fold it did not see, mean over "
+                      f"budgets {budgets} (tabular_rl.held_out); out-of-fold PRM scores"),
+        "rows": f"training collection only ({frame['episode_id'].n_unique()} episodes, {frame.height} rows)",
+        "candidates": candidates,
+    }
+    write_json_atomic(choice, out / CHOICE_FILE)
+    print("[pipeline] chosen on training folds: " + ", ".join(f"{k} {best[k]}" for k in ("target", "pooling", "binning"))
+          + f" (held-out success {best['mean_held_out_success']:.4f}; "
+          + "; ".join(f"{c['target']}/{c['pooling']}/{c['binning']} {c['mean_held_out_success']:.4f}"
+                      for c in candidates) + ")", flush=True)
+    return choice
+
+
+def load_choice(out: str | Path) -> dict:
+    """The choice a finished run made (``<out>/choice.json``)."""
+    path = Path(out) / CHOICE_FILE
+    if not path.is_file():
+        raise ValueError(f"{path}: no choice recorded; run the pipeline's prm stage again (--redo) to choose on the "
+                         "training folds, or give --prm-target, --prm-pooling and --binning.")
+    return json.loads(path.read_text())
