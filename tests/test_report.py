@@ -41,9 +41,17 @@ def _standard(folder: Path, helper: list[float], rival: list[float], groups=("a"
     return _write_run(folder, outcomes, used, list(groups), env, **config)
 
 
-def _row(text: str, baseline: str) -> list[str]:
-    line = next(line for line in text.splitlines() if f"| {baseline} |" in line)
-    return [cell.strip() for cell in line.strip("|").split("|")]
+def _row(text: str, baseline: str) -> dict[str, str]:
+    """The cells of ``baseline``'s row by column header (the set-up's once-written cells from its first row)."""
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| set-up |"))
+    names = [cell.strip() for cell in header.strip("|").split("|")]
+    at = next(k for k, line in enumerate(lines) if f"| {baseline} |" in line or f"| {baseline} (" in line)
+    cells = dict(zip(names, (cell.strip() for cell in lines[at].strip("|").split("|"))))
+    first = next(line for line in lines[:at + 1][::-1] if line.startswith("| ") and not line.startswith("|  |")
+                 and not line.startswith("| set-up"))
+    once = dict(zip(names, (cell.strip() for cell in first.strip("|").split("|"))))
+    return cells | {k: once[k] for k in ("set-up", "seeds", "episodes", "comparisons")}
 
 
 def test_verdict_words():
@@ -80,8 +88,8 @@ def test_seeds_are_a_level_of_the_interval(tmp_path):
     text = run(ReportConfig(runs=[str(tmp_path / "s0"), str(tmp_path / "s1")], out=str(tmp_path / "r.md"),
                             resamples=4000, figures=False))
     cells = _row(text, "random")
-    assert cells[1:3] == ["2", "8"]  # two seeds, eight episodes pooled
-    assert cells[4] == "+0.500 [+0.000, +1.000]" and cells[-1] == "tie"
+    assert [cells["seeds"], cells["episodes"]] == ["2", "8"]  # two seeds, eight episodes pooled
+    assert cells["C=1"] == "+0.500 [+0.000, +1.000]" and cells["verdict"] == "tie"
 
 
 def test_seeds_that_played_the_same_groups_are_crossed_with_them(tmp_path):
@@ -90,7 +98,7 @@ def test_seeds_that_played_the_same_groups_are_crossed_with_them(tmp_path):
     # 0.7%, so the 97.5% point is 0.6. Drawn inside each seed, the two copies of a would count as independent
     # groups: Bin(10, 1/5) / 10, P(>= 5) = 3.3%, P(>= 6) = 0.6%, its 97.5% point 0.5: narrower than the design.
     def upper(text: str) -> float:
-        return float(_row(text, "random")[4].split(",")[1].strip(" ]"))
+        return float(_row(text, "random")["C=1"].split(",")[1].strip(" ]"))
 
     for k, groups in enumerate(("abcde", "abcde", "fghij")):
         _standard(tmp_path / f"s{k}", [1, 1] + [0] * 8, [0] * 10, groups=[g for g in groups for _ in (0, 1)],
@@ -100,7 +108,7 @@ def test_seeds_that_played_the_same_groups_are_crossed_with_them(tmp_path):
     # Other groups in each seed (games drawn per seed): nested, as before.
     nested = run(ReportConfig(runs=[str(tmp_path / "s0"), str(tmp_path / "s2")], out=str(tmp_path / "t.md"),
                               resamples=8000, figures=False))
-    assert _row(crossed, "random")[4].startswith("+0.200") and upper(crossed) == 0.6
+    assert _row(crossed, "random")["C=1"].startswith("+0.200") and upper(crossed) == 0.6
     assert upper(nested) == 0.5
     # Names that repeat across seeds but hold one episode each (an episode's own id) are not shared units.
     from helper.evaluation.metrics import shares_groups
@@ -120,11 +128,11 @@ def test_cpt_flagged_in_the_completed_part(tmp_path):
     frame.to_csv(tmp_path / "c0" / "episodes.csv", index=False)
     text = run(ReportConfig(runs=[str(tmp_path / "c0")], out=str(tmp_path / "r.md"), resamples=200))
     cells = _row(text, "random")
-    assert cells[6].startswith("0.562 (50%)")
+    assert cells["APGR helper / baseline (completed)"].startswith("0.562 (50%)")
     # Random: (0,0) (1/4,1/4) (1/2,3/4) (1,1): 1/32 + 1/8 + 7/16 = 0.59375; CPT(50%) = 3/8 (measured),
     # CPT(80%) = 0.5 + 0.05 / 0.25 * 0.5 = 0.6 (completed).
-    assert cells[6] == "0.562 (50%) / 0.594 (50%)"
-    assert cells[7] == "0.25 / 0.38" and cells[8] == "0.80† / 0.60†"
+    assert cells["APGR helper / baseline (completed)"] == "0.562 (50%) / 0.594 (50%)"
+    assert cells["CPT(50%) helper / baseline"] == "0.25 / 0.38" and cells["CPT(80%) helper / baseline"] == "0.80† / 0.60†"
     assert (tmp_path / "r-toy-simulator.png").stat().st_size > 0
 
 
@@ -183,4 +191,100 @@ def test_drop_incomplete_leaves_out_what_a_seed_did_not_play_and_names_it(tmp_pa
                             drop_incomplete=True))
     assert f"random at C=3 (not played by {s1})" in text and f"router at C=1 (not played by {s1})" in text
     assert "| router |" not in text
-    assert _row(text, "random")[4:6] == ["+1.000 [+1.000, +1.000]", "+1.000 [+1.000, +1.000]"]
+    assert [_row(text, "random")[f"C={c}"] for c in (1, 2)] == ["+1.000 [+1.000, +1.000]", "+1.000 [+1.000, +1.000]"]
+
+
+# -- the verdict's family, spend beside success, baselines apart -------------------------------------------
+def test_holm_is_the_step_down_rule_by_brute_force():
+    import itertools
+
+    import numpy as np
+
+    from helper.evaluation.metrics import bootstrap_p, holm
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        p = rng.choice([0.001, 0.01, 0.0125, 0.02, 0.03, 0.04, 0.06, 0.5], size=rng.integers(1, 6)).tolist()
+        # Holm by its closed-testing reading: H_i is rejected iff every intersection containing it has its
+        # smallest p-value at most alpha / (size of the intersection) (Bonferroni local tests).
+        m = len(p)
+        expected = [all(min(p[j] for j in subset) <= 0.05 / len(subset)
+                        for r in range(1, m + 1) for subset in itertools.combinations(range(m), r) if i in subset)
+                    for i in range(m)]
+        assert holm(p, 0.05) == expected, p
+    assert bootstrap_p([0.1, 0.2, -0.1, 0.3]) == 0.5 and bootstrap_p([0.1, 0.2]) == 0.0
+    assert verdict([(0.01, 0.2), (0.02, 0.3)], [False, False]) == "tie"
+    assert verdict([(0.01, 0.2), (-0.3, -0.1)], [False, True]) == "loss"
+
+
+def _marginal(folder: Path, baselines: tuple[str, ...]) -> Path:
+    """20 episodes, each its own group: every baseline fails on 7 that the helper wins and succeeds on the rest,
+    where the helper loses one: difference +0.30, 95% interval about [+0.05, +0.55], bootstrap p about 0.027."""
+    helper = [1.0] * 20
+    rival = [0.0] * 7 + [1.0] * 13
+    rival_helper = helper.copy()
+    rival_helper[-1] = 0.0
+    outcomes = {("never", 0): [0.0] * 20, ("always", H): [1.0] * 20}
+    used = {("never", 0): 0.0, ("always", H): float(H)}
+    for c in (1, 2):
+        outcomes[("helper", c)], used[("helper", c)] = rival_helper, float(c)
+        for b in baselines:
+            outcomes[(b, c)], used[(b, c)] = rival, float(c)
+    return _write_run(folder, outcomes, used, [f"g{k}" for k in range(20)])
+
+
+def test_holm_over_the_family_decides_the_win(tmp_path):
+    alone = run(ReportConfig([str(_marginal(tmp_path / "one", ("random",)))], out=str(tmp_path / "a.md"),
+                             budgets=[1], resamples=4000, figures=False))
+    cells = _row(alone, "random")
+    assert cells["comparisons"] == "1" and cells["verdict"] == "win"
+    low = float(cells["C=1"].split("[")[1].split(",")[0])
+    assert low > 0
+    # Four comparisons (two baselines, two budgets), each interval still above 0: Holm's first step asks
+    # p <= 0.05 / 4, which p about 0.027 is not.
+    four = run(ReportConfig([str(_marginal(tmp_path / "two", ("random", "router")))], out=str(tmp_path / "b.md"),
+                            resamples=4000, figures=False))
+    for baseline in ("random", "router"):
+        cells = _row(four, baseline)
+        assert cells["comparisons"] == "4" and cells["verdict"] == "tie"
+        assert float(cells["C=1"].split("[")[1].split(",")[0]) > 0
+    assert "Holm's rule at 5%" in four
+
+
+def test_a_baseline_that_under_spends_is_read_at_the_helpers_spend(tmp_path):
+    # The helper spends 1 at C=1 and 2 at C=2; random spends 0.5 and 1.5. At C=1 random is read at spend 1:
+    # half C=1, half C=2, per episode: success (0 + 1) / 2 on episodes 0-1, 1 on 2, 0 on 3: mean 0.5; the
+    # helper's 0.75 gives +0.250. At C=2 random never spends 2: out of reach.
+    outcomes = {("never", 0): [0.0] * 4, ("always", H): [1.0] * 4, ("helper", 1): [1, 1, 1, 0],
+                ("helper", 2): [1, 1, 1, 1], ("random", 1): [0, 0, 1, 0], ("random", 2): [1, 1, 1, 0],
+                ("first_k", 1): [1, 0, 1, 0], ("first_k", 2): [1, 1, 1, 0]}
+    used = {("never", 0): 0.0, ("always", H): float(H), ("helper", 1): 1.0, ("helper", 2): 2.0,
+            ("random", 1): 0.5, ("random", 2): 1.5, ("first_k", 1): 1.0, ("first_k", 2): 2.0}
+    folder = _write_run(tmp_path / "s", outcomes, used, ["a", "a", "b", "b"])
+    text = run(ReportConfig([str(folder)], out=str(tmp_path / "r.md"), figures=False))
+    cells = _row(text, "random")
+    assert cells["interventions C=1 helper / baseline"] == "1.00 / 0.50"
+    assert cells["C=1"].startswith("+0.500")
+    assert cells["C=1 at the helper's spend"].startswith("+0.250 [") and "(0.50·C=1 + 0.50·C=2)" in cells[
+        "C=1 at the helper's spend"]
+    assert cells["C=2 at the helper's spend"] == "out of reach (spends ≤ 1.50)"
+    assert _row(text, "first_k")["C=1 at the helper's spend"] == "same spend"
+
+
+def test_online_rl_equal_to_first_k_and_the_helpers_variant_stand_apart(tmp_path):
+    outcomes = {("never", 0): [0.0] * 4, ("always", H): [1.0] * 4}
+    used = {("never", 0): 0.0, ("always", H): float(H)}
+    for c in (1, 2):
+        for method, values in (("helper", [1, 1, 1, 1]), ("first_k", [0, 1, 0, 0]), ("online_rl", [0, 1, 0, 0]),
+                               ("helper_priced", [1, 1, 0, 1]), ("random", [0, 0, 0, 0])):
+            outcomes[(method, c)], used[(method, c)] = values, float(c)
+    text = run(ReportConfig([str(_write_run(tmp_path / "s", outcomes, used, ["a", "b", "c", "d"]))],
+                            out=str(tmp_path / "r.md"), figures=False))
+    assert _row(text, "online_rl (= first_k on every episode)")["verdict"] == "not in the family"
+    assert _row(text, "helper_priced (the helper's own variant)")["verdict"] == "not in the family"
+    assert _row(text, "first_k")["comparisons"] == "4"  # first_k and random at C = 1 and 2
+    # Once online_rl differs from first_k on one episode it is a baseline of its own.
+    outcomes[("online_rl", 2)] = [1, 1, 0, 0]
+    text = run(ReportConfig([str(_write_run(tmp_path / "t", outcomes, used, ["a", "b", "c", "d"]))],
+                            out=str(tmp_path / "r2.md"), figures=False))
+    assert "| online_rl |" in text and _row(text, "first_k")["comparisons"] == "6"

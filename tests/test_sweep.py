@@ -232,3 +232,20 @@ def test_router_learns_the_episode_outcome_where_only_the_end_is_rewarded(tmp_pa
     won = sparse["success"].to_numpy() >= 0.5
     predicted_success = 1.0 - router.model.predict_proba(frame_features(sparse, router.names))
     assert predicted_success[won].mean() > predicted_success[~won].mean()
+
+
+def test_a_method_that_under_spends_is_read_at_the_helpers_spend():
+    from helper.evaluation.sweep import spend_matched
+
+    rows = []
+    for method, budget, success, used in [("helper", 1, [1, 0], [1, 1]), ("helper", 2, [1, 1], [2, 2]),
+                                          ("random", 1, [0, 0], [0, 1]), ("random", 2, [1, 0], [1, 2]),
+                                          ("first_k", 1, [0, 1], [1, 1]), ("never", 0, [0, 0], [0, 0])]:
+        rows += [{"method": method, "budget": budget, "episode_id": f"e{k}", "success": s, "interventions": u}
+                 for k, (s, u) in enumerate(zip(success, used))]
+    out = spend_matched(rows)
+    assert set(out) == {"random"}  # first_k spends what the helper does
+    # random spends 0.5 at C=1 and 1.5 at C=2: at the helper's 1.0, half of each: success (0 + 0.5) / 2.
+    assert out["random"][1] == {"helper_interventions": 1.0, "interventions": 0.5, "mix": {1: 0.5, 2: 0.5},
+                                "success_at_helper_spend": 0.25, "helper_minus": 0.25}
+    assert out["random"][2]["mix"] is None and out["random"][2]["helper_minus"] is None  # never spends 2

@@ -229,12 +229,60 @@ def weighted_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return (weights @ values.reshape(values.shape[0], -1)) / weights.sum(axis=1, keepdims=True)
 
 
-def verdict(intervals: Sequence[tuple[float, float]]) -> str:
+def verdict(intervals: Sequence[tuple[float, float]], significant: Sequence[bool] | None = None) -> str:
     """win / loss / mixed / tie from helper-minus-baseline intervals: win where one lies above 0 and none below,
-    loss the reverse, mixed both, tie where every one holds 0."""
-    above = any(low > 0 for low, _ in intervals)
-    below = any(high < 0 for _, high in intervals)
+    loss the reverse, mixed both, tie where every one holds 0. With ``significant`` (one flag per interval: the
+    family-level rule, ``holm``, rejected that comparison's null) only flagged comparisons count, each on the
+    side of 0 its interval's midpoint lies; the intervals stay the per-comparison evidence beside it."""
+    if significant is None:
+        above = any(low > 0 for low, _ in intervals)
+        below = any(high < 0 for _, high in intervals)
+    else:
+        if len(significant) != len(intervals):
+            raise ValueError(f"significant has {len(significant)} flags for {len(intervals)} intervals")
+        above = any(flag and low + high > 0 for (low, high), flag in zip(intervals, significant))
+        below = any(flag and low + high < 0 for (low, high), flag in zip(intervals, significant))
     return "mixed" if above and below else "win" if above else "loss" if below else "tie"
+
+
+def bootstrap_p(draws: Sequence[float]) -> float:
+    """Two-sided bootstrap p-value of "the difference is 0": twice the smaller share of draws on one side of 0
+    (draws at 0 count on both), capped at 1. It is below ``alpha`` exactly where the ``1 - alpha`` percentile
+    interval of the draws (up to the quantile's interpolation) excludes 0."""
+    d = np.asarray(draws, dtype=np.float64)
+    if d.size == 0:
+        return math.nan
+    return float(min(1.0, 2.0 * min(np.mean(d <= 0), np.mean(d >= 0))))
+
+
+def holm(pvalues: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    """Holm's step-down rule over a family of ``m`` comparisons: sorted ascending, the i-th p-value (0-based) is
+    rejected while every one before it was and it is at most ``alpha / (m - i)``; controls the chance of any
+    false rejection in the family at ``alpha``. Returns one flag per p-value, in the given order."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    rejected = [False] * p.size
+    for rank, i in enumerate(np.argsort(p, kind="stable")):
+        if not p[i] <= alpha / (p.size - rank):
+            break
+        rejected[int(i)] = True
+    return rejected
+
+
+def spend_matched_mix(spend: dict[int, float], target: float) -> dict[int, float] | None:
+    """A method's success at another method's mean spend ``target``, read on its own success-vs-interventions
+    curve: the two budgets ``a < b`` (adjacent, first such pair) whose mean interventions bracket ``target``,
+    mixed with weights ``{a: 1 - w, b: w}`` so the mix spends ``target`` on average (the straight line between
+    the two points: a gate that plays budget b on a share w of the episodes). None where the method never spends
+    that much (its largest spend is below ``target``)."""
+    budgets = sorted(spend)
+    for c in budgets:
+        if abs(spend[c] - target) < 1e-12:
+            return {c: 1.0}
+    for a, b in zip(budgets, budgets[1:]):
+        if spend[a] < target < spend[b]:
+            w = (target - spend[a]) / (spend[b] - spend[a])
+            return {a: 1.0 - w, b: w}
+    return None
 
 
 def percentile_interval(draws: Sequence[float], level: float = 0.95) -> tuple[float, float]:

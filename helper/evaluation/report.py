@@ -22,8 +22,13 @@ Per set-up, from the pooled ``episodes.csv`` (one row per method, budget and epi
   metrics of ``helper.evaluation.metrics.summarize`` on the pooled means);
 - with ``--drop-incomplete``, a method and budget some seed did not play (a method its sweep skipped, a
   budget past its range) is left out and named under the table; without it such runs are refused;
-- the verdict, from the intervals alone: ``win`` where some interval lies above 0 and none below,
-  ``loss`` the reverse, ``mixed`` where intervals lie on both sides, ``tie`` where all hold 0.
+- per baseline and budget, the interventions each used, and where the baseline under-spends the helper, the
+  helper minus the baseline read at the helper's spend on the baseline's own curve (``_at_helper_spend``);
+- the verdict (``metrics.verdict``): one family per set-up, every baseline at every budget, Holm's rule over
+  the bootstrap p-values (``metrics.holm``, ``metrics.bootstrap_p``); ``win`` where some comparison of the
+  baseline is rejected above 0 and none below, ``loss`` the reverse, ``mixed`` both, ``tie`` none; the
+  family's size is the ``comparisons`` column. ``helper_priced`` (the helper's own variant) and ``online_rl``
+  equal to ``first_k`` on every episode stand beside the family, not in it.
 
 A ``RUN`` that holds ``join.json`` is an AGILE join (``benchmarks/agents/agile_join.py``): its rows go in a second
 table, the helper against PPO's own advice per cost and against NoveltyGate and random at a budget
@@ -237,29 +242,87 @@ def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict
     if M.HELPER not in summary:
         raise ValueError(f"set-up {name!r}: the runs have no helper rows ({[str(r.path) for r in runs]})")
     draws = M.weighted_means(pooled.success, pooled.weights)
-    rows = []
+    spend = pooled.interventions.mean(axis=0)
+    rows, family = [], []  # family: (row, interval, p-value) of every comparison the verdicts control
     for baseline in sorted(set(summary) - set(NOT_BASELINES)):
-        cells, intervals = {}, []
+        cells, used, matched, tested = {}, {}, {}, []
+        alias = same_as(pooled, baseline)
         for budget in cfg.budgets:
             mine, theirs = pooled.index(M.HELPER, budget), pooled.index(baseline, budget)
             if mine is None or theirs is None:
-                cells[budget] = "–"
+                cells[budget] = used[budget] = matched[budget] = "–"
                 continue
             diff = pooled.success[:, mine].mean() - pooled.success[:, theirs].mean()
             low, high = M.percentile_interval(draws[:, mine] - draws[:, theirs], cfg.level)
-            intervals.append((low, high))
+            tested.append(((low, high), M.bootstrap_p(draws[:, mine] - draws[:, theirs])))
             cells[budget] = f"{diff:+.3f} [{low:+.3f}, {high:+.3f}]"
+            used[budget] = f"{spend[mine]:.2f} / {spend[theirs]:.2f}"
+            matched[budget] = _at_helper_spend(pooled, draws, baseline, mine, theirs, cfg.level)
         helper, other = summary[M.HELPER], summary[baseline]
-        rows.append({"set-up": name, "seeds": len(runs), "episodes": len(pooled.success), "baseline": baseline,
-                     **{f"C={c}": cells[c] for c in cfg.budgets},
-                     "APGR helper / baseline (completed)": f"{_apgr(helper)} / {_apgr(other)}",
-                     "CPT(50%) helper / baseline": f"{_cpt(helper, 'cpt50')} / {_cpt(other, 'cpt50')}",
-                     "CPT(80%) helper / baseline": f"{_cpt(helper, 'cpt80')} / {_cpt(other, 'cpt80')}",
-                     "verdict": verdict(intervals) if intervals else "–"})
+        apart = VARIANTS.get(baseline) or (f"= {alias} on every episode" if alias else None)
+        row = {"set-up": name, "seeds": len(runs), "episodes": len(pooled.success), "comparisons": 0,
+               "baseline": f"{baseline} ({apart})" if apart else baseline,
+               **{f"C={c}": cells[c] for c in cfg.budgets},
+               **{f"interventions C={c} helper / baseline": used[c] for c in cfg.budgets},
+               **{f"C={c} at the helper's spend": matched[c] for c in cfg.budgets},
+               "APGR helper / baseline (completed)": f"{_apgr(helper)} / {_apgr(other)}",
+               "CPT(50%) helper / baseline": f"{_cpt(helper, 'cpt50')} / {_cpt(other, 'cpt50')}",
+               "CPT(80%) helper / baseline": f"{_cpt(helper, 'cpt80')} / {_cpt(other, 'cpt80')}",
+               "verdict": "–"}
+        rows.append(row)
+        if apart:  # the helper's own variant, or a duplicate of another baseline: beside the family, not in it
+            row["verdict"] = "not in the family" if tested else "–"
+        else:
+            family += [(row, interval, p) for interval, p in tested]
+    # One family per set-up: every (baseline, budget) comparison, Holm at 1 - level; a baseline's verdict reads
+    # only the comparisons the family rule rejects.
+    flags = M.holm([p for _, _, p in family], 1 - cfg.level)
+    for row in rows:
+        row["comparisons"] = len(family)
+        mine = [(interval, flag) for (owner, interval, _), flag in zip(family, flags) if owner is row]
+        if mine:
+            row["verdict"] = verdict([i for i, _ in mine], [f for _, f in mine])
     return rows, frame, pooled.dropped
 
 
-def markdown_table(rows: list[dict], once: tuple[str, ...] = ("set-up", "seeds", "episodes")) -> str:
+VARIANTS = {"helper_priced": "the helper's own variant"}
+"""Methods that are the helper itself in another form: shown beside the baselines, never in the verdict's family."""
+SPEND_TOLERANCE = 0.02
+"""Mean interventions per episode by which a baseline must under-spend the helper to be read at the helper's spend."""
+
+
+def same_as(pooled: Pooled, method: str) -> str | None:
+    """Another baseline whose outcomes and interventions equal ``method``'s on every episode at every budget both
+    played (``online_rl`` that learned to intervene first, as ``first_k``), else None: one result, not two."""
+    if method != "online_rl":
+        return None
+    for other in ("first_k",):
+        pairs = [(pooled.index(method, c), pooled.index(other, c)) for m, c in pooled.columns if m == method]
+        pairs = [(a, b) for a, b in pairs if b is not None]
+        if pairs and all(np.array_equal(pooled.success[:, a], pooled.success[:, b])
+                         and np.array_equal(pooled.interventions[:, a], pooled.interventions[:, b]) for a, b in pairs):
+            return other
+    return None
+
+
+def _at_helper_spend(pooled: Pooled, draws: np.ndarray, baseline: str, mine: int, theirs: int, level: float) -> str:
+    """The helper minus the baseline read at the helper's mean spend (``metrics.spend_matched_mix`` on the
+    baseline's pooled curve; the same bootstrap draws, so paired) where the baseline under-spends the helper."""
+    target, theirs_used = pooled.interventions[:, mine].mean(), pooled.interventions[:, theirs].mean()
+    if theirs_used >= target - SPEND_TOLERANCE:
+        return "same spend"
+    curve = {c: pooled.interventions[:, pooled.index(m, c)].mean() for m, c in pooled.columns if m == baseline}
+    mix = M.spend_matched_mix(curve, target)
+    if mix is None:
+        return f"out of reach (spends ≤ {max(curve.values()):.2f})"
+    at = sum(w * pooled.success[:, pooled.index(baseline, c)] for c, w in mix.items())
+    drawn = sum(w * draws[:, pooled.index(baseline, c)] for c, w in mix.items())
+    low, high = M.percentile_interval(draws[:, mine] - drawn, level)
+    mixed = " + ".join(f"{w:.2f}·C={c}" for c, w in mix.items())
+    return f"{pooled.success[:, mine].mean() - at.mean():+.3f} [{low:+.3f}, {high:+.3f}] ({mixed})"
+
+
+def markdown_table(rows: list[dict], once: tuple[str, ...] = ("set-up", "seeds", "episodes", "comparisons")) -> str:
     """Rows as Markdown, the columns ``once`` (the set-up's name, seeds, episodes) written once per set-up."""
     if not rows:
         return "(no baseline to compare)"
@@ -342,8 +405,18 @@ def run(cfg: ReportConfig) -> str:
         f"Cells C=c: the helper's success minus the baseline's at budget c on the same episodes, pooled over "
         f"the set-up's seeds, [{level} hierarchical bootstrap interval: seeds, then groups, then episodes; seeds "
         f"and groups drawn apart where every seed played the same groups; {cfg.resamples} resamples, the same "
-        "draws for every method]. Verdict: win where an interval lies above 0 "
-        "and none below, loss the reverse, mixed both, tie where every interval holds 0.",
+        "draws for every method]. Verdict: one family per set-up, every baseline at every budget C (its size under "
+        f"'comparisons'), Holm's rule at {100 * (1 - cfg.level):g}% over the bootstrap p-values (twice the smaller "
+        "share of draws on one side of 0); win where some comparison of the baseline is rejected above 0 and none "
+        "below, loss the reverse, mixed both, tie where none is rejected; the intervals beside it are per "
+        "comparison, not adjusted. The helper's own variant (helper_priced) and a baseline equal to another on "
+        "every episode (online_rl that ends as first_k) are shown beside the family, not in it.",
+        "Interventions C=c: mean interventions per episode each method used at budget c (helper / baseline). "
+        "At the helper's spend: where the baseline under-spends the helper by more than "
+        f"{SPEND_TOLERANCE} interventions, the helper minus the baseline read at the helper's mean spend on the "
+        "baseline's own curve (the two budgets whose mean interventions bracket it, mixed as a gate playing the "
+        "larger on that share of episodes: per episode, so still paired, with the same bootstrap draws; the "
+        "weights are the pooled means', not redrawn); 'out of reach' where the baseline never spends that much.",
         f"APGR (the share of [0, 1] completed to always-intervene's point, not measured); CPT as a share of "
         f"always-intervene's interventions, {COMPLETED} where it falls in the completed part.",
     ]
