@@ -63,40 +63,41 @@ def test_verdict_words():
 
 def test_win_loss_and_tie_from_constructed_runs(tmp_path):
     # Helper right on every episode, random wrong on every one: the difference is +1 on every
-    # episode, so every resample gives +1: interval [1, 1], a win. The reverse: a loss.
+    # episode, every cluster's mean is +1: interval [1, 1], a win. The reverse: a loss.
     _standard(tmp_path / "w0", [1, 1, 1, 1], [0, 0, 0, 0])
     _standard(tmp_path / "l0", [0, 0, 0, 0], [1, 1, 1, 1])
-    # Differences +1, -1 in each group: mean 0, and resamples on both sides: a tie.
+    # Differences +1, -1 in each group: both groups' means are 0, so is the interval over them: a tie.
     _standard(tmp_path / "t0", [1, 0, 1, 0], [0, 1, 0, 1])
     runs = [str(tmp_path / "w0"), f"lossy={tmp_path / 'l0'}", f"even={tmp_path / 't0'}"]
     text = run(ReportConfig(runs=runs, out=str(tmp_path / "r.md"), resamples=500, figures=False))
     win, loss, tie = (r for r in text.splitlines() if "| random |" in r)
-    assert "| +1.000 [+1.000, +1.000] | +1.000 [+1.000, +1.000] |" in win and win.endswith("| win |")
-    assert "| -1.000 [-1.000, -1.000] |" in loss and loss.endswith("| loss |")
-    assert "| +0.000 [-" in tie and tie.endswith("| tie |")
+    assert "| +1.000 [+1.000, +1.000] | +1.000 [+1.000, +1.000] |" in win and "| win |" in win
+    assert "| -1.000 [-1.000, -1.000] |" in loss and "| loss |" in loss
+    assert "| +0.000 [+0.000, +0.000] |" in tie and "| tie |" in tie
     assert win.startswith("| toy (simulator) |") and loss.startswith("| lossy |")  # NAME=RUN names the set-up
     assert (tmp_path / "r.md").read_text() == text
 
 
 def test_seeds_are_a_level_of_the_interval(tmp_path):
-    # Seed 0: the helper beats random on every episode (+1); seed 1: they tie (0). Pooled mean +0.5.
-    # Resampling seeds, a resample holds seed 0 twice, once, or never: mean 1, 0.5, 0 (1/4, 1/2,
-    # 1/4), so the 95% interval is [0, 1]: a tie. Resampling the 8 episodes alone would give a
-    # narrow interval around 0.5 (P(mean = 0) = 1/256) and call it a win.
+    # Seed 0: the helper beats random on every episode (+1); seed 1: they tie (0). Pooled mean +0.5. Both
+    # seeds played groups a and b: a 2 x 2 layout of cell means (1, 1 / 0, 0): MS_seed = 2 (0.25 + 0.25) = 1,
+    # MS_group = MS_residual = 0, so Var = 1 / 4 on 1 degree of freedom: +0.5 ± 12.706 * 0.5: a tie. The 8
+    # episodes alone would give a narrow interval around 0.5 and call it a win.
     _standard(tmp_path / "s0", [1, 1, 1, 1], [0, 0, 0, 0], seed=1000)
     _standard(tmp_path / "s1", [1, 1, 1, 1], [1, 1, 1, 1], seed=1001)
     text = run(ReportConfig(runs=[str(tmp_path / "s0"), str(tmp_path / "s1")], out=str(tmp_path / "r.md"),
                             resamples=4000, figures=False))
     cells = _row(text, "random")
     assert [cells["seeds"], cells["episodes"]] == ["2", "8"]  # two seeds, eight episodes pooled
-    assert cells["C=1"] == "+0.500 [+0.000, +1.000]" and cells["verdict"] == "tie"
+    assert cells["C=1"] == "+0.500 [-5.853, +6.853]" and cells["verdict"] == "tie"
 
 
 def test_seeds_that_played_the_same_groups_are_crossed_with_them(tmp_path):
     # Two seeds over the same five groups, two episodes each; the helper gains 1 in group a alone, in both seeds.
-    # Drawn apart, the mean is the share of a among 5 drawn groups, Bin(5, 1/5) / 5: P(>= 3) = 5.8%, P(>= 4) =
-    # 0.7%, so the 97.5% point is 0.6. Drawn inside each seed, the two copies of a would count as independent
-    # groups: Bin(10, 1/5) / 10, P(>= 5) = 3.3%, P(>= 6) = 0.6%, its 97.5% point 0.5: narrower than the design.
+    # Crossed: cell means 1 in column a, 0 elsewhere: MS_seed = 0, MS_group = 2 (0.8^2 + 4 * 0.2^2) / 4 = 0.4,
+    # MS_residual = 0: Var = 0.4 / 10 = 0.04 on 0.4^2 / (0.4^2 / 4) = 4 degrees: 0.2 + 2.776 * 0.2 = 0.755.
+    # Other groups in each seed (nested): the seeds are the units, both with mean 0.2: [0.2, 0.2], narrower
+    # than the design, which shares group a's gain across the seeds.
     def upper(text: str) -> float:
         return float(_row(text, "random")["C=1"].split(",")[1].strip(" ]"))
 
@@ -108,8 +109,8 @@ def test_seeds_that_played_the_same_groups_are_crossed_with_them(tmp_path):
     # Other groups in each seed (games drawn per seed): nested, as before.
     nested = run(ReportConfig(runs=[str(tmp_path / "s0"), str(tmp_path / "s2")], out=str(tmp_path / "t.md"),
                               resamples=8000, figures=False))
-    assert _row(crossed, "random")["C=1"].startswith("+0.200") and upper(crossed) == 0.6
-    assert upper(nested) == 0.5
+    assert _row(crossed, "random")["C=1"].startswith("+0.200") and upper(crossed) == 0.755
+    assert upper(nested) == 0.2
     # Names that repeat across seeds but hold one episode each (an episode's own id) are not shared units.
     from helper.evaluation.metrics import shares_groups
 
@@ -288,3 +289,22 @@ def test_online_rl_equal_to_first_k_and_the_helpers_variant_stand_apart(tmp_path
     text = run(ReportConfig([str(_write_run(tmp_path / "t", outcomes, used, ["a", "b", "c", "d"]))],
                             out=str(tmp_path / "r2.md"), figures=False))
     assert "| online_rl |" in text and _row(text, "first_k")["comparisons"] == "6"
+
+
+def test_the_cluster_t_interval_is_the_t_interval_of_the_cluster_means_where_groups_are_nested():
+    import numpy as np
+    from scipy import stats
+
+    from helper.evaluation.metrics import cluster_t_interval, cluster_t_p
+
+    rng = np.random.default_rng(3)
+    values = rng.normal(0.1, 1.0, 12)
+    groups = [g for g in "abcd" for _ in range(3)]
+    means = values.reshape(4, 3).mean(axis=1)
+    expected = stats.t.interval(0.95, 3, loc=means.mean(), scale=means.std(ddof=1) / 2)
+    assert np.allclose(cluster_t_interval(values, [[0] * 12, groups]), expected)
+    assert np.isclose(cluster_t_p(values, [[0] * 12, groups]), stats.ttest_1samp(means, 0).pvalue)
+    # Several seeds, each with groups of its own: the seeds are the clusters.
+    seeds = [0] * 6 + [1] * 6
+    assert np.allclose(cluster_t_interval(values, [seeds, groups]),
+                       stats.t.interval(0.95, 1, loc=values.mean(), scale=abs(values[:6].mean() - values[6:].mean()) / 2))

@@ -223,6 +223,84 @@ def seed_group_weights(levels: Sequence[Sequence], resamples: int = 2000, seed: 
     return hierarchical_weights(levels, resamples, seed)
 
 
+def cluster_variance(values: Sequence[float], levels: Sequence[Sequence]) -> tuple[float, float]:
+    """``(variance of the mean of values, degrees of freedom)`` from the clusters of ``levels`` (outermost first,
+    as ``seed_group_weights`` reads them), the analytic counterpart of that bootstrap for few clusters:
+
+    - seeds crossed with the groups they share (``shares_groups``): the S x G table of cell means as a two-way
+      layout, ``Var = (MS_seed + MS_group - MS_residual) / (S G)`` (each mean square's expectation: G s_seed^2
+      + s_res^2, S s_group^2 + s_res^2, s_res^2), floored at ``MS_residual / (S G)``, with Satterthwaite's
+      degrees of freedom (at least 1);
+    - otherwise the outermost level with more than one unit (K units): the cluster-robust variance of the mean
+      over episodes, ``K / (K - 1) * sum_k n_k^2 (m_k - mean)^2 / N^2`` (for equal clusters, the variance of the
+      K unit means over K), with K - 1 degrees of freedom; the episodes themselves where no level varies."""
+    y = np.asarray(values, dtype=np.float64)
+    n = y.size
+    if len(levels) == 2 and shares_groups(*levels):
+        seeds = list(dict.fromkeys(levels[0]))
+        groups = list(dict.fromkeys(levels[1]))
+        cell = np.zeros((len(seeds), len(groups)))
+        for i, s_ in enumerate(seeds):
+            for k, g in enumerate(groups):
+                mask = np.array([a == s_ and b == g for a, b in zip(levels[0], levels[1])])
+                cell[i, k] = y[mask].mean()
+        S, G = cell.shape
+        grand = cell.mean()
+        ms_s = G * ((cell.mean(axis=1) - grand) ** 2).sum() / (S - 1)
+        ms_g = S * ((cell.mean(axis=0) - grand) ** 2).sum() / (G - 1)
+        resid = cell - cell.mean(axis=1, keepdims=True) - cell.mean(axis=0, keepdims=True) + grand
+        df_e = (S - 1) * (G - 1)
+        ms_e = (resid ** 2).sum() / df_e
+        combined = ms_s + ms_g - ms_e
+        if combined <= ms_e:
+            return float(ms_e / (S * G)), float(df_e)
+        df = combined ** 2 / (ms_s ** 2 / (S - 1) + ms_g ** 2 / (G - 1) + ms_e ** 2 / df_e)
+        return float(combined / (S * G)), float(max(df, 1.0))  # below 1 its t quantile runs off to infinity
+    parents: list[tuple] = [()] * n
+    units = list(range(n))
+    for level in levels:
+        parents = [parent + (label,) for parent, label in zip(parents, level)]
+        if len(set(parents)) > 1:
+            units = parents
+            break
+    names = list(dict.fromkeys(units))
+    K = len(names)
+    if K < 2:
+        return math.inf, 0.0
+    index = {u: k for k, u in enumerate(names)}
+    which = np.array([index[u] for u in units])
+    totals = np.bincount(which, weights=y - y.mean(), minlength=K)  # n_k (m_k - mean)
+    return float(K / (K - 1) * (totals ** 2).sum() / n ** 2), float(K - 1)
+
+
+def cluster_t_interval(values: Sequence[float], levels: Sequence[Sequence],
+                       level: float = 0.95) -> tuple[float, float]:
+    """The mean of ``values`` ± Student's t quantile x the standard error of ``cluster_variance``: the report's
+    interval of a paired difference. With 2-6 clusters the percentile interval of ``seed_group_weights`` covers
+    below its level (``benchmarks/setups/interval_coverage.py``, RESULTS); this one is built for few clusters
+    (exact for balanced normal clusters). One cluster gives an unbounded interval."""
+    if not 0 < level < 1:
+        raise ValueError(f"level={level}: a confidence level must lie strictly between 0 and 1")
+    y = np.asarray(values, dtype=np.float64)
+    variance, df = cluster_variance(y, levels)
+    if df <= 0 or not math.isfinite(variance):
+        return -math.inf, math.inf
+    half = float(stats.t.ppf((1 + level) / 2, df)) * math.sqrt(variance)
+    return float(y.mean() - half), float(y.mean() + half)
+
+
+def cluster_t_p(values: Sequence[float], levels: Sequence[Sequence]) -> float:
+    """The two-sided p-value of "the mean is 0" that ``cluster_t_interval`` inverts (below ``1 - level``
+    exactly where that interval excludes 0)."""
+    y = np.asarray(values, dtype=np.float64)
+    variance, df = cluster_variance(y, levels)
+    if df <= 0 or not math.isfinite(variance):
+        return 1.0
+    if variance == 0:
+        return 0.0 if y.mean() != 0 else 1.0
+    return float(2 * stats.t.sf(abs(y.mean()) / math.sqrt(variance), df))
+
+
 def weighted_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """``(resamples, k)`` means of the ``(n, k)`` per-episode ``values`` under each resample's weights."""
     values = np.asarray(values, dtype=np.float64)
