@@ -24,7 +24,7 @@ def run_dir(tmp_path_factory, one_torch_thread):
     out = tmp_path_factory.mktemp("plain-cue") / "run"
     assert main(["pipeline", "--out", str(out), "--quick", *NAMES, "--prm-model", "tiny", "--prm-pooling", "mean",
                  "--prm-target", "process", "--budgets", "1", "2", "3", "--episodes", "24", "--eval-episodes", "4",
-                 "--methods", "helper"]) == 0
+                 "--methods", "helper", "first_k"]) == 0
     return out
 
 
@@ -110,3 +110,15 @@ def test_an_unreachable_target_is_refused_with_the_highest_it_can_certify(calibr
 
     assert f"{lower_bound(top['successes'], N, 0.2):.3f}" in err
     assert (calibrated / GUARANTEE_FILE).read_text() == before  # nothing written
+
+
+def test_the_report_shows_the_certified_budget(calibrated, tmp_path):
+    record = json.loads((calibrated / GUARANTEE_FILE).read_text())
+    out = tmp_path / "report.md"
+    assert main(["report", f"plain-cue={calibrated.parent}", "--out", str(out), "--no-figures", "--resamples", "50"]) == 0
+    table = out.read_text().splitlines()
+    header = next(line for line in table if line.startswith("| set-up"))
+    row = next(line for line in table if line.startswith("| plain-cue"))
+    cells = dict(zip([h.strip() for h in header.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")]))
+    member = record["member"]
+    assert cells["certified"] == (f"0.30 at 80%, n {N}: C={member['budget']}, {member['interventions']:.2f}/ep")
