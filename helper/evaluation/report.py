@@ -271,7 +271,7 @@ def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict
                "APGR helper / baseline (completed)": f"{_apgr(helper)} / {_apgr(other)}",
                "CPT(50%) helper / baseline": f"{_cpt(helper, 'cpt50')} / {_cpt(other, 'cpt50')}",
                "CPT(80%) helper / baseline": f"{_cpt(helper, 'cpt80')} / {_cpt(other, 'cpt80')}",
-               "verdict": "–", "certified": certified(runs)}
+               "verdict": "–"}
         rows.append(row)
         if apart:  # the helper's own variant, or a duplicate of another baseline: beside the family, not in it
             row["verdict"] = "not in the family" if tested else "–"
@@ -288,23 +288,17 @@ def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict
     return rows, frame, pooled.dropped
 
 
-def certified(runs: list[Run]) -> str:
-    """The set-up's guarantees (``helpgate calibrate``'s ``guarantee.json`` in each run's helper folder): per seed
-    that has one, the target success and confidence, the calibration episodes n, the cheapest certified budget and
-    its calibration spend per episode; "–" where no run has one."""
-    from helper.gate.certify import read_guarantee
+def prm_folds_fell_back(run: Run) -> str | None:
+    """The PRM's ``metrics.json`` ``folds.by`` where its folds fell back to episodes (``prm.data.folds.FELL_BACK``),
+    for a pipeline folder's ``prm/`` or the PRM the sweep names; None otherwise."""
+    from prm.data.folds import FELL_BACK
 
-    cells = []
-    for one in runs:
-        # The helper the sweep played, else a pipeline folder's own (RUN may be the pipeline's folder or its sweep's).
-        candidates = [Path(one.config["helper"])] if one.config.get("helper") else []
-        folder = next((c for c in [*candidates, one.path / "helper", one.path.parent / "helper"] if c.is_dir()), None)
-        record = read_guarantee(folder) if folder else None
-        if record:
-            member = record["member"]
-            cells.append(f"{record['target']:.2f} at {1 - record['delta']:.0%}, n {record['n']}: C={member['budget']}, "
-                         f"{member['interventions']:.2f}/ep")
-    return "; ".join(cells) or "–"
+    for folder in (run.path / "prm", Path(str(run.config.get("prm") or "")) if run.config.get("prm") else None):
+        path = folder / "metrics.json" if folder else None
+        if path is not None and path.is_file():
+            by = str((json.loads(path.read_text()).get("folds") or {}).get("by", ""))
+            return by if FELL_BACK in by else None
+    return None
 
 
 VARIANTS = {"helper_priced": "the helper's own variant"}
@@ -343,8 +337,7 @@ def _at_helper_spend(pooled: Pooled, baseline: str, mine: int, theirs: int, leve
     return f"{pooled.success[:, mine].mean() - at.mean():+.3f} [{low:+.3f}, {high:+.3f}] ({mixed})"
 
 
-def markdown_table(rows: list[dict], once: tuple[str, ...] = ("set-up", "seeds", "episodes", "comparisons",
-                                                            "certified")) -> str:
+def markdown_table(rows: list[dict], once: tuple[str, ...] = ("set-up", "seeds", "episodes", "comparisons")) -> str:
     """Rows as Markdown, the columns ``once`` (the set-up's name, seeds, episodes) written once per set-up."""
     if not rows:
         return "(no baseline to compare)"
@@ -442,6 +435,10 @@ def run(cfg: ReportConfig) -> str:
         f"APGR (the share of [0, 1] completed to always-intervene's point, not measured); CPT as a share of "
         f"always-intervene's interventions, {COMPLETED} where it falls in the completed part.",
     ]
+    fell_back = [f"{r.path} ({by})" for r in runs if (by := prm_folds_fell_back(r))]
+    if fell_back:
+        notes.append("PRM folds fell back to episodes (fewer task groups than folds: its out-of-fold scores were not "
+                     "made on held-out groups): " + "; ".join(fell_back) + ".")
     ungrouped = [str(r.path) for r in runs if not r.grouped]
     if ungrouped:
         notes.append(f"No group column (runs before it was recorded), episodes resampled without groups: "

@@ -10,7 +10,8 @@ two kinds of episodes are kept in the same fold:
   ``/``; TextWorld: the game), when there are at least as many groups as folds, so a fold's head
   is judged on groups it did not see, as the gate is on the test split.
 
-With fewer groups than folds the folds fall back to prefix-sharing components alone. Components
+With fewer groups than folds the folds fall back to prefix-sharing components alone, and ``how`` says so
+(``FELL_BACK``; the PRM's ``metrics.json`` and ``helpgate report`` pass it on). Components
 are dealt to folds largest first, each to the fold with the fewest rows so far (ties broken by a
 seeded shuffle), so folds hold about equal rows.
 """
@@ -24,6 +25,8 @@ import numpy as np
 import polars as pl
 
 _COUNTER = re.compile(r"^(.+)_\d+$")
+FELL_BACK = "fell back to episodes from task groups"
+"""Said in ``Folds.how`` (and so in the PRM's ``metrics.json`` ``folds.by``) where fewer groups than folds exist."""
 
 
 def task_group(task_id: str) -> str:
@@ -48,6 +51,11 @@ class Folds(NamedTuple):
     @property
     def k(self) -> int:
         return max(self.fold.values()) + 1
+
+    @property
+    def fell_back(self) -> bool:
+        """Whether the folds are of episodes because there were fewer task groups than folds."""
+        return FELL_BACK in self.how
 
 
 def _components(n: int, links: list[np.ndarray]) -> np.ndarray:
@@ -99,6 +107,8 @@ def assign_folds(frame: pl.DataFrame, folds: int, seed: int = 0) -> Folds:
         grouped = _components(len(ids), prefix_links + [np.asarray(m) for m in by_group.values()])
         if grouped.max() + 1 >= folds:
             components, how = grouped, "task group (task_id before '/'; prefix-sharing episodes together)"
+        else:  # said in metrics.json and the report: these folds do not hold whole groups out
+            how += f"; {FELL_BACK} (only {int(grouped.max()) + 1} independent task groups for {folds} folds)"
     n_components = int(components.max()) + 1
     if n_components < 2:
         raise ValueError(
