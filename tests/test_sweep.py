@@ -20,6 +20,7 @@ from helper.gate.distill import DistillConfig
 from helper.gate.distill import run as distill
 from helper.stored_config import config_of
 from trajectories.shards import read_trajectories
+from trajectories.manifest import mark_complete
 
 
 def _docstring(cls, name: str) -> str:
@@ -223,6 +224,7 @@ def test_router_learns_the_episode_outcome_where_only_the_end_is_rewarded(tmp_pa
     # No step is rewarded: the episode's outcome is all there is.
     sparse = rows.with_columns(pl.lit(0.0).alias("reward"))
     write_shard(sparse, tmp_path / "sparse" / "shard-000.parquet")
+    mark_complete(tmp_path / "sparse")
     assert 0 < (sparse.group_by("episode_id").agg(pl.col("success").first() >= 0.5)["success"].sum()) < 60
     ctx = SweepContext(cfg=SweepConfig(budgets=[0, 1], train_data=str(tmp_path / "sparse")), env=None, out=tmp_path)
     router = Router()
@@ -249,3 +251,17 @@ def test_a_method_that_under_spends_is_read_at_the_helpers_spend():
     assert out["random"][1] == {"helper_interventions": 1.0, "interventions": 0.5, "mix": {1: 0.5, 2: 0.5},
                                 "success_at_helper_spend": 0.25, "helper_minus": 0.25}
     assert out["random"][2]["mix"] is None and out["random"][2]["helper_minus"] is None  # never spends 2
+
+
+def test_the_routers_calibration_folds_hold_whole_task_groups(tmp_path):
+    from helper.evaluation.methods import Router, SweepContext, router_fold_groups
+    from prm.data.folds import task_group
+
+    rows = read_trajectories(trajectories(tmp_path / "rows", n=60))
+    groups, by = router_fold_groups(rows, 5)
+    assert by == "task group" and list(groups) == [task_group(t) for t in rows["task_id"]]
+    assert len(set(groups)) < rows["episode_id"].n_unique()  # groups, not episodes
+    few, by = router_fold_groups(rows, len(set(groups)) + 1)  # fewer groups than folds: whole episodes
+    assert by == "episode" and list(few) == rows["episode_id"].to_list()
+    ctx = SweepContext(cfg=SweepConfig(budgets=[0, 1], train_data=str(tmp_path / "rows")), env=None, out=tmp_path)
+    assert Router().prepare(ctx) is None and ctx.extra["router"]["calibration_folds_by"] == "task group"

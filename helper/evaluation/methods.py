@@ -352,9 +352,12 @@ class Router(Method):
         self.columns = self.names + [f"p_{k}" for k in self.signals]
         ctx.extra["router"] = {"features": self.columns}  # what it read, in summary.json
         self.model = FeatureClassifier("gbm", self.columns, random_state=seed).fit(X[base], fail[base])
-        # Calibrate on out-of-fold predictions (folds of whole episodes): in-sample predictions of a
-        # boosted model are over-confident, and the threshold would not fire as often as planned.
-        groups = rows["episode_id"].to_numpy()
+        # Calibrate on out-of-fold predictions: in-sample predictions of a boosted model are over-confident, and
+        # the threshold would not fire as often as planned. Folds hold whole task groups (as the PRM's,
+        # prm.data.folds), so the threshold is set on groups the fold's model did not see, as the test groups
+        # are; whole episodes where there are fewer groups than folds (said in summary.json).
+        groups, by = router_fold_groups(rows, self.folds)
+        ctx.extra["router"]["calibration_folds_by"] = by
         oof = np.full(len(fail), np.nan)
         folds = min(self.folds, len(np.unique(groups)))
         for train, test in GroupKFold(n_splits=folds).split(X, fail, groups):
@@ -381,6 +384,18 @@ class Router(Method):
 
     def training_calls(self, ctx):
         return ctx.offline_calls
+
+
+def router_fold_groups(rows: pl.DataFrame, folds: int) -> tuple[np.ndarray, str]:
+    """Per row, the unit the router's calibration folds keep whole, and its name: the task group (``task_id``
+    before ``/``, ``prm.data.folds.task_group``) where there are at least ``folds`` groups, else the episode."""
+    from prm.data.folds import task_group
+
+    if "task_id" in rows.columns:
+        groups = np.array([task_group(str(t)) for t in rows["task_id"].to_list()], dtype=object)
+        if len(set(groups.tolist())) >= folds:
+            return groups, "task group"
+    return rows["episode_id"].to_numpy(), "episode"
 
 
 def _signal_keys(rows: pl.DataFrame) -> list[str]:
