@@ -10,6 +10,19 @@
     python benchmarks/setups/plain_cue.py runs/plain-cue/seed0 runs/plain-cue/seed1 runs/plain-cue/seed2 \\
         --other-prm prm-last
 
+Where only the end is rewarded (``examples/plain_cue_sparse.py``: the same rivers, reward 1 at the last crossing
+when it is made), with the pipeline's defaults for the target, the pooling and the binning (a plug-in env: all
+chosen on the training folds, ``helper.commands.choose``):
+
+    for s in 0 1 2; do helpgate pipeline --env examples.plain_cue_sparse:make_episodes \
+        --agent examples.plain_cue:make_agent --prm-model smollm2 --prm-layers 4 --budgets 1 2 3 4 5 \
+        --episodes 1000 --eval-episodes 200 --methods helper random prm_threshold --seed $s \
+        --out runs/plain-cue-sparse/seed$s; done
+    python benchmarks/setups/plain_cue.py runs/plain-cue-sparse/seed{0,1,2} --expected 1000
+
+The optimum is the dense one (success is defined alike; tested). A run whose pipeline chose on its training folds
+also prints the choice and every candidate's cross-validated training-fold figure (``pipeline.json``'s ``choice``).
+
 Per run folder: the out-of-fold AUROC of the PRM score (low score = risky) for "this crossing is
 tricky or dangerous" over every logged row (``prm/oof_scores.parquet``: no score comes from a head
 that saw its episode), the same for every ``--other-prm`` folder inside the run (a PRM trained
@@ -140,7 +153,21 @@ def report_expected(run: Path, budgets: list[int], episodes: int) -> dict:
     return out
 
 
+def report_choice(run: Path) -> dict | None:
+    """The target, pooling and binning the pipeline chose on its training folds, with each candidate's figure."""
+    choice = json.loads((run / "pipeline.json").read_text()).get("choice")
+    if choice:
+        print(f"\n{run}: chosen on training folds: target {choice['target']}, pooling {choice['pooling']}, binning "
+              f"{choice['binning']}; held-out success over the training folds, mean over C (PRM out-of-fold AUROC "
+              "for its own label):")
+        for c in choice["candidates"]:
+            print(f"  {c['target']:>8} {c['pooling']:>5} {c['binning']:>10}  {c['mean_held_out_success']:.4f}  "
+                  f"({c['prm_oof_auroc']:.3f})")
+    return choice
+
+
 def report(run: Path, others: list[str]) -> dict:
+    report_choice(run)
     sweep = pd.read_csv(run / "sweep" / "sweep.csv")
     helper = sweep[sweep["method"] == "helper"].set_index("budget")
     budgets = [int(c) for c in helper.index if c >= 1]

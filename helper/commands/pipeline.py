@@ -11,6 +11,11 @@ finished stages (``--redo`` runs them all again), so a killed pipeline resumes w
 with other settings, a finished stage they would change is refused in one line (``helper.commands.resume``).
 Each finished stage is also recorded in ``<out>/provenance.json`` (command line, commit, machine,
 start time, wall time: ``helper.provenance``).
+
+With a plug-in environment the PRM's target and pooling and the solve's binning default to ``auto``: the prm
+stage first tries every candidate on the training collection's folds (``helper.commands.choose``: out-of-fold PRM
+scores, then the solve cross-validated over the same folds) and keeps the one whose held-out success is highest;
+the choice and every candidate's figure go to ``<out>/choose/choice.json`` and ``pipeline.json``'s ``choice``.
 """
 
 from __future__ import annotations
