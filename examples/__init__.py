@@ -4,4 +4,5 @@
   run by name: ``--env examples.arith_chain:make_episodes --agent examples.arith_chain:make_agent``.
 - ``plain_cue``: stepping stones whose risk is said mid-sentence, a base agent that slips with a known
   probability, and ``plain_cue_optimum``: the exact budgeted optimum by brute force (and as a gate).
+- ``plain_cue_sparse``: the same rivers paid only at the end (one reward, at the last crossing made).
 """

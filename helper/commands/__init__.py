@@ -2,4 +2,6 @@
 
 - ``cli.py``: ``helpgate``: one subcommand per stage, each generated from its config dataclass.
 - ``pipeline.py``: ``helpgate pipeline``: every stage end to end in one folder, resumable.
+- ``choose.py``: the pipeline's PRM target, pooling and binning chosen on the training folds (``auto``).
+- ``resume.py``: which finished stages a rerun with other settings would make stale.
 """
