@@ -141,7 +141,12 @@ def test_state_text_lists_the_admissible_commands_and_features(games):
     assert listed == sorted(episode.state["admissible_commands"]) and len(listed) > 1
     assert ADMISSIBLE_HEADER in obs.state_text and obs.state_text.startswith("Goal: ")
     assert (obs.env, obs.step, obs.horizon, obs.task_id) == (ENV_NAME, 0, episode.horizon, games[1].spec.key)
-    assert set(obs.features) == {"progress", "n_admissible", "steps_since_progress", "steps_left", "quest_length"}
+    # The quest length is the generator's setting, not something a deployed agent sees: only in the ablation.
+    assert set(obs.features) == {"progress", "n_admissible", "steps_since_progress", "steps_left"}
+    ablation = TextWorldEpisode(episode.game, episode.seed, episode.episode_id, episode.horizon,
+                                quest_length_feature=True)
+    assert ablation.observe().features["quest_length"] == episode.game.spec.quest_length
+    assert ablation.clone().observe().features["quest_length"] == episode.game.spec.quest_length
     assert obs.features["n_admissible"] == len(listed)
     episode.step(episode.expert_action())
     after = episode.observe()

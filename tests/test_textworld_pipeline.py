@@ -74,7 +74,7 @@ def test_every_stage_runs_and_writes_its_files(run_dir):
     assert frame.group_by("episode_id").agg(pl.col("intervened").sum())["intervened"].max() <= 2
     assert frame["prm_score"].is_between(0.0, 1.0).all()
     read = json.loads((out / "prm" / "metrics.json").read_text())["signals"]
-    assert read == [f"state:{name}" for name in ("n_admissible", "progress", "quest_length", "steps_left",
+    assert read == [f"state:{name}" for name in ("n_admissible", "progress", "steps_left",
                                                  "steps_since_progress")]
     for path in ("prm", "solve/labels.parquet", "helper/helper.json", "sweep/sweep.csv", "sweep/summary.json",
                  "sweep/sweep.png"):

@@ -9,7 +9,8 @@ Decision points are game moves. At each one the observation's ``state_text`` hol
 the step count, the last command and its feedback, the room description, the inventory and the
 admissible commands (one per line after ``Admissible commands:``, which agents parse with
 ``admissible_commands``). ``features``: ``progress`` (score / max score), ``n_admissible``,
-``steps_since_progress``, ``steps_left``, ``quest_length``.
+``steps_since_progress``, ``steps_left``; ``quest_length`` (a generator setting a deployed agent does not
+know) only with ``quest_length_feature=True``, an ablation.
 
 Actions. The action text (first line) is a game command. It is normalised (case, spaces, end
 punctuation) and run when it is admissible; otherwise it is mapped to the most similar
@@ -112,8 +113,10 @@ class TextWorldEpisode:
 
     env = ENV_NAME
 
-    def __init__(self, game: GameFile, seed: int = 0, episode_id: str = "", horizon: int | None = None):
+    def __init__(self, game: GameFile, seed: int = 0, episode_id: str = "", horizon: int | None = None,
+                 quest_length_feature: bool = False):
         self.game = game
+        self.quest_length_feature = quest_length_feature
         self.seed = seed
         self.episode_id = episode_id or f"tw-{game.spec.key}-{seed}"
         self.horizon = int(horizon) if horizon is not None else default_horizon(game.spec.quest_length)
@@ -162,8 +165,9 @@ class TextWorldEpisode:
             "n_admissible": float(len(commands)),
             "steps_since_progress": float(self.steps - self._last_gain_step),
             "steps_left": float(self.horizon - self.steps),
-            "quest_length": float(self.game.spec.quest_length),
         }
+        if self.quest_length_feature:  # an ablation: the generator's setting, not something the agent sees
+            features["quest_length"] = float(self.game.spec.quest_length)
         return Observation(
             episode_id=self.episode_id,
             env=ENV_NAME,
@@ -199,7 +203,7 @@ class TextWorldEpisode:
 
     def clone(self) -> TextWorldEpisode:
         """An independent copy at the same point; its interpreter is rebuilt on first use."""
-        other = TextWorldEpisode(self.game, self.seed, self.episode_id, self.horizon)
+        other = TextWorldEpisode(self.game, self.seed, self.episode_id, self.horizon, self.quest_length_feature)
         other.history = list(self.history)
         other.rewards = list(self.rewards)
         other._last_command = self._last_command
@@ -283,6 +287,7 @@ class TextWorldSource:
         horizon: int | None = None,
         games_seed: int = 0,
         cache_dir: str | Path | None = None,
+        quest_length_feature: bool = False,
     ):
         if n_games < 1:
             raise ValueError(f"n_games must be >= 1, got {n_games}.")
@@ -291,6 +296,7 @@ class TextWorldSource:
         self.specs = game_suite(*self._suite)
         """The split's fixed games (train's; for test, the games drawn without a seed)."""
         self.horizon = horizon
+        self.quest_length_feature = quest_length_feature
         self.cache_dir = cache_dir
         self._games: dict[str, GameFile] = {}
         self._drawn: dict[int, list[GameSpec]] = {}
@@ -320,7 +326,8 @@ class TextWorldSource:
         specs = self.specs_for(seed)
         g = index % len(specs)
         episode_id = f"{ENV_NAME}-{self.split}-s{seed}-{index:06d}-{specs[g].key}"
-        return TextWorldEpisode(self.game(g, seed), derive_seed(seed, index), episode_id, self.horizon)
+        return TextWorldEpisode(self.game(g, seed), derive_seed(seed, index), episode_id, self.horizon,
+                                self.quest_length_feature)
 
     def episodes(self, indices, seed: int) -> list[TextWorldEpisode]:
         return [self.episode(i, seed) for i in indices]

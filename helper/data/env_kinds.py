@@ -143,7 +143,7 @@ class ProductQA(EnvKind):
 class TextWorld(EnvKind):
     """Generated text games; the expert wins a game in its quest's length of moves."""
 
-    fields = ("tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p")
+    fields = ("tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p", "tw_quest_length_feature")
     # The text alone does not rank held-out games; the state features mean the same in every game.
     prm_state_features = True
     prm_hidden = False
@@ -165,7 +165,8 @@ class TextWorld(EnvKind):
         from agile.envs.textworld_env import TextWorldSource  # games are generated on first use
 
         s = setup.spec
-        return TextWorldSource(split, s.tw_games, s.tw_quest_lengths, s.tw_rooms, s.tw_objects)
+        return TextWorldSource(split, s.tw_games, s.tw_quest_lengths, s.tw_rooms, s.tw_objects,
+                               quest_length_feature=s.tw_quest_length_feature)
 
     def most_interventions(self, spec) -> int:
         return max(spec.tw_quest_lengths)

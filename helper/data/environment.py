@@ -119,6 +119,9 @@ class EnvSpec:
     """TextWorld: objects per game."""
     tw_sim_p: float = 0.25
     """TextWorld simulator: probability of playing the expert's move on purpose."""
+    tw_quest_length_feature: bool = False
+    """TextWorld: give the game's quest length as a feature (an ablation: a generator setting a deployed agent does
+    not know; off, features are only what the agent sees)."""
     consistency_samples: int = 0
     """ProductQA LLM base agent (constrained decoding): k turns sampled from the same log-probabilities beside
     each greedy one, sharing its prefill, read as the consistency_agree / consistency_entropy signals of the PRM
