@@ -17,6 +17,7 @@ from agile.executor.episode import AgileSource
 from agile.rollout import run_episodes
 from prm.data.folds import task_type
 from trajectories.shards import write_shard
+from trajectories.manifest import mark_complete
 
 HORIZON = 6
 
@@ -45,6 +46,7 @@ def trajectories(directory: Path, n: int = 120, seed: int = 11) -> Path:
     # ids name it.
     perfect = [accuracy[task_type(t)] for t in frame["task_id"]]
     write_shard(frame.with_columns(pl.Series("prm_score", perfect)), directory / "shard-000.parquet")
+    mark_complete(directory)  # a finished collection, as collect leaves it
     return directory
 
 

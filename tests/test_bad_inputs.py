@@ -13,6 +13,7 @@ from helper.commands.cli import main
 from prm.verifiers.model import ProcessRewardModel
 from prm.data.synthetic import synthetic_frame
 from productqa_slice import SLICE
+from trajectories.manifest import mark_complete
 
 
 def one_error_line(capsys) -> str:
@@ -39,6 +40,7 @@ def test_prm_folder_of_another_backbone(tmp_path, capsys):
     (folder / "prm_config.json").write_text(json.dumps(settings))
     (tmp_path / "data").mkdir()
     synthetic_frame(episodes=2, seed=0).write_parquet(tmp_path / "data" / "part-0.parquet")
+    mark_complete(tmp_path / "data")
     assert main(["prm", "score", "--data", str(tmp_path / "data"), "--model", str(folder),
                  "--out", str(tmp_path / "scored"), "--no-progress"]) == 2
     line = one_error_line(capsys)
@@ -134,6 +136,7 @@ def test_a_column_out_of_range_names_file_and_column(solved_dirs, tmp_path, caps
     pl.read_parquet(shard).with_columns(
         pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(value)).otherwise(pl.col(column)).alias(column)
     ).write_parquet(tmp_path / "d" / shard.name)
+    (tmp_path / "d" / "manifest.json").write_bytes((shard.parent / "manifest.json").read_bytes())
     assert main(["solve", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "s")]) == 2
     line = one_error_line(capsys)
     assert str(tmp_path / "d" / shard.name) in line and f"column {column!r}" in line

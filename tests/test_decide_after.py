@@ -27,6 +27,7 @@ from prm.inputs.render import Renderer, prefix_keys, step_pieces
 from trajectories.number_maps import mapping, number_maps
 from trajectories.schema import SchemaError
 from trajectories.shards import read_trajectories, write_shard
+from trajectories.manifest import mark_complete
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -254,6 +255,8 @@ def test_older_datasets_without_proposal_columns_still_load(tmp_path):
     write_shard(old, tmp_path / "only-old" / "a.parquet")
     write_shard(frame.filter(~pl.col("episode_id").is_in(old["episode_id"].unique().sort()[:4].to_list())),
                 tmp_path / "old" / "b.parquet")
+    mark_complete(tmp_path / "old")
+    mark_complete(tmp_path / "only-old")
     mixed = read_trajectories(tmp_path / "old")
     assert mixed.height == frame.height
     before = mixed.filter(pl.col("proposal_text") == "")

@@ -17,6 +17,7 @@ from helper.gate.features import FeatureClassifier, frame_features
 from helper.gate.solve_command import SolveConfig
 from helper.gate.solve_command import run as solve
 from tabular_rl import TabularModel, simulate
+from trajectories.manifest import mark_complete
 
 TRAINED = {"env": ["productqa"], "horizon": 4, "budget": 2, "method": "exact"}
 
@@ -85,6 +86,7 @@ def test_distill_stores_what_it_was_trained_on(tmp_path):
                                pl.lit('{"memory_hits": 1.0}').alias("features"))
     (tmp_path / "traj").mkdir()
     frame.write_parquet(tmp_path / "traj" / "shard-000.parquet")
+    mark_complete(tmp_path / "traj")
     solve(SolveConfig(data=str(tmp_path / "traj"), advice_cost=0.2, bins=2, out=str(tmp_path / "solve")))
     distill(DistillConfig(labels=str(tmp_path / "solve"), prm="none", out=str(tmp_path / "helper"), model="logreg"))
     stored = json.loads((tmp_path / "helper" / "helper.json").read_text())["trained_on"]

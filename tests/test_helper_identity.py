@@ -69,7 +69,7 @@ def test_mixed_files_are_refused_naming_the_field(tmp_path, prm_dir):
     classifier(["step"]).save(folder / "fallback")
     with pytest.raises(ValueError, match="fallback_feature_names="):
         HelperGate.load(folder)
-    for bad, match in ((0, "horizon=0 is not a positive"), ("4", "horizon='4'"), (5, "horizon=5 but trained_on")):
+    for bad, match in ((0, "horizon=0 must be a whole number >= 1"), ("4", "horizon='4'"), (5, "horizon=5 but trained_on")):
         folder = helper(tmp_path, prm_dir, f"horizon-{bad}")
         edit(folder, horizon=bad)
         with pytest.raises(ValueError, match=match):

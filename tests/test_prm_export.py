@@ -15,6 +15,7 @@ from helper.data.collect import CollectConfig, run
 from helper.stored_config import config_of
 from prm.inputs.render import step_pieces
 from trajectories.shards import read_trajectories
+from trajectories.manifest import mark_complete
 
 PLUGIN = {"env": "examples.arith_chain:make_episodes", "agent": "examples.arith_chain:make_agent"}
 
@@ -86,6 +87,7 @@ def test_base_only_and_refusals(trajectories, tmp_path, capsys):
     only_final.mkdir()
     frame.with_columns(pl.when(pl.col("done")).then(pl.col("success")).otherwise(0.0).alias("reward")) \
         .write_parquet(only_final / "shard-00000.parquet")
+    mark_complete(only_final)
     capsys.readouterr()
     assert main(["prm", "export", "--data", str(only_final), "--out", str(tmp_path / "x.jsonl"),
                  "--target", "process"]) == 2

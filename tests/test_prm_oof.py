@@ -17,6 +17,7 @@ from prm.scoring.score import ScoreConfig, run_score
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
 from tabular_rl.discretize import Discretizer
+from trajectories.manifest import mark_complete
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -43,6 +44,7 @@ def overfit(tmp_path_factory):
     data = root / "data"
     data.mkdir()
     FRAME.write_parquet(data / "part-000.parquet")
+    mark_complete(data)
     # No calibration: the raw head's memorisation is the point here (a map fitted on the poor
     # out-of-fold scores would rightly pull the in-fold scores to the base rate).
     report = run_train(TrainConfig(data=str(data), out=str(root / "prm"), model="tiny", target="hard", l2=0.0,

@@ -17,6 +17,7 @@ from prm.inputs.signals import signal_matrix
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
 from prm.inputs.visible import KEYS, proposal_features
+from trajectories.manifest import mark_complete
 
 STATE = ("You answer customers' questions about t. Reply with one line:\nTable `t` (2 products). Columns:\n"
          "[GetQuestion] {question}\n"
@@ -73,6 +74,7 @@ def trained(tmp_path_factory, one_torch_thread):
     data = root / "data"
     data.mkdir()
     _proposal_frame(120, seed=3).write_parquet(data / "part-000.parquet")
+    mark_complete(data)
     common = {"data": str(data), "model": "tiny", "tag_after": "proposal", "target": "proposal", "progress": False,
               "feature_cache": str(root / "features.npz")}
     return root, {"hidden": run_train(TrainConfig(out=str(root / "hidden"), **common)),
@@ -89,6 +91,7 @@ def test_proposal_features_train_score_and_the_gate_agrees(trained, tmp_path):
     new = tmp_path / "new"
     new.mkdir()
     fresh.write_parquet(new / "part-000.parquet")
+    mark_complete(new)
     run_score(ScoreConfig(data=str(new), model=str(root / "visible"), progress=False))
     logged = pl.read_parquet(new / "part-000.parquet")
     assert auroc(logged["prm_score"], logged["proposal_reward"]) > 0.8
@@ -109,6 +112,7 @@ def test_the_cli_refuses_proposal_features_in_one_line(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     synthetic_frame(episodes=12, steps=1, seed=1).write_parquet(data / "part-000.parquet")
+    mark_complete(data)
     done = subprocess.run([sys.executable, "-m", "helper.commands.cli", "prm", "train", "--data", str(data), "--model", "tiny",
                            "--proposal-features", "--out", str(tmp_path / "prm")], capture_output=True, text=True)
     assert done.returncode == 2, done.stderr

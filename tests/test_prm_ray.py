@@ -10,6 +10,7 @@ from prm.data.labels import add_labels
 from prm.verifiers.model import ProcessRewardModel
 from prm.scoring.score import ScoreConfig, run_score
 from prm.data.synthetic import synthetic_frame
+from trajectories.manifest import mark_complete
 
 try:
     import ray
@@ -34,6 +35,7 @@ def test_ray_scoring_matches_in_process(tmp_path):
     data.mkdir()
     for s in range(3):
         synthetic_frame(episodes=5, seed=s).write_parquet(data / f"part-{s}.parquet")
+    mark_complete(data)
     # part-0 holds "training" episodes: their saved out-of-fold scores must be written, by Ray workers too.
     trained = add_labels(synthetic_frame(episodes=5, seed=0))
     trained.select(

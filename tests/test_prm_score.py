@@ -13,6 +13,8 @@ from prm.verifiers.model import ProcessRewardModel
 from prm.scoring.score import MANIFEST, ScoreConfig, run_score
 from prm.data.synthetic import synthetic_frame
 from trajectories.schema import SchemaError
+from trajectories.manifest import mark_complete
+from trajectories.shards import read_trajectories
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -43,6 +45,7 @@ def _write_shards(folder, n=3):
     for s, frame in enumerate(frames):
         # rows out of order: scoring must put every score back on its own row
         frame.sample(fraction=1.0, shuffle=True, seed=s).write_parquet(folder / f"part-{s:03d}.parquet")
+    mark_complete(folder)
     return frames
 
 
@@ -88,12 +91,16 @@ def test_output_folder_leaves_input_untouched(tmp_path, model_dir):
     assert {p.name: p.read_bytes() for p in data.glob("*.parquet")} == before
     assert sorted(p.name for p in out.glob("*.parquet")) == sorted(before)
     assert (out / MANIFEST).exists() and not (data / MANIFEST).exists()
+    # The collection's manifest goes beside the scored shards: later stages read them as the finished collection.
+    assert (out / "manifest.json").read_bytes() == (data / "manifest.json").read_bytes()
+    assert read_trajectories(out).height == sum(pl.read_parquet(p).height for p in data.glob("*.parquet"))
 
 
 def test_bad_shard_names_file_and_column(tmp_path, model_dir):
     data = tmp_path / "data"
     data.mkdir()
     synthetic_frame(episodes=2).drop("action_text").write_parquet(data / "broken.parquet")
+    (data / "manifest.json").write_text('{"complete": true, "shards": {}}')  # a finished collection, bad shard
     with pytest.raises(SchemaError, match=r"broken\.parquet: missing column 'action_text'"):
         run_score(ScoreConfig(data=str(data), model=str(model_dir), progress=False))
     split = synthetic_frame(episodes=2, steps=3).filter(pl.col("step") != 1)
@@ -106,7 +113,7 @@ def test_partitioned_input_and_output_inside_it(tmp_path, model_dir):
     """Shards in sub-folders keep their layout; an --out inside --data is never read as input."""
     data = tmp_path / "data"
     _write_shards(data / "env=a", n=1)
-    _write_shards(data, n=1)
+    _write_shards(data, n=1)  # its manifest lists both folders' shards
     out = data / "scored"
     cfg = ScoreConfig(data=str(data), model=str(model_dir), out=str(out), progress=False)
     assert run_score(cfg)["scored"] == 2

@@ -18,6 +18,7 @@ from prm.inputs.signals import SIGNALS_COLUMN, signal_keys, signal_matrix, signa
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
 from trajectories.number_maps import number_maps
+from trajectories.manifest import mark_complete
 
 
 def test_signal_matrix_has_a_fixed_order_and_flags_missing_values():
@@ -100,6 +101,7 @@ def trained(tmp_path_factory, one_torch_thread):
     data = root / "data"
     data.mkdir()
     frame.write_parquet(data / "part-000.parquet")
+    mark_complete(data)
     common = {"data": str(data), "model": "tiny", "target": "hard", "tag_after": "proposal", "progress": False,
               "feature_cache": str(root / "features.npz")}
     reports = {
@@ -139,6 +141,7 @@ def test_prm_score_and_the_gate_give_the_same_calibrated_scores(trained, tmp_pat
     fresh = _signal_frame(12, seed=9).with_columns(pl.col("episode_id").str.replace("synthetic", "fresh"))
     (tmp_path / "new").mkdir()
     fresh.write_parquet(tmp_path / "new" / "part-000.parquet")
+    mark_complete(tmp_path / "new")
     run_score(ScoreConfig(data=str(tmp_path / "new"), model=str(folder), progress=False))
     logged = pl.read_parquet(tmp_path / "new" / "part-000.parquet")
     assert auroc(logged["prm_score"], logged["success"]) > 0.9

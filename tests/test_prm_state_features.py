@@ -16,6 +16,7 @@ from prm.inputs.signals import SIGNALS_COLUMN, signal_matrix, state_keys
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
 from trajectories.number_maps import number_maps
+from trajectories.manifest import mark_complete
 
 
 def _state_frame(episodes: int, seed: int) -> pl.DataFrame:
@@ -44,6 +45,7 @@ def trained(tmp_path_factory, one_torch_thread):
     data = root / "data"
     data.mkdir()
     frame.write_parquet(data / "part-000.parquet")
+    mark_complete(data)
     common = {"data": str(data), "model": "tiny", "target": "hard", "tag_after": "state", "progress": False,
               "feature_cache": str(root / "features.npz")}
     reports = {
@@ -70,6 +72,7 @@ def test_state_features_rank_held_out_groups_and_the_gate_reads_them(trained, tm
         new = tmp_path / name
         new.mkdir()
         fresh.write_parquet(new / "part-000.parquet")
+        mark_complete(new)
         run_score(ScoreConfig(data=str(new), model=str(root / name), progress=False))
         logged = pl.read_parquet(new / "part-000.parquet")
         assert auroc(logged["prm_score"], logged["success"]) > 0.85

@@ -10,6 +10,7 @@ from prm.data.episodes import episodes_of
 from prm.verifiers.load import load_prm
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
+from trajectories.manifest import mark_complete
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -134,6 +135,7 @@ def _score_folder(tmp_path, frame, model):
     data = tmp_path / "data"
     data.mkdir()
     frame.write_parquet(data / "part-000.parquet")
+    mark_complete(data)
     summary = run_score(ScoreConfig(data=str(data), model=str(model), progress=False))
     return summary, pl.read_parquet(data / "part-000.parquet").sort(["episode_id", "step"])
 

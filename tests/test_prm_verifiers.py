@@ -17,6 +17,7 @@ from prm.verifiers.load import load_prm
 from prm.scoring.scorer import PrmScorer
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
+from trajectories.manifest import mark_complete
 
 # Group names of the shared ProductQA train split and of the generated catalog.
 PRODUCTQA_GROUPS = ["blades", "blu_ray_players", "camera_lenses", "cell_phones", "coffee_machines", "digital_scales",
@@ -97,6 +98,7 @@ def test_reloads_to_the_same_scores_and_the_gate_scores_as_prm_score(trained, tm
     data = tmp_path / "data"
     data.mkdir()
     FRAME.write_parquet(data / "part-0.parquet")
+    mark_complete(data)
     assert main(["prm", "score", "--data", str(data), "--model", str(out), "--no-progress"]) == 0
     scored = pl.read_parquet(data / "part-0.parquet").sort(["episode_id", "step"])
     oof = pl.read_parquet(out / "oof_scores.parquet").sort(["episode_id", "step"])
@@ -140,6 +142,7 @@ def test_bad_backbones_end_in_one_line_naming_the_option(tmp_path, capsys):
     data = tmp_path / "data"
     data.mkdir()
     synthetic_frame(episodes=6, seed=0).write_parquet(data / "part-0.parquet")
+    mark_complete(data)
     missing = tmp_path / "nowhere"
     assert main(["prm", "train", "--data", str(data), "--out", str(tmp_path / "a"), "--lora",
                  "--model", str(missing)]) == 2

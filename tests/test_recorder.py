@@ -20,7 +20,7 @@ from agile.protocol import HUMAN, STRONG, Observation
 from agile.rollout import run_episodes
 from examples.arith_chain import make_agent, make_episodes
 from helper import Recorder
-from trajectories.manifest import MANIFEST, ConfigMismatch
+from trajectories.manifest import MANIFEST, ConfigMismatch, IncompleteCollection
 from trajectories.schema import SCHEMA
 from trajectories.shards import read_shard, read_trajectories
 
@@ -117,6 +117,7 @@ WRITER = textwrap.dedent('''
             time.sleep(0.01)
         rec.end_episode(episode.success())
         print("ended", episode.episode_id, flush=True)
+    rec.close()  # the folder is a finished collection
 ''')
 
 
@@ -147,7 +148,10 @@ def test_sigkill_then_resume_gives_every_episode_once_and_prm_trains(tmp_path, o
 
     out = tmp_path / "killed"
     assert _write(out, kill_after=7) == 7
-    on_disk = read_trajectories(out)
+    # A killed recorder's folder is an unfinished collection: refused, unless the reader allows it.
+    with pytest.raises(IncompleteCollection, match="complete: false"):
+        read_trajectories(out)
+    on_disk = read_trajectories(out, allow_incomplete=True)
     assert on_disk["episode_id"].n_unique() >= 7  # what ended before the kill was written
     assert len(list(out.glob("*.parquet"))) == on_disk["episode_id"].n_unique()
     written = set(on_disk["episode_id"])

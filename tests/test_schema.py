@@ -8,6 +8,11 @@ from trajectories.schema import SCHEMA, EmptyDataset, SchemaError, validate
 from trajectories.shards import read_shard, read_trajectories, shard_paths, write_shard
 
 
+# The schema's rules, on folders of bare shards: no manifest, read as they are (tests/test_complete.py
+# covers the refusal of such folders).
+pytestmark = pytest.mark.filterwarnings("ignore:.*--allow-incomplete")
+
+
 def _rows(n_episodes=2, steps=3):
     rows = []
     for e in range(n_episodes):
@@ -24,7 +29,7 @@ def _rows(n_episodes=2, steps=3):
 def test_round_trip_sorted(tmp_path):
     frame = _rows()
     write_shard(frame.reverse(), tmp_path / "shard-00000.parquet")
-    back = read_trajectories(tmp_path)
+    back = read_trajectories(tmp_path, allow_incomplete=True)
     assert back.equals(frame)
     assert not list(tmp_path.glob(".*tmp")), "temp files must not survive an atomic write"
 
@@ -33,14 +38,14 @@ def test_missing_column_names_file_and_column(tmp_path):
     path = tmp_path / "bad.parquet"
     _rows().drop("budget_left").write_parquet(path)
     with pytest.raises(SchemaError, match=r"bad\.parquet.*'budget_left'"):
-        read_trajectories(tmp_path)
+        read_trajectories(tmp_path, allow_incomplete=True)
 
 
 def test_wrong_type_names_column(tmp_path):
     path = tmp_path / "bad.parquet"
     _rows().with_columns(pl.col("intervened").cast(pl.String)).write_parquet(path)
     with pytest.raises(SchemaError, match=r"bad\.parquet.*'intervened'.*Boolean"):
-        read_trajectories(tmp_path)
+        read_trajectories(tmp_path, allow_incomplete=True)
 
 
 def test_narrow_ints_and_float_prm_score_accepted():
@@ -51,19 +56,19 @@ def test_narrow_ints_and_float_prm_score_accepted():
 
 def test_empty_dataset_says_it_is_empty(tmp_path):
     with pytest.raises(EmptyDataset, match="the dataset is empty \\(no \\*.parquet shards\\); collect"):
-        read_trajectories(tmp_path)
+        read_trajectories(tmp_path, allow_incomplete=True)
     with pytest.raises(FileNotFoundError, match="no such trajectory folder"):
-        read_trajectories(tmp_path / "missing")
+        read_trajectories(tmp_path / "missing", allow_incomplete=True)
     write_shard(_rows().head(0), tmp_path / "shard-00000.parquet")
     with pytest.raises(EmptyDataset, match="no rows in 1 shard\\); collect trajectories first"):
-        read_trajectories(tmp_path)
+        read_trajectories(tmp_path, allow_incomplete=True)
 
 
 def test_text_is_never_cast_to_a_number(tmp_path):
     """A step stored as strings is refused (naming file and column), even when every value parses."""
     _rows().with_columns(pl.col("step").cast(pl.String)).write_parquet(tmp_path / "text.parquet")
     with pytest.raises(SchemaError, match=r"text\.parquet: column 'step' has type String, expected an integer"):
-        read_trajectories(tmp_path)
+        read_trajectories(tmp_path, allow_incomplete=True)
     with pytest.raises(SchemaError, match=r"'reward' has type String, expected a number"):
         validate(_rows().with_columns(pl.col("reward").cast(pl.String)), "x.parquet")
     with pytest.raises(SchemaError, match=r"'step' has type Float64"):  # no narrowing either
@@ -78,7 +83,7 @@ def test_truncated_or_corrupt_file_is_named(tmp_path):
     whole = (tmp_path / "good.parquet").read_bytes()
     (tmp_path / "cut.parquet").write_bytes(whole[: len(whole) // 2])
     with pytest.raises(SchemaError, match=r"cut\.parquet: not a readable Parquet file, truncated or corrupt"):
-        read_trajectories(tmp_path)
+        read_trajectories(tmp_path, allow_incomplete=True)
     (tmp_path / "cut.parquet").write_bytes(b"PAR1 garbage")
     with pytest.raises(SchemaError, match=r"cut\.parquet: not a readable Parquet file") as error:
         read_shard(tmp_path / "cut.parquet")
@@ -92,10 +97,10 @@ def test_partitioned_folder_skips_hidden_and_temp_files(tmp_path):
     (tmp_path / ".shard-2.parquet.123.tmp").write_text("half-written")
     (tmp_path / "_scratch").mkdir()
     (tmp_path / "_scratch" / "x.parquet").write_text("not ours")
-    assert [p.name for p in shard_paths(tmp_path)] == ["shard-1.parquet", "shard-0.parquet"]
-    assert read_trajectories(tmp_path).equals(frame)
+    assert [p.name for p in shard_paths(tmp_path, allow_incomplete=True)] == ["shard-1.parquet", "shard-0.parquet"]
+    assert read_trajectories(tmp_path, allow_incomplete=True).equals(frame)
     # A stage that needs only some columns says which; types are still checked on the others.
-    assert read_trajectories(tmp_path, require=["episode_id", "step"]).height == frame.height
+    assert read_trajectories(tmp_path, allow_incomplete=True, require=["episode_id", "step"]).height == frame.height
 
 
 def test_manifest_resumes_refuses_and_restarts(tmp_path):
@@ -127,9 +132,9 @@ def test_prm_reads_through_the_same_rules(tmp_path):
 
     _rows().with_columns(pl.col("step").cast(pl.String)).write_parquet(tmp_path / "text.parquet")
     with pytest.raises(SchemaError, match=r"text\.parquet: column 'step' has type String"):
-        read_trajectories(tmp_path, require=TRAIN_COLUMNS, whole_episodes=True)
+        read_trajectories(tmp_path, allow_incomplete=True, require=TRAIN_COLUMNS, whole_episodes=True)
     write_shard(_rows(), tmp_path / "text.parquet")
-    assert read_trajectories(tmp_path, require=TRAIN_COLUMNS, whole_episodes=True).height == 6
+    assert read_trajectories(tmp_path, allow_incomplete=True, require=TRAIN_COLUMNS, whole_episodes=True).height == 6
 
 
 def test_the_row_builder_is_the_schema():

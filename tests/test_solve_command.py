@@ -14,6 +14,7 @@ import helper.gate.solve_command as cmd
 from helper.gate.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, TabularModel, simulate
 from trajectories.schema import EmptyDataset, SchemaError
+from trajectories.manifest import mark_complete
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def shards(tmp_path):
     df.filter(ep < 200).write_parquet(data / "shard-000.parquet")
     df.filter((ep >= 200) & (ep < 400)).write_parquet(data / "shard-001.parquet")
     df.filter(ep >= 400).write_parquet(data / "env=a" / "shard-002.parquet")
-    (data / "manifest.json").write_text('{"complete": ["shard-000", "shard-001"]}')
+    mark_complete(data)  # a finished collection (manifest.json, complete: true)
     (data / ".shard-003.parquet").write_text("half-written temp file")  # must be skipped
     return data, df
 
@@ -92,6 +93,7 @@ def test_refusals_name_the_file_or_field(shards, tmp_path):
     with pytest.raises(EmptyDataset, match="empty: the dataset is empty.*collect trajectories first"):
         run(SolveConfig(data=str(tmp_path / "empty"), out=str(tmp_path / "x")))
     df.head(0).write_parquet(tmp_path / "empty" / "shard-000.parquet")  # shards with no rows
+    mark_complete(tmp_path / "empty")
     with pytest.raises(EmptyDataset, match="no rows in 1 shard"):
         run(SolveConfig(data=str(tmp_path / "empty"), out=str(tmp_path / "x")))
     df.drop("prm_score").write_parquet(data / "shard-009.parquet")

@@ -72,6 +72,7 @@ def test_report_pairs_the_helper_with_each_method(tmp_path):
 
 def test_transfer_replays_on_other_rows_and_shows_the_score_shift(tmp_path):
     """Fitted on a run's rows, replayed on other scored shards: a shifted score moves the helper's bins."""
+    from trajectories.manifest import mark_complete
     from trajectories.shards import write_shard
 
     cv = benchmark_module("solver_cv")
@@ -88,6 +89,7 @@ def test_transfer_replays_on_other_rows_and_shows_the_score_shift(tmp_path):
                               pl.lit("base").alias("actor"), pl.lit(0.0).alias("explore_p"), pl.lit(0).alias("seed"),
                               pl.lit("a").alias("proposal_text"), pl.col("proposal_reward"))
     write_shard(full, shards / "shard-00000.parquet")
+    mark_complete(shards)
     text = cv.main([str(run), "--transfer", str(shards), "--budgets", "1"])
     assert "12 episodes" in text and "| transfer | 48 |" in text
     transfer_row = next(line for line in text.splitlines() if line.startswith("| transfer |"))

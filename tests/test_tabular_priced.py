@@ -11,6 +11,7 @@ from helper.gate.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, TabularModel, estimate, evaluate, label, simulate
 from tabular_rl.solve_exact import solve_exact
 from tabular_rl.solve_priced import advice_price, solve_priced, solve_spending
+from trajectories.manifest import mark_complete
 
 
 def random_model(seed: int, T: int = 3, S: int = 2) -> TabularModel:
@@ -102,6 +103,7 @@ def test_solve_command_maximises_accuracy_minus_c_times_advice_rate(tmp_path):
     data = tmp_path / "trajectories"
     data.mkdir()
     frame.write_parquet(data / "shard-000.parquet")
+    mark_complete(data)
     c = 0.3
     summary = run(SolveConfig(data=str(data), advice_cost=c, bins=2, backoff="0", out=str(tmp_path / "solve")))
     (sol,) = summary["solutions"]

@@ -9,6 +9,7 @@ from sklearn.tree import DecisionTreeRegressor
 from helper.gate.solve_command import SolveConfig, run
 from tabular_rl import Discretizer
 from tabular_rl.supervised_bins import supervised_edges
+from trajectories.manifest import mark_complete
 
 
 @settings(max_examples=40, deadline=None)
@@ -76,6 +77,7 @@ def test_the_solve_cuts_supervised_bins_on_the_agents_own_rewards(tmp_path):
     pl.DataFrame({"episode_id": [f"e{i}" for i in range(n)], "step": [0] * n, "intervened": intervened,
                   "budget_left": [1] * n, "reward": reward, "done": [True] * n, "success": reward,
                   "prm_score": score}).write_parquet(data / "shard-000.parquet")
+    mark_complete(data)
     run(SolveConfig(data=str(data), budgets=[1], bins=4, binning="supervised", out=str(tmp_path / "solve")))
     edges = Discretizer.load(tmp_path / "solve" / "discretizer.json").edges_
     assert np.isclose(edges, 0.5, atol=0.01).any()

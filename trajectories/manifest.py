@@ -3,12 +3,16 @@
 ``Manifest``: ``<folder>/<name>.json`` lists the shards that are finished, with the config that
 made them; it is rewritten atomically after each shard, so a killed run resumes without losing or
 duplicating a shard. ``check_manifests``: a folder's shards are what its manifests recorded.
+``require_complete``: a folder read as a collection has a manifest that says it is complete (a
+collection killed part way, or shards without a manifest, are refused unless the caller allows them
+and records that it did); ``mark_complete`` declares shards written by one's own code finished.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +33,72 @@ class ConfigMismatch(ValueError):
 
 SCORE_MANIFEST = "prm_score.manifest.json"
 """The progress manifest ``prm score`` keeps in its output folder (shards it scored, with rows)."""
+
+
+class IncompleteCollection(SchemaError):
+    """A trajectory folder whose ``manifest.json`` is missing or says ``complete: false``."""
+
+
+ALLOW_FLAG = "--allow-incomplete"
+"""The option of every command that reads a collection: use an unfinished one anyway (recorded)."""
+
+
+def incompleteness(data: str | os.PathLike) -> dict[str, Any] | None:
+    """None where ``data`` (a folder) is a finished collection; else what is unfinished:
+    ``{"data": folder, "manifest": "missing" | "complete: false", "finished_shards": n}``."""
+    data = Path(data)
+    path = data / MANIFEST
+    if not path.is_file():
+        return {"data": str(data), "manifest": "missing", "finished_shards": None}
+    manifest = load_manifest(path)
+    if manifest.get("complete") is True:
+        return None
+    return {"data": str(data), "manifest": "complete: false", "finished_shards": len(manifest.get("shards", {}))}
+
+
+def require_complete(data: str | os.PathLike, allow_incomplete: bool = False) -> dict[str, Any] | None:
+    """Refuse (``IncompleteCollection``, one line naming the folder and what to do) a folder that is not a
+    finished collection; with ``allow_incomplete`` warn once instead and return what is unfinished, for
+    the caller to record in its output. A single shard file is read as named (None)."""
+    data = Path(data)
+    if not data.is_dir():
+        return None
+    problem = incompleteness(data)
+    if problem is None:
+        return None
+    if problem["manifest"] == "missing":
+        text = (f"{data}: no {MANIFEST}, so its shards are not known to be a finished collection (a collect writes "
+                "it with complete: true once every shard is written; a folder copied or cut short has none); rerun "
+                "the collect (or the prm score) that wrote the folder to finish it, declare shards written by your "
+                "own code finished with trajectories.manifest.mark_complete, or pass "
+                f"{ALLOW_FLAG} to use them as they are (recorded in the output)")
+    else:
+        text = (f"{data / MANIFEST}: complete: false ({problem['finished_shards']} finished shards): the collection "
+                "stopped before it finished; rerun the same collect to finish it (it resumes), or pass "
+                f"{ALLOW_FLAG} to use the finished shards as they are (recorded in the output)")
+    if not allow_incomplete:
+        raise IncompleteCollection(text + ".")
+    warnings.warn(f"{text.split(';')[0]}; used anyway ({ALLOW_FLAG}).", stacklevel=3)
+    return problem
+
+
+def mark_complete(data: str | os.PathLike, config: dict[str, Any] | None = None) -> Path:
+    """Declare the shards below ``data`` a finished collection (shards written by one's own code):
+    ``manifest.json`` lists each with its rows and episodes, ``complete: true``."""
+    from trajectories.shards import read_shard, shard_paths
+
+    data = Path(data)
+    shards = {}
+    for shard in shard_paths(data, allow_incomplete=None):
+        frame = read_shard(shard, require=())  # types checked; the columns are the readers' to require
+        info: dict[str, Any] = {"rows": frame.height}
+        if "episode_id" in frame.columns:
+            ids = frame["episode_id"].unique(maintain_order=True).to_list()
+            info |= {"count": len(ids), "episodes": ids}
+        shards[shard.relative_to(data).as_posix()] = info
+    manifest = Manifest(data / MANIFEST, dict(config or {}), shards, complete=True)
+    manifest.save()
+    return manifest.path
 
 
 def load_manifest(path: Path) -> dict[str, Any]:
@@ -200,6 +270,11 @@ class Manifest:
             return True
         stat = target.stat()
         return entry.get("size") == stat.st_size and entry.get("mtime_ns") == stat.st_mtime_ns
+
+    def finish(self) -> None:
+        """Every shard is written: readers may trust the folder as a whole collection."""
+        self.complete = True
+        self.save()
 
     def forget(self) -> None:
         """Start over: no shard counts as finished."""

@@ -9,6 +9,9 @@ Every stage goes through it: collection writes shards with ``write_shard`` (and 
 - A file that is not readable Parquet (truncated, corrupt) is refused naming the file; a folder
   whose shards hold no rows is refused as empty (``EmptyDataset``); a folder's shards must be
   what its manifests recorded (``trajectories.manifest.check_manifests``).
+- A folder is read only as a finished collection: its ``manifest.json`` must say ``complete: true``
+  (``trajectories.manifest.require_complete``); ``allow_incomplete=True`` (a command's
+  ``--allow-incomplete``) reads it anyway with a warning. A single shard file is read as named.
 - Every shard read or written is validated (``trajectories.schema.validate``); writes are atomic
   (``trajectories.files.write_atomic``).
 """
@@ -22,13 +25,15 @@ from pathlib import Path
 import polars as pl
 
 from trajectories.files import write_atomic
-from trajectories.manifest import check_manifests
+from trajectories.manifest import check_manifests, require_complete
 from trajectories.schema import (PROPOSAL_DEFAULTS, EmptyDataset, SchemaError, check_episodes, validate,
                                  with_proposal_defaults)
 
 
-def shard_paths(data: str | os.PathLike) -> list[Path]:
-    """The shards of ``data``: the file itself, or every ``*.parquet`` below the folder, sorted."""
+def shard_paths(data: str | os.PathLike, allow_incomplete: bool | None = False) -> list[Path]:
+    """The shards of ``data``: the file itself, or every ``*.parquet`` below the folder, sorted; a
+    folder that is not a finished collection is refused unless ``allow_incomplete`` (None: not
+    checked at all, for a writer listing its own shards)."""
     if not str(data).strip():  # Path("") is the current folder: never search it by accident
         raise ValueError("data='': name the trajectory folder (or one shard), e.g. --data runs/demo/trajectories")
     data = Path(data)
@@ -41,6 +46,8 @@ def shard_paths(data: str | os.PathLike) -> list[Path]:
     if not paths:
         raise EmptyDataset(f"{data}: the dataset is empty (no *.parquet shards); collect trajectories first "
                            "(helpgate collect).")
+    if allow_incomplete is not None:
+        require_complete(data, allow_incomplete)
     return paths
 
 
@@ -60,11 +67,11 @@ def read_shard(path: str | os.PathLike, require: Iterable[str] | None = None,
 
 
 def read_trajectories(data: str | os.PathLike, require: Iterable[str] | None = None,
-                      whole_episodes: bool = False) -> pl.DataFrame:
+                      whole_episodes: bool = False, allow_incomplete: bool = False) -> pl.DataFrame:
     """Every shard of ``data`` validated, concatenated (the columns all shards have), sorted by
-    (episode_id, step); an empty dataset is refused."""
+    (episode_id, step); an empty dataset, or an unfinished one (unless ``allow_incomplete``), is refused."""
     require = None if require is None else list(require)
-    paths = shard_paths(data)
+    paths = shard_paths(data, allow_incomplete)
     frames = [read_shard(path, require, whole_episodes) for path in paths]
     if Path(data).is_dir():
         check_manifests(Path(data), dict(zip(paths, frames)))

@@ -30,6 +30,8 @@ later stage run on it unchanged.
   is logging ``base`` after a yes, so every row's ``intervened`` and ``budget_left`` are true.
 - Steps are logged 0, 1, 2, ... in order, once each; ``end_episode`` marks the last one ``done``
   and writes ``success`` on every row.
+- Finished: ``close`` marks the folder complete (its ``manifest.json``); until then, later stages
+  refuse it as an unfinished collection unless told ``--allow-incomplete``.
 - Crash safety: an episode's rows stay in memory until it ends; every ``episodes_per_shard``
   finished episodes become one shard (temp file + rename) and the manifest lists it. A killed
   process loses only episodes that were not yet written (by default: the unfinished ones). A new
@@ -87,7 +89,8 @@ class Recorder:
         self._clean()
         self._recorded: set[str] = set()
         if self._manifest.shards:
-            self._recorded = set(read_trajectories(self.out)["episode_id"].unique().to_list())
+            # A folder being recorded into is unfinished by nature (``close`` marks it complete).
+            self._recorded = set(read_trajectories(self.out, allow_incomplete=True)["episode_id"].unique().to_list())
         self._next_shard = 1 + max((int(SHARD.match(n).group(1)) for n in self._manifest.shards if SHARD.match(n)),
                                    default=-1)
         self._episodes_written = sum(entry["count"] for entry in self._manifest.shards.values())
@@ -198,14 +201,19 @@ class Recorder:
             frame = frame_of((row for episode in self._finished for row in episode), OPTIONAL_COLUMNS)
             name = f"shard-{self._next_shard:05d}.parquet"
             write_shard(frame, self.out / name)
+            self._manifest.complete = False  # recording goes on: unfinished until close()
             self._manifest.mark_done(name, first=self._episodes_written, count=len(self._finished), rows=frame.height)
             self._next_shard += 1
             self._episodes_written += len(self._finished)
             self._finished = []
 
     def close(self) -> None:
-        """Write what has ended; episodes still open are not written (they have no outcome)."""
-        self.flush()
+        """Write what has ended, and mark the folder a finished collection (``manifest.json`` complete:
+        true, what ``prm train`` and every later stage require); episodes still open are not written
+        (they have no outcome). A killed recorder's folder stays unfinished until a new one is closed."""
+        with self._lock:
+            self.flush()
+            self._manifest.finish()
 
     def __enter__(self) -> Recorder:
         return self

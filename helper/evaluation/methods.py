@@ -143,8 +143,13 @@ class SweepContext:
             self._train_rows = None
             if self.cfg.train_data:
                 path = Path(self.cfg.train_data)
-                read = read_shard if path.is_file() else read_trajectories
-                self._train_rows = read(path, require=("episode_id", "step"))
+                if path.is_dir() and (path / "labels.parquet").is_file():  # a solve folder: its labelled rows
+                    path = path / "labels.parquet"
+                if path.is_file():
+                    self._train_rows = read_shard(path, require=("episode_id", "step"))
+                else:
+                    self._train_rows = read_trajectories(path, require=("episode_id", "step"), allow_incomplete=bool(
+                        getattr(self.cfg, "allow_incomplete", False)))
             else:
                 source = resolve_recorded(self.cfg.helper, self.helper_config, "labels_from")
                 if source and (Path(source) / "labels.parquet").exists():

@@ -7,5 +7,6 @@
   ``text_classifier.py``: the text-backend classifier.
 - ``gate.py``: ``HelperGate``: load a helper folder, decide within the budget.
 - ``identity.py`` / ``trained_on.py``: what makes a helper folder one unit, and the check that it
-  runs on the kind of episodes it was trained on.
+  runs on the kind of episodes it was trained on; ``stored_values.py``: ``helper.json``'s values
+  range-checked on load.
 """

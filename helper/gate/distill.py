@@ -80,6 +80,9 @@ class DistillConfig:
     """Copy the PRM folder into the helper folder (self-contained) instead of referencing it."""
     device: str | None = None
     """Torch device of the text backend (default: cuda when available, else cpu)."""
+    allow_incomplete: bool = False
+    """Distill a solve folder made from an unfinished collection (solve --allow-incomplete) instead of refusing
+    it; recorded in helper.json."""
 
 
 def _solution_budget(directory: Path, wanted: int | None) -> int:
@@ -212,6 +215,12 @@ def run(cfg: DistillConfig) -> dict:
     if not 0 <= cfg.test_fraction < 1:
         raise ValueError(f"test_fraction={cfg.test_fraction}: must lie in [0, 1)")
     _check_numbers(cfg)
+    unfinished = solve_files.verify(source).get("incomplete_input")
+    if unfinished and not cfg.allow_incomplete:
+        raise ValueError(f"{source / solve_files.SOLVE_MANIFEST}: solved from an unfinished collection "
+                         f"({unfinished.get('data')}: manifest {unfinished.get('manifest')}, read with "
+                         "--allow-incomplete); finish the collection and solve again, or pass --allow-incomplete "
+                         "here too (recorded in helper.json).")
     discretizer, solution = load_solution(source, cfg.budget)
     logged = read_shard(labels_path, require=("episode_id", "step", "budget_left"))
     data = expand_labels(logged.drop([c for c in logged.columns if c.startswith(LABEL)]), solution)
@@ -252,6 +261,7 @@ def run(cfg: DistillConfig) -> dict:
     summary = {"report": report, "training_calls": training_calls(logged), **recorded_path(out, source, "labels_from"),
                "trained_on": trained_on(logged, solution, _advice_cost(source)),
                "solution": solution.summary(), "distill_config": asdict(cfg)}
+    summary |= {"incomplete_input": unfinished} if unfinished else {}
     gate.save(out, prm=None if prm_path is None else str(prm_path), extra=summary)
     _print(report, out)
     return summary

@@ -39,7 +39,9 @@ On its first decision the gate compares the use with what it was trained on (``h
 stored by distill): a larger budget, a longer horizon or another env warns once, naming the fields;
 an observation that has none of the features the classifier reads is refused (``ValueError``).
 
-A helper folder is one unit (``helper.gate.identity``): ``helper.json`` records the training horizon, the
+Every value of ``helper.json`` is range-checked before anything is loaded (``helper.gate.stored_values``:
+a NaN threshold, a negative budget, a horizon of 0 are refused naming the field). A helper folder is
+one unit (``helper.gate.identity``): ``helper.json`` records the training horizon, the
 classifiers' feature names and a fingerprint of the PRM, and ``load`` refuses a folder whose files
 disagree with them, naming the field. A PRM that loads but is not the recorded one is always
 refused (``UntrustedPrm``; ``prm=False`` runs on the fallback instead). A recorded PRM that is
@@ -58,7 +60,7 @@ from pathlib import Path
 from agile.budget import ScoredGate, TooManyEpisodes
 from helper import stored_config
 from agile.protocol import Observation
-from helper.gate import identity
+from helper.gate import identity, stored_values
 from helper.gate.features import SCORE_FEATURE, FeatureClassifier, observation_features
 from helper.gate.identity import UntrustedPrm
 from helper.gate.trained_on import mismatch
@@ -96,6 +98,9 @@ class HelperGate(ScoredGate):
         self.solved_budget = solved_budget
         """The largest budget C the helper was solved for: more budget left is read as this much (not a
         config word: a helper folder records it, ``helper.json``'s ``solved_budget``)."""
+        if isinstance(threshold, (str, bool)) or not (math.isfinite(float(threshold)) and 0 <= threshold <= 1):
+            # NaN compares False with every probability: a gate that never intervenes
+            raise ValueError(f"threshold={threshold!r}: give a finite probability in [0, 1].")
         self.threshold = float(threshold)
         # The PRM decides the mode: its score reads the proposal or it does not.
         self.decide_after = decide_after or getattr(scorer, "decide_after", "state")
@@ -249,6 +254,7 @@ class HelperGate(ScoredGate):
                                        CONFIG_FILE, config_path)
         if config.get("kind") != KIND:
             raise ValueError(f"{config_path}: kind={config.get('kind')!r}, expected {KIND!r}")
+        stored_values.check(config_path, config)  # before any file of the folder is loaded
         if not (backend or config.get("backend")):
             raise ValueError(f"{config_path}: no 'backend' field (features, text or table); re-run `helpgate distill`.")
         backend = backend or config["backend"]

@@ -51,6 +51,7 @@ from tabular_rl.solve import SOLVERS, solve
 from tabular_rl.solve_priced import advice_price, solve_priced
 from tabular_rl.transitions import OBJECTIVES, Columns
 from trajectories.files import write_json_atomic
+from trajectories.manifest import incompleteness
 from trajectories.shards import read_trajectories, shard_paths, write_shard
 
 REQUIRED = ("episode_id", "step", "intervened", "budget_left", "reward", "done", "prm_score")
@@ -95,6 +96,9 @@ class SolveConfig:
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json, solve.json."""
     memory_limit_gb: float | None = None
     """Refuse settings whose model tables would need more memory than this (default: half of this machine's)."""
+    allow_incomplete: bool = False
+    """Read a trajectory folder whose manifest is missing or says complete: false (a collection killed part way)
+    as it is, instead of refusing it; recorded in the output."""
 
 
 TABLE_COPIES = 8
@@ -196,8 +200,9 @@ def run(config: SolveConfig) -> dict:
     """Discretize, estimate, solve for every budget, label; write ``config.out``; return the summary."""
     budgets = _validate(config)
     backoff = parse_backoff(config.backoff)
-    shards = shard_paths(config.data)
-    df = read_trajectories(config.data, require=REQUIRED)
+    shards = shard_paths(config.data, allow_incomplete=None)  # read_trajectories refuses an unfinished one
+    df = read_trajectories(config.data, require=REQUIRED, allow_incomplete=config.allow_incomplete)
+    unfinished = incompleteness(config.data) if Path(config.data).is_dir() else None
     longest = int(df.group_by("episode_id").len()["len"].max())
     if config.advice_cost is not None:
         advice_price(config.advice_cost, config.objective, 1)  # a bad cost is refused before any work
@@ -230,6 +235,7 @@ def run(config: SolveConfig) -> dict:
     n_thin = int((counts["n"] < THIN).sum())
     summary = {
         "config": asdict(config),
+        "incomplete_input": unfinished,
         "data": {
             "shards": len(shards),
             "rows": df.height,
@@ -250,7 +256,7 @@ def run(config: SolveConfig) -> dict:
     }
     write_json_atomic(summary, out / "solution.json")
     written = [*solve_files.FIXED_OUTPUTS, *(f"policy_c{sol.budget}.npz" for sol in solutions)]
-    solve_files.finish(out, written, [sol.budget for sol in solutions], config.advice_cost)
+    solve_files.finish(out, written, [sol.budget for sol in solutions], config.advice_cost, unfinished)
 
     print(
         f"{df.height} rows, {model.horizon} steps, {model.n_states} states; {n_thin}/{counts.height} "

@@ -50,15 +50,17 @@ def begin(out: Path) -> None:
     (out / SOLVE_MANIFEST).unlink(missing_ok=True)
 
 
-def finish(out: Path, written: list[str], budgets: list[int], advice_cost: float | None) -> dict:
-    """Delete the solve outputs this run did not write, then record what it wrote."""
+def finish(out: Path, written: list[str], budgets: list[int], advice_cost: float | None,
+           incomplete_input: dict | None = None) -> dict:
+    """Delete the solve outputs this run did not write, then record what it wrote (and, where the
+    trajectories were an unfinished collection read with --allow-incomplete, what was unfinished)."""
     for stale in _outputs(out):
         if stale.name not in written:
             stale.unlink()
     files = {name: sha256(out / name) for name in sorted(written)}
     fingerprint = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
     record = {"version": VERSION, "files": files, "budgets": sorted(budgets), "advice_cost": advice_cost,
-              "fingerprint": fingerprint}
+              "fingerprint": fingerprint} | ({"incomplete_input": incomplete_input} if incomplete_input else {})
     write_json_atomic(record, out / SOLVE_MANIFEST)
     return record
 

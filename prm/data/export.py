@@ -60,6 +60,9 @@ class ExportConfig:
     """Step label: soft (Monte-Carlo success from this step), hard (episode success), process (step reward)."""
     success_threshold: float = 0.5
     """A label is True when its value is at least this."""
+    allow_incomplete: bool = False
+    """Read a trajectory folder whose manifest is missing or says complete: false (a collection killed part way)
+    as it is, instead of refusing it; recorded in the output."""
     base_only: bool = False
     """Keep only episodes where the base agent acted at every step (no intervention)."""
 
@@ -91,7 +94,8 @@ def run_export(cfg: ExportConfig) -> dict:
     if cfg.format not in FORMATS:
         raise ValueError(f"format={cfg.format!r}: use one of {FORMATS}.")
     L.check_threshold(cfg.success_threshold)
-    frame = read_trajectories(cfg.data, require=TRAIN_COLUMNS, whole_episodes=True)
+    frame = read_trajectories(cfg.data, require=TRAIN_COLUMNS, whole_episodes=True,
+                              allow_incomplete=cfg.allow_incomplete)
     if cfg.base_only:
         intervened = frame.filter(pl.col("actor") != "base")["episode_id"].unique()
         frame = frame.filter(~pl.col("episode_id").is_in(intervened.implode()))

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,8 @@ import torch
 
 from prm.data.episodes import FEATURES_FILE, OOF_FILE, Validator, episodes_of, score_columns
 from prm.inputs.signals import signal_matrix
+from trajectories.files import write_atomic
+from trajectories.manifest import MANIFEST as COLLECTION_MANIFEST
 from trajectories.manifest import SCORE_MANIFEST, Manifest
 from trajectories.shards import read_shard, shard_paths, write_shard
 
@@ -77,6 +80,9 @@ class ScoreConfig:
     """Number of Ray workers (default: one per GPU, else one per CPU of the cluster)."""
     progress: bool = True
     """Show progress bars with tokens/s."""
+    allow_incomplete: bool = False
+    """Read a trajectory folder whose manifest is missing or says complete: false (a collection killed part way)
+    as it is, instead of refusing it; recorded in the output."""
 
 
 def model_fingerprint(directory: str | os.PathLike) -> str:
@@ -203,7 +209,7 @@ def plan(cfg: ScoreConfig) -> tuple[Path, list[tuple[Path, Path]], list[Path], M
     another model starts over; a shard rewritten since it was scored (re-collected) is scored again."""
     data = Path(cfg.data)
     out = Path(cfg.out) if cfg.out else data
-    sources = shard_paths(cfg.data)  # the text as given: '' is refused, not read as the current folder
+    sources = shard_paths(cfg.data, cfg.allow_incomplete)  # the text as given: '' is refused, not read as the current folder
     if out != data and out.resolve().is_relative_to(data.resolve()):  # --out inside --data: not a source
         sources = [s for s in sources if not s.resolve().is_relative_to(out.resolve())]
     manifest = Manifest.open(out, {"model": model_fingerprint(cfg.model)}, name=MANIFEST, on_change="restart",
@@ -223,6 +229,15 @@ def plan(cfg: ScoreConfig) -> tuple[Path, list[tuple[Path, Path]], list[Path], M
 def record(manifest: Manifest, out: Path, target: Path, stats: dict) -> None:
     """Mark one shard finished (called by the single driver process only, so no write races)."""
     manifest.mark_done(target.relative_to(out).as_posix(), rows=stats["rows"])
+
+
+def carry_collection_manifest(data: Path, out: Path) -> None:
+    """Scored into another folder: once every shard is scored, the collection's ``manifest.json`` goes
+    beside them (same shards, rows and episodes), so later stages read ``out`` as the collection it is,
+    finished or not; a scoring cut short leaves none, and is refused as unfinished."""
+    source = data / COLLECTION_MANIFEST
+    if data.is_dir() and out.resolve() != data.resolve() and source.is_file():
+        write_atomic(out / COLLECTION_MANIFEST, lambda path: shutil.copyfile(source, path))
 
 
 def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:
@@ -254,6 +269,7 @@ def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:
             totals["rows"] += stats["rows"]
             totals["tokens"] += stats["tokens"]
     seconds = time.perf_counter() - start
+    carry_collection_manifest(Path(cfg.data), out)
     summary = {
         "scored": len(jobs),
         "skipped": len(skipped),

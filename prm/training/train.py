@@ -176,6 +176,9 @@ class TrainConfig:
     score's ranking; isotonic's steps make ties)."""
     progress: bool = True
     """Show progress bars with tokens/s."""
+    allow_incomplete: bool = False
+    """Read a trajectory folder whose manifest is missing or says complete: false (a collection killed part way)
+    as it is, instead of refusing it; recorded in the output."""
 
 
 def episode_features(prm, frame: pl.DataFrame, cfg: TrainConfig) -> dict[str, np.ndarray]:
@@ -279,7 +282,8 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     # ---- data: read, check, label, split by episode ------------------------------------------
     columns = score_columns(cfg.tag_after, TRAIN_COLUMNS)
     if frame is None:
-        frame = shards.read_trajectories(cfg.data, require=columns, whole_episodes=True)
+        frame = shards.read_trajectories(cfg.data, require=columns, whole_episodes=True,
+                                          allow_incomplete=cfg.allow_incomplete)
         frame = frame if validate is None else validate(frame, str(cfg.data))
     else:
         frame = schema.validate(frame, "the given frame", require=columns)
@@ -306,15 +310,15 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
             f"target='process' but {cfg.data} has no process rewards (every non-final step has "
             "reward 0). Use --target soft or hard."
         )
-    frame = L.add_labels(frame, cfg.success_threshold, cfg.tag_after)
-    keys = _signal_keys(frame, cfg)
-    label = L.LABEL_COLUMNS[target]
-    # What the report measures: the step's (or the proposal's) own outcome for process (proposal)
     if target == "mc" and not L.has_branches(frame):
         raise ValueError(
             f"target='mc' but {cfg.data} has no counterfactual branches on every row ({', '.join(L.BRANCH_COLUMNS)}); "
             "collect with --counterfactual (episodes that can be cloned), or use --target fatal."
         )
+    frame = L.add_labels(frame, cfg.success_threshold, cfg.tag_after)
+    keys = _signal_keys(frame, cfg)
+    label = L.LABEL_COLUMNS[target]
+    # What the report measures: the step's (or the proposal's) own outcome for process (proposal)
     # labels, else the episode's.
     outcome = pl.col(label if target in L.STEP_TARGETS else "label_hard") >= 0.5
     used = (pl.col("actor") == "base") if cfg.base_only else pl.lit(True)
