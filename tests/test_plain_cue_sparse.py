@@ -155,3 +155,20 @@ def test_the_choice_is_made_on_training_folds_and_builds_no_test_episode(tmp_pat
     again = binning_values(scored, folds, [1, 2], cfg.bins, [choice["binning"]])[choice["binning"]]
     assert {str(c): v for c, v in again.items()} == best["held_out_success"]
     assert json.loads((tmp_path / "choose" / "choice.json").read_text())["target"] == choice["target"]
+
+
+def test_auto_is_the_default_only_for_plug_in_envs_and_mc_needs_branches(tmp_path):
+    from helper.commands.pipeline import PipelineConfig, run
+    from helper.data.environment import EnvSpec
+
+    plug_in = PipelineConfig(spec=EnvSpec(env="examples.plain_cue_sparse:make_episodes",
+                                          agent="examples.plain_cue:make_agent"), prm_model="tiny")
+    assert (plug_in.prm_target_name(), plug_in.pooling_name(), plug_in.binning_name()) == ("auto",) * 3
+    fixed = PipelineConfig(spec=plug_in.spec, prm_target="fatal", prm_pooling="mean", binning="supervised")
+    assert not fixed.chooses() and fixed.prm_train_config("d", "o").base_only
+    productqa = PipelineConfig(decide_after="state")
+    assert (productqa.prm_target_name(), productqa.pooling_name(), productqa.binning_name()) == (
+        "process", "last", "quantile")
+    with pytest.raises(ValueError, match="add --counterfactual"):
+        run(PipelineConfig(spec=plug_in.spec, prm_model="tiny", prm_target="mc", out=str(tmp_path / "run")))
+    assert not (tmp_path / "run").exists()  # refused before any work
