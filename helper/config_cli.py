@@ -33,11 +33,72 @@ DEBUG_FLAG = "--debug"
 
 def parse_config(cls: type, argv: list[str] | None = None, prog: str | None = None,
                  description: str | None = None):
-    """Parse ``argv`` into an instance of the dataclass ``cls`` (``--help`` exits 0, a bad flag 2)."""
+    """Parse ``argv`` into an instance of the dataclass ``cls`` (``--help`` exits 0; a bad flag or a
+    value that is not of the option's type exits 2 with one line, ``PROG: error: ...``)."""
+    import contextlib
+    import io
+
     import tyro
 
-    return tyro.cli(cls, args=sys.argv[1:] if argv is None else list(argv), prog=prog,
-                    description=description)
+    caught = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(caught):  # tyro's error box, made one line below
+            return tyro.cli(cls, args=sys.argv[1:] if argv is None else list(argv), prog=prog,
+                            description=description)
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            print(f"{prog or cls.__name__}: error: {box_line(caught.getvalue())}", file=sys.stderr)
+        elif caught.getvalue():
+            sys.stderr.write(caught.getvalue())
+        raise
+
+
+BOX_EDGES = "╭╮╰╯│─|+"
+
+
+def box_line(text: str) -> str:
+    """tyro's error box as one line: the message under its title, up to the next rule (help text
+    follows it), with the flag's type said in words (``--bins abc: not a whole number``). The box
+    is drawn with edges on a terminal and without them into a file; both read the same."""
+    import re
+
+    segments, current = [], []
+    for line in text.splitlines():
+        if line.strip().startswith(("╭", "╰")):  # a border: the title sits in the top one
+            continue
+        inner = line.strip().strip(BOX_EDGES).strip()
+        if inner and set(inner) <= set(BOX_EDGES + "-"):  # a rule
+            segments.append(current)
+            current = []
+        elif inner:
+            current.append(inner)
+    segments.append(current)
+    # A title alone ("Value error", "Unrecognized options") is a segment of its own where there are no borders.
+    texts = [" ".join(" ".join(seg).split()) for seg in segments if seg]
+    texts = [t for t in texts if not re.fullmatch(r"[A-Z][a-z ]*", t)]
+    lines = texts[:1]
+    message = " ".join(" ".join(lines).split()) or " ".join(text.split())[:300]
+    parsed = re.match(r"Error parsing (--[\w-]+): invalid literal for int\(\) with base 10: '(.*)'$", message)
+    if parsed:
+        return f"{parsed[1]} {parsed[2]}: not a whole number (helpgate's --help lists each option's type)."
+    parsed = re.match(r"Error parsing (--[\w-]+): could not convert string to float: '(.*)'$", message)
+    if parsed:
+        return f"{parsed[1]} {parsed[2]}: not a number (helpgate's --help lists each option's type)."
+    parsed = re.match(r"Error parsing (--[\w-]+): .*instantiated from (\[.*?\])", message)
+    if parsed:
+        return f"{parsed[1]} {' '.join(eval_list(parsed[2]))}: not of the option's type (its --help says which)."
+    return message.replace("Perhaps you meant:", "; perhaps you meant") + " (--help lists the options)"
+
+
+def eval_list(text: str) -> list[str]:
+    """``['1', 'x']`` as printed by tyro, back as its items (no code is run)."""
+    import ast
+
+    try:
+        items = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return [text]
+    return [str(item) for item in items] if isinstance(items, list) else [text]
 
 
 def split_debug(argv: list[str]) -> tuple[list[str], bool]:
@@ -76,8 +137,11 @@ def check_finite(config) -> None:
 
 def run_reporting_errors(prog: str, run: Callable, config, debug: bool = False) -> tuple[int, object]:
     """``(0, run(config))``; a user error prints ``PROG: error: MESSAGE`` and gives ``(2, None)``."""
+    from helper import option_ranges
+
     try:
         check_finite(config)
+        option_ranges.check(config)  # every numeric option in its range, before any work
         return 0, run(config)
     except USER_ERRORS as error:
         if debug:

@@ -468,24 +468,31 @@ def helper_dirs(tmp_path_factory):
 
 
 def test_serve_gate_never_grants_more_than_the_budget_under_16_clients(helper_dirs):
-    budget, clients, per_client, episodes = 3, 16, 1000, 40
+    budget, clients, episodes, horizon = 3, 16, 40, 6
     with cli_server(["serve-gate", "--helper", str(helper_dirs[1]), "--budget", str(budget)]) as url:
-        def client(c: int) -> Counter:
-            granted = Counter()
+        def client(c: int) -> dict:
+            answers = {}
             with httpx.Client(base_url=url, timeout=30) as http:  # one keep-alive connection per client
-                for j in range(per_client):
-                    episode = f"ep-{(c + j) % episodes}"
-                    # One step per episode: the count must hold against concurrency alone.
-                    answer = http.post("/v1/gate", json={"episode_id": episode, "step": 0, "state_text": "s",
+                # Every client asks every (episode, step), each in its own order: the steps of an episode
+                # race each other (the count must hold against concurrency), and each decision point is
+                # asked 16 times at once (a retry storm: every repeat must get the first answer).
+                order = [(e, s) for e in range(episodes) for s in range(horizon)]
+                order = order[c * 13 % len(order):] + order[:c * 13 % len(order)]
+                for e, s in order if c % 2 else reversed(order):
+                    answer = http.post("/v1/gate", json={"episode_id": f"ep-{e}", "step": s, "state_text": "s",
                                                          "features": {"type_reasoning_qa": 1.0}})
                     assert answer.status_code == 200, answer.text
-                    body = answer.json()
-                    assert 0 <= body["budget_left"] <= budget
-                    granted[episode] += body["intervene"]
-            return granted
+                    answers[e, s] = answer.json()
+                    assert 0 <= answers[e, s]["budget_left"] <= budget
+            return answers
 
         with ThreadPoolExecutor(clients) as pool:
-            totals = sum(pool.map(client, range(clients)), Counter())
+            every = list(pool.map(client, range(clients)))
+        # Each decision point was answered once: the 16 clients got the same answer for it.
+        assert all(answers == every[0] for answers in every[1:])
+        totals = Counter()
+        for (e, _), answer in every[0].items():
+            totals[f"ep-{e}"] += answer["intervene"]
         # The gate wants every decision: each episode gets exactly its budget, never more.
         assert sum(totals.values()) == budget * episodes and set(totals.values()) == {budget}
         assert httpx.post(f"{url}/v1/episodes/ep-0/end").json() == {"episode_id": "ep-0", "used": budget}
@@ -505,7 +512,9 @@ def test_served_gate_holds_the_only_budget():
     inner = AlwaysWants(budget=1)
     gate = ServedGate(inner, budget=2)
     observation = Observation("e", "env", "t", 0, "s", 4)
-    assert [gate.decide(observation) for _ in range(3)] == [(True, 1, 1.0), (True, 0, 1.0), (False, 0, None)]
+    steps = [dataclasses.replace(observation, step=step) for step in range(3)]
+    assert [gate.decide(o) for o in steps] == [(True, 1, 1.0), (True, 0, 1.0), (False, 0, None)]
+    assert gate.decide(observation) == (True, 1, 1.0) and gate.used("e") == 2  # a repeat: the first answer, free
     assert inner.used("e") == 0
     with pytest.raises(ValueError, match="--budget"):
         ServedGate(AlwaysWants())

@@ -236,4 +236,4 @@ def test_a_large_body_is_refused_at_once(served):
 
 def test_a_body_limit_below_one_byte_is_refused(tmp_path, capsys):
     assert main(["serve-gate", "--helper", str(tmp_path), "--max-body-bytes", "0"]) == 2
-    assert "max_body_bytes=0: must be at least 1 byte" in error_line(capsys.readouterr().err)
+    assert "max_body_bytes=0 must be >= 1" in error_line(capsys.readouterr().err)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import os
 import sys
 import time
 from pathlib import Path
@@ -75,7 +76,24 @@ def _command_path(argv: list[str]) -> tuple[tuple[str, ...] | None, list[str]]:
     return None, argv
 
 
+SIGPIPE_EXIT = 141
+"""The exit code of a command whose output's reader went away (128 + SIGPIPE, as a shell reports a
+tool killed by it): ``helpgate prm train --help | head -1`` ends quietly."""
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # Whatever is still buffered for the closed pipe would raise again at exit: send it nowhere.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):  # a stdout with no file behind it (a test's capture)
+            pass
+        return SIGPIPE_EXIT
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv, debug = split_debug(list(sys.argv[1:] if argv is None else argv))
     path, rest = _command_path(argv)
     if path is None:

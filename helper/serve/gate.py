@@ -36,12 +36,18 @@ with does not start, unless ``--allow-fallback``: then it decides on its fallbac
 Limits: a body over ``--max-body-bytes`` (default 1 MiB) is a 413 before it is parsed
 (``helper.serve.guard``); text that is not UTF-8 (a lone surrogate) a 422 naming the field.
 
+Retries: the gate is idempotent per ``(episode_id, step)``: a request repeated (a client's retry after
+a timeout) gets the first answer again and spends nothing (the same step asked with another body is a
+further decision point at that step, decided anew). Types are strict: ``step`` a JSON integer, each feature a JSON number (not text, not a boolean).
+
 Errors: an invalid body is a 422 naming the field, an unknown episode at ``/end`` or
 ``/actions`` a 404, and more live episodes than the gate can track a 503 (end your episodes).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from dataclasses import dataclass
 from typing import Annotated, Literal
@@ -53,7 +59,9 @@ from agile.protocol import Action, Observation
 from helper.serve.guard import DEFAULT_MAX_BODY, BodyLimit, utf8_text
 
 Text = Annotated[str, AfterValidator(utf8_text)]
-Number = Annotated[float, Field(allow_inf_nan=False)]  # JSON's NaN would be imputed as a missing feature
+# Strict: a JSON number only (an integer is one), never text or a boolean; JSON's NaN would be imputed as a
+# missing feature.
+Number = Annotated[float, Field(allow_inf_nan=False, strict=True)]
 
 
 @dataclass
@@ -83,15 +91,16 @@ class ServeGateConfig:
 
 
 class GateRequest(BaseModel):
-    """One decision point."""
+    """One decision point. Types are strict: a step is a JSON integer (not "0", not true), a feature a JSON
+    number (not "14", not true); anything else is a 422 naming the field."""
 
     model_config = ConfigDict(extra="forbid")
     episode_id: Text = Field(min_length=1)
-    step: int = Field(ge=0)
+    step: int = Field(ge=0, strict=True)
     state_text: Text
     features: dict[Text, Number] = Field(default_factory=dict)
     proposal: Text | None = None
-    horizon: int | None = Field(default=None, ge=1)
+    horizon: int | None = Field(default=None, ge=1, strict=True)
     env: Text = ""
     task_id: Text = ""
 
@@ -100,13 +109,18 @@ class ActionReport(BaseModel):
     """What was played at a step (the PRM of the helper reads it at later steps)."""
 
     model_config = ConfigDict(extra="forbid")
-    step: int = Field(ge=0)
+    step: int = Field(ge=0, strict=True)
     action_text: Text
     state_text: Text = ""
 
 
 class ServedGate(BudgetedGate):
     """Holds the per-episode budgets in front of any gate; ``decide`` also returns the gate's score.
+
+    Idempotent per ``(episode_id, step)`` and request body: a decision point asked again (a client's retry after a
+    timeout) gets the answer it was given the first time, and spends nothing (no budget, no PRM
+    pass, no action recorded twice); the decisions of one episode are made one at a time, so a
+    retry racing its original waits for it. The answers are kept until the episode ends.
 
     The wrapped gate is asked ``intervene_probability`` (a ``HelperGate``), else ``wants`` (any
     ``BudgetedGate``: their own count is never spent), else ``should_intervene`` (any
@@ -124,6 +138,8 @@ class ServedGate(BudgetedGate):
         self._scores = threading.local()  # the score of the decision this thread is making
         self._open: set[str] = set()
         self._open_lock = threading.Lock()
+        self._answers: dict[str, dict[tuple, tuple[str | None, tuple]]] = {}  # episode -> (step, request) -> answer
+        self._locks: dict[str, threading.Lock] = {}  # one per open episode
 
     def wants(self, observation: Observation, budget_left: int, proposal=None) -> bool:
         reads = {"proposal": proposal} if self.decide_after == "proposal" else {}
@@ -138,14 +154,31 @@ class ServedGate(BudgetedGate):
         self._scores.value = float(wanted)
         return wanted
 
-    def decide(self, observation: Observation, proposal=None) -> tuple[bool, int, float | None]:
+    def decide(self, observation: Observation, proposal=None, request: str | None = None
+               ) -> tuple[bool, int, float | None]:
         """``(intervene, budget left after it, score)`` for one decision point (``proposal``: the
-        base agent's proposal, read by a gate that decides after it)."""
+        base agent's proposal, read by a gate that decides after it; a proposal it keeps is
+        recorded as the step's action). The first answer for ``(episode_id, step)`` is the answer
+        to every repeat; ``request`` (a fingerprint of the request body) tells a repeat from a
+        further decision point at the same step (an environment that decides several times per
+        step, as ProductQA's executor does within one question): another body is decided anew."""
+        episode = observation.episode_id
+        key = (observation.step, request)
         with self._open_lock:
-            self._open.add(observation.episode_id)
-        self._scores.value = None
-        granted = self.should_intervene(observation, proposal=proposal)
-        return granted, self.budget - self.used(observation.episode_id), self._scores.value
+            self._open.add(episode)
+            lock = self._locks.setdefault(episode, threading.Lock())
+        with lock:
+            first = self._answers.get(episode, {}).get(key)
+            if first is not None:
+                return first[1]
+            self._scores.value = None
+            granted = self.should_intervene(observation, proposal=proposal)
+            answer = (granted, self.budget - self.used(episode), self._scores.value)
+            if proposal is not None and not granted:
+                self.record_action(observation, proposal.text)  # the proposal is what will be played
+            with self._open_lock:
+                self._answers.setdefault(episode, {})[key] = (request, answer)
+            return answer
 
     def is_open(self, episode_id: str) -> bool:
         with self._open_lock:
@@ -154,6 +187,8 @@ class ServedGate(BudgetedGate):
     def end_episode(self, episode_id: str) -> None:
         with self._open_lock:
             self._open.discard(episode_id)
+            self._answers.pop(episode_id, None)
+            self._locks.pop(episode_id, None)
         super().end_episode(episode_id)
         if hasattr(self.gate, "end_episode"):
             self.gate.end_episode(episode_id)
@@ -223,14 +258,14 @@ def create_app(gate: ServedGate, horizon: int, features: list[str] | None = None
             raise HTTPException(422, "this helper decides after the base agent's proposal (decide_after="
                                      "'proposal'): send the agent's proposed action as 'proposal'.")
         proposal = None if body.proposal is None else Action(body.proposal)
+        # What the request asks, whatever the order of its keys: a retry repeats it.
+        request = hashlib.sha256(json.dumps(body.model_dump(), sort_keys=True).encode()).hexdigest()
         try:
-            intervene, left, score = gate.decide(obs, proposal)
+            intervene, left, score = gate.decide(obs, proposal, request)
         except RuntimeError as error:  # e.g. more live episodes than the gate tracks
             raise HTTPException(503, str(error)) from error
         except ValueError as error:  # the request lacks what the helper reads (e.g. all its features)
             raise HTTPException(422, str(error)) from error
-        if body.proposal is not None and not intervene:
-            gate.record_action(obs, body.proposal)  # the proposal is what will be played
         return {"intervene": intervene, "budget_left": left, "score": score, "horizon": obs.horizon}
 
     @app.post("/v1/episodes/{episode_id}/actions")
