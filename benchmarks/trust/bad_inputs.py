@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -437,8 +438,99 @@ def plugin_cases(root: Path, good: dict[str, Path]) -> list[Case]:
     ]
 
 
+def round_two_cases(root: Path, good: dict[str, Path]) -> list[Case]:
+    """Unfinished collections, tampered helper.json values, and numeric options of every command (issue 48)."""
+    from helper.gate.solve_command import SolveConfig
+    from helper.gate.solve_command import run as solve
+
+    bad = root / "bad"
+
+    def unfinished(source: Path, name: str, missing: bool) -> Path:
+        folder = Path(shutil.copytree(source, bad / name))
+        manifest = folder / "manifest.json"
+        if missing:
+            manifest.unlink()
+        else:  # as a collect SIGKILLed part way leaves it
+            manifest.write_text(json.dumps(json.loads(manifest.read_text()) | {"complete": False}))
+        return folder
+
+    killed, killed_scored = unfinished(good["trajectories"], "r2-killed", False), unfinished(good["scored"], "r2-killed-scored", False)
+    bare, bare_scored = unfinished(good["trajectories"], "r2-bare", True), unfinished(good["scored"], "r2-bare-scored", True)
+    allowed = bad / "r2-allowed-solve"
+    solve(SolveConfig(data=str(killed_scored), budgets=[1, 2], bins=3, out=str(allowed), allow_incomplete=True))
+
+    def helper_json(name: str, **changes) -> Path:
+        folder = Path(shutil.copytree(good["helper"], bad / name))
+        config = json.loads((folder / "helper.json").read_text())
+        for key, value in changes.items():
+            head, _, tail = key.partition("__")
+            config = config | ({head: config[head] | {tail: value}} if tail else {head: value})
+        (folder / "helper.json").write_text(json.dumps(config))
+        return folder
+
+    traj, scored, prm = str(good["trajectories"]), str(good["scored"]), str(good["prm"])
+
+    def out(name: str) -> Path:
+        return bad / f"r2-{name}"
+
+    cases = [
+        Case("prm train on a killed collection (complete: false)", ["prm", "train", "--data", str(killed), "--model", "tiny", "--out", str(out("t1"))], "complete: false", out("t1")),
+        Case("prm score on a killed collection", ["prm", "score", "--data", str(killed), "--model", prm, "--out", str(out("s1"))], "complete: false", out("s1") / "shard-00000.parquet"),
+        Case("prm export of a killed collection", ["prm", "export", "--data", str(killed), "--out", str(out("e1.jsonl"))], "complete: false", out("e1.jsonl")),
+        Case("solve on a killed, scored collection", ["solve", "--data", str(killed_scored), "--out", str(out("v1"))], "complete: false", out("v1") / "solve.json"),
+        Case("prm train on shards without manifest.json", ["prm", "train", "--data", str(bare), "--model", "tiny", "--out", str(out("t2"))], "no manifest.json", out("t2")),
+        Case("prm score on shards without manifest.json", ["prm", "score", "--data", str(bare), "--model", prm, "--out", str(out("s2"))], "no manifest.json", out("s2") / "shard-00000.parquet"),
+        Case("prm export of shards without manifest.json", ["prm", "export", "--data", str(bare), "--out", str(out("e2.jsonl"))], "no manifest.json", out("e2.jsonl")),
+        Case("solve on scored shards without manifest.json", ["solve", "--data", str(bare_scored), "--out", str(out("v2"))], "no manifest.json", out("v2") / "solve.json"),
+        Case("distill of a solve read with --allow-incomplete", ["distill", "--labels", str(allowed), "--prm", prm, "--out", str(out("d1"))], "unfinished collection", out("d1") / "helper.json"),
+    ]
+    for name, changes, named in (
+        ("threshold NaN", {"threshold": float("nan")}, "threshold=nan"),
+        ("threshold \"nan\" (text)", {"threshold": "nan"}, "threshold='nan'"),
+        ("threshold 1.5", {"threshold": 1.5}, "threshold=1.5"),
+        ("threshold true", {"threshold": True}, "threshold=True"),
+        ("solved_budget -1", {"solved_budget": -1}, "solved_budget=-1"),
+        ("horizon 0", {"horizon": 0}, "horizon=0"),
+        ("trained_on.budget -2", {"trained_on__budget": -2}, "trained_on.budget=-2"),
+    ):
+        folder = helper_json("r2-h-" + re.sub(r"\W+", "-", name), **changes)
+        cases.append(Case(f"helper.json {name}: serve-gate", ["serve-gate", "--helper", str(folder)], named))
+    options = [
+        (["prm", "score", "--data", scored, "--model", prm, "--batch-tokens", "0"], "batch_tokens=0"),
+        (["prm", "score", "--data", scored, "--model", prm, "--batch-tokens", "-1"], "batch_tokens=-1"),
+        (["prm", "score", "--data", scored, "--model", prm, "--max-length", "0"], "max_length=0"),
+        (["prm", "score", "--data", scored, "--model", prm, "--max-length", "-5"], "max_length=-5"),
+        (["prm", "train", "--data", traj, "--model", "tiny", "--batch-tokens", "0"], "batch_tokens=0"),
+        (["prm", "train", "--data", traj, "--model", "tiny", "--max-episodes", "0"], "max_episodes=0"),
+        (["prm", "train", "--data", traj, "--model", "tiny", "--max-length", "0"], "max_length=0"),
+        (["prm", "train", "--data", traj, "--model", "tiny", "--l2", "-1"], "l2=-1"),
+        (["pipeline", "--bins", "0"], "bins=0"),
+        (["pipeline", "--eval-episodes", "0"], "eval_episodes=0"),
+        (["pipeline", "--episodes", "0"], "episodes=0"),
+        (["sweep", "--helper", str(good["helper"]), "--episodes", "0"], "episodes=0"),
+        (["sweep", "--helper", str(good["helper"]), "--episodes", "1000000000"], "episodes=1000000000"),
+        (["evaluate", "--helper", str(good["helper"]), "--episodes", "0"], "episodes=0"),
+        (["collect", "--seed", "-1"], "seed=-1"),
+        (["distill", "--labels", str(good["solve"]), "--text-batch-size", "0"], "text_batch_size=0"),
+        (["serve-gate", "--helper", str(good["helper"]), "--port", "70000"], "port=70000"),
+        (["agile", "ppo", "--gamma", "1.5"], "gamma=1.5"),
+        (["agile", "eval", "--gate-p", "2"], "gate_p=2"),
+        (["report", "--budgets", "-1", "x"], "--budgets"),
+        (["solve", "--data", scored, "--bins", "abc"], "--bins abc"),
+        (["sweep", "--budgets", "1", "x"], "--budgets 1 x"),
+        (["prm", "train", "--l2", "lots"], "--l2 lots"),
+    ]
+    for number, (argv, named) in enumerate(options):
+        target = out(f"o{number}")
+        shown = " ".join(a for a in argv if a.startswith("-") or not ("/" in a))
+        cases.append(Case(f"{shown}", [*argv, *(["--out", str(target)] if argv[0] not in ("serve-gate", "agile", "report") else [])], named,
+                          target if argv[0] not in ("serve-gate", "agile", "report") else None))
+    return cases
+
+
 CASE_GROUPS: list[Callable[[Path, dict[str, Path]], list[Case]]] = [
     earlier_cases, column_cases, manifest_cases, option_cases, solve_folder_cases, helper_folder_cases, plugin_cases,
+    round_two_cases,
 ]
 """Every group of bad inputs, in table order; a new feature's refusals are one more group here."""
 
@@ -465,6 +557,12 @@ def message(stderr: str) -> str:
         text = " ".join(re.sub(r"[╭╮╰╯│─]+", " ", line).strip() for line in lines)
         return " ".join(re.split(r"For full helptext", text)[0].split())
     return lines[-1].strip() if lines else ""
+
+
+def error_lines(stderr: str) -> list[str]:
+    """The lines a user reads on stderr: progress bars and blank lines left out."""
+    return [line for line in stderr.replace("\r", "\n").splitlines()
+            if line.strip() and not re.search(r"\d+%\|", line)]
 
 
 def run_case(argv: list[str], plugins: Path | None = None) -> tuple[int, str, str]:
@@ -503,10 +601,14 @@ def main(argv: list[str] | None = None) -> int:
         cases = [c for c in bad_inputs(root, good) if not args.only or args.only in c.what]
         print("| # | bad input | command | exit | names it | message |")
         print("|---|---|---|---|---|---|")
-        verdicts = []
+        verdicts, one_line, slow = [], 0, 0
         for number, case in enumerate(cases, start=1):
+            started = time.perf_counter()
             code, text, stderr = run_case(case.argv, root / "plugins")
+            seconds = time.perf_counter() - started
             verdicts.append(judge(case, code, text, stderr))
+            one_line += case.expect == 2 and code == 2 and len(error_lines(stderr)) == 1
+            slow += case.expect == 2 and seconds > 1.0
             shown = " ".join(a if a else "''" for a in case.argv)
             shown = shown.replace(str(good["catalog"]), "CATALOG").replace(str(root), "…")
             text = text.replace(str(root), "…").replace("|", "\\|")
@@ -518,6 +620,8 @@ def main(argv: list[str] | None = None) -> int:
               f"line naming the file, field or option, with no traceback and no file a later run would trust "
               f"left behind; {warned} of {sum(c.expect == 0 for c in cases)} handled with a warning. "
               f"Not ok: {[(n, v) for n, v in enumerate(verdicts, 1) if v != 'ok'] or 'none'}.")
+        print(f"{len(cases)} cases; {one_line} of {sum(c.expect == 2 for c in cases)} refused with exactly one line on "
+              f"stderr; {slow} took longer than a second to refuse (a fresh process each, its imports included).")
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

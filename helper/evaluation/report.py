@@ -244,6 +244,10 @@ def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict
     summary = M.summarize(frame)["methods"]
     if M.HELPER not in summary:
         raise ValueError(f"set-up {name!r}: the runs have no helper rows ({[str(r.path) for r in runs]})")
+    unplayed = [c for c in cfg.budgets if pooled.index(M.HELPER, c) is None]
+    if unplayed:  # a whole column of dashes otherwise
+        raise ValueError(f"--budgets {' '.join(map(str, unplayed))}: set-up {name!r}'s helper played no such budget "
+                         "(its sweeps did not); give --budgets among the budgets of their sweep.csv.")
     spend = pooled.interventions.mean(axis=0)
     rows, family = [], []  # family: (row, interval, p-value) of every comparison the verdicts control
     for baseline in sorted(set(summary) - set(NOT_BASELINES)):
