@@ -1,0 +1,301 @@
+"""Validity and efficiency of `helpgate calibrate`'s guarantee, measured by repeated calibration.
+
+    python benchmarks/setups/calibration_validity.py plain-cue --pool 20000 --fresh 10000
+    python benchmarks/setups/calibration_validity.py simulator --pool 6000 --fresh 6000
+    python benchmarks/setups/calibration_validity.py run runs/plain-cue-tiny --pool 4000 --fresh 4000
+
+Each family of gates, ordered from most to least help, is played once on a pool of episodes (each member on the same
+episodes, the real agent with its real slips or errors) and once on a separate fresh set. A repetition draws n pool
+episodes at random, calibrates on their paired outcomes exactly as `helpgate calibrate` does
+(``helper.gate.certify``: exact binomial tests at delta in a fixed sequence, the last member before the first failure),
+and looks up the chosen member's true success and spend on the fresh set (or its exact value where one is known).
+Since the pool's episodes are i.i.d. draws, a random n of them is a calibration on n fresh episodes. Per n the script
+prints the share of repetitions whose chosen member's true success is below 1 - eps (the miscoverage, which must be
+at most delta; with its 95% Clopper-Pearson interval), the share refused (no member certified), and the chosen
+member's mean true interventions per episode.
+
+Families, each played on the same pool episodes:
+
+- ``budget``: the budgeted gates at C = Cmax, ..., 0 (the exact optimal gates on the true model for ``plain-cue`` and
+  ``simulator``; the run's distilled helper for ``run``);
+- ``priced`` (``plain-cue`` and ``simulator``): the priced optimum on the true model (success minus a price per
+  intervention, no budget; ``tabular_rl.solve_priced``) at prices from 0 up, one member per distinct policy;
+- ``threshold`` (KnowNo-style): help whenever the verifier's score is at or below tau, no budget, tau over a fixed
+  grid from high (always help) to low (never): for ``plain-cue`` and ``simulator`` the perfect verifier (the agent's
+  true chance of getting the step right), for ``run`` the run's PRM with tau at the 0, 5, ..., 100% quantiles of its
+  out-of-fold training scores (fixed before any calibration episode is seen).
+
+``plain-cue``: ``examples.plain_cue`` (true successes of the budget family exact, ``examples.plain_cue_optimum``).
+``simulator``: ProductQA's simulator agent on the generated catalog, 4 questions a session, success = every answer
+right. ``run``: a ``helpgate pipeline`` folder; episodes of its sweep's environment on its test split with seed 3000,
+which its collection and sweep never used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
+
+from agile.gates import ScoreThresholdGate  # noqa: E402
+from agile.rollout import run_episodes  # noqa: E402
+from helper.gate.certify import chosen_index  # noqa: E402
+
+NS = (100, 300, 1000)
+PRICES = np.round(np.linspace(0.0, 1.0, 51), 3)
+"""Prices of an intervention (in units of success) of the priced family on a true model."""
+SEED = 3000
+"""Seed of the pool and the fresh set, episodes 0..pool-1 and pool..pool+fresh-1 of it (the pipeline collects with S
+and sweeps with S + 1000, S small): one seed, so that a TextWorld test split plays the same drawn games in both."""
+
+
+@dataclass
+class Member:
+    name: str
+    build: object  # () -> gate
+    budget: int
+
+
+@dataclass
+class Setup:
+    episodes: object  # (count, start) -> fresh episodes start..start+count-1 of SEED
+    base: object
+    strong: object
+    families: dict  # name -> list[Member], most help first
+    exact: dict  # family name -> {member name: exact true success}
+    success_at: float = 1.0
+
+
+def play(setup: Setup, episodes, member: Member) -> tuple[np.ndarray, np.ndarray]:
+    """(success 0/1, interventions) per episode of one member on clones of ``episodes``."""
+    copies = [e.clone() for e in episodes]
+    gate = member.build()
+    records = run_episodes(copies, setup.base, setup.strong, gate=gate, budget=member.budget)
+    scorer = getattr(getattr(gate, "score", None), "__self__", None)
+    for episode in copies:  # a scorer keeps each episode's history: free it
+        if hasattr(scorer, "end_episode"):
+            scorer.end_episode(episode.episode_id)
+    success = np.array([e.success() >= setup.success_at - 1e-12 for e in copies], dtype=int)
+    used = np.array([sum(r.intervened for r in rec) for rec in records], dtype=float)
+    return success, used
+
+
+_SHARED: tuple = ()
+"""(setup, episodes) for the forked workers of ``outcomes`` (inherited, never pickled)."""
+
+
+def _play_job(job: tuple[str, int]):
+    setup, episodes = _SHARED
+    return play(setup, episodes, setup.families[job[0]][job[1]])
+
+
+def outcomes(setup: Setup, count: int, start: int, workers: int = 1) -> dict:
+    """``{family: (success (members, count), interventions (members, count))}`` on episodes start..start+count-1;
+    ``workers`` > 1 plays the members in that many forked processes (a machine with the cores for it)."""
+    global _SHARED
+    started = time.perf_counter()
+    episodes = setup.episodes(count, start)
+    jobs = [(name, i) for name, members in setup.families.items() for i in range(len(members))]
+    if workers > 1:
+        import multiprocessing
+
+        _SHARED = (setup, episodes)
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            played = dict(zip(jobs, pool.map(_play_job, jobs, chunksize=1)))
+    else:
+        played = {job: play(setup, episodes, setup.families[job[0]][job[1]]) for job in jobs}
+    out = {}
+    for name, members in setup.families.items():
+        rows = [played[(name, i)] for i in range(len(members))]
+        out[name] = (np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows]))
+    print(f"  {len(jobs)} members x {count} episodes (from {start}) in {time.perf_counter() - started:.0f} s", flush=True)
+    return out
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    a = (1 - level) / 2
+    low = 0.0 if k == 0 else float(stats.beta.ppf(a, k, n - k + 1))
+    high = 1.0 if k == n else float(stats.beta.ppf(1 - a, k + 1, n - k))
+    return low, high
+
+
+def repeat(success: np.ndarray, truth: np.ndarray, spend: np.ndarray, n: int, eps: float, delta: float, reps: int,
+           rng: np.random.Generator) -> dict:
+    """``reps`` calibrations on ``n`` pool episodes drawn without replacement: miscoverage, refusals, spend."""
+    wrong = refused = 0
+    spent = []
+    for _ in range(reps):
+        pick = rng.choice(success.shape[1], size=n, replace=False)
+        chosen = chosen_index(success[:, pick].sum(axis=1), n, eps, delta)
+        if chosen is None:
+            refused += 1
+            continue
+        wrong += truth[chosen] < 1 - eps
+        spent.append(spend[chosen])
+    low, high = clopper_pearson(wrong, reps)
+    return {"n": n, "miscoverage": wrong / reps, "ci": (low, high), "refused": refused / reps,
+            "spend": float(np.mean(spent)) if spent else float("nan"), "certified": len(spent)}
+
+
+def report(setup: Setup, pool: dict, fresh: dict, eps_list: list[float], delta: float, reps: int, seed: int) -> dict:
+    results = {}
+    for family, members in setup.families.items():
+        success, _ = pool[family]
+        truth = fresh[family][0].mean(axis=1).astype(float)
+        exact = setup.exact.get(family, {})
+        truth = np.array([exact.get(m.name, t) for m, t in zip(members, truth)])
+        spend = fresh[family][1].mean(axis=1)
+        print(f"\nfamily {family}: true success (interventions) per member, most help first"
+              + (" (exact)" if exact else f" (fresh set of {fresh[family][0].shape[1]})"))
+        print("  " + "  ".join(f"{m.name} {t:.3f} ({s:.2f})" for m, t, s in zip(members, truth, spend)))
+        for eps in eps_list:
+            rng = np.random.default_rng(seed)
+            for n in NS:
+                if n > success.shape[1]:
+                    continue
+                r = repeat(success, truth, spend, n, eps, delta, reps, rng)
+                results[(family, eps, n)] = r
+                print(f"  target {1 - eps:.2f} delta {delta:g} n {n:>4}: miscoverage {r['miscoverage']:.3f} "
+                      f"[{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] (<= {delta:g}: {'yes' if r['miscoverage'] <= delta else 'NO'})"
+                      f"  refused {r['refused']:.3f}  chosen spend {r['spend']:.3f}")
+    for family in [f for f in setup.families if f != "threshold"] if "threshold" in setup.families else []:
+        print(f"\nefficiency: the chosen member's true interventions per episode, {family} family / threshold family "
+              "(over the repetitions that certified)")
+        for eps in eps_list:
+            for n in NS:
+                b, t = results.get((family, eps, n)), results.get(("threshold", eps, n))
+                if b and t:
+                    saving = 1 - b["spend"] / t["spend"] if t["spend"] > 0 else float("nan")
+                    print(f"  target {1 - eps:.2f} n {n:>4}: {family} {b['spend']:.3f} (refused {b['refused']:.2f})  "
+                          f"threshold {t['spend']:.3f} (refused {t['refused']:.2f})  fewer interventions: "
+                          f"{100 * saving:+.1f}%")
+    return results
+
+
+def threshold_family(score, grid, horizon: int, decide_after: str = "state", levels=None) -> list[Member]:
+    """Help whenever ``score <= tau``, tau from the highest (always) to the lowest (never); no budget. ``levels``: the
+    only values the score takes (a perfect verifier), where two taus that keep the same levels are one gate and only
+    the first is played (its outcomes would repeat, and so would the fixed sequence's verdict)."""
+    taus = [np.inf, *sorted(set(float(t) for t in grid), reverse=True), -np.inf]
+    if levels is not None:
+        kept = {}
+        for t in taus:
+            kept.setdefault(frozenset(v for v in levels if v <= t), t)
+        taus = list(kept.values())
+    return [Member(f"tau={t:.3g}", (lambda t=t: ScoreThresholdGate(score, t, horizon, decide_after=decide_after)),
+                   horizon) for t in taus]
+
+
+def priced_family(model, state_of, prices) -> list[Member]:
+    """The priced optimum on the true model (success - price per intervention, no budget), price from 0 (most help)
+    up; a price whose policy equals a lower price's is the same gate and is left out."""
+    from agile.gates import TableGate
+    from tabular_rl.solve_priced import solve_priced
+
+    members, seen = [], []
+    for price in sorted(prices):
+        solution = solve_priced(model, float(price))
+        if any(np.array_equal(solution.policy, p) for p in seen):
+            continue
+        seen.append(solution.policy)
+        members.append(Member(f"lambda={price:.3g}", (lambda s=solution: TableGate(s, state_of, model.horizon,
+                                                                                    name="priced")), model.horizon))
+    return members
+
+
+def plain_cue() -> Setup:
+    from examples.plain_cue import HORIZON, SLIP, make_agent, make_episodes
+    from examples.plain_cue_optimum import RISKS, optimal_gate, optimum, true_model
+
+    budget = [Member(f"C={c}", (lambda c=c: optimal_gate(c)), c) for c in range(HORIZON, -1, -1)]
+    perfect = lambda o: 1.0 - SLIP[o.annotations["risk"]]  # noqa: E731 - the agent's true chance at this crossing
+    grid = np.round(np.linspace(0.0, 1.0, 21), 2)
+    priced = priced_family(true_model(), lambda o: RISKS.index(o.annotations["risk"]), PRICES)
+    return Setup(lambda n, start: make_episodes("test", start + n, SEED)[start:], make_agent(), None,
+                 {"budget": budget, "priced": priced,
+                  "threshold": threshold_family(perfect, grid, HORIZON, levels={1.0 - p for p in SLIP.values()})},
+                 {"budget": {f"C={c}": optimum(c)[0] for c in range(HORIZON + 1)}})
+
+
+def simulator(questions: int = 4) -> Setup:
+    from agile.envs.productqa import QUESTION_TYPES
+    from agile.envs.scripted_answers import question_type
+    from helper.baselines import exact
+    from helper.data.environment import EnvConfig, EnvSpec, Environment
+
+    cfg = EnvConfig(spec=EnvSpec(env="productqa", agent="simulator", memory="lexical",
+                                 questions_per_episode=questions), split="test")
+    env = Environment(cfg)
+    accuracy = dict(zip(QUESTION_TYPES, cfg.spec.sim_accuracy))
+    model = exact.simulator_model(env.type_sequences(), accuracy, QUESTION_TYPES, env.horizon)
+    budget = [Member(f"C={c}", (lambda c=c: exact.exact_optimal_gate(model, QUESTION_TYPES, question_type, c)), c)
+              for c in range(questions, -1, -1)]
+    perfect = lambda o: accuracy[question_type(o)]  # noqa: E731 - the simulator's true accuracy on this question
+    grid = np.round(np.linspace(0.0, 1.0, 21), 2)
+    priced = priced_family(model, lambda o: QUESTION_TYPES.index(question_type(o)), PRICES)
+    return Setup(lambda n, start: env.episodes(n, SEED, start), env.base, env.strong,
+                 {"budget": budget, "priced": priced,
+                  "threshold": threshold_family(perfect, grid, questions, levels=set(accuracy.values()))}, {})
+
+
+def pipeline_run(run: Path, grid_size: int = 21) -> Setup:
+    import polars as pl
+
+    from helper.data.environment import Environment
+    from helper.evaluation.evaluate import load_helper
+    from helper.evaluation.sweep import SweepConfig
+    from helper.stored_config import config_of
+
+    summary = run / "sweep" / "summary.json"
+    cfg = config_of(SweepConfig, json.loads(summary.read_text())["config"], where=summary)
+    cfg = replace(cfg, helper=str(run / "helper"))  # the run folder may have moved since its sweep
+    env = Environment(cfg)
+    helper = load_helper(cfg, cfg.helper_backend)
+    horizon = env.horizon
+    budget = [Member(f"C={c}", (lambda c=c: helper.with_budget(c)), c) for c in range(helper.solved_budget, -1, -1)]
+    scores = pl.read_parquet(run / "prm" / "oof_scores.parquet")["prm_score"].drop_nans().to_numpy()
+    grid = np.quantile(scores, np.linspace(0.0, 1.0, grid_size))
+    families = {"budget": budget}
+    if helper.scorer is not None:
+        families["threshold"] = threshold_family(helper.scorer.score, grid, horizon, helper.decide_after)
+    return Setup(lambda n, start: env.episodes(n, SEED, start), env.base, env.strong, families, {})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("setup", choices=["plain-cue", "simulator", "run"])
+    parser.add_argument("run", nargs="?", help="pipeline folder (setup run)")
+    parser.add_argument("--pool", type=int, default=20000, help="pool episodes the calibrations are drawn from")
+    parser.add_argument("--fresh", type=int, default=10000, help="fresh episodes measuring each member's true success")
+    parser.add_argument("--eps", type=float, nargs="+", default=[0.09, 0.1, 0.26, 0.3],
+                        help="allowed failure rates (target 1 - eps; 0.09 and 0.26 put a plain-cue member just below)")
+    parser.add_argument("--delta", type=float, default=0.1)
+    parser.add_argument("--reps", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the repetitions' draws")
+    parser.add_argument("--workers", type=int, default=1, help="processes playing the members (forked)")
+    parser.add_argument("--grid", type=int, default=21, help="run: threshold quantiles of the PRM's scores")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    setup = {"plain-cue": plain_cue, "simulator": simulator}[args.setup]() if args.setup != "run" \
+        else pipeline_run(Path(args.run), args.grid)
+    print(f"{args.setup}{' ' + args.run if args.run else ''}: pool {args.pool}, fresh {args.fresh}, reps {args.reps}, "
+          f"delta {args.delta}, eps {args.eps}")
+    pool = outcomes(setup, args.pool, 0, args.workers)
+    fresh = outcomes(setup, args.fresh, args.pool, args.workers)
+    report(setup, pool, fresh, args.eps, args.delta, args.reps, args.seed)
+    print(f"\n{time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
