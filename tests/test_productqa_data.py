@@ -298,6 +298,20 @@ def test_runaway_query_is_stopped(tiny):
     assert db.query("SELECT product_id FROM tiny WHERE price > 20") == ["B000000002"]
 
 
+def test_a_stopped_query_leaves_the_schema_readable():
+    # A query stopped for running too long left its step count past the limit, and the next schema
+    # description (every new episode's prompt) was stopped in turn.
+    from agile.envs.catalog_generator import default_catalog_dir
+
+    group = load_split(default_catalog_dir(0), "test")[1]
+    db = ProductDB(group)
+    joins = ", ".join(f"{group.name} t{i}" for i in range(8))
+    with pytest.raises(SQLError, match="ran too long"):
+        db.query(f"SELECT t0.product_id FROM {joins}")
+    first = db.schema_text()
+    assert all(db.schema_text() == first and db.text_values() for _ in range(100))
+
+
 # -- evaluation (no real data needed) -------------------------------------------------------
 
 @pytest.mark.parametrize("gold, predicted, expected", [

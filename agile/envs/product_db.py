@@ -97,6 +97,7 @@ class ProductDB:
                  "product_id TEXT -- the product's asin", "title TEXT"]
         with self._lock:
             for name, kind in self.columns:
+                self._steps = 0  # each query its own allowance (a query stopped before left the count past it)
                 spec = self.group.schema.get(name, {})
                 bare = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)
                 note = self._describe(name, kind, spec)
@@ -111,6 +112,7 @@ class ProductDB:
         with self._lock:
             for name, kind in self.columns:
                 if kind == "TEXT":
+                    self._steps = 0
                     col = _ident(name)
                     out.append((name, [v for (v,) in self._con.execute(
                         f"SELECT {col} FROM {_ident(self.table)} WHERE {col} IS NOT NULL "
