@@ -55,7 +55,7 @@ def swept(helper_dir, tmp_path_factory):
     # No budgets: they go up to always's interventions, the horizon.
     cfg = SweepConfig(spec=EnvSpec(questions_per_episode=HORIZON), helper=str(helper_dir), out=str(out), episodes=40,
                       rl_timesteps=512, rl_n_steps=32, rl_eval_every=256, rl_val_episodes=8,
-                      ci_resamples=200)
+                      ci_resamples=200, knn_encoder="tiny")
     return out, sweep(cfg, scorer=PerfectScorer())
 
 
@@ -79,7 +79,7 @@ def test_sweep_budgets_and_references(swept, training_data):
     assert frame.loc[frame["method"] == "never", "interventions"].item() == 0
     assert summary["budgets"] == list(range(HORIZON + 1))
     for method in ("helper", "helper_priced", "first_k", "random", "oracle", "exact_optimal", "online_rl", "router",
-                   "prm_threshold"):
+                   "prm_threshold", "knn"):
         rows = frame[frame["method"] == method].set_index("budget")
         assert rows.index.tolist() == list(range(HORIZON + 1))
         assert (rows["interventions"] <= rows.index).all()  # the budget is never exceeded

@@ -38,6 +38,10 @@ same, except for the oracle where it is not an upper bound: ``oracle_1step``).
   (the sweep's ``decide_after``) it decides after the proposal too: it learns whether the
   proposal is right (``proposal_reward``, logged at every row) and also reads the proposal's
   signals (``proposal_signals``, as ``p_<key>`` features).
+- ``knn``: the share of the ``--knn-k`` nearest training decision points (by the sentence encoder, on what a
+  deployed agent sees: the state text, and the proposal in ``proposal`` mode) that failed by the PRM's own
+  training target, thresholded like ``prm_threshold`` on out-of-fold scores of the training rows (folds of
+  task groups, as the router's; ``helper.baselines.knn``).
 - ``online_rl``: ``helper.baselines.online_rl.train(env, cfg, scorer) -> (policy, report)``, then
   ``OnlineRLGate(policy, C, scorer)``; a report with ``save_curve(path)`` writes
   ``online_rl_curve.png`` beside the sweep.
@@ -391,6 +395,37 @@ class Router(Method):
         return ctx.offline_calls
 
 
+class Knn(Method):
+    name = "knn"
+    folds = 5
+
+    def prepare(self, ctx):
+        from helper.baselines import knn
+
+        rows = ctx.train_rows()
+        if rows is None:
+            return "needs training rows (--train-data, or a helper distilled from a solve folder)"
+        # Failure as the run's PRM was trained to read it: the PRM the sweep scores with, else the helper's.
+        recorded = Path(ctx.cfg.helper) / "helper.json"
+        helper_config = ctx.helper_config or (json.loads(recorded.read_text()) if recorded.is_file() else {})
+        prm = ctx.cfg.prm or (resolve_recorded(ctx.cfg.helper, helper_config, "prm") if helper_config else None)
+        embedder = knn.load_embedder(ctx.cfg.knn_encoder, ctx.cfg.spec.device)
+        try:
+            self.scorer, self.thresholds, report = knn.fit(rows, embedder, ctx.cfg.knn_k, ctx.budgets, ctx.decide_after,
+                                                           knn.prm_label_settings(prm), self.folds)
+        except knn.Unusable as error:
+            return str(error)
+        ctx.extra["knn"] = report | {"encoder": ctx.cfg.knn_encoder}
+        return None
+
+    def build(self, ctx, budget):
+        return B.ScoreThresholdGate(self.scorer.score, self.thresholds[budget], budget, name=self.name,
+                                    decide_after=self.scorer.decide_after)
+
+    def training_calls(self, ctx):
+        return ctx.offline_calls
+
+
 def router_fold_groups(rows: pl.DataFrame, folds: int) -> tuple[np.ndarray, str]:
     """Per row, the unit the router's calibration folds keep whole, and its name: the task group (``task_id``
     before ``/``, ``prm.data.folds.task_group``) where there are at least ``folds`` groups, else the episode."""
@@ -509,7 +544,8 @@ class ExactOptimal(Method):
 
 METHODS: dict[str, type[Method]] = {
     method.name: method
-    for method in (Never, Always, Helper, HelperPriced, Random, FirstK, PrmThreshold, Router, OnlineRL, Oracle, ExactOptimal)
+    for method in (Never, Always, Helper, HelperPriced, Random, FirstK, PrmThreshold, Router, Knn, OnlineRL, Oracle,
+                   ExactOptimal)
 }
 """The registry the sweep iterates, in run order: the references first (the default budgets come
 from always), the helper before random (random matches its interventions)."""

@@ -21,6 +21,7 @@ _STYLE = {
     "online_rl": {"color": "tab:orange", "marker": "^"},
     "router": {"color": "tab:green", "marker": "v"},
     "prm_threshold": {"color": "tab:blue", "marker": "s"},
+    "knn": {"color": "tab:cyan", "marker": "P"},
     "random": {"color": "tab:gray", "marker": "x"},
     "first_k": {"color": "tab:brown", "marker": "<"},
     "never": {"color": "dimgray", "marker": "o", "markersize": 9},

@@ -14,7 +14,7 @@ method's PGR curve is measured over the whole intervention-share range [0, 1] wh
 spends that much; ``summary.json`` says per method how much of its APGR was completed rather than
 measured (``apgr_extrapolated_share``, see ``helper.evaluation.metrics``).
 
-Training rows (for ``prm_threshold`` and ``router``) default to the ``labels.parquet`` of the
+Training rows (for ``prm_threshold``, ``router`` and ``knn``) default to the ``labels.parquet`` of the
 solve folder the helper was distilled from. Writes ``out``: ``sweep.csv`` (method, budget,
 success, interventions, episodes, ci_low, ci_high, and ``nil_gain_interventions`` where the env counts
 interventions that could gain nothing), ``episodes.csv`` (method, budget, episode_id, group, success,
@@ -48,7 +48,7 @@ from trajectories.files import write_json_atomic
 
 METHODS = tuple(REGISTRY)
 Method = Literal["helper", "helper_priced", "never", "always", "random", "prm_threshold", "first_k", "router",
-                 "online_rl", "oracle", "exact_optimal"]
+                 "knn", "online_rl", "oracle", "exact_optimal"]
 
 
 @dataclass
@@ -97,6 +97,11 @@ class SweepConfig(EnvConfig):
     random_rounds: int = 8
     """random: at most this many runs per budget to match the helper's mean interventions (it stops
     once within 0.02 of them; each run corrects the rate)."""
+    knn_k: int = 10
+    """knn: nearest training decision points whose failure share is the score."""
+    knn_encoder: str = "minilm"
+    """knn: sentence encoder of the decision points: minilm (the embedded all-MiniLM-L6-v2), a local encoder folder,
+    or tiny (a random two-layer BERT with MiniLM's tokenizer, for tests)."""
 
 
 def run(cfg: SweepConfig, scorer=None) -> dict:
