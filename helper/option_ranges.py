@@ -91,6 +91,7 @@ RANGES: dict[str, Range] = {
     "batch_tokens": COUNT, "max_length": COUNT, "step_tokens": COUNT, "text_max_length": COUNT, "max_tokens": COUNT,
     "batch_size": COUNT, "text_batch_size": COUNT, "micro_batch_size": COUNT, "minibatch_size": COUNT,
     "rollout_batch_size": COUNT, "layers": COUNT, "prm_layers": NONNEG, "history": NONNEG, "folds": Range(1, 1000),
+    "cross_fit": Range(0, 1000), "knn_k": COUNT,
     "prm_folds": Range(1, 1000), "lora_r": COUNT, "lora_alpha": COUNT, "lora_layers": NONNEG, "max_turns": COUNT,
     # training
     "l2": NONNEG, "head_steps": COUNT, "epochs": RATE, "text_epochs": COUNT, "update_epochs": COUNT, "lr": RATE,
@@ -107,7 +108,7 @@ RANGES: dict[str, Range] = {
 """Every numeric option of every command, by field name, and its range (see the module docstring)."""
 
 NOTES: dict[str, str] = {
-    "max_steps": " (-1: no limit)", "prm_layers": " (0: all of them)", "step_buckets": " (0: none)",
+    "max_steps": " (-1: no limit)", "cross_fit": " (0: off)", "prm_layers": " (0: all of them)", "step_buckets": " (0: none)",
     "episodes": f" (at most {MAX_EPISODES:,}: the live episodes a gate tracks)",
     "seed": " (numpy seeds are below 2^32)", "agent_seed": " (numpy seeds are below 2^32)",
 }

@@ -4,4 +4,6 @@
 - ``pipeline.py``: ``helpgate pipeline``: every stage end to end in one folder, resumable.
 - ``choose.py``: the pipeline's PRM target, pooling and binning chosen on the training folds (``auto``).
 - ``resume.py``: which finished stages a rerun with other settings would make stale.
+- ``cross_fit.py``: ``pipeline --cross-fit K``: folds of product groups from one collection, each an ordinary run
+  on the other folds' groups, pooled for ``helpgate report``.
 """

@@ -16,6 +16,10 @@ With a plug-in environment the PRM's target and pooling and the solve's binning 
 stage first tries every candidate on the training collection's folds (``helper.commands.choose``: out-of-fold PRM
 scores, then the solve cross-validated over the same folds) and keeps the one whose held-out success is highest;
 the choice and every candidate's figure go to ``<out>/choose/choice.json`` and ``pipeline.json``'s ``choice``.
+
+``--cross-fit K`` (ProductQA): every group of the data a test group once, from one collection: per fold an ordinary
+run of these stages in ``<out>/fold{k}/`` on the other folds' groups, and the folds' sweeps pooled in
+``<out>/sweep/`` (``helper.commands.cross_fit``).
 """
 
 from __future__ import annotations
@@ -118,6 +122,10 @@ class PipelineConfig:
     sweep: for an ablation that changes only some of them."""
     seed: int = 0
     """Seed of collection (evaluation uses seed + 1000 on the test groups)."""
+    cross_fit: int = 0
+    """Folds of product groups (ProductQA; 0: off): one collection over every group of the data's train/ and test/,
+    then per fold the PRM, solve, distill and sweep on the other folds' groups, the sweep on the fold's own
+    (--eval-episodes per fold); the folds' sweeps pooled in <out>/sweep (helper.commands.cross_fit)."""
     redo: bool = False
     """Run every stage again even if its folder is marked finished."""
 
@@ -240,10 +248,32 @@ def _solved_budgets(cfg: PipelineConfig) -> list[int] | None:
     return solved
 
 
-def run(cfg: PipelineConfig) -> dict:
-    from helper.commands.choose import choose, load_choice
+def solved_budgets(cfg: PipelineConfig) -> list[int]:
+    """The budgets the helper is solved for: ``--budgets`` less 0, else 1 up to always-intervene's interventions."""
+    return _solved_budgets(cfg) or list(range(1, largest_budget(_horizon(cfg)) + 1))
+
+
+def collect_stage(cfg: PipelineConfig, out: Path, budget: int) -> None:
+    """The collect stage: ``<out>/trajectories`` from the train split, with ``budget`` (the largest solved)."""
     from helper.data import collect
     from helper.data.plugins import AGENT_GROUP, is_plugin
+
+    spec = cfg.spec
+    llm = spec.agent != "simulator"
+    # Collection names an LLM base agent as llm + its --model (the manifest records it so).
+    collect_agent = spec.agent if is_plugin(spec.agent, AGENT_GROUP) else ("llm" if llm else "simulator")
+    _stage(out, "collect", cfg.redo, lambda: collect.run(collect.CollectConfig(
+        spec=replace(spec, agent=collect_agent), split="train", model=spec.agent,
+        explore_p=[0.0, 0.2, 0.4, 0.6], episodes=cfg.sizes()[0], budget=budget,
+        seed=cfg.seed, out=str(out / "trajectories"), shard_size=16, decide_after=cfg.decide_after,
+        counterfactual=cfg.counterfactual,
+    )))
+
+
+def run(cfg: PipelineConfig, collected=None) -> dict:
+    """Every stage in ``cfg.out``; ``collected``: the collect stage's work instead of a collection (cross-fitting
+    writes a fold's training rows from the shared collection)."""
+    from helper.commands.choose import choose, load_choice
     from helper.evaluation import sweep
     from helper.gate import distill, solve_command
     from prm.scoring import score as prm_score
@@ -272,20 +302,21 @@ def run(cfg: PipelineConfig) -> dict:
         raise ValueError(stale)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(flat(cfg), out / "pipeline.json")
+    if cfg.cross_fit:
+        from helper.commands import cross_fit
+
+        return cross_fit.run(cfg)
     n_train, n_eval = cfg.sizes()
     llm = spec.agent != "simulator"
     trajectories = str(out / "trajectories")
-    solved = solved or list(range(1, largest_budget(_horizon(cfg)) + 1))
+    solved = solved_budgets(cfg)
     top = max(solved, default=0)
     rl_steps = max(1, n_train * (top + 1) // 2 // (2 if cfg.quick else 1))
 
-    # Collection names an LLM base agent as llm + its --model (the manifest records it so).
-    collect_agent = spec.agent if is_plugin(spec.agent, AGENT_GROUP) else ("llm" if llm else "simulator")
-    _stage(out, "collect", cfg.redo, lambda: collect.run(collect.CollectConfig(
-        spec=replace(spec, agent=collect_agent), split="train", model=spec.agent,
-        explore_p=[0.0, 0.2, 0.4, 0.6], episodes=n_train, budget=top, seed=cfg.seed, out=trajectories,
-        shard_size=16, decide_after=cfg.decide_after, counterfactual=cfg.counterfactual,
-    )))
+    if collected is None:
+        collect_stage(cfg, out, top)
+    else:
+        _stage(out, "collect", cfg.redo, collected)
 
     def train_prm() -> None:
         # Left to choose: every candidate tried on the training folds first; the chosen PRM then reads the
