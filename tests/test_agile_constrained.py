@@ -98,7 +98,7 @@ def test_each_query_unit_is_the_argmax_of_brute_force_log_probabilities(sessions
     grammar = SQLGrammar.of(executor.db)
     decoder = ConstrainedDecoder(model, tokenizer)
     prompt = executor.prompt_ids()
-    ids = decoder._grammar_sql(prompt, grammar)
+    ids = decoder.run_alone(decoder._grammar_sql(prompt, grammar))
     encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     written = encode(f"{fn.SEARCH_PRODUCT} {grammar.prefix()}")
 

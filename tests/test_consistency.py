@@ -207,7 +207,7 @@ def test_samples_need_constrained_decoding_and_a_count():
 
 
 @pytest.mark.parametrize("argv, named", [
-    (["--agent", "tiny", "--consistency-samples", "-1"], "consistency_samples must be >= 0"),
+    (["--agent", "tiny", "--consistency-samples", "-1"], "consistency_samples=-1 must be in [0, 1,000]"),
     (["--agent", "simulator", "--consistency-samples", "3"], "consistency_samples=3"),
     (["--agent", "tiny", "--decoding", "free", "--consistency-samples", "2"], "decoding='free'"),
 ])

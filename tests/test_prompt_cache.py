@@ -146,8 +146,9 @@ def test_constrained_turns_and_signals_are_the_same_without_reuse(tiny, source):
     assert any(tiny[1].decode(t).startswith(fn.SEARCH_PRODUCT) for t, _ in on)
     hot, none = warm.constrained.cache, cold.constrained.cache
     assert none.reused_tokens == 0 and none.prefilled_tokens == none.prompt_tokens == hot.prompt_tokens
-    # Every prompt after the first shares at least the system text; most of the work is reused.
-    assert hot.hits == hot.prompts - 1 and hot.prefilled_tokens < none.prefilled_tokens / 4
+    # Every prompt after the first shares at least the system text (in a batched round the first too: the
+    # start its round shares is prefilled once, on its own); most of the work is reused.
+    assert hot.hits >= hot.prompts - 1 and hot.prefilled_tokens < none.prefilled_tokens / 4
     assert hot.tokens <= hot.max_tokens
 
 

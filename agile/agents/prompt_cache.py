@@ -28,20 +28,13 @@ from collections.abc import Sequence
 import torch
 from transformers import DynamicCache
 
+from agile.agents.batch_forward import MAX_BATCH_BYTES, chunks, kv_bytes_per_token, prefill_rows
 from agile.models import cache_arg, returned_cache
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]
 """Per layer ``(keys, values)``, each ``[1, kv_heads, tokens, head_dim]``."""
-
-
-def kv_bytes_per_token(model) -> int:
-    """Bytes of keys and values one token takes in ``model``'s cache (all layers)."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    heads = config.num_attention_heads
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    element = torch.finfo(model.dtype).bits // 8
-    return 2 * config.num_hidden_layers * kv_heads * head_dim * element
+SHARED_START_TOKENS = 16
+"""A start shared by prompts of one ``prefill_many`` call gets its own pass from this many uncached tokens."""
 
 
 class PromptKVCache:
@@ -64,6 +57,9 @@ class PromptKVCache:
         self.reused_tokens = 0
         self.prefilled_tokens = 0
         """Prompt tokens run through the model (the others came from the cache)."""
+        self.start_tokens = 0
+        """Tokens of starts shared within a batched call, run on their own first (``prefill_many``): they
+        count as reused by the prompts that share them."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -111,6 +107,90 @@ class PromptKVCache:
         self._store(tokens, kv, superseded=key if extends else None)
         return output.logits[0, -1].float(), kv
 
+    @torch.no_grad()
+    def prefill_many(self, prompts: Sequence[Sequence[int]], max_bytes: int = MAX_BATCH_BYTES,
+                     _counted: bool = True) -> list[tuple[torch.Tensor, KV]]:
+        """``prefill`` of every prompt, in batched forwards (``agile.agents.batch_forward``): each
+        prompt reuses its longest cached prefix; prompts whose starts are shared with another prompt of
+        the call but not cached yet get that start prefilled first (as the first of them would leave it
+        for the others, one at a time); identical prompts run once."""
+        if not prompts:
+            return []
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("prefill needs at least one token.")
+        if len(prompts) == 1 and _counted:
+            return [self.prefill(prompts[0])]
+        unique = list(dict.fromkeys(tuple(p) for p in prompts))
+        self._prefill_shared_starts(unique, max_bytes)
+        if not _counted:  # a start already cached whole (another start's own start) needs no pass
+            unique = [p for p in unique if self._longest(torch.tensor(p, dtype=torch.long))[0] < len(p)]
+            if not unique:
+                return []
+        tokens = [torch.tensor(p, dtype=torch.long) for p in unique]
+        plans = []
+        for t in tokens:
+            common, key = self._longest(t)
+            plans.append((common, key, min(common, len(t) - 1)))
+        results: list[tuple[torch.Tensor, KV] | None] = [None] * len(unique)
+        sizes = [(reuse, len(t) - reuse) for t, (_, _, reuse) in zip(tokens, plans)]
+        for group in chunks(sizes, max(1, max_bytes // kv_bytes_per_token(self.model))):
+            pasts = [self._past(plans[i][1], plans[i][2]) for i in group]
+            outputs = prefill_rows(self.model, pasts, [unique[i][plans[i][2]:] for i in group])
+            for i, output in zip(group, outputs):
+                results[i] = output
+        # Stored only now: a store may evict an entry that a later group's plan reads from.
+        for t, (common, key, reuse), (_, kv) in zip(tokens, plans, results):
+            if not _counted:  # a shared start is work done, not a prompt asked for
+                self.start_tokens += len(t) - reuse
+            else:
+                self.prefilled_tokens += len(t) - reuse
+                self.prompts += 1
+                self.prompt_tokens += len(t)
+                if reuse > 0:
+                    self.hits += 1
+                    self.reused_tokens += reuse
+            extends = key is not None and key in self._entries and common == len(self._entries[key][0])
+            self._store(t, kv, superseded=key if extends else None)
+        if not _counted:
+            return []
+        repeats = len(prompts) - len(unique)
+        if _counted and repeats:  # a prompt asked for twice in the call is served by one computation
+            counts: dict[tuple, int] = {}
+            for p in prompts:
+                key = tuple(p)
+                if counts.get(key):
+                    self.prompts += 1
+                    self.hits += 1
+                    self.prompt_tokens += len(key)
+                    self.reused_tokens += len(key)
+                counts[key] = counts.get(key, 0) + 1
+        by_prompt = dict(zip(unique, results))
+        return [by_prompt[tuple(p)] for p in prompts]
+
+    def _past(self, key: int | None, reuse: int) -> KV | None:
+        if key is None or reuse == 0:
+            return None
+        self._entries.move_to_end(key)
+        return [(k[:, :, :reuse], v[:, :, :reuse]) for k, v in self._entries[key][1]]
+
+    def _prefill_shared_starts(self, prompts: list[tuple[int, ...]], max_bytes: int) -> None:
+        """Prefill (and cache) the starts that two or more ``prompts`` share beyond what the cache holds,
+        where they are long enough to be worth a pass of their own."""
+        order = sorted(prompts)
+        shared = [0] * len(order)
+        for i in range(len(order) - 1):
+            n = _common_prefix(order[i], order[i + 1])
+            shared[i], shared[i + 1] = max(shared[i], n), max(shared[i + 1], n)
+        starts = []
+        for prompt, n in zip(order, shared):
+            if n < SHARED_START_TOKENS or n > self.max_tokens:  # too short to pay, or too long to keep
+                continue
+            common, _ = self._longest(torch.tensor(prompt[:n], dtype=torch.long))
+            if n - common >= SHARED_START_TOKENS:
+                starts.append(prompt[:n])
+        if starts:
+            self.prefill_many(list(dict.fromkeys(starts)), max_bytes, _counted=False)
+
     def _store(self, tokens: torch.Tensor, kv: KV, superseded: int | None) -> None:
         if superseded is not None:
             stored, _ = self._entries.pop(superseded)
@@ -127,6 +207,15 @@ class PromptKVCache:
     def clear(self) -> None:
         self._entries.clear()
         self.tokens = 0
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _greedy(logits: torch.Tensor) -> list[int]:

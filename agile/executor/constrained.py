@@ -55,11 +55,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from agile.agents.prompt_cache import KV, PromptKVCache, greedy_continue, score_continuations
+from agile.agents.batch_forward import score_many
+from agile.agents.prompt_cache import PromptKVCache, greedy_continue, score_continuations
 from agile.envs.answer_eval import parse_product_ids
 from agile.envs.phrasing import is_yes_no_question
 from agile.executor import functions as fn
@@ -76,9 +78,11 @@ class ConstrainedDecoder:
     """One constrained turn per executor (see the module docstring)."""
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 96, cache_tokens: int = 16_384,
-                 samples: int = 0, seed: int = 0, sample_functions: bool = False):
+                 samples: int = 0, seed: int = 0, sample_functions: bool = False, batched: bool = True):
         if samples < 0:
             raise ValueError(f"samples must be >= 0 (0: off), got {samples}.")
+        self.batched = bool(batched)
+        """Turns of one call advance together, their forwards batched (False: one turn after another)."""
         self.samples, self.seed = int(samples), int(seed)
         """Turns sampled beside each greedy one for the consistency signals (``agile.executor.consistency``)."""
         self.sample_functions = bool(sample_functions)
@@ -107,7 +111,41 @@ class ConstrainedDecoder:
 
     @torch.no_grad()
     def __call__(self, executors: Sequence) -> list[list[int]]:
-        return [self.turn(e.prompt_ids(), e.allowed(), e.context_text(), self._grammar(e)) for e in executors]
+        """One turn per executor. Batched (the default): the turns advance together, each round's
+        forwards shared (see ``_serve``); else one turn after another, as a single agent would run."""
+        jobs = [self._job(e) for e in executors]
+        start = time.perf_counter()
+        try:
+            turns, choices, errors = self._drive(jobs) if self.batched else self._drive_alone(jobs)
+        finally:
+            self.turn_seconds += time.perf_counter() - start
+        self.choices.extend(c for c in choices if c is not None)
+        if errors:
+            i, error = errors[0]
+            name = getattr(executors[i], "episode_id", None) or f"executor {i}"
+            raise TurnError(f"session {name}: {error}" + (f" (and {len(errors) - 1} more sessions of this round)"
+                                                          if len(errors) > 1 else "")) from error
+        return turns
+
+    def _job(self, executor):
+        try:
+            return self._turn_steps(executor.prompt_ids(), executor.allowed(), executor.context_text(),
+                                    self._grammar(executor))
+        except Exception as error:  # noqa: BLE001 - reported with the session's name, after the others
+            return _failed(error)
+
+    def turn(self, prompt: list[int], allowed: Sequence[str], context: str, grammar: SQLGrammar) -> list[int]:
+        """The token ids of one turn after ``prompt`` when ``allowed`` functions may be called
+        (``grammar``: the queries of the table a search runs on)."""
+        start = time.perf_counter()
+        try:
+            turns, choices, errors = self._drive_alone([self._turn_steps(prompt, allowed, context, grammar)])
+        finally:
+            self.turn_seconds += time.perf_counter() - start
+        if errors:
+            raise errors[0][1]
+        self.choices.append(choices[0])
+        return turns[0]
 
     def _grammar(self, executor) -> SQLGrammar:
         db = executor.db
@@ -115,23 +153,121 @@ class ConstrainedDecoder:
             self._grammars[id(db)] = (db, SQLGrammar.of(db))
         return self._grammars[id(db)][1]
 
-    def turn(self, prompt: list[int], allowed: Sequence[str], context: str, grammar: SQLGrammar) -> list[int]:
-        """The token ids of one turn after ``prompt`` when ``allowed`` functions may be called
-        (``grammar``: the queries of the table a search runs on)."""
+    # The drivers: a turn is a generator of model requests (``_Score``, ``_Continue``), answered in order.
+
+    def _drive(self, jobs):
+        """Advance every turn one request per round; a round's requests are answered together."""
+        turns, choices, errors = [None] * len(jobs), [None] * len(jobs), []
+        pending: dict[int, object] = {}
+        for i, job in enumerate(jobs):
+            self._advance(i, job, None, pending, turns, choices, errors)
+        while pending:
+            indices = list(pending)
+            answers = self._serve_round([pending[i] for i in indices])
+            for i, answer in zip(indices, answers):
+                request = pending.pop(i)
+                if isinstance(answer, Exception):
+                    errors.append((i, answer))
+                    continue
+                self._advance(i, jobs[i], answer, pending, turns, choices, errors, request)
+        return turns, choices, sorted(errors, key=lambda e: e[0])
+
+    def _drive_alone(self, jobs):
+        """One turn after another, each request answered alone (the unbatched path)."""
+        turns, choices, errors = [None] * len(jobs), [None] * len(jobs), []
+        for i, job in enumerate(jobs):
+            pending: dict[int, object] = {}
+            self._advance(i, job, None, pending, turns, choices, errors)
+            while pending:
+                request = pending.pop(i)
+                started = time.perf_counter()
+                try:
+                    answer = self._serve_alone(request)
+                except Exception as error:  # noqa: BLE001 - the session's own error, reported by name
+                    errors.append((i, error))
+                    break
+                self._count_sampling([request], time.perf_counter() - started)
+                self._advance(i, job, answer, pending, turns, choices, errors, request)
+        return turns, choices, errors
+
+    def run_alone(self, steps):
+        """The value of a generator of requests (a turn, or part of one), each request answered alone."""
+        request = next(steps)
+        while True:
+            try:
+                request = steps.send(self._serve_alone(request))
+            except StopIteration as stop:
+                return stop.value
+
+    def _advance(self, i, job, answer, pending, turns, choices, errors, request=None) -> None:
+        try:
+            pending[i] = job.send(answer) if request is not None else next(job)
+        except StopIteration as stop:
+            turns[i], choices[i] = stop.value
+        except Exception as error:  # noqa: BLE001 - one malformed session must not take the round down
+            errors.append((i, error))
+
+    def _serve_round(self, requests: list) -> list:
+        """Answers to one round's requests: the prompts prefilled in batched forwards, then the
+        candidate lines of every ``_Score`` in packed forwards and every ``_Continue`` decoded in one
+        batch. A failing batch is retried request by request, so the error stays with its session."""
+        started = time.perf_counter()
+        try:
+            answers = self._serve_batched(requests)
+        except Exception:  # noqa: BLE001
+            answers = []
+            for request in requests:
+                try:
+                    answers.append(self._serve_alone(request))
+                except Exception as error:  # noqa: BLE001
+                    answers.append(error)
+        self._count_sampling(requests, time.perf_counter() - started)
+        return answers
+
+    def _serve_batched(self, requests: list) -> list:
+        need = [i for i, r in enumerate(requests) if not (isinstance(r, _Score) and r.state is not None)]
+        states = dict(zip(need, self.cache.prefill_many([requests[i].prompt for i in need])))
+        answers: list = [None] * len(requests)
+        scored = [i for i, r in enumerate(requests) if isinstance(r, _Score)]
+        rows = [(requests[i].state or states[i]) for i in scored]
+        for i, row, scores in zip(scored, rows, score_many(self.model, [(*row, requests[i].lines) for i, row
+                                                                         in zip(scored, rows)])):
+            answers[i] = (scores, row)
+        continued = [i for i, r in enumerate(requests) if isinstance(r, _Continue)]
+        if continued:
+            outputs = greedy_continue(self.model, [states[i] for i in continued],
+                                      [requests[i].stops for i in continued], self.eos, self.max_new_tokens)
+            for i, ids in zip(continued, outputs):
+                answers[i] = ids
+        return answers
+
+    def _serve_alone(self, request):
+        if isinstance(request, _Continue):
+            logits, kv = self.cache.prefill(request.prompt)
+            return greedy_continue(self.model, [(logits, kv)], [request.stops], self.eos, self.max_new_tokens)[0]
+        logits, kv = request.state or self.cache.prefill(request.prompt)
+        # Passes small enough that the keys and values copied per candidate stay bounded.
+        per_pass = max(1, _SCORED_TOKENS // max(len(request.prompt), 1))
+        scores: list[float] = []
+        for begin in range(0, len(request.lines), per_pass):
+            scores += score_continuations(self.model, logits, kv, request.lines[begin:begin + per_pass])
+        return scores, (logits, kv)
+
+    def _count_sampling(self, requests: list, seconds: float) -> None:
+        """The consistency samples' share of the time, a round's time split evenly over its requests."""
+        sampling = sum(getattr(r, "sampling", False) for r in requests)
+        if sampling:
+            self.sample_seconds += seconds * sampling / len(requests)
+
+    # One turn, as a generator of requests (see the module docstring for what it chooses).
+
+    def _turn_steps(self, prompt, allowed, context, grammar):
         if not allowed:
             raise ValueError("the executor allows no function now (its episode is finished).")
-        start = time.perf_counter()
-        try:
-            return self._turn(prompt, allowed, context, grammar)
-        finally:
-            self.turn_seconds += time.perf_counter() - start
-
-    def _turn(self, prompt, allowed, context, grammar) -> list[int]:
         yes_no = is_yes_no_question(_question(context))
         candidates = [a for a in allowed if not (yes_no and a == fn.SEARCH_PRODUCT and fn.PREDICT_ANSWER in allowed)]
-        logits, kv = self.cache.prefill(prompt)
         names = [self._encode(name) for name in candidates]
-        scores = score_continuations(self.model, logits, kv, names)
+        scores, state = yield _Score(prompt, names)
         pick = max(range(len(candidates)), key=scores.__getitem__)
         choice = {"function_logprobs": dict(zip(candidates, scores)), "yes_no_question": yes_no}
         if self.sample_functions and len(candidates) > 1:
@@ -146,37 +282,28 @@ class ConstrainedDecoder:
         if name == fn.SEEK_ADVICE:
             ids, choice["form"] = self._encode(name) + [self.newline_id], "none"
         elif name == fn.SEARCH_PRODUCT:
-            ids, choice["form"] = self._grammar_sql(prompt, grammar), "sql"
+            ids, choice["form"] = (yield from self._grammar_sql(prompt, grammar)), "sql"
         elif name == fn.PREDICT_ANSWER:
-            answers = self._answer_lines(prompt, logits, kv, context, yes_no)
+            answers = yield from self._answer_lines(prompt, state, context, yes_no)
             ids, choice["form"], choice["form_logprobs"] = _best_answer(*answers)
             signals["answer_margin"] = _margin(answers[1])
             signals["answer_logprob"] = max(answers[1]) / max(len(ids), 1)
         else:
-            ids, choice["form"] = self._free(prompt, self._encode(name)), "free"
+            ids, choice["form"] = (yield from self._free(prompt, self._encode(name))), "free"
         choice["turn"] = self.tokenizer.decode(ids, skip_special_tokens=True).rstrip("\n")
         if self.samples:
-            sampling = time.perf_counter()
             if answers is None and fn.PREDICT_ANSWER in candidates:
-                answers = self._answer_lines(prompt, logits, kv, context, yes_no)
+                answers = yield from self._answer_lines(prompt, state, context, yes_no, sampling=True)
             signals.update(self._consistency(prompt, candidates, scores, answers, name, choice["turn"]))
-            self.sample_seconds += time.perf_counter() - sampling
         choice["signals"] = signals
-        self.choices.append(choice)
-        return ids
+        return ids, choice
 
-    def _most_probable(self, prompt: list[int], units: list[str]) -> int:
-        """Index of the unit the model finds most probable after ``prompt`` (scored in passes small
-        enough that the copied keys and values stay bounded)."""
-        logits, kv = self.cache.prefill(prompt)
-        encoded = [self._encode(u) for u in units]
-        per_pass = max(1, _SCORED_TOKENS // max(len(prompt), 1))
-        scores: list[float] = []
-        for start in range(0, len(encoded), per_pass):
-            scores += score_continuations(self.model, logits, kv, encoded[start:start + per_pass])
+    def _most_probable(self, prompt: list[int], units: list[str]):
+        """Index of the unit the model finds most probable after ``prompt``."""
+        scores, _ = yield _Score(prompt, [self._encode(u) for u in units])
         return max(range(len(units)), key=scores.__getitem__)
 
-    def _grammar_sql(self, prompt: list[int], grammar: SQLGrammar) -> list[int]:
+    def _grammar_sql(self, prompt: list[int], grammar: SQLGrammar):
         ids = self._encode(f"{fn.SEARCH_PRODUCT} {grammar.prefix()}")
         used: set[str] = set()
         for k in range(MAX_CONDITIONS):
@@ -184,40 +311,38 @@ class ConstrainedDecoder:
             if k > 0:
                 endings = grammar.endings()
                 options = endings + ([" AND"] if columns else [])
-                pick = options[self._most_probable(prompt + ids, options)]
+                pick = options[(yield from self._most_probable(prompt + ids, options))]
                 if pick != " AND":
                     return self._line_end(ids + self._encode(pick))
                 ids += self._encode(pick)
             if not columns:
                 break
-            unit = columns[self._most_probable(prompt + ids, columns)]
+            unit = columns[(yield from self._most_probable(prompt + ids, columns))]
             ids += self._encode(unit)
             name = grammar.name_of(unit)
             used.add(name)
             values = grammar.values(name)
-            ids += self._encode(values[self._most_probable(prompt + ids, values)])
+            ids += self._encode(values[(yield from self._most_probable(prompt + ids, values))])
         endings = grammar.endings()
-        return self._line_end(ids + self._encode(endings[self._most_probable(prompt + ids, endings)]))
-
-    def _continue(self, prefix_ids: list[int], stops: set[int], prompt: list[int]) -> list[int]:
-        logits, kv = self.cache.prefill(prompt + prefix_ids)
-        return greedy_continue(self.model, [(logits, kv)], [stops], self.eos, self.max_new_tokens)[0]
+        return self._line_end(ids + self._encode(endings[(yield from self._most_probable(prompt + ids, endings))]))
 
     def _line_end(self, ids: list[int]) -> list[int]:
         return ids if ids and ids[-1] in self.newlines else ids + [self.newline_id]
 
-    def _free(self, prompt: list[int], prefix_ids: list[int]) -> list[int]:
-        return self._line_end(prefix_ids + self._continue(prefix_ids, self.newlines, prompt))
+    def _free(self, prompt: list[int], prefix_ids: list[int], sampling: bool = False):
+        continuation = yield _Continue(prompt + prefix_ids, self.newlines, sampling)
+        return self._line_end(prefix_ids + continuation)
 
-    def _answer_lines(self, prompt: list[int], logits: torch.Tensor, kv: KV, context: str, yes_no: bool = False):
+    def _answer_lines(self, prompt: list[int], state, context: str, yes_no: bool = False, sampling: bool = False):
         """The candidate answer lines, keyed ``(form, answer)``, and their log-probabilities."""
         lines = {("yesno", a): self._encode(f"{fn.PREDICT_ANSWER} {a}\n") for a in YES_NO}
         if not yes_no:  # the wording asks for yes or no: the other forms are not offered
             session = context.rsplit(fn.GET_QUESTION, 1)[-1]  # ids shown for this question
             ids_shown = parse_product_ids(session)[:_MAX_ID_CANDIDATES]
             lines.update({("ids", a): self._encode(f"{fn.PREDICT_ANSWER} {a}\n") for a in ids_shown})
-            lines[("free", "")] = self._free(prompt, self._encode(fn.PREDICT_ANSWER))
-        return lines, score_continuations(self.model, logits, kv, list(lines.values()))
+            lines[("free", "")] = yield from self._free(prompt, self._encode(fn.PREDICT_ANSWER), sampling)
+        scores, _ = yield _Score(prompt, list(lines.values()), state, sampling)
+        return lines, scores
 
     def _consistency(self, prompt, functions, function_scores, answers, greedy_function, greedy_turn) -> dict:
         """The consistency signals of ``samples`` turns drawn from the same log-probabilities."""
@@ -233,6 +358,34 @@ class ConstrainedDecoder:
                 drawn.append(_turn_key(name))
         greedy = greedy_turn if greedy_function == fn.PREDICT_ANSWER else _turn_key(greedy_function)
         return consistency_signals(greedy, drawn)
+
+
+def _failed(error: Exception):
+    raise error
+    yield  # a generator: the error surfaces when the driver starts it, like any turn's own
+
+
+class TurnError(RuntimeError):
+    """A session's turn could not be written (the round's other sessions were finished first)."""
+
+
+@dataclass
+class _Score:
+    """Log-probabilities of ``lines`` after ``prompt`` (from ``state``, the prompt's prefill, when known)."""
+
+    prompt: list[int]
+    lines: list[list[int]]
+    state: tuple | None = None
+    sampling: bool = False
+
+
+@dataclass
+class _Continue:
+    """The greedy continuation of ``prompt`` up to a token of ``stops``."""
+
+    prompt: list[int]
+    stops: set[int]
+    sampling: bool = False
 
 
 def _best_answer(lines: dict, scores: list[float]):

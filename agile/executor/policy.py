@@ -149,8 +149,7 @@ class LLMPolicy:
     def __call__(self, executors: Sequence[Executor]) -> list[list[int]]:
         if self.constrained is not None:
             start = time.perf_counter()
-            turns = [self._constrained_turn(e) for e in executors]
-            recent = self.constrained.choices[-len(turns):] if turns else []
+            turns, recent = self._constrained_turns(executors)
             self.last_signals = [dict(c.get("signals", {})) for c in recent]
             self.last_decisions = [c.pop("decision", None) for c in recent]
             self.seconds += time.perf_counter() - start
@@ -169,20 +168,35 @@ class LLMPolicy:
         if self.constrained is not None:
             self.constrained.cache.clear()
 
-    def _constrained_turn(self, executor: Executor) -> list[int]:
-        """One constrained turn, memoised like ``generate``: a constrained turn is fixed by the prompt,
-        the functions allowed and the table queried (the choice record is repeated on a hit)."""
-        if self._memo is None:
-            return self.constrained([executor])[0]
-        key = _prompt_key(executor.prompt_ids()) + repr((executor.allowed(), executor.db.table)).encode()
-        if key in self._memo:
-            turn, choice = self._memo[key]
-            self.memo_hits += 1
-            self.constrained.choices.append(choice)
-            return list(turn)
-        turn = self.constrained([executor])[0]
-        self._memo[key] = (turn, self.constrained.choices[-1])
-        return turn
+    def _constrained_turns(self, executors: Sequence[Executor]) -> tuple[list[list[int]], list[dict]]:
+        """One constrained turn per executor and its choice record, the turns not memoised written together
+        (one batched call of the decoder). Memoised like ``generate``: a constrained turn is fixed by the
+        prompt, the functions allowed and the table queried (the choice record is repeated on a hit)."""
+        decoder = self.constrained
+        keys = [None] * len(executors) if self._memo is None else [
+            _prompt_key(e.prompt_ids()) + repr((e.allowed(), e.db.table)).encode() for e in executors]
+        missing = [i for i, k in enumerate(keys) if k is None or k not in self._memo]
+        # Identical prompts within the call are written once.
+        first: dict[bytes, int] = {}
+        run = [i for i in missing if keys[i] is None or first.setdefault(keys[i], i) == i]
+        written = decoder([executors[i] for i in run]) if run else []
+        fresh = decoder.choices[len(decoder.choices) - len(run):] if run else []
+        del decoder.choices[len(decoder.choices) - len(run):]
+        by_index = {i: (turn, choice) for i, turn, choice in zip(run, written, fresh)}
+        turns, choices = [], []
+        for i, key in enumerate(keys):
+            if i in by_index:
+                turn, choice = by_index[i]
+                if key is not None:
+                    self._memo[key] = (turn, choice)
+            else:
+                turn, choice = self._memo[key] if key in self._memo else by_index[first[key]]
+                self.memo_hits += 1
+                choice = dict(choice)
+            turns.append(list(turn))
+            choices.append(choice)
+        decoder.choices.extend(choices)
+        return turns, choices
 
     def generate(self, prompts: list[list[int]]) -> list[list[int]]:
         """One turn for each prompt (lists of ids); returns the new ids up to the stop token."""

@@ -70,14 +70,14 @@ class ColdSource(AgileSource):
         return Embedder() if self.memory == "embedding" else LexicalEmbedder()
 
 
-def measured_policy(model: str, max_new_tokens: int, dtype: str | None = None):
+def measured_policy(model: str, max_new_tokens: int, dtype: str | None = None, device: str | None = None):
     """The constrained greedy policy ``load_policy`` builds, with its turn memo off."""
     import torch
 
     from agile.executor.policy import LLMPolicy
     from agile.models import load_causal_lm
 
-    llm, tokenizer = load_causal_lm(model_folder(model), dtype=getattr(torch, dtype) if dtype else None)
+    llm, tokenizer = load_causal_lm(model_folder(model), device=device, dtype=getattr(torch, dtype) if dtype else None)
     return LLMPolicy(llm, tokenizer, max_new_tokens, greedy=True, memo=False, decoding="constrained")
 
 
@@ -162,54 +162,107 @@ def compare_prompt_cache(label, sources, n, questions, **kwargs):
     return runs["on"][2]
 
 
+def compare_batching(label, source, n, questions, **kwargs):
+    """The constrained decoder one turn at a time (each request its own forward, as before batching),
+    batched (a lockstep round's turns advance together), one at a time again (its time is the mean of
+    the two): decisions/s, the ratio, CPU time, tokens through the model, identical actions. Returns
+    the records of the batched run."""
+    from agile.agents.prompt_cache import PromptKVCache
+
+    decoder = source.policy.constrained
+    runs, cpu, caches = {}, {}, {}
+    for name in ("alone", "batched", "alone2"):
+        decoder.batched = name == "batched"
+        decoder.cache = caches[name] = PromptKVCache(decoder.model, CACHE_TOKENS)  # each run starts cold
+        runs[name] = timed(source, source.agent(), n, questions, 0, True, **kwargs)
+        cpu[name] = timed.cpu_seconds
+    decoder.batched = True
+    decisions = sum(len(rows) for rows in runs["batched"][2])
+    sec_alone, sec_batched = (runs["alone"][1] + runs["alone2"][1]) / 2, runs["batched"][1]
+    cpu_alone = (cpu["alone"] + cpu["alone2"]) / 2
+    print(f"{label}: one turn at a time {decisions / sec_alone:.3f} decisions/s ({runs['alone'][1]:.1f} s, "
+          f"{runs['alone2'][1]:.1f} s), batched {decisions / sec_batched:.3f} decisions/s ({sec_batched:.1f} s), "
+          f"ratio {sec_alone / sec_batched:.2f}x")
+    print(f"  CPU time of this process: one at a time {cpu['alone']:.1f} s, {cpu['alone2']:.1f} s, batched "
+          f"{cpu['batched']:.1f} s, ratio {cpu_alone / cpu['batched']:.2f}x")
+    for name in ("alone", "batched"):
+        c = caches[name]
+        print(f"  {name}: prompt tokens run {c.prefilled_tokens + c.start_tokens:,} of {c.prompt_tokens:,} "
+              f"({c.start_tokens:,} as shared starts)")
+    pairs = [(a, b) for first in ("alone", "alone2") for a, b in zip(actions(runs[first][2]), actions(runs["batched"][2]))]
+    same = sum(a == b for a, b in pairs)
+    print(f"  identical actions one at a time vs batched: {same}/{len(pairs)} (both unbatched runs against the "
+          "batched run)")
+    if same < len(pairs):
+        changed = [(a, b) for a, b in pairs if a != b][:3]
+        print(f"  first differing actions (one at a time -> batched): {changed}")
+    return runs["batched"][2]
+
+
 def breakdown(label, source, n, questions, **kwargs) -> None:
-    """One more cache-on run with CPU timers around the prompt prefills, the candidate scoring and the
-    free decoding of the constrained decoder."""
+    """One more run with CPU timers around the prompt prefills, the candidate scoring and the free
+    decoding of the constrained decoder (batched or not, as the decoder is set)."""
     from agile.agents.prompt_cache import PromptKVCache
     from agile.executor import constrained
 
     decoder = source.policy.constrained
     decoder.cache = cache = PromptKVCache(decoder.model, CACHE_TOKENS)
     spent = {"prefill": 0.0, "score": 0.0, "decode": 0.0, "score_calls": 0, "candidates": 0, "decode_calls": 0,
-             "tokens": 0, "capped": 0}
-    prefill, score, decode = cache.prefill, constrained.score_continuations, constrained.greedy_continue
+             "tokens": 0, "capped": 0, "rows": 0}
+    depth = {"prefill": 0}
+    originals = {"prefill": cache.prefill, "prefill_many": cache.prefill_many,
+                 "score_continuations": constrained.score_continuations, "score_many": constrained.score_many,
+                 "greedy_continue": constrained.greedy_continue}
 
-    def timed_prefill(ids):
-        start = time.process_time()
-        result = prefill(ids)
-        spent["prefill"] += time.process_time() - start
-        return result
+    def timed_prefill(method):
+        def run(*args, **kw):
+            depth["prefill"] += 1
+            start = time.process_time()
+            try:
+                return originals[method](*args, **kw)
+            finally:
+                depth["prefill"] -= 1
+                if depth["prefill"] == 0:  # prefill_many calls prefill: count the outer call only
+                    spent["prefill"] += time.process_time() - start
+        return run
 
-    def timed_score(model, logits, kv, lines):
-        start = time.process_time()
-        scores = score(model, logits, kv, lines)
-        spent["score"] += time.process_time() - start
-        spent["score_calls"] += 1
-        spent["candidates"] += len(lines)
-        return scores
+    def timed_score(name):
+        def run(model, *args):
+            start = time.process_time()
+            scores = originals[name](model, *args)
+            spent["score"] += time.process_time() - start
+            spent["score_calls"] += 1
+            spent["candidates"] += len(args[-1]) if name == "score_continuations" else sum(len(r[2]) for r in args[0])
+            return scores
+        return run
 
     def timed_decode(model, rows, stops, eos, max_new_tokens, *args, **kw):
         start = time.process_time()
-        outputs = decode(model, rows, stops, eos, max_new_tokens, *args, **kw)
+        outputs = originals["greedy_continue"](model, rows, stops, eos, max_new_tokens, *args, **kw)
         spent["decode"] += time.process_time() - start
         spent["decode_calls"] += 1
+        spent["rows"] += len(rows)
         ids = outputs[0] if isinstance(outputs, tuple) else outputs
         spent["tokens"] += sum(map(len, ids))
         spent["capped"] += sum(len(o) == max_new_tokens for o in ids)
         return outputs
 
-    cache.prefill = timed_prefill
-    constrained.score_continuations, constrained.greedy_continue = timed_score, timed_decode
+    cache.prefill, cache.prefill_many = timed_prefill("prefill"), timed_prefill("prefill_many")
+    constrained.score_continuations, constrained.score_many = timed_score("score_continuations"), timed_score("score_many")
+    constrained.greedy_continue = timed_decode
     try:
         timed(source, source.agent(), n, questions, 0, True, **kwargs)
     finally:
-        constrained.score_continuations, constrained.greedy_continue = score, decode
+        constrained.score_continuations, constrained.score_many = (originals["score_continuations"],
+                                                                   originals["score_many"])
+        constrained.greedy_continue = originals["greedy_continue"]
+    computed = cache.prefilled_tokens + cache.start_tokens
     print(f"{label}: CPU {timed.cpu_seconds:.1f} s: prefill {spent['prefill']:.1f} s ({cache.prompts} prompts, "
-          f"{cache.prefilled_tokens:,} of {cache.prompt_tokens:,} tokens computed, "
-          f"{cache.prefilled_tokens / max(spent['prefill'], 1e-9):.0f} tokens/s), scoring {spent['score']:.1f} s "
+          f"{computed:,} of {cache.prompt_tokens:,} tokens computed, "
+          f"{computed / max(spent['prefill'], 1e-9):.0f} tokens/s), scoring {spent['score']:.1f} s "
           f"({spent['score_calls']} calls, {spent['candidates']} candidates), free decoding {spent['decode']:.1f} s "
-          f"({spent['decode_calls']} calls, {spent['tokens']} tokens, {spent['capped']} ran to the "
-          f"{decoder.max_new_tokens}-token cap)")
+          f"({spent['decode_calls']} calls, {spent['rows']} rows, {spent['tokens']} tokens, {spent['capped']} ran "
+          f"to the {decoder.max_new_tokens}-token cap)")
 
 
 def main(argv=None) -> None:
@@ -223,7 +276,10 @@ def main(argv=None) -> None:
     parser.add_argument("--memory", choices=MEMORIES, default="embedding", help="how the executor's memory retrieves")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--breakdown", action="store_true",
-                        help="one more cache-on run timing prefill, scoring and decoding")
+                        help="one more run per decoding path timing prefill, scoring and decoding")
+    parser.add_argument("--cache-ablation", action="store_true",
+                        help="also the prompt cache off / on / off comparison (one turn at a time)")
+    parser.add_argument("--device", default=None, help="where the LLM runs (default: GPU when there is one)")
     parser.add_argument("--bf16", action="store_true",
                         help="also bfloat16 weights with the cache (not the same outputs)")
     args = parser.parse_args(argv)
@@ -249,18 +305,29 @@ def main(argv=None) -> None:
             torch.set_num_threads(args.threads)
         print(f"torch threads: {torch.get_num_threads()}")
         start = time.perf_counter()
-        source = ColdSource(args.data, args.memory, measured_policy(args.model, args.max_new_tokens), args.model)
+        source = ColdSource(args.data, args.memory, measured_policy(args.model, args.max_new_tokens, device=args.device),
+                            args.model)
         print(f"{args.model} loaded in {time.perf_counter() - start:.1f} s on {source.policy.model.device}")
         print(f"data: {args.data} (test split, {len(source.group_names)} groups), memory {args.memory}")
-        half = ColdSource(args.data, args.memory, measured_policy(args.model, args.max_new_tokens, "bfloat16"),
+        half = ColdSource(args.data, args.memory, measured_policy(args.model, args.max_new_tokens, "bfloat16", args.device),
                           args.model) if args.bf16 else None
         label = f"{args.model} constrained, {args.llm_episodes} episodes x {args.questions} questions"
-        records = compare_prompt_cache(label, (source, half), args.llm_episodes, args.questions, **kwargs)
+        records = compare_batching(label, source, args.llm_episodes, args.questions, **kwargs)
+        if half is not None:
+            compare_batching(f"{label}, bfloat16", half, args.llm_episodes, args.questions, **kwargs)
+        if args.cache_ablation:
+            for which in (source, half):
+                if which is not None:
+                    which.policy.constrained.batched = False
+            compare_prompt_cache(label + ", one turn at a time", (source, half), args.llm_episodes, args.questions,
+                                 **kwargs)
         if args.breakdown:
             for name, which in (("float32", source), ("bfloat16", half)):
-                if which is not None:
-                    breakdown(f"  where the time goes, {name} + cache", which, args.llm_episodes, args.questions,
-                              **kwargs)
+                for batched in (False, True):
+                    if which is not None:
+                        which.policy.constrained.batched = batched
+                        breakdown(f"  where the time goes, {name}, {'batched' if batched else 'one turn at a time'}",
+                                  which, args.llm_episodes, args.questions, **kwargs)
         print_accuracy("", records)
 
 

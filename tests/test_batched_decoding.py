@@ -1,0 +1,132 @@
+"""Batched constrained decoding: a lockstep round's turns written together give the turns written one at a
+time, on the tiny random-initialised model and the bundled ProductQA slice; its batched forwards equal
+single-row forwards; one malformed session is reported by name and does not take the round down."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from productqa_slice import SLICE
+
+from agile.agents.batch_forward import chunks, score_many
+from agile.agents.prompt_cache import PromptKVCache, score_continuations
+from agile.executor import functions as fn
+from agile.executor.constrained import TurnError
+from agile.executor.episode import AgileSource
+from agile.executor.policy import LLMPolicy
+
+
+@pytest.fixture(scope="module")
+def tiny(one_torch_thread):
+    from agile.models import load_causal_lm
+
+    return load_causal_lm("tiny", device="cpu", seed=1)  # seed 1 searches and answers: every request kind runs
+
+
+@pytest.fixture(scope="module")
+def source():
+    return AgileSource(SLICE, "train", model=None, memory="lexical")
+
+
+def _ids(seed, n):
+    return torch.randint(100, 40_000, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def _play(policy, runs):
+    turns = []
+    while live := [e for e in runs if not e.done]:
+        out = policy(live)
+        turns += [(tuple(t), s) for t, s in zip(out, policy.last_signals)]
+        for executor, turn in zip(live, out):
+            executor.act(turn)
+    return turns
+
+
+def _policy(tiny, batched: bool, samples: int = 0):
+    policy = LLMPolicy(*tiny, max_new_tokens=6, greedy=True, decoding="constrained", consistency_samples=samples)
+    policy.constrained.batched = batched
+    return policy
+
+
+@pytest.mark.parametrize("samples", [0, 2])
+def test_batched_rounds_write_the_turns_of_one_at_a_time(tiny, source, samples):
+    """Eight sessions in lockstep over three groups: the same turns, the same choices and signals."""
+    alone, batched = _policy(tiny, False, samples), _policy(tiny, True, samples)
+    one = _play(alone, [e.executor for e in source.episodes(range(8), 0, 3)])
+    many = _play(batched, [e.executor for e in source.episodes(range(8), 0, 3)])
+    assert [t for t, _ in one] == [t for t, _ in many]
+    for (_, a), (_, b) in zip(one, many):
+        assert a.keys() == b.keys() and a == pytest.approx(b, abs=1e-4)
+    forms = {(c["function"], c["form"]) for c in batched.constrained.choices}
+    assert ("[SearchProduct]", "sql") in forms and any(f == "[PredictAnswer]" for f, _ in forms)
+    for a, b in zip(alone.constrained.choices, batched.constrained.choices):
+        assert a["turn"] == b["turn"] and a["function_logprobs"] == pytest.approx(b["function_logprobs"], abs=1e-4)
+    # The same prompts; the batched rounds ran their shared starts once, so about the same tokens ran through
+    # the model as one at a time, where each prompt reuses the one before (a start that is itself a prompt
+    # runs its last token again).
+    hot, cold = batched.constrained.cache, alone.constrained.cache
+    assert hot.prompt_tokens == cold.prompt_tokens
+    assert cold.prefilled_tokens <= hot.prefilled_tokens + hot.start_tokens <= 1.01 * cold.prefilled_tokens
+
+
+def test_prefill_many_equals_prefill_one_at_a_time(tiny):
+    model, _ = tiny
+    head = _ids(0, 50)
+    prompts = [head + _ids(1, 10), head + _ids(2, 30), _ids(3, 20), head + _ids(4, 3)]
+    prompts += [prompts[0] + _ids(5, 5), list(prompts[2])]  # an extension and a repeat within the call
+    single, many = PromptKVCache(model, 100_000), PromptKVCache(model, 100_000)
+    alone = [single.prefill(p) for p in prompts]
+    together = many.prefill_many(prompts)
+    for (la, kva), (lb, kvb), p in zip(alone, together, prompts):
+        torch.testing.assert_close(la, lb, atol=1e-5, rtol=1e-4)
+        assert kvb[0][0].shape[-2] == len(p)
+        for (ka, va), (kb, vb) in zip(kva, kvb):
+            torch.testing.assert_close(ka, kb, atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(va, vb, atol=1e-5, rtol=1e-4)
+    # Every prompt asked for is counted (the repeat as wholly reused). The starts shared within the call ran
+    # first, once: the 50-token head of four prompts, then the 60 tokens prompts[0] shares with its
+    # extension; each token ran once, as one at a time.
+    assert many.prompts == 6 and many.prompt_tokens == sum(map(len, prompts))
+    assert many.start_tokens == 60 and many.prefilled_tokens + many.start_tokens == single.prefilled_tokens
+    assert many.prompt_tokens - many.reused_tokens == many.prefilled_tokens
+
+
+def test_packed_scoring_equals_one_row_at_a_time(tiny):
+    model, _ = tiny
+    cache = PromptKVCache(model, 100_000)
+    prompts = [_ids(10, 40), _ids(11, 7), _ids(12, 1)]
+    lines = [[_ids(20, 3), _ids(21, 1), _ids(22, 5)], [_ids(23, 2)], [_ids(24, 4), _ids(25, 4), _ids(26, 6)]]
+    rows = [cache.prefill(p) for p in prompts]
+    expected = [score_continuations(model, logits, kv, ls) for (logits, kv), ls in zip(rows, lines)]
+    got = score_many(model, [(logits, kv, ls) for (logits, kv), ls in zip(rows, lines)])
+    for e, g in zip(expected, got):
+        assert g == pytest.approx(e, abs=1e-4)
+    # A memory bound that allows one row per forward gives the same scores.
+    apart = score_many(model, [(lo, kv, ls) for (lo, kv), ls in zip(rows, lines)], max_bytes=1)
+    for a, g in zip(apart, got):
+        assert a == pytest.approx(g, abs=1e-5)
+
+
+def test_chunks_keep_similar_lengths_together_within_the_bound():
+    sizes = [(100, 3), (10, 400), (50, 4), (0, 2), (80, 500), (5, 3)]
+    groups = chunks(sizes, limit_tokens=10_000)
+    assert sorted(i for g in groups for i in g) == list(range(6))
+    for group in groups:
+        news = [sizes[i][1] for i in group]
+        assert max(news) <= 1.25 * min(news) + 8
+        width = max(sizes[i][0] for i in group) + max(news)
+        assert width * len(group) <= 10_000 or len(group) == 1
+    assert [sorted(g) for g in chunks(sizes, limit_tokens=1)] == [[i] for i in (3, 0, 5, 2, 1, 4)]
+
+
+def test_a_malformed_session_is_named_and_the_others_still_get_their_turns(tiny, source):
+    policy = _policy(tiny, True)
+    runs = [e.executor for e in source.episodes(range(4), 0, 2)]
+    broken = runs[2]
+    broken.allowed = lambda: []  # an executor with nothing to call: its turn cannot be written
+    with pytest.raises(TurnError, match=broken.episode_id):
+        policy(runs)
+    # The round's other sessions were written before the error was raised.
+    assert len(policy.constrained.choices) == 3
+    assert all(c["function"] in (fn.SEARCH_PRODUCT, fn.PREDICT_ANSWER, fn.SEEK_ADVICE)
+               for c in policy.constrained.choices)
