@@ -4,12 +4,14 @@ single-row forwards; one malformed session is reported by name and does not take
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from productqa_slice import SLICE
 
 from agile.agents.batch_forward import chunks, score_many
-from agile.agents.prompt_cache import PromptKVCache, score_continuations
+from agile.agents.prompt_cache import PromptKVCache, greedy_continue, score_continuations
 from agile.executor import functions as fn
 from agile.executor.constrained import TurnError
 from agile.executor.episode import AgileSource
@@ -42,16 +44,19 @@ def _play(policy, runs):
     return turns
 
 
-def _policy(tiny, batched: bool, samples: int = 0):
-    policy = LLMPolicy(*tiny, max_new_tokens=6, greedy=True, decoding="constrained", consistency_samples=samples)
+def _policy(tiny, batched: bool, samples: int = 0, cut_lines: bool = True, max_new_tokens: int = 6):
+    policy = LLMPolicy(*tiny, max_new_tokens=max_new_tokens, greedy=True, decoding="constrained",
+                       consistency_samples=samples)
     policy.constrained.batched = batched
+    policy.constrained.cut_lines = cut_lines
     return policy
 
 
 @pytest.mark.parametrize("samples", [0, 2])
 def test_batched_rounds_write_the_turns_of_one_at_a_time(tiny, source, samples):
-    """Eight sessions in lockstep over three groups: the same turns, the same choices and signals."""
-    alone, batched = _policy(tiny, False, samples), _policy(tiny, True, samples)
+    """Eight sessions in lockstep over three groups: the same turns, the same choices and signals as the
+    unbatched path that decodes every free answer line to its end."""
+    alone, batched = _policy(tiny, False, samples, cut_lines=False), _policy(tiny, True, samples)
     one = _play(alone, [e.executor for e in source.episodes(range(8), 0, 3)])
     many = _play(batched, [e.executor for e in source.episodes(range(8), 0, 3)])
     assert [t for t, _ in one] == [t for t, _ in many]
@@ -67,6 +72,35 @@ def test_batched_rounds_write_the_turns_of_one_at_a_time(tiny, source, samples):
     hot, cold = batched.constrained.cache, alone.constrained.cache
     assert hot.prompt_tokens == cold.prompt_tokens
     assert cold.prefilled_tokens <= hot.prefilled_tokens + hot.start_tokens <= 1.01 * cold.prefilled_tokens
+
+
+def test_free_lines_cut_when_hopeless_leave_every_choice_as_it_was(source, one_torch_thread):
+    """Free answer lines up to 24 tokens: cut once below the second-best fixed line, same turns and signals."""
+    from agile.models import load_causal_lm
+
+    tiny = load_causal_lm("tiny", device="cpu", seed=3)  # seed 3 answers questions not worded yes/no
+    full, cut = _policy(tiny, False, cut_lines=False, max_new_tokens=24), _policy(tiny, True, max_new_tokens=24)
+    one = _play(full, [e.executor for e in source.episodes(range(8), 1, 3)])
+    many = _play(cut, [e.executor for e in source.episodes(range(8), 1, 3)])
+    assert [t for t, _ in one] == [t for t, _ in many]
+    for (_, a), (_, b) in zip(one, many):
+        assert a == pytest.approx(b, abs=1e-4)
+    assert cut.constrained.lines_cut > 0 and full.constrained.lines_cut == 0
+    for a, b in zip(full.constrained.choices, cut.constrained.choices):
+        if "free" in a.get("form_logprobs", {}):  # a cut line's log-probability is an upper bound of the whole line's
+            assert b["form_logprobs"]["free"] >= a["form_logprobs"]["free"] - 1e-4
+
+
+def test_greedy_continue_floors_cut_exactly_where_the_sum_falls_below(tiny):
+    model, _ = tiny
+    cache = PromptKVCache(model, 100_000)
+    rows = [cache.prefill(_ids(30 + i, 12)) for i in range(3)]
+    ids, log_probs = greedy_continue(model, rows, [set()] * 3, set(), 8, with_log_probs=True)
+    sums = [list(itertools.accumulate(lp)) for lp in log_probs]
+    floors = [sums[0][2] - 1e-6, -float("inf"), sums[2][0] + 1e-6]  # cut after 4 tokens, never, after 1
+    got, cut = greedy_continue(model, rows, [set()] * 3, set(), 8, floors=floors)
+    assert cut == [True, False, True]
+    assert got == [ids[0][:4], ids[1], ids[2][:1]]
 
 
 def test_prefill_many_equals_prefill_one_at_a_time(tiny):

@@ -231,20 +231,42 @@ def greedy_continue(
     max_new_tokens: int,
     with_log_probs: bool = False,
     pick=_greedy,
-) -> list[list[int]] | tuple[list[list[int]], list[list[float]]]:
+    floors: Sequence[float] | None = None,
+):
     """Greedy continuations of prefilled rows ``(last logits, kv)``, as ``generate`` would give.
 
     A row ends after a token of its ``stops`` (kept in the output) or of ``eos_ids`` (dropped), or
     after ``max_new_tokens`` tokens. ``with_log_probs``: also the log-probability of every token
     the model chose, the dropped end token included (the agent's confidence signals). ``pick``:
     the next token of each row from its logits ``[rows, vocab]`` (default: the argmax).
+
+    ``floors`` (greedy only, not with ``with_log_probs``): per row a log-probability under which its
+    continuation stops being of use. A row whose kept tokens' log-probabilities add up to less than its
+    floor before it ends leaves the batch then (a longer line can only be less probable); the call then
+    returns ``(outputs, cut)``, ``cut[i]`` true where row ``i`` left so.
     """
     device = model.device
     outputs: list[list[int]] = [[] for _ in rows]
     log_probs: list[list[float]] = [[] for _ in rows]
-    done = (outputs, log_probs) if with_log_probs else outputs
+    cut = [False] * len(rows)
+    if floors is not None:
+        if with_log_probs:
+            raise ValueError("floors and with_log_probs do not go together.")
+        done = (outputs, cut)
+    else:
+        done = (outputs, log_probs) if with_log_probs else outputs
     if not rows or max_new_tokens < 1:
         return done
+    need_log_probs = with_log_probs or floors is not None
+    running = [0.0] * len(rows)
+
+    def below_floor(i: int, log_prob: float) -> bool:
+        if floors is None:
+            return False
+        running[i] += log_prob
+        cut[i] = running[i] < floors[i]
+        return cut[i]
+
     lengths = [kv[0][0].shape[-2] for _, kv in rows]
     longest = max(lengths)
     # One left-padded batch cache; padded slots are masked out.
@@ -268,12 +290,13 @@ def greedy_continue(
     last: list[int] = []
     firsts = pick(torch.stack([logits for logits, _ in rows]))
     for i, ((logits, _), token) in enumerate(zip(rows, firsts)):
+        log_prob = float(torch.log_softmax(logits.float(), -1)[token]) if need_log_probs else 0.0
         if with_log_probs:
-            log_probs[i].append(float(torch.log_softmax(logits.float(), -1)[token]))
+            log_probs[i].append(log_prob)
         if token in eos_ids:
             continue
         outputs[i].append(token)
-        if token not in stops[i] and max_new_tokens > 1:
+        if token not in stops[i] and max_new_tokens > 1 and not below_floor(i, log_prob):
             alive.append(i)
             last.append(token)
     if not alive:
@@ -290,7 +313,7 @@ def greedy_continue(
                        position_ids=positions.unsqueeze(1), **cache_arg(model, cache), use_cache=True)
         cache = returned_cache(output)
         tokens = pick(output.logits[:, -1])
-        if with_log_probs:
+        if need_log_probs:
             chosen = torch.log_softmax(output.logits[:, -1].float(), -1).gather(
                 1, torch.tensor(tokens, device=device).unsqueeze(1))[:, 0].tolist()
         positions = positions + 1
@@ -301,7 +324,8 @@ def greedy_continue(
             if token in eos_ids:
                 continue
             outputs[i].append(token)
-            if token not in stops[i] and step + 1 < max_new_tokens:
+            if token not in stops[i] and step + 1 < max_new_tokens and \
+                    not below_floor(i, chosen[slot] if need_log_probs else 0.0):
                 still.append(slot)
                 last.append(token)
         if not still:

@@ -72,17 +72,23 @@ from agile.seeding import derive_seed
 YES_NO = ("yes", "no")
 _MAX_ID_CANDIDATES = 8  # a long history could show dozens; the first few are the current session's
 _SCORED_TOKENS = 16_384  # prompt tokens x candidates per scoring pass: bounds the copied keys and values
+_CUT_MARGIN = 1e-3  # log-probability: float rounding between decoding and scoring a line stays far below it
 
 
 class ConstrainedDecoder:
     """One constrained turn per executor (see the module docstring)."""
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 96, cache_tokens: int = 16_384,
-                 samples: int = 0, seed: int = 0, sample_functions: bool = False, batched: bool = True):
+                 samples: int = 0, seed: int = 0, sample_functions: bool = False, batched: bool = True,
+                 cut_lines: bool = True):
         if samples < 0:
             raise ValueError(f"samples must be >= 0 (0: off), got {samples}.")
         self.batched = bool(batched)
         """Turns of one call advance together, their forwards batched (False: one turn after another)."""
+        self.cut_lines = bool(cut_lines)
+        """A free answer line stops decoding once it can no longer be the best or second-best line."""
+        self.lines_cut = 0
+        """Free answer lines cut so."""
         self.samples, self.seed = int(samples), int(seed)
         """Turns sampled beside each greedy one for the consistency signals (``agile.executor.consistency``)."""
         self.sample_functions = bool(sample_functions)
@@ -235,16 +241,19 @@ class ConstrainedDecoder:
             answers[i] = (scores, row)
         continued = [i for i, r in enumerate(requests) if isinstance(r, _Continue)]
         if continued:
-            outputs = greedy_continue(self.model, [states[i] for i in continued],
-                                      [requests[i].stops for i in continued], self.eos, self.max_new_tokens)
-            for i, ids in zip(continued, outputs):
-                answers[i] = ids
+            outputs, cut = greedy_continue(self.model, [states[i] for i in continued],
+                                           [requests[i].stops for i in continued], self.eos, self.max_new_tokens,
+                                           floors=[requests[i].floor for i in continued])
+            for i, ids, was_cut in zip(continued, outputs, cut):
+                answers[i] = ids, was_cut
         return answers
 
     def _serve_alone(self, request):
         if isinstance(request, _Continue):
             logits, kv = self.cache.prefill(request.prompt)
-            return greedy_continue(self.model, [(logits, kv)], [request.stops], self.eos, self.max_new_tokens)[0]
+            outputs, cut = greedy_continue(self.model, [(logits, kv)], [request.stops], self.eos, self.max_new_tokens,
+                                           floors=[request.floor])
+            return outputs[0], cut[0]
         logits, kv = request.state or self.cache.prefill(request.prompt)
         # Passes small enough that the keys and values copied per candidate stay bounded.
         per_pass = max(1, _SCORED_TOKENS // max(len(request.prompt), 1))
@@ -330,19 +339,40 @@ class ConstrainedDecoder:
         return ids if ids and ids[-1] in self.newlines else ids + [self.newline_id]
 
     def _free(self, prompt: list[int], prefix_ids: list[int], sampling: bool = False):
-        continuation = yield _Continue(prompt + prefix_ids, self.newlines, sampling)
+        continuation, _ = yield _Continue(prompt + prefix_ids, self.newlines, sampling)
         return self._line_end(prefix_ids + continuation)
 
     def _answer_lines(self, prompt: list[int], state, context: str, yes_no: bool = False, sampling: bool = False):
-        """The candidate answer lines, keyed ``(form, answer)``, and their log-probabilities."""
+        """The candidate answer lines, keyed ``(form, answer)``, and their log-probabilities.
+
+        With ``cut_lines`` (and no consistency samples, which draw from every line's probability), the
+        fixed lines are scored first and the free line is decoded only while it could still be the best
+        or second-best line (``greedy_continue``'s floor: the second-best fixed line, less a margin for
+        float rounding); a line cut so is never chosen and leaves the margins as they are, and its
+        recorded log-probability is the upper bound it had reached."""
         lines = {("yesno", a): self._encode(f"{fn.PREDICT_ANSWER} {a}\n") for a in YES_NO}
-        if not yes_no:  # the wording asks for yes or no: the other forms are not offered
-            session = context.rsplit(fn.GET_QUESTION, 1)[-1]  # ids shown for this question
-            ids_shown = parse_product_ids(session)[:_MAX_ID_CANDIDATES]
-            lines.update({("ids", a): self._encode(f"{fn.PREDICT_ANSWER} {a}\n") for a in ids_shown})
-            lines[("free", "")] = yield from self._free(prompt, self._encode(fn.PREDICT_ANSWER), sampling)
-        scores, _ = yield _Score(prompt, list(lines.values()), state, sampling)
-        return lines, scores
+        if yes_no:  # the wording asks for yes or no: the other forms are not offered
+            scores, _ = yield _Score(prompt, list(lines.values()), state, sampling)
+            return lines, scores
+        session = context.rsplit(fn.GET_QUESTION, 1)[-1]  # ids shown for this question
+        ids_shown = parse_product_ids(session)[:_MAX_ID_CANDIDATES]
+        lines.update({("ids", a): self._encode(f"{fn.PREDICT_ANSWER} {a}\n") for a in ids_shown})
+        prefix = self._encode(fn.PREDICT_ANSWER)
+        if not (self.cut_lines and not self.samples):
+            lines[("free", "")] = yield from self._free(prompt, prefix, sampling)
+            scores, _ = yield _Score(prompt, list(lines.values()), state, sampling)
+            return lines, scores
+        fixed, _ = yield _Score(prompt, list(lines.values()) + [prefix], state, sampling)
+        fixed, prefix_score = fixed[:-1], fixed[-1]
+        second = sorted(fixed, reverse=True)[1]
+        continuation, cut = yield _Continue(prompt + prefix, self.newlines, sampling,
+                                            floor=second - prefix_score - _CUT_MARGIN)
+        lines[("free", "")] = free = self._line_end(prefix + continuation)
+        if cut:
+            self.lines_cut += 1
+            return lines, fixed + [second - _CUT_MARGIN]
+        exact, _ = yield _Score(prompt, [free], state, sampling)
+        return lines, fixed + exact
 
     def _consistency(self, prompt, functions, function_scores, answers, greedy_function, greedy_turn) -> dict:
         """The consistency signals of ``samples`` turns drawn from the same log-probabilities."""
@@ -381,11 +411,13 @@ class _Score:
 
 @dataclass
 class _Continue:
-    """The greedy continuation of ``prompt`` up to a token of ``stops``."""
+    """The greedy continuation of ``prompt`` up to a token of ``stops`` (answered with the ids and whether
+    it was cut at ``floor``: see ``greedy_continue``)."""
 
     prompt: list[int]
     stops: set[int]
     sampling: bool = False
+    floor: float = -float("inf")
 
 
 def _best_answer(lines: dict, scores: list[float]):

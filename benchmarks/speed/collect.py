@@ -163,20 +163,21 @@ def compare_prompt_cache(label, sources, n, questions, **kwargs):
 
 
 def compare_batching(label, source, n, questions, **kwargs):
-    """The constrained decoder one turn at a time (each request its own forward, as before batching),
-    batched (a lockstep round's turns advance together), one at a time again (its time is the mean of
-    the two): decisions/s, the ratio, CPU time, tokens through the model, identical actions. Returns
-    the records of the batched run."""
+    """The constrained decoder one turn at a time (each request its own forward and every free answer
+    line decoded to its end, as before batching), batched (a lockstep round's turns advance together;
+    free lines cut once hopeless), one at a time again (its time is the mean of the two): decisions/s,
+    the ratio, CPU time, tokens through the model, identical actions. Returns the batched run's records."""
     from agile.agents.prompt_cache import PromptKVCache
 
     decoder = source.policy.constrained
     runs, cpu, caches = {}, {}, {}
     for name in ("alone", "batched", "alone2"):
-        decoder.batched = name == "batched"
+        # One at a time is the path before batching: every free answer line decoded to its end.
+        decoder.batched = decoder.cut_lines = name == "batched"
         decoder.cache = caches[name] = PromptKVCache(decoder.model, CACHE_TOKENS)  # each run starts cold
         runs[name] = timed(source, source.agent(), n, questions, 0, True, **kwargs)
         cpu[name] = timed.cpu_seconds
-    decoder.batched = True
+    decoder.batched = decoder.cut_lines = True
     decisions = sum(len(rows) for rows in runs["batched"][2])
     sec_alone, sec_batched = (runs["alone"][1] + runs["alone2"][1]) / 2, runs["batched"][1]
     cpu_alone = (cpu["alone"] + cpu["alone2"]) / 2
@@ -318,14 +319,14 @@ def main(argv=None) -> None:
         if args.cache_ablation:
             for which in (source, half):
                 if which is not None:
-                    which.policy.constrained.batched = False
+                    which.policy.constrained.batched = which.policy.constrained.cut_lines = False
             compare_prompt_cache(label + ", one turn at a time", (source, half), args.llm_episodes, args.questions,
                                  **kwargs)
         if args.breakdown:
             for name, which in (("float32", source), ("bfloat16", half)):
                 for batched in (False, True):
                     if which is not None:
-                        which.policy.constrained.batched = batched
+                        which.policy.constrained.batched = which.policy.constrained.cut_lines = batched
                         breakdown(f"  where the time goes, {name}, {'batched' if batched else 'one turn at a time'}",
                                   which, args.llm_episodes, args.questions, **kwargs)
         print_accuracy("", records)
