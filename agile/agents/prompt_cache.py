@@ -14,6 +14,10 @@ for that prefix and runs only the rest. The result equals a full forward pass up
 rounding. Entries are kept in least-recently-used order, bounded by their total tokens
 (``kv_bytes_per_token``: 46 KB for SmolLM2-135M in float32).
 
+``prefill_many`` prefills the prompts of a lockstep round in batched forwards, each reusing its own
+cached prefix (``agile.agents.batch_forward``); a start that several of them share but the cache does
+not hold yet runs once first, as the first of them would leave it for the others one at a time.
+
 ``greedy_continue`` decodes many prefilled rows together: their caches are left-padded into one
 batch (decode steps are bound by reading the weights, so a batch costs little more than one row),
 a row leaves the batch as soon as it emits a stop or end token, and nothing after that is computed

@@ -43,6 +43,17 @@ context text (the question's wording and the product ids shown) and the table it
 ``Question`` (type, gold answer, gold SQL): ``tests/test_agile_constrained.py`` checks that
 executors whose questions carry no annotation get the same turns.
 
+**Batched.** A turn is written as a generator of model requests (score these lines after this prompt;
+continue this prompt greedily). A call with many executors (a lockstep round) advances every turn one
+request at a time and answers a round's requests together: prompts prefilled in batched forwards
+(``PromptKVCache.prefill_many``), candidate lines scored in packed forwards
+(``agile.agents.batch_forward.score_many``), free lines decoded in one batch (``greedy_continue``).
+Decoding at batch one is bound by reading the weights, so a round costs little more than one turn.
+The turns are those written one at a time (``batched=False``) up to float rounding in near-ties
+(``benchmarks/speed/collect.py`` counts identical actions). A session whose turn fails is named in a
+``TurnError`` after the round's other turns are written. A free answer line is decoded only while it
+could still be the best or second-best line (``cut_lines``): the choice and its margins are unchanged.
+
 Greedy and deterministic, unless ``sample_functions``: PPO's rollouts then draw the function from the
 softmax of the allowed functions' log-probabilities (a seeded stream) and record the draw
 (``choices[i]["decision"]``: prompt, candidates, chosen, its renormalised log-probability) for
