@@ -275,7 +275,7 @@ def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict
                "APGR helper / baseline (completed)": f"{_apgr(helper)} / {_apgr(other)}",
                "CPT(50%) helper / baseline": f"{_cpt(helper, 'cpt50')} / {_cpt(other, 'cpt50')}",
                "CPT(80%) helper / baseline": f"{_cpt(helper, 'cpt80')} / {_cpt(other, 'cpt80')}",
-               "verdict": "–"}
+               "verdict": "–", "certified": certified(runs)}
         rows.append(row)
         if apart:  # the helper's own variant, or a duplicate of another baseline: beside the family, not in it
             row["verdict"] = "not in the family" if tested else "–"
@@ -290,6 +290,25 @@ def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict
         if mine:
             row["verdict"] = verdict([i for i, _ in mine], [f for _, f in mine])
     return rows, frame, pooled.dropped
+
+
+def certified(runs: list[Run]) -> str:
+    """The set-up's guarantees (``helpgate calibrate``'s ``guarantee.json`` in each run's helper folder): per seed
+    that has one, the target success and confidence, the calibration episodes n, the cheapest certified budget and
+    its calibration spend per episode; "–" where no run has one."""
+    from helper.gate.certify import read_guarantee
+
+    cells = []
+    for one in runs:
+        # The helper the sweep played, else a pipeline folder's own (RUN may be the pipeline's folder or its sweep's).
+        candidates = [Path(one.config["helper"])] if one.config.get("helper") else []
+        folder = next((c for c in [*candidates, one.path / "helper", one.path.parent / "helper"] if c.is_dir()), None)
+        record = read_guarantee(folder) if folder else None
+        if record:
+            member = record["member"]
+            cells.append(f"{record['target']:.2f} at {1 - record['delta']:.0%}, n {record['n']}: C={member['budget']}, "
+                         f"{member['interventions']:.2f}/ep")
+    return "; ".join(cells) or "–"
 
 
 def prm_folds_fell_back(run: Run) -> str | None:
@@ -341,7 +360,8 @@ def _at_helper_spend(pooled: Pooled, baseline: str, mine: int, theirs: int, leve
     return f"{pooled.success[:, mine].mean() - at.mean():+.3f} [{low:+.3f}, {high:+.3f}] ({mixed})"
 
 
-def markdown_table(rows: list[dict], once: tuple[str, ...] = ("set-up", "seeds", "episodes", "comparisons")) -> str:
+def markdown_table(rows: list[dict], once: tuple[str, ...] = ("set-up", "seeds", "episodes", "comparisons",
+                                                            "certified")) -> str:
     """Rows as Markdown, the columns ``once`` (the set-up's name, seeds, episodes) written once per set-up."""
     if not rows:
         return "(no baseline to compare)"
