@@ -164,3 +164,20 @@ def test_a_malformed_session_is_named_and_the_others_still_get_their_turns(tiny,
     assert len(policy.constrained.choices) == 3
     assert all(c["function"] in (fn.SEARCH_PRODUCT, fn.PREDICT_ANSWER, fn.SEEK_ADVICE)
                for c in policy.constrained.choices)
+
+
+def test_the_cache_grows_to_hold_a_round_so_no_turn_prefills_its_whole_prompt_again(tiny, source):
+    """Eight sessions whose prompts overflow a small cache: grown to the round, every turn after the first
+    of a session reuses that session's earlier prompt; kept small, turns run their prompts again."""
+    def play(fit):
+        policy = _policy(tiny, True)
+        policy.constrained.cache = PromptKVCache(tiny[0], max_tokens=2_000)
+        policy.constrained.fit_cache = fit
+        turns = _play(policy, [e.executor for e in source.episodes(range(8), 0, 3)])
+        return turns, policy.constrained.cache
+
+    (grown_turns, grown), (small_turns, small) = play(True), play(False)
+    assert [t for t, _ in grown_turns] == [t for t, _ in small_turns]
+    assert grown.max_tokens > 2_000 and small.max_tokens == 2_000
+    assert grown.prompt_tokens == small.prompt_tokens
+    assert grown.prefilled_tokens + grown.start_tokens < 0.7 * (small.prefilled_tokens + small.start_tokens)

@@ -123,6 +123,7 @@ def _policy(tiny, cache_tokens=None):
     policy = LLMPolicy(*tiny, max_new_tokens=6, greedy=True, decoding="constrained")
     if cache_tokens is not None:  # a cache that keeps nothing: every prompt runs from its first token
         policy.constrained.cache = PromptKVCache(tiny[0], max_tokens=cache_tokens)
+        policy.constrained.fit_cache = False
     return policy
 
 

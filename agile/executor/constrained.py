@@ -71,7 +71,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from agile.agents.batch_forward import score_many
+from agile.agents.batch_forward import kv_bytes_per_token, score_many
 from agile.agents.prompt_cache import PromptKVCache, greedy_continue, score_continuations
 from agile.envs.answer_eval import parse_product_ids
 from agile.envs.phrasing import is_yes_no_question
@@ -83,6 +83,8 @@ from agile.seeding import derive_seed
 YES_NO = ("yes", "no")
 _MAX_ID_CANDIDATES = 8  # a long history could show dozens; the first few are the current session's
 _SCORED_TOKENS = 16_384  # prompt tokens x candidates per scoring pass: bounds the copied keys and values
+MAX_CACHE_BYTES = 4 << 30
+"""The most a prompt cache grows to for a round's prompts (``fit_cache``): 93,000 tokens of SmolLM2-135M in float32."""
 _CUT_MARGIN = 1e-3  # log-probability: float rounding between decoding and scoring a line stays far below it
 
 
@@ -96,6 +98,8 @@ class ConstrainedDecoder:
             raise ValueError(f"samples must be >= 0 (0: off), got {samples}.")
         self.batched = bool(batched)
         """Turns of one call advance together, their forwards batched (False: one turn after another)."""
+        self.fit_cache = True
+        """Grow the prompt cache to the round's prompts (see ``_fit_cache``)."""
         self.cut_lines = bool(cut_lines)
         """A free answer line stops decoding once it can no longer be the best or second-best line."""
         self.lines_cut = 0
@@ -130,6 +134,8 @@ class ConstrainedDecoder:
     def __call__(self, executors: Sequence) -> list[list[int]]:
         """One turn per executor. Batched (the default): the turns advance together, each round's
         forwards shared (see ``_serve``); else one turn after another, as a single agent would run."""
+        if self.fit_cache:
+            self._fit_cache(executors)
         jobs = [self._job(e) for e in executors]
         start = time.perf_counter()
         try:
@@ -143,6 +149,14 @@ class ConstrainedDecoder:
             raise TurnError(f"session {name}: {error}" + (f" (and {len(errors) - 1} more sessions of this round)"
                                                           if len(errors) > 1 else "")) from error
         return turns
+
+    def _fit_cache(self, executors) -> None:
+        """Grow the prompt cache to hold the round's prompts and their turns' extensions: each session's next
+        turn extends its own prompt, which a cache smaller than the round would have evicted by then (every
+        turn would then prefill its whole prompt again). Bounded by ``MAX_CACHE_BYTES``; never shrinks."""
+        need = int(1.5 * sum(len(e.prompt_ids()) for e in executors if not getattr(e, "done", False)))
+        cap = MAX_CACHE_BYTES // kv_bytes_per_token(self.model)
+        self.cache.max_tokens = max(self.cache.max_tokens, min(need, cap))
 
     def _job(self, executor):
         try:

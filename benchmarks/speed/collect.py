@@ -165,7 +165,7 @@ def compare_prompt_cache(label, sources, n, questions, **kwargs):
 def compare_batching(label, source, n, questions, **kwargs):
     """The constrained decoder one turn at a time (each request its own forward and every free answer
     line decoded to its end, as before batching), batched (a lockstep round's turns advance together;
-    free lines cut once hopeless), one at a time again (its time is the mean of the two): decisions/s,
+    free lines cut once hopeless; the prompt cache grown to hold the round), one at a time again (its time is the mean of the two): decisions/s,
     the ratio, CPU time, tokens through the model, identical actions. Returns the batched run's records."""
     from agile.agents.prompt_cache import PromptKVCache
 
@@ -173,11 +173,11 @@ def compare_batching(label, source, n, questions, **kwargs):
     runs, cpu, caches = {}, {}, {}
     for name in ("alone", "batched", "alone2"):
         # One at a time is the path before batching: every free answer line decoded to its end.
-        decoder.batched = decoder.cut_lines = name == "batched"
+        decoder.batched = decoder.cut_lines = decoder.fit_cache = name == "batched"
         decoder.cache = caches[name] = PromptKVCache(decoder.model, CACHE_TOKENS)  # each run starts cold
         runs[name] = timed(source, source.agent(), n, questions, 0, True, **kwargs)
         cpu[name] = timed.cpu_seconds
-    decoder.batched = decoder.cut_lines = True
+    decoder.batched = decoder.cut_lines = decoder.fit_cache = True
     decisions = sum(len(rows) for rows in runs["batched"][2])
     sec_alone, sec_batched = (runs["alone"][1] + runs["alone2"][1]) / 2, runs["batched"][1]
     cpu_alone = (cpu["alone"] + cpu["alone2"]) / 2
@@ -319,14 +319,16 @@ def main(argv=None) -> None:
         if args.cache_ablation:
             for which in (source, half):
                 if which is not None:
-                    which.policy.constrained.batched = which.policy.constrained.cut_lines = False
+                    decoder = which.policy.constrained
+                    decoder.batched = decoder.cut_lines = decoder.fit_cache = False
             compare_prompt_cache(label + ", one turn at a time", (source, half), args.llm_episodes, args.questions,
                                  **kwargs)
         if args.breakdown:
             for name, which in (("float32", source), ("bfloat16", half)):
                 for batched in (False, True):
                     if which is not None:
-                        which.policy.constrained.batched = which.policy.constrained.cut_lines = batched
+                        decoder = which.policy.constrained
+                        decoder.batched = decoder.cut_lines = decoder.fit_cache = batched
                         breakdown(f"  where the time goes, {name}, {'batched' if batched else 'one turn at a time'}",
                                   which, args.llm_episodes, args.questions, **kwargs)
         print_accuracy("", records)
