@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from helper.commands.cli import main
-from helper.commands.cross_fit import deal
+from helper.commands.cross_fit import deal, pool_finished
 from prm.data.folds import task_group
 from trajectories.shards import read_shard, read_trajectories
 
@@ -75,6 +75,13 @@ def test_cross_fit_trains_each_fold_without_its_held_out_groups(tmp_path, capsys
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "fold0: already finished" in printed and "sweep: already finished" in printed
+    # A run stopped before its last fold: the finished folds pooled alone, the summary naming them.
+    (out / "fold1" / ".done").unlink()
+    summary = pool_finished(out)
+    assert summary["cross_fit"]["pooled"] == [0]
+    alone = pd.read_csv(out / "sweep" / "episodes.csv")
+    assert set(alone["group"]) == set(json.loads((out / "folds.json").read_text())["folds"][0])
+    assert len(alone) == len(pd.read_csv(out / "fold0" / "sweep" / "episodes.csv"))
 
 
 def test_cross_fit_is_refused_where_it_cannot_work(tmp_path, capsys):

@@ -148,21 +148,40 @@ def _episodes(collection: Path, held_out: list[str]) -> int:
     return max(1, sum(task_group(t) not in held_out for t in firsts["task_id"].to_list()))
 
 
-def pool(out: Path, folds: list[list[str]], cfg) -> dict:
+def pool_finished(out: Path) -> dict:
+    """Pool the folds of a cross-fitted run that finished (each fold's ``.done``), where the run was stopped
+    before its last fold: ``<out>/sweep`` as ``pool`` writes it, its summary naming the folds left out.
+    The held-out groups of the finished folds are tested groups like any; the others are simply not there."""
+    from helper.commands.pipeline import PipelineConfig
+    from helper.stored_config import config_of
+
+    out = Path(out)
+    if not (out / FOLDS).exists():
+        raise ValueError(f"{out}: no {FOLDS}; give the folder of a `helpgate pipeline --cross-fit K` run.")
+    folds = json.loads((out / FOLDS).read_text())["folds"]
+    finished = [k for k in range(len(folds)) if (out / f"fold{k}" / ".done").exists()]
+    if not finished:
+        raise ValueError(f"{out}: no fold has finished yet (no fold*/.done); run the pipeline on.")
+    cfg = config_of(PipelineConfig, json.loads((out / "pipeline.json").read_text()), where=out / "pipeline.json")
+    return pool(out, folds, cfg, only=finished)
+
+
+def pool(out: Path, folds: list[list[str]], cfg, only: list[int] | None = None) -> dict:
     """``<out>/sweep``: the folds' episodes concatenated, their pooled means and the summary ``helpgate report``
-    reads (its config is fold 0's sweep config with the original data root)."""
+    reads (its config is fold 0's sweep config with the original data root). ``only``: the folds to pool (all)."""
+    only = list(range(len(folds))) if only is None else only
     from helper.evaluation.evaluate import grouped_ci
     from helper.evaluation.metrics import summarize, sweep_columns
     from helper.evaluation.plots import save_sweep_plot
     from helper.evaluation.sweep import check_c0_rows, spend_matched
 
     frames, summaries = [], []
-    for k in range(len(folds)):
+    for k in only:
         sweep = out / f"fold{k}" / "sweep"
         frames.append(pd.read_csv(sweep / "episodes.csv").assign(fold=k))
         summaries.append(json.loads((sweep / "summary.json").read_text()))
     episodes = pd.concat(frames, ignore_index=True)
-    for k, held_out in enumerate(folds):  # a fold's sweep plays its own groups and no other
+    for k, held_out in ((k, folds[k]) for k in only):  # a fold's sweep plays its own groups and no other
         played = set(episodes.loc[episodes["fold"] == k, "group"].astype(str))
         if not played <= set(held_out):
             raise ValueError(f"cross_fit: fold {k}'s sweep played groups {sorted(played - set(held_out))} it trained on.")
@@ -192,11 +211,12 @@ def pool(out: Path, folds: list[list[str]], cfg) -> dict:
                                              "train_data": None, "cross_fit": len(folds)}
     summary |= {"config": config, "c0_check": check_c0_rows(episodes.to_dict("records")),
                 "spend_matched": spend_matched(episodes.to_dict("records")),
-                "cross_fit": {"k": len(folds), "folds": folds, "pipeline": flat(cfg),
+                "cross_fit": {"k": len(folds), "folds": folds, "pooled": only, "pipeline": flat(cfg),
                               "skipped": [s.get("skipped", {}) for s in summaries],
                               "fold_summaries": [str(out / f"fold{k}" / "sweep" / "summary.json")
-                                                 for k in range(len(folds))]}}
+                                                 for k in only]}}
     write_json_atomic(summary, target / "summary.json")
-    save_sweep_plot(frame, target / "sweep.png", f"cross-fitted over {len(folds)} folds")
+    save_sweep_plot(frame, target / "sweep.png", f"cross-fitted over {len(folds)} folds"
+                    + (f" ({len(only)} pooled)" if len(only) < len(folds) else ""))
     return summary
 
