@@ -17,7 +17,7 @@ from agile.executor.episode import AgileSource
 from agile.rollout import run_episodes
 from prm.data.folds import task_type
 from trajectories.shards import write_shard
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 HORIZON = 6
 

@@ -13,7 +13,7 @@ from helper.commands.cli import main
 from prm.verifiers.model import ProcessRewardModel
 from prm.data.synthetic import synthetic_frame
 from productqa_slice import SLICE
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 
 def one_error_line(capsys) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from helper.commands.cli import main
 from helper.commands.cross_fit import deal, pool_finished
+from helper.commands.pipeline import PipelineConfig
 from prm.data.folds import task_group
 from trajectories.shards import read_shard, read_trajectories
 
@@ -77,7 +78,7 @@ def test_cross_fit_trains_each_fold_without_its_held_out_groups(tmp_path, capsys
     assert "fold0: already finished" in printed and "sweep: already finished" in printed
     # A run stopped before its last fold: the finished folds pooled alone, the summary naming them.
     (out / "fold1" / ".done").unlink()
-    summary = pool_finished(out)
+    summary = pool_finished(out, PipelineConfig)
     assert summary["cross_fit"]["pooled"] == [0]
     alone = pd.read_csv(out / "sweep" / "episodes.csv")
     assert set(alone["group"]) == set(json.loads((out / "folds.json").read_text())["folds"][0])

@@ -27,7 +27,7 @@ from prm.inputs.render import Renderer, prefix_keys, step_pieces
 from trajectories.number_maps import mapping, number_maps
 from trajectories.schema import SchemaError
 from trajectories.shards import read_trajectories, write_shard
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 
 @pytest.fixture(autouse=True, scope="module")

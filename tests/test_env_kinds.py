@@ -17,7 +17,7 @@ SHARED = ["env", "agent", "strong", "base_url", "device", "agent_dtype", "split"
 """Collection fields every environment's manifest identity keeps."""
 PRODUCTQA_ONLY = ["data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features",
                   "max_new_tokens", "decoding", "memory", "consistency_samples"]
-TEXTWORLD_ONLY = ["tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p"]
+TEXTWORLD_ONLY = ["tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p", "tw_quest_length_feature"]
 
 
 def test_every_env_has_a_kind_that_builds_its_episodes_and_actors():
@@ -53,7 +53,7 @@ def test_collection_identity_keeps_the_shared_fields_and_only_its_own(env, own):
     ("productqa", None, ("proposal", "proposal", True, False, 64)),
     ("productqa", "state", ("state", "process", True, False, 64)),  # a session's question is scored on its own
     ("textworld", None, ("state", "soft", False, True, 960)),
-    ("examples.arith_chain:make_episodes", None, ("state", "soft", True, False, 64)),
+    ("examples.arith_chain:make_episodes", None, ("state", "auto", True, False, 64)),  # chosen on training folds
 ])
 def test_the_pipeline_takes_its_defaults_from_the_kind(env, decide_after, defaults):
     from helper.commands.pipeline import PipelineConfig

@@ -17,7 +17,7 @@ from helper.gate.features import FeatureClassifier, frame_features
 from helper.gate.solve_command import SolveConfig
 from helper.gate.solve_command import run as solve
 from tabular_rl import TabularModel, simulate
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 TRAINED = {"env": ["productqa"], "horizon": 4, "budget": 2, "method": "exact"}
 

@@ -15,7 +15,7 @@ from helper.data.collect import CollectConfig, run
 from helper.stored_config import config_of
 from prm.inputs.render import step_pieces
 from trajectories.shards import read_trajectories
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 PLUGIN = {"env": "examples.arith_chain:make_episodes", "agent": "examples.arith_chain:make_agent"}
 

@@ -17,7 +17,7 @@ from prm.scoring.score import ScoreConfig, run_score
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
 from tabular_rl.discretize import Discretizer
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -17,7 +17,7 @@ from prm.inputs.signals import signal_matrix
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
 from prm.inputs.visible import KEYS, proposal_features
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 STATE = ("You answer customers' questions about t. Reply with one line:\nTable `t` (2 products). Columns:\n"
          "[GetQuestion] {question}\n"

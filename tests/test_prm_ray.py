@@ -10,7 +10,7 @@ from prm.data.labels import add_labels
 from prm.verifiers.model import ProcessRewardModel
 from prm.scoring.score import ScoreConfig, run_score
 from prm.data.synthetic import synthetic_frame
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 try:
     import ray

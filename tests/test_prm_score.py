@@ -13,7 +13,7 @@ from prm.verifiers.model import ProcessRewardModel
 from prm.scoring.score import MANIFEST, ScoreConfig, run_score
 from prm.data.synthetic import synthetic_frame
 from trajectories.schema import SchemaError
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 from trajectories.shards import read_trajectories
 
 

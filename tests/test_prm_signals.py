@@ -18,7 +18,7 @@ from prm.inputs.signals import SIGNALS_COLUMN, signal_keys, signal_matrix, signa
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
 from trajectories.number_maps import number_maps
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 
 def test_signal_matrix_has_a_fixed_order_and_flags_missing_values():

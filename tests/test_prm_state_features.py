@@ -16,7 +16,7 @@ from prm.inputs.signals import SIGNALS_COLUMN, signal_matrix, state_keys
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
 from trajectories.number_maps import number_maps
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 
 def _state_frame(episodes: int, seed: int) -> pl.DataFrame:

@@ -10,7 +10,7 @@ from prm.data.episodes import episodes_of
 from prm.verifiers.load import load_prm
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -17,7 +17,7 @@ from prm.verifiers.load import load_prm
 from prm.scoring.scorer import PrmScorer
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 # Group names of the shared ProductQA train split and of the generated catalog.
 PRODUCTQA_GROUPS = ["blades", "blu_ray_players", "camera_lenses", "cell_phones", "coffee_machines", "digital_scales",

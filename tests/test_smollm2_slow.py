@@ -58,6 +58,7 @@ def test_smollm2_answers_real_productqa_the_same_without_reuse_or_samples(one_to
     sampled = base.policy
     plain = LLMPolicy(sampled.model, sampled.tokenizer, MAX_NEW_TOKENS, greedy=True, decoding="constrained")
     plain.constrained.cache = PromptKVCache(sampled.model, max_tokens=1)
+    plain.constrained.fit_cache = False  # kept at one token: nothing reused
     answered = [i for i, rows in enumerate(records) if not any(r.action_text.startswith(fn.SEARCH_PRODUCT)
                                                                for r in rows)]
     assert answered

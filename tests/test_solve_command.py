@@ -14,7 +14,7 @@ import helper.gate.solve_command as cmd
 from helper.gate.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, TabularModel, simulate
 from trajectories.schema import EmptyDataset, SchemaError
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 
 @pytest.fixture

@@ -72,7 +72,7 @@ def test_report_pairs_the_helper_with_each_method(tmp_path):
 
 def test_transfer_replays_on_other_rows_and_shows_the_score_shift(tmp_path):
     """Fitted on a run's rows, replayed on other scored shards: a shifted score moves the helper's bins."""
-    from trajectories.manifest import mark_complete
+    from trajectories.shards import mark_complete
     from trajectories.shards import write_shard
 
     cv = benchmark_module("solver_cv")

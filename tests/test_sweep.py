@@ -20,7 +20,7 @@ from helper.gate.distill import DistillConfig
 from helper.gate.distill import run as distill
 from helper.stored_config import config_of
 from trajectories.shards import read_trajectories
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 
 def _docstring(cls, name: str) -> str:

@@ -11,7 +11,7 @@ from helper.gate.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, TabularModel, estimate, evaluate, label, simulate
 from tabular_rl.solve_exact import solve_exact
 from tabular_rl.solve_priced import advice_price, solve_priced, solve_spending
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 
 def random_model(seed: int, T: int = 3, S: int = 2) -> TabularModel:

@@ -9,7 +9,7 @@ from sklearn.tree import DecisionTreeRegressor
 from helper.gate.solve_command import SolveConfig, run
 from tabular_rl import Discretizer
 from tabular_rl.supervised_bins import supervised_edges
-from trajectories.manifest import mark_complete
+from trajectories.shards import mark_complete
 
 
 @settings(max_examples=40, deadline=None)

@@ -5,7 +5,7 @@ made them; it is rewritten atomically after each shard, so a killed run resumes 
 duplicating a shard. ``check_manifests``: a folder's shards are what its manifests recorded.
 ``require_complete``: a folder read as a collection has a manifest that says it is complete (a
 collection killed part way, or shards without a manifest, are refused unless the caller allows them
-and records that it did); ``mark_complete`` declares shards written by one's own code finished.
+and records that it did); ``trajectories.shards.mark_complete`` declares shards written by one's own code finished.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def require_complete(data: str | os.PathLike, allow_incomplete: bool = False) ->
         text = (f"{data}: no {MANIFEST}, so its shards are not known to be a finished collection (a collect writes "
                 "it with complete: true once every shard is written; a folder copied or cut short has none); rerun "
                 "the collect (or the prm score) that wrote the folder to finish it, declare shards written by your "
-                "own code finished with trajectories.manifest.mark_complete, or pass "
+                "own code finished with trajectories.shards.mark_complete, or pass "
                 f"{ALLOW_FLAG} to use them as they are (recorded in the output)")
     else:
         text = (f"{data / MANIFEST}: complete: false ({problem['finished_shards']} finished shards): the collection "
@@ -80,25 +80,6 @@ def require_complete(data: str | os.PathLike, allow_incomplete: bool = False) ->
         raise IncompleteCollection(text + ".")
     warnings.warn(f"{text.split(';')[0]}; used anyway ({ALLOW_FLAG}).", stacklevel=3)
     return problem
-
-
-def mark_complete(data: str | os.PathLike, config: dict[str, Any] | None = None) -> Path:
-    """Declare the shards below ``data`` a finished collection (shards written by one's own code):
-    ``manifest.json`` lists each with its rows and episodes, ``complete: true``."""
-    from trajectories.shards import read_shard, shard_paths
-
-    data = Path(data)
-    shards = {}
-    for shard in shard_paths(data, allow_incomplete=None):
-        frame = read_shard(shard, require=())  # types checked; the columns are the readers' to require
-        info: dict[str, Any] = {"rows": frame.height}
-        if "episode_id" in frame.columns:
-            ids = frame["episode_id"].unique(maintain_order=True).to_list()
-            info |= {"count": len(ids), "episodes": ids}
-        shards[shard.relative_to(data).as_posix()] = info
-    manifest = Manifest(data / MANIFEST, dict(config or {}), shards, complete=True)
-    manifest.save()
-    return manifest.path
 
 
 def load_manifest(path: Path) -> dict[str, Any]:

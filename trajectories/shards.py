@@ -21,11 +21,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from trajectories.files import write_atomic
-from trajectories.manifest import check_manifests, require_complete
+from trajectories.manifest import MANIFEST, Manifest, check_manifests, require_complete
 from trajectories.schema import (PROPOSAL_DEFAULTS, EmptyDataset, SchemaError, check_episodes, validate,
                                  with_proposal_defaults)
 
@@ -92,3 +93,20 @@ def write_shard(frame: pl.DataFrame, path: str | os.PathLike, require: Iterable[
     """Validate (see ``validate``) and write one Parquet shard atomically."""
     frame = validate(frame, path, require)
     return write_atomic(path, frame.write_parquet)
+
+
+def mark_complete(data: str | os.PathLike, config: dict[str, Any] | None = None) -> Path:
+    """Declare the shards below ``data`` a finished collection (shards written by one's own code):
+    ``manifest.json`` lists each with its rows and episodes, ``complete: true``."""
+    data = Path(data)
+    shards = {}
+    for shard in shard_paths(data, allow_incomplete=None):
+        frame = read_shard(shard, require=())  # types checked; the columns are the readers' to require
+        info: dict[str, Any] = {"rows": frame.height}
+        if "episode_id" in frame.columns:
+            ids = frame["episode_id"].unique(maintain_order=True).to_list()
+            info |= {"count": len(ids), "episodes": ids}
+        shards[shard.relative_to(data).as_posix()] = info
+    manifest = Manifest(data / MANIFEST, dict(config or {}), shards, complete=True)
+    manifest.save()
+    return manifest.path

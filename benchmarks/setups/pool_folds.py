@@ -14,6 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from helper.commands.cross_fit import pool_finished
+from helper.commands.pipeline import PipelineConfig
 
 
 def main(argv=None) -> None:
@@ -21,7 +22,7 @@ def main(argv=None) -> None:
     parser.add_argument("runs", nargs="+", help="folders of `helpgate pipeline --cross-fit K` runs")
     args = parser.parse_args(argv)
     for run in args.runs:
-        summary = pool_finished(Path(run))
+        summary = pool_finished(Path(run), PipelineConfig)
         fit = summary["cross_fit"]
         groups = sum(len(fit["folds"][k]) for k in fit["pooled"])
         print(f"{run}: pooled folds {fit['pooled']} of {fit['k']} ({groups} held-out groups) into {run}/sweep")

@@ -197,7 +197,7 @@ def fit(rows: pl.DataFrame, embedder, k: int, budgets: Sequence[int], decide_aft
         settings: dict | None = None, folds: int = 5) -> tuple[KnnScorer, dict[int, float], dict]:
     """The scorer on every training point of ``rows``, its threshold per budget (out of fold by group),
     and a report for ``summary.json``."""
-    from helper.evaluation.methods import router_fold_groups
+    from helper.baselines.calibration_folds import router_fold_groups
 
     proposals = None
     if decide_after == "proposal":

@@ -40,7 +40,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
     ("solve",): ("helper.gate.solve_command", "SolveConfig", "run", "Solve the budgeted MDP."),
     ("prm", "export"): ("prm.data.export", "ExportConfig", "run_export", "Export a PRM dataset (TRL stepwise layout)."),
     ("distill",): ("helper.gate.distill", "DistillConfig", "run", "Distill the helper classifier."),
-    ("calibrate",): ("helper.gate.calibrate_command", "CalibrateConfig", "run",
+    ("calibrate",): ("helper.commands.calibrate", "CalibrateConfig", "run",
                      "Certify a target success: the cheapest budget that reaches it, on held-out episodes."),
     ("evaluate",): ("helper.evaluation.evaluate", "EvaluateConfig", "run", "Evaluate one helper online."),
     ("sweep",): ("helper.evaluation.sweep", "SweepConfig", "run", "Budget sweep against every baseline."),

@@ -88,8 +88,8 @@ def check(cfg) -> None:
 def write_fold_rows(collection: Path, out: Path, held_out: list[str]) -> None:
     """``out``: the rows of ``collection`` whose task group is not held out, as a finished trajectory folder."""
     from prm.data.folds import task_group
-    from trajectories.manifest import MANIFEST, load_manifest, mark_complete
-    from trajectories.shards import read_trajectories, write_shard
+    from trajectories.manifest import MANIFEST, load_manifest
+    from trajectories.shards import mark_complete, read_trajectories, write_shard
 
     rows = read_trajectories(collection)
     group = pl.Series([task_group(t) for t in rows["task_id"].to_list()], dtype=pl.String)
@@ -102,10 +102,9 @@ def write_fold_rows(collection: Path, out: Path, held_out: list[str]) -> None:
     mark_complete(out, config | {"cross_fit": {"from": str(collection), "held_out_groups": held_out}})
 
 
-def run(cfg) -> dict:
-    """The cross-fitted pipeline (see the module docstring); returns the pooled summary."""
-    from helper.commands import pipeline
-
+def run(cfg, pipeline) -> dict:
+    """The cross-fitted pipeline (see the module docstring); returns the pooled summary. ``pipeline``: the module
+    whose stages each fold runs (``helper.commands.pipeline``, which calls this: handed down, not imported back)."""
     check(cfg)
     out = Path(cfg.out)
     groups = groups_of(cfg.spec.kind.data_root(cfg.spec))
@@ -148,11 +147,11 @@ def _episodes(collection: Path, held_out: list[str]) -> int:
     return max(1, sum(task_group(t) not in held_out for t in firsts["task_id"].to_list()))
 
 
-def pool_finished(out: Path) -> dict:
+def pool_finished(out: Path, config_class) -> dict:
     """Pool the folds of a cross-fitted run that finished (each fold's ``.done``), where the run was stopped
-    before its last fold: ``<out>/sweep`` as ``pool`` writes it, its summary naming the folds left out.
-    The held-out groups of the finished folds are tested groups like any; the others are simply not there."""
-    from helper.commands.pipeline import PipelineConfig
+    before its last fold: ``<out>/sweep`` as ``pool`` writes it, its summary naming the folds pooled.
+    The held-out groups of the finished folds are tested groups like any; the others are simply not there.
+    ``config_class``: the pipeline's config dataclass (``helper.commands.pipeline.PipelineConfig``)."""
     from helper.stored_config import config_of
 
     out = Path(out)
@@ -162,7 +161,7 @@ def pool_finished(out: Path) -> dict:
     finished = [k for k in range(len(folds)) if (out / f"fold{k}" / ".done").exists()]
     if not finished:
         raise ValueError(f"{out}: no fold has finished yet (no fold*/.done); run the pipeline on.")
-    cfg = config_of(PipelineConfig, json.loads((out / "pipeline.json").read_text()), where=out / "pipeline.json")
+    cfg = config_of(config_class, json.loads((out / "pipeline.json").read_text()), where=out / "pipeline.json")
     return pool(out, folds, cfg, only=finished)
 
 

@@ -25,6 +25,7 @@ run of these stages in ``<out>/fold{k}/`` on the other folds' groups, and the fo
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -305,7 +306,7 @@ def run(cfg: PipelineConfig, collected=None) -> dict:
     if cfg.cross_fit:
         from helper.commands import cross_fit
 
-        return cross_fit.run(cfg)
+        return cross_fit.run(cfg, sys.modules[__name__])
     n_train, n_eval = cfg.sizes()
     llm = spec.agent != "simulator"
     trajectories = str(out / "trajectories")

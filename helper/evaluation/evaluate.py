@@ -57,7 +57,7 @@ def evaluate_gate(env: Environment, gate_for_budget: Callable[[int], object], bu
         gate = gate_for_budget(int(budget))
         # The held-out seed keys the agent's per-decision seeds: the same draws for every method and budget.
         records = run_episodes(episodes, env.base, env.strong, gate=gate, budget=int(budget),
-                               counterfactual=counterfactual, rng_seed=int(getattr(env.cfg, "seed", 0)))
+                               counterfactual=counterfactual, rng_seed=int(getattr(getattr(env, "cfg", None), "seed", 0)))
         # The next budget replays these episode ids: a gate keeping per-episode counts forgets them
         # explicitly (run_episodes ends finished episodes; this also covers any it left unfinished).
         if hasattr(gate, "end_episode"):

@@ -71,6 +71,7 @@ import polars as pl
 from agile import gates as B
 from agile.budget import largest_budget
 from helper.baselines import exact
+from helper.baselines.calibration_folds import router_fold_groups
 from helper.data.environment import Environment
 from helper.evaluation.evaluate import evaluate_gate
 from helper.evaluation.metrics import ALWAYS, ORACLE, ORACLE_1STEP
@@ -424,18 +425,6 @@ class Knn(Method):
 
     def training_calls(self, ctx):
         return ctx.offline_calls
-
-
-def router_fold_groups(rows: pl.DataFrame, folds: int) -> tuple[np.ndarray, str]:
-    """Per row, the unit the router's calibration folds keep whole, and its name: the task group (``task_id``
-    before ``/``, ``prm.data.folds.task_group``) where there are at least ``folds`` groups, else the episode."""
-    from prm.data.folds import task_group
-
-    if "task_id" in rows.columns:
-        groups = np.array([task_group(str(t)) for t in rows["task_id"].to_list()], dtype=object)
-        if len(set(groups.tolist())) >= folds:
-            return groups, "task group"
-    return rows["episode_id"].to_numpy(), "episode"
 
 
 def _signal_keys(rows: pl.DataFrame) -> list[str]:

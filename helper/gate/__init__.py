@@ -9,7 +9,6 @@
 - ``identity.py`` / ``trained_on.py``: what makes a helper folder one unit, and the check that it
   runs on the kind of episodes it was trained on; ``stored_values.py``: ``helper.json``'s values
   range-checked on load.
-- ``calibrate_command.py``: ``helpgate calibrate``: the helper at each budget played on held-out episodes, the
-  cheapest certified budget written to ``guarantee.json``; ``certify.py``: its statistics (exact binomial tests in
-  a fixed sequence) and the guarantee record.
+- ``certify.py``: ``helpgate calibrate``'s statistics (exact binomial tests in a fixed sequence) and the
+  guarantee record (the command: ``helper.commands.calibrate``).
 """
