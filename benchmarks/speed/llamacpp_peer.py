@@ -1,7 +1,7 @@
 """The peer on this CPU: llama.cpp (``llama-cpp-python``) on the very GGUF the embedded package ships, timed on the
 constrained agent's own scoring requests beside our torch path, with how often it makes the same choices.
 
-    pip install llama-cpp-python            # an sdist: it builds llama.cpp (about 20 minutes on 2 cores)
+    pip install -e ".[peer]"                 # llama-cpp-python, an sdist: it builds llama.cpp (~20 min on 2 cores)
     python benchmarks/speed/llamacpp_peer.py --data ../shared/productqa --episodes 8 --questions 4
 
 1. The agent plays ``--episodes`` test episodes (batched, as collection does) and every scoring request of its turns
