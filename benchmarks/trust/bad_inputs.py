@@ -601,13 +601,15 @@ def main(argv: list[str] | None = None) -> int:
         cases = [c for c in bad_inputs(root, good) if not args.only or args.only in c.what]
         print("| # | bad input | command | exit | names it | message |")
         print("|---|---|---|---|---|---|")
-        verdicts, one_line, slow = [], 0, 0
+        verdicts, one_line, slow, several = [], 0, 0, []
         for number, case in enumerate(cases, start=1):
             started = time.perf_counter()
             code, text, stderr = run_case(case.argv, root / "plugins")
             seconds = time.perf_counter() - started
             verdicts.append(judge(case, code, text, stderr))
             one_line += case.expect == 2 and code == 2 and len(error_lines(stderr)) == 1
+            if case.expect == 2 and len(error_lines(stderr)) > 1:
+                several.append(number)
             slow += case.expect == 2 and seconds > 1.0
             shown = " ".join(a if a else "''" for a in case.argv)
             shown = shown.replace(str(good["catalog"]), "CATALOG").replace(str(root), "…")
@@ -621,7 +623,8 @@ def main(argv: list[str] | None = None) -> int:
               f"left behind; {warned} of {sum(c.expect == 0 for c in cases)} handled with a warning. "
               f"Not ok: {[(n, v) for n, v in enumerate(verdicts, 1) if v != 'ok'] or 'none'}.")
         print(f"{len(cases)} cases; {one_line} of {sum(c.expect == 2 for c in cases)} refused with exactly one line on "
-              f"stderr; {slow} took longer than a second to refuse (a fresh process each, its imports included).")
+              f"stderr (more than one: cases {several or 'none'}); {slow} took longer than a second to refuse (a fresh "
+              f"process each, its imports included).")
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
