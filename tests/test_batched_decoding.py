@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 import torch
+from lockstep_play import play_turns
 from productqa_slice import SLICE
 
 from agile.agents.batch_forward import chunks, score_many
@@ -34,16 +35,6 @@ def _ids(seed, n):
     return torch.randint(100, 40_000, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-def _play(policy, runs):
-    turns = []
-    while live := [e for e in runs if not e.done]:
-        out = policy(live)
-        turns += [(tuple(t), s) for t, s in zip(out, policy.last_signals)]
-        for executor, turn in zip(live, out):
-            executor.act(turn)
-    return turns
-
-
 def _policy(tiny, batched: bool, samples: int = 0, cut_lines: bool = True, max_new_tokens: int = 6):
     policy = LLMPolicy(*tiny, max_new_tokens=max_new_tokens, greedy=True, decoding="constrained",
                        consistency_samples=samples)
@@ -57,8 +48,8 @@ def test_batched_rounds_write_the_turns_of_one_at_a_time(tiny, source, samples):
     """Eight sessions in lockstep over three groups: the same turns, the same choices and signals as the
     unbatched path that decodes every free answer line to its end."""
     alone, batched = _policy(tiny, False, samples, cut_lines=False), _policy(tiny, True, samples)
-    one = _play(alone, [e.executor for e in source.episodes(range(8), 0, 3)])
-    many = _play(batched, [e.executor for e in source.episodes(range(8), 0, 3)])
+    one = play_turns(alone, [e.executor for e in source.episodes(range(8), 0, 3)])
+    many = play_turns(batched, [e.executor for e in source.episodes(range(8), 0, 3)])
     assert [t for t, _ in one] == [t for t, _ in many]
     for (_, a), (_, b) in zip(one, many):
         assert a.keys() == b.keys() and a == pytest.approx(b, abs=1e-4)
@@ -80,8 +71,8 @@ def test_free_lines_cut_when_hopeless_leave_every_choice_as_it_was(source, one_t
 
     tiny = load_causal_lm("tiny", device="cpu", seed=3)  # seed 3 answers questions not worded yes/no
     full, cut = _policy(tiny, False, cut_lines=False, max_new_tokens=24), _policy(tiny, True, max_new_tokens=24)
-    one = _play(full, [e.executor for e in source.episodes(range(8), 1, 3)])
-    many = _play(cut, [e.executor for e in source.episodes(range(8), 1, 3)])
+    one = play_turns(full, [e.executor for e in source.episodes(range(8), 1, 3)])
+    many = play_turns(cut, [e.executor for e in source.episodes(range(8), 1, 3)])
     assert [t for t, _ in one] == [t for t, _ in many]
     for (_, a), (_, b) in zip(one, many):
         assert a == pytest.approx(b, abs=1e-4)
@@ -173,7 +164,7 @@ def test_the_cache_grows_to_hold_a_round_so_no_turn_prefills_its_whole_prompt_ag
         policy = _policy(tiny, True)
         policy.constrained.cache = PromptKVCache(tiny[0], max_tokens=2_000)
         policy.constrained.fit_cache = fit
-        turns = _play(policy, [e.executor for e in source.episodes(range(8), 0, 3)])
+        turns = play_turns(policy, [e.executor for e in source.episodes(range(8), 0, 3)])
         return turns, policy.constrained.cache
 
     (grown_turns, grown), (small_turns, small) = play(True), play(False)

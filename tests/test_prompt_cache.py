@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from lockstep_play import play_turns
 from productqa_slice import SLICE
 
 from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
@@ -127,20 +128,10 @@ def _policy(tiny, cache_tokens=None):
     return policy
 
 
-def _play(policy, runs):
-    turns = []
-    while live := [e for e in runs if not e.done]:
-        out = policy(live)
-        turns += [(tuple(t), s) for t, s in zip(out, policy.last_signals)]
-        for executor, turn in zip(live, out):
-            executor.act(turn)
-    return turns
-
-
 def test_constrained_turns_and_signals_are_the_same_without_reuse(tiny, source):
     warm, cold = _policy(tiny), _policy(tiny, cache_tokens=1)
-    on = _play(warm, [e.executor for e in source.episodes(range(6), 0, 3)])
-    off = _play(cold, [e.executor for e in source.episodes(range(6), 0, 3)])
+    on = play_turns(warm, [e.executor for e in source.episodes(range(6), 0, 3)])
+    off = play_turns(cold, [e.executor for e in source.episodes(range(6), 0, 3)])
     assert [t for t, _ in on] == [t for t, _ in off]
     for (_, a), (_, b) in zip(on, off):
         assert a.keys() == b.keys() and a == pytest.approx(b, abs=1e-4)

@@ -165,19 +165,6 @@ class ConstrainedDecoder:
         except Exception as error:  # noqa: BLE001 - reported with the session's name, after the others
             return _failed(error)
 
-    def turn(self, prompt: list[int], allowed: Sequence[str], context: str, grammar: SQLGrammar) -> list[int]:
-        """The token ids of one turn after ``prompt`` when ``allowed`` functions may be called
-        (``grammar``: the queries of the table a search runs on)."""
-        start = time.perf_counter()
-        try:
-            turns, choices, errors = self._drive_alone([self._turn_steps(prompt, allowed, context, grammar)])
-        finally:
-            self.turn_seconds += time.perf_counter() - start
-        if errors:
-            raise errors[0][1]
-        self.choices.append(choices[0])
-        return turns[0]
-
     def _grammar(self, executor) -> SQLGrammar:
         db = executor.db
         if id(db) not in self._grammars:  # one table per group, shared by its executors

@@ -321,6 +321,10 @@ class PrmThreshold(Method):
         return ctx.offline_calls
 
 
+NEEDS_TRAINING_ROWS = "needs training rows (--train-data, or a helper distilled from a solve folder)"
+"""Why a method that learns from the training rows is skipped without them."""
+
+
 class Router(Method):
     name = "router"
     folds = 5
@@ -333,7 +337,7 @@ class Router(Method):
 
         rows = ctx.train_rows()
         if rows is None:
-            return "needs training rows (--train-data, or a helper distilled from a solve folder)"
+            return NEEDS_TRAINING_ROWS
         gold = ctx.cfg.spec.gold_features
         keys = [k for k in feature_keys(rows) if gold or not k.startswith(ANNOTATION_PREFIXES)]
         self.names = ["step", "horizon", "progress", "steps_left"] + [f"f_{k}" for k in keys]
@@ -405,7 +409,7 @@ class Knn(Method):
 
         rows = ctx.train_rows()
         if rows is None:
-            return "needs training rows (--train-data, or a helper distilled from a solve folder)"
+            return NEEDS_TRAINING_ROWS
         # Failure as the run's PRM was trained to read it: the PRM the sweep scores with, else the helper's.
         recorded = Path(ctx.cfg.helper) / "helper.json"
         helper_config = ctx.helper_config or (json.loads(recorded.read_text()) if recorded.is_file() else {})
