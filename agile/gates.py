@@ -1,4 +1,4 @@
-"""The simple gates, one registry (``GATES``): the baselines the helper is compared with, and the
+"""The simple gates (their classes by name: ``GATES``): the baselines the helper is compared with, and the
 built-in gates of ``agile eval``. Every one is a ``BudgetedGate``, so it plugs into
 ``agile.rollout.run_episodes(gate=...)`` and the AGILE executor like the helper and never exceeds
 its budget. How the sweep builds each one (rates, thresholds, training) is its registry of
@@ -100,6 +100,12 @@ class UniformGate(BudgetedGate):
     def __init__(self, seed: int = 0, budget: int | None = None):
         super().__init__(budget)
         self.seed = seed
+
+    @staticmethod
+    def asked_share(budget: int, decisions: int) -> float:
+        """The probability that any one of an episode's ``decisions`` is asked: every set of ``budget`` of them
+        is equally likely (what an exact expectation of this gate, with no draw, weighs each decision by)."""
+        return min(budget, decisions) / decisions
 
     def wants(self, observation: Observation, budget_left: int) -> bool:
         # Each decision's draw comes from its episode and step alone (common random numbers: the same questions

@@ -5,6 +5,8 @@ import polars as pl
 import pytest
 from imports import benchmark_module
 
+from agile.gates import FirstKGate, ScoreThresholdGate
+
 
 def _rows(episodes: int = 60, steps: int = 4, seed: int = 0) -> pl.DataFrame:
     """Logged proposal-mode rows where the score tells wrong proposals (score < 0.5) from right ones."""
@@ -26,16 +28,25 @@ def test_replay_of_one_episode_by_hand():
     frame = pl.DataFrame({"episode_id": ["a"] * 4, "step": [0, 1, 2, 3], "prm_score": [0.9, 0.1, 0.2, 0.8],
                           "proposal_reward": [1.0, 0.0, 0.0, 1.0]})
     episode = cv.Episode(frame, intervention_reward=1.0)
-    low = lambda step, score, left: score < 0.5  # noqa: E731
-    assert episode.play(low, 1) == (0.75, 1)  # helps at step 1, the budget is gone at step 2
-    assert episode.play(low, 2) == (1.0, 2)
-    assert episode.play(lambda *a: True, 1) == (0.5, 1)  # first_k spends it on a right proposal
+    low = lambda budget: ScoreThresholdGate(cv.logged_score, 0.49, budget)  # noqa: E731
+    assert episode.play(low(1), 1) == (0.75, 1)  # helps at step 1, the budget is gone at step 2
+    assert episode.play(low(2), 2) == (1.0, 2)
+    assert episode.play(FirstKGate(1), 1) == (0.5, 1)  # first_k spends it on a right proposal
+    assert episode.play(low(2), 1) == (0.75, 1)  # the replay's own count caps a gate holding more
     assert episode.random(1) == (pytest.approx(0.5 + 0.25 * 0.5), 1)  # one of four: +1/4 where wrong
     assert episode.oracle(1) == (0.75, 1) and episode.oracle(3) == (1.0, 2)  # never on a right proposal
     assert episode.score_ceiling(1) == (0.75, 1)  # the lowest score (0.1) is a wrong proposal
     assert episode.score_ceiling(3) == (1.0, 3)  # the third (0.8) is spent on a right proposal
     misranked = cv.Episode(frame.with_columns(pl.Series("prm_score", [0.05, 0.1, 0.2, 0.8])), 1.0)
     assert misranked.score_ceiling(1) == (0.5, 1)  # its lowest score is a right proposal: no gain
+
+
+def test_every_replayed_gate_is_a_method_of_the_sweep_registry():
+    """The replay names its rows as the sweep's methods; only the hindsight ceiling is its own."""
+    from helper.evaluation.methods import METHODS
+
+    cv = benchmark_module("solver_cv")
+    assert set(cv.METHODS) - set(METHODS) == {"score_ceiling"}
 
 
 def test_oracle_bounds_every_method_and_the_helper_uses_the_score():

@@ -160,6 +160,23 @@ def test_oracle_name_says_whether_it_is_a_bound():
     assert not oracle_is_exact(SweepConfig(EnvSpec(env="textworld")))
 
 
+def test_methods_option_takes_the_registry_keys_and_refuses_others(capsys):
+    """--methods is drawn from the one registry: a method added there is a choice, an unknown name is refused."""
+    from helper.config_cli import parse_config
+    from helper.evaluation.methods import METHODS as REGISTRY
+    from helper.evaluation.methods import NEEDS
+
+    assert all(m.needs <= set(NEEDS) for m in REGISTRY.values())
+    every = list(REGISTRY)
+    assert parse_config(SweepConfig, ["--methods", *every]).methods == every
+    with pytest.raises(SystemExit) as exit_info:
+        parse_config(SweepConfig, ["--methods", "helper", "bogus"], prog="helpgate sweep")
+    assert exit_info.value.code == 2 and "bogus" in capsys.readouterr().err
+    # The sweep loads the helper exactly for the methods that need it or its PRM.
+    assert {n for n, m in REGISTRY.items() if {"helper", "prm"} & m.needs} == {"helper", "helper_priced",
+                                                                            "prm_threshold"}
+
+
 def test_evaluate_command(helper_dir, tmp_path):
     out = tmp_path / "evaluate"
     assert main(["evaluate", "--helper", str(helper_dir), "--episodes", "6", "--questions-per-episode",

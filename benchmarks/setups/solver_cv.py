@@ -28,6 +28,11 @@ hard-budget solve; the table itself, no distillation) and replayed on the fold:
   per-episode budget can gain from the score's ranking at all, so ``score_ceiling`` minus ``random``
   is the room the score leaves any score-reading gate.
 
+Every gate replayed is the sweep's own (``agile.gates``: ``TableGate``, ``ScoreThresholdGate``, ``FirstKGate``,
+``OracleGate``), asked through its ``should_intervene`` with the logged score as the observation's
+``prm_score`` feature; ``random`` weighs each decision by ``UniformGate.asked_share``. Each row but
+``score_ceiling`` is named as its method in the sweep's registry (``helper.evaluation.methods.METHODS``).
+
 The replay assumes a decision does not change the later proposals (no memory effect); it is a
 measurement of the solver on the training distribution, not of the deployed gate. The tables pool
 every run's episodes: success, interventions per episode, gain per intervention over never, and
@@ -57,7 +62,8 @@ import numpy as np
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from agile.gates import calibrate_threshold
+from agile.gates import FirstKGate, OracleGate, ScoreThresholdGate, TableGate, UniformGate, calibrate_threshold
+from agile.protocol import Observation
 from helper.evaluation.metrics import paired_difference
 from tabular_rl.discretize import Discretizer
 from tabular_rl.estimate import estimate
@@ -105,18 +111,22 @@ class Episode:
         self.kept = frame["proposal_reward"].to_numpy().astype(float)
         self.helped = intervention_reward
 
-    def play(self, wants, budget: int) -> tuple[float, int]:
-        """Replay a gate ``wants(step, score, budget_left) -> bool``: (success, interventions)."""
+    def play(self, gate, budget: int) -> tuple[float, int]:
+        """Replay ``gate`` (an ``agile.gates`` gate, reading the logged score as the ``prm_score`` feature) with
+        ``budget`` interventions: (success, interventions)."""
         left, total = budget, 0.0
         for step, score, kept in zip(self.steps, self.scores, self.kept):
-            act = left > 0 and bool(wants(int(step), float(score), left))
+            observation = Observation(episode_id=self.id, env="replay", task_id=self.id, step=int(step),
+                                      state_text="", horizon=len(self.steps), features={"prm_score": float(score)})
+            act = gate.should_intervene(observation, left)
             total += self.helped if act else kept
             left -= act
+        gate.end_episode(self.id)  # the gate is replayed on the next fold with the same episode id
         return total / len(self.steps), budget - left
 
     def random(self, budget: int) -> tuple[float, int]:
-        """Exact expectation of intervening at ``budget`` of the decisions drawn uniformly."""
-        share = min(budget, len(self.kept)) / len(self.kept)
+        """Exact expectation of ``UniformGate`` (``budget`` of the decisions drawn uniformly), no draw."""
+        share = UniformGate.asked_share(budget, len(self.kept))
         return float(np.mean(share * self.helped + (1 - share) * self.kept)), min(budget, len(self.kept))
 
     def score_ceiling(self, budget: int) -> tuple[float, int]:
@@ -127,24 +137,26 @@ class Episode:
         return float(outcome.mean()), len(chosen)
 
     def oracle(self, budget: int) -> tuple[float, int]:
-        gains = np.sort(np.maximum(self.helped - self.kept, 0.0))[::-1]
-        used = int(min(budget, (gains > 0).sum()))
-        return float((self.kept.sum() + gains[:used].sum()) / len(self.kept)), used
+        """``OracleGate`` on this episode's logged outcomes: kept proposal vs. an intervention."""
+        n = len(self.kept)
+        return self.play(OracleGate.from_counterfactuals([self.id] * n, self.steps, self.kept, [self.helped] * n,
+                                                         budget), budget)
+
+
+def logged_score(observation: Observation) -> float:
+    """The logged out-of-fold PRM score of a replayed decision."""
+    return observation.features["prm_score"]
 
 
 def table_gate(train: pl.DataFrame, bins: int, budget: int, price: float = 0.0):
-    """The pipeline's solve on ``train`` (quantile bins, exact hard budget), a price per intervention."""
+    """The pipeline's solve on ``train`` (quantile bins, exact hard budget), a price per intervention: its
+    ``TableGate`` and expected interventions."""
     disc = Discretizer(bins, "quantile", 0).fit(train["prm_score"], train["step"])
     model = estimate(train, disc, smoothing=1.0, backoff="auto", objective="success")
     model.rewards[:, :, 1] -= price  # the Lagrangian term: each intervention costs `price` of success
     solution = solve(model, budget, "exact")
-    last = model.horizon - 1
-
-    def wants(step, score, left):
-        state = disc.transform(np.array([score]), np.array([step]))[0]
-        return solution.policy[min(step, last), state, min(left, budget)] > 0.5
-
-    return wants, solution.expected_interventions
+    state_of = lambda obs: disc.transform(np.array([logged_score(obs)]), np.array([obs.step]))[0]  # noqa: E731
+    return TableGate(solution, state_of, budget, name="helper"), solution.expected_interventions
 
 
 def priced_gate(train: pl.DataFrame, bins: int, budget: int, target: float):
@@ -156,7 +168,9 @@ def priced_gate(train: pl.DataFrame, bins: int, budget: int, target: float):
             low = middle
         else:
             high = middle
-    return table_gate(train, bins, budget, high)[0]
+    gate = table_gate(train, bins, budget, high)[0]
+    gate.name = "helper_priced"
+    return gate
 
 
 def episodes_of(rows: pl.DataFrame, helped: float) -> list[Episode]:
@@ -170,12 +184,12 @@ def replay(train: pl.DataFrame, test: list[Episode], bins: int, budgets: list[in
     records = []
     for budget in budgets:
         threshold = calibrate_threshold(train["prm_score"].to_numpy(), decisions, budget)
-        by_threshold = lambda step, score, left, t=threshold: score <= t  # noqa: E731
+        by_threshold = ScoreThresholdGate(logged_score, threshold, budget, name="prm_threshold")
         spent = float(np.mean([e.play(by_threshold, budget)[1] for e in train_episodes]))
         gates = {"helper": table_gate(train, bins, budget)[0],
                  "helper_priced": priced_gate(train, bins, budget, spent),
                  "prm_threshold": by_threshold,
-                 "first_k": lambda step, score, left: True}
+                 "first_k": FirstKGate(budget)}
         for episode in test:
             outcomes = {name: episode.play(gate, budget) for name, gate in gates.items()}
             outcomes |= {"random": episode.random(budget), "score_ceiling": episode.score_ceiling(budget),

@@ -162,10 +162,19 @@ class SweepContext:
         return self._train_rows
 
 
+NEEDS = ("helper", "prm", "train_rows", "proposal")
+"""What a method may need beyond the held-out environment and the budget C: the distilled helper, a PRM
+scorer (the helper's or the caller's), training rows, the sweep's ``decide_after`` mode (it reads the
+base agent's proposal in ``proposal`` mode)."""
+
+
 class Method:
     """One method of the sweep (see the module docstring for the protocol)."""
 
     name = "method"
+    needs: frozenset[str] = frozenset()
+    """Which of ``NEEDS`` it reads from the ``SweepContext``; the sweep loads the helper for a method that
+    needs the helper or the PRM."""
 
     def __init__(self):
         self.row = self.name
@@ -208,6 +217,7 @@ class Always(Method):
 
 class Helper(Method):
     name = "helper"
+    needs = frozenset({"helper", "proposal"})
 
     def prepare(self, ctx):
         return None if ctx.helper is not None else "no helper loaded"
@@ -221,6 +231,7 @@ class Helper(Method):
 
 class HelperPriced(Method):
     name = "helper_priced"
+    needs = frozenset({"helper", "prm", "train_rows", "proposal"})
 
     def prepare(self, ctx):
         from helper.gate.gate import HelperGate
@@ -302,6 +313,7 @@ class Random(Method):
 
 class PrmThreshold(Method):
     name = "prm_threshold"
+    needs = frozenset({"prm", "train_rows", "proposal"})
 
     def prepare(self, ctx):
         rows = ctx.train_rows()
@@ -327,6 +339,7 @@ NEEDS_TRAINING_ROWS = "needs training rows (--train-data, or a helper distilled 
 
 class Router(Method):
     name = "router"
+    needs = frozenset({"train_rows", "proposal"})
     folds = 5
 
     def prepare(self, ctx):
@@ -402,6 +415,7 @@ class Router(Method):
 
 class Knn(Method):
     name = "knn"
+    needs = frozenset({"train_rows", "proposal"})
     folds = 5
 
     def prepare(self, ctx):
@@ -540,5 +554,7 @@ METHODS: dict[str, type[Method]] = {
     for method in (Never, Always, Helper, HelperPriced, Random, FirstK, PrmThreshold, Router, Knn, OnlineRL, Oracle,
                    ExactOptimal)
 }
-"""The registry the sweep iterates, in run order: the references first (the default budgets come
-from always), the helper before random (random matches its interventions)."""
+"""The one registry of methods: name -> its class (what it ``needs``, ``prepare``, then ``build(ctx, C)``: its
+gate, one of ``agile.gates`` or the helper's, for budget C). The sweep iterates it in run order: the references
+first (the default budgets come from always), the helper before random (random matches its interventions).
+``helpgate sweep --methods`` takes its keys, and ``benchmarks/setups/solver_cv.py`` replays its gates."""

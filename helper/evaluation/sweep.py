@@ -47,8 +47,8 @@ from helper.stored_config import flat
 from trajectories.files import write_json_atomic
 
 METHODS = tuple(REGISTRY)
-Method = Literal["helper", "helper_priced", "never", "always", "random", "prm_threshold", "first_k", "router",
-                 "knn", "online_rl", "oracle", "exact_optimal"]
+Method = Literal[METHODS]  # type: ignore[valid-type]
+"""A method's name: the registry's keys, so ``--methods`` lists (and accepts) exactly those."""
 
 
 @dataclass
@@ -117,7 +117,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     ctx = SweepContext(cfg=cfg, env=Environment(cfg), out=out)
     wanted = set(cfg.methods) | {"never", "always"}
-    if {"helper", "helper_priced", "prm_threshold"} & wanted:
+    if any({"helper", "prm"} & REGISTRY[name].needs for name in wanted):
         ctx.helper = load_helper(cfg, cfg.helper_backend)
         if scorer is not None:
             ctx.helper.scorer = scorer
