@@ -3,6 +3,8 @@
 The core rooms, and four wings by purpose:
 
 - ``protocol.py``: the contracts (Observation, Action, Episode, Agent, Gate).
+- ``functions.py``: the AGILE function tokens and how a turn is parsed: the language the executor
+  runs and every ProductQA agent writes (the local policy, the OpenAI-compatible client, SFT data).
 - ``rollout.py``: the one episode loop (``run_episodes``), lockstep, budgeted, counterfactual.
 - ``budget.py``: the one budget: ``EpisodeBudget``, the per-episode intervention count the loop, the
   executor and every gate (``BudgetedGate``) keep, and the default largest budget.
@@ -12,6 +14,6 @@ The core rooms, and four wings by purpose:
 - ``seeding.py``: seeds and reproducible draws.
 - ``envs/``: ProductQA (data, SQL table, generator, answers) and TextWorld.
 - ``agents/``: base agents, strong actors, the OpenAI-compatible client, a human at the terminal.
-- ``executor/``: the AGILE agent: function tokens, executor, memory, reflection, its evaluation.
+- ``executor/``: the AGILE agent: policy, executor, memory, reflection, its evaluation.
 - ``train/``: SFT, session-level PPO, advantages, the ``helpgate agile`` commands.
 """

@@ -4,12 +4,13 @@
 records an agent that runs its own loop (``helper.data.recorder``). The imports are lazy so that
 the CLI and light modules do not pay for torch and scikit-learn.
 
-Three rooms every command shares, and six wings by purpose:
+Four rooms every command shares, and six wings by purpose:
 
 - ``config_cli.py``: a command's CLI from its config dataclass (``tyro``), user errors in one line.
 - ``stored_config.py``: a command's config as its run folder stores it (flat), read back, and the
   one table of older keys and flags (``max_budget``, ``gate_budget``, ...) mapped to today's.
 - ``provenance.py``: where a run folder came from (command, commit, machine, stage times).
+- ``option_ranges.py``: the range of every numeric option of every command, checked before any work.
 - ``data/``: collecting trajectories: episodes and actors, collection (in process or over Ray),
   the recorder, plug-in envs and agents.
 - ``gate/``: from scored trajectories to a deployed gate: solve, distill, the classifiers, the

@@ -11,6 +11,21 @@ optimal intervention policy and a label for every logged row::
     model = estimate(df, disc)                        # back-off weight chosen from the data
     sol = solve(model, budget=3, method="exact")     # or "lagrangian", "lp"
     labelled = label(df, sol)                         # adds optimal_intervene
+
+The rooms, in the order the data meets them:
+
+- ``transitions.py``: logged rows -> flat transition arrays (step, state, action, next state, reward).
+- ``discretize.py``: ``Discretizer``: PRM score (and step) -> a small integer state;
+  ``supervised_bins.py``: score edges where the outcome changes.
+- ``estimate.py``: count-based model estimation, P(s' | step, s, a), mean reward, start distribution.
+- ``solve.py``: one entry point for the budgeted solvers: ``solve_exact.py`` (backward induction over
+  the budget left), ``solve_lagrangian.py`` (a price per intervention), ``solve_lp.py`` (occupancy LP,
+  budget in expectation), ``solve_priced.py`` (a fixed price, no budget); ``pessimism.py``: an
+  intervention taken only where its gain clears z standard errors.
+- ``solution.py``: ``Solution``, what every solver returns, its lookups and persistence.
+- ``label.py``: optimal labels for logged rows.
+- ``evaluate.py``: exact evaluation of a policy in a model; ``simulate.py``: a model rolled out into rows.
+- ``held_out.py``: a whole solve cross-validated on logged episodes it was not fitted on.
 """
 
 from .discretize import Discretizer

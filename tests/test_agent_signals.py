@@ -15,7 +15,7 @@ import torch
 from productqa_slice import SLICE
 
 from agile.envs.phrasing import is_yes_no_question
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.executor.episode import AgileAgent, AgileSource
 from agile.executor.policy import LLMPolicy
 from agile.models import load_causal_lm

@@ -12,7 +12,7 @@ from agile.agents.prompt_cache import PromptKVCache, score_continuations
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.sessions import SplitSessions
 from agile.envs.phrasing import is_yes_no_question
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.executor.constrained import ConstrainedDecoder
 from agile.executor.episode import ExternalAdvice
 from agile.executor.executor import Executor

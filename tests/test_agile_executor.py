@@ -6,7 +6,7 @@ import pytest
 
 from agile.envs.product_db import ProductDB
 from agile.envs.productqa import load_group
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.executor.executor import Executor, ExecutorConfig
 from agile.executor.memory import Embedder, Memory
 from agile.models import load_tokenizer

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from agile.envs.productqa import load_group
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.executor.memory import Embedder
 from agile.executor.policy import ActionLM, pad_batch
 from agile.models import load_causal_lm, load_tokenizer

@@ -13,7 +13,7 @@ from productqa_slice import SLICE
 
 from agile.agents.batch_forward import chunks, score_many
 from agile.agents.prompt_cache import PromptKVCache, greedy_continue, score_continuations
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.executor.constrained import TurnError
 from agile.executor.episode import AgileSource
 from agile.executor.policy import LLMPolicy

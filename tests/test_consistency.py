@@ -14,7 +14,7 @@ import torch
 from productqa_slice import SLICE
 
 from agile.envs.phrasing import is_yes_no_question
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.executor.consistency import CONSISTENCY_KEYS, answer_key, consistency_signals, decision_rng, draw
 from agile.executor.constrained import ConstrainedDecoder
 from agile.executor.episode import AgileSource

@@ -15,9 +15,9 @@ from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.scripted_answers import question_type
 from agile.executor.episode import make_episodes
-from agile.executor.functions import PREDICT_ANSWER as PREDICT
-from agile.executor.functions import SEARCH_PRODUCT as SEARCH
-from agile.executor.functions import SEARCH_RESULT as SEARCH_RESULT_HEADER
+from agile.functions import PREDICT_ANSWER as PREDICT
+from agile.functions import SEARCH_PRODUCT as SEARCH
+from agile.functions import SEARCH_RESULT as SEARCH_RESULT_HEADER
 from agile.models import load_tokenizer
 from agile.protocol import BASE, Action, Observation, StepResult
 from agile.rollout import run_episodes

@@ -1,10 +1,9 @@
 """The house rules: arrows point down, and no module imports itself through others.
 
 Packages: tabular_rl and the trajectories floor import nothing of ours but themselves, agile
-imports only the floor, prm only agile and the floor, helper all of them. Inside helper and prm,
-the wings stand on floors too (``HELPER_FLOORS``, ``PRM_FLOORS``): a wing imports only wings below
-it (in helper, also the three rooms every command shares). Every import counts, also one made inside
-a function."""
+imports only the floor, prm only agile and the floor, helper all of them. Inside agile, helper and
+prm, the rooms and wings stand on floors too (``AGILE_FLOORS``, ``HELPER_FLOORS``, ``PRM_FLOORS``): a
+wing imports only parts below it. Every import counts, also one made inside a function."""
 
 from pathlib import Path
 
@@ -21,7 +20,12 @@ HELPER_FLOORS = {"option_ranges": -1, "config_cli": 0, "provenance": 0, "stored_
 (``helper/__init__.py``, the public face, imports lazily and stands above all)."""
 PRM_FLOORS = {"inputs": 0, "data": 1, "verifiers": 1, "training": 2, "scoring": 3}
 """prm's wings by floor, the same rule (``prm/__init__.py``, the public face, stands above all)."""
-FLOORS = {"helper": HELPER_FLOORS, "prm": PRM_FLOORS}
+AGILE_FLOORS = {"protocol": 0, "functions": 0, "seeding": 0, "models": 0, "budget": 1, "envs": 1, "gates": 2,
+                "rollout": 2, "agents": 2, "executor": 3, "train": 4}
+"""agile's core rooms and wings by floor: the contracts, the function tokens, seeds and model loading at
+the ground; the agents below the executor that runs them (an agent speaks the executor's function tokens
+through ``agile.functions``, never through the executor), the training of the executor's policy on top."""
+FLOORS = {"agile": AGILE_FLOORS, "helper": HELPER_FLOORS, "prm": PRM_FLOORS}
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))

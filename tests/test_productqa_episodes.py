@@ -13,7 +13,7 @@ import pytest
 from agile.envs.answer_eval import is_correct
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.envs.scripted_answers import question_type
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.executor.episode import AgileSource, make_episodes
 from agile.executor.executor import ExecutorConfig
 from agile.protocol import BASE, HUMAN, Action

@@ -12,7 +12,7 @@ from lockstep_play import play_turns
 from productqa_slice import SLICE
 
 from agile.agents.prompt_cache import PromptKVCache, greedy_continue, kv_bytes_per_token
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.executor.episode import AgileSource
 from agile.executor.policy import LLMPolicy, run_executors
 

@@ -25,7 +25,7 @@ from productqa_slice import SLICE
 from agile.agents.openai_agent import OpenAIAgent, function_margin, is_retry, question_of, table_of, written_turn
 from agile.budget import BudgetedGate
 from agile.envs.phrasing import is_yes_no_question
-from agile.executor.functions import parse_call
+from agile.functions import parse_call
 from agile.protocol import Observation
 from helper.serve.gate import ServedGate
 from trajectories.number_maps import number_maps

@@ -13,7 +13,7 @@ from productqa_slice import SLICE
 
 from agile.agents.prompt_cache import PromptKVCache
 from agile.envs.phrasing import is_yes_no_question
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.executor.consistency import CONSISTENCY_KEYS
 from agile.executor.episode import AgileAgent
 from agile.executor.policy import LLMPolicy

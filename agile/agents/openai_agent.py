@@ -69,7 +69,7 @@ from urllib.parse import urlparse
 from agile.agents.textworld_agents import prompt_messages as textworld_messages
 from agile.envs.phrasing import is_yes_no_question
 from agile.envs.textworld_env import admissible_commands
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.protocol import BASE, Action, Observation
 from agile.seeding import derive_seed
 

@@ -1,10 +1,14 @@
-"""The AGILE agent: a policy that emits function tokens, run by an executor.
+"""The AGILE agent: a policy that emits function tokens (``agile.functions``), run by an executor.
 
-- ``functions.py``: the function tokens and their parsing.
 - ``executor.py``: runs the tokens (memory, search, reflection, seek advice) over a session.
 - ``memory.py``: retrieval memory (sentence embeddings).
 - ``reflection.py``: what the agent writes back into memory.
 - ``policy.py``: the LLM policy that chooses the next function token.
+- ``constrained.py``: constrained decoding: the function and the answer's form chosen by log-probability
+  (sensible turns from a model with no SFT); ``sql_grammar.py``: the queries it may write.
+- ``consistency.py``: self-consistency: k turns sampled beside the greedy one, read as two signals.
+- ``lexical.py``: lexical retrieval for the memory (shared content words, no model).
+- ``episode.py``: the agent's sessions as ``agile.protocol`` episodes, for the episode loop.
 - ``metrics.py``: accuracy, advice rate, total score = accuracy - c * advice rate (their one home).
 - ``evaluate.py``: evaluation per group, ablations.
 """

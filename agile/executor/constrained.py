@@ -75,7 +75,7 @@ from agile.agents.batch_forward import kv_bytes_per_token, score_many
 from agile.agents.prompt_cache import PromptKVCache, greedy_continue, score_continuations
 from agile.envs.answer_eval import parse_product_ids
 from agile.envs.phrasing import is_yes_no_question
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.executor.consistency import consistency_signals, decision_rng, draw
 from agile.executor.sql_grammar import MAX_CONDITIONS, SQLGrammar
 from agile.seeding import derive_seed

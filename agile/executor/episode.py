@@ -35,7 +35,7 @@ from agile.envs.product_db import ProductDB
 from agile.envs.productqa import ProductGroup
 from agile.envs.scripted_answers import ScriptedAnswers, gold_answer_text
 from agile.envs.sessions import SplitSessions
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.executor.executor import Executor, ExecutorConfig
 from agile.executor.lexical import LexicalEmbedder
 from agile.executor.memory import Embedder, Memory

@@ -37,7 +37,7 @@ from agile.budget import EpisodeBudget
 from agile.envs.answer_eval import is_correct
 from agile.envs.product_db import ProductDB, SQLError
 from agile.envs.productqa import QUESTION_TYPES, ProductGroup, Question
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.executor.memory import Memory
 from agile.executor.metrics import DEFAULT_ADVICE_COST, question_reward
 from agile.executor.reflection import is_no_information

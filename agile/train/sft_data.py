@@ -22,7 +22,7 @@ import random
 from pathlib import Path
 
 from agile.envs.productqa import ProductGroup, Question
-from agile.executor import functions as fn
+from agile import functions as fn
 from agile.executor.executor import Executor, ExecutorConfig, SessionRecord
 from agile.executor.memory import Embedder, Memory
 from agile.executor.policy import run_executors

@@ -7,4 +7,6 @@
 - ``plots.py``: the sweep figure.
 - ``report.py``: ``helpgate report``: the headline table of finished runs.
 - ``agile_advice.py``: ``helpgate agile eval --helper``: a helper decides the AGILE agent's advice.
+- ``advice_join.py``: the AGILE advice comparison (the helper against PPO's own advice, NoveltyGate
+  and random) as report rows.
 """

@@ -1,0 +1,40 @@
+"""Every folder of rooms has a complete map: its ``__init__.py`` docstring names each module as
+``name.py`` and each sub-package as ``name/`` (DESIGN.md: a folder of rooms has a docstring map)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("agile", "helper", "prm", "tabular_rl", "trajectories")
+FOLDERS = sorted(init.parent for package in PACKAGES for init in (ROOT / package).rglob("__init__.py"))
+
+
+def unmapped(folder: Path) -> list[str]:
+    """The rooms of ``folder`` its map does not name (``name.py`` for a module, ``name/`` for a wing)."""
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+    rooms = [f"{p.name}" for p in folder.glob("*.py") if p.name != "__init__.py"]
+    rooms += [f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").is_file()]
+    return sorted(room for room in rooms if f"``{room}``" not in doc)
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda f: str(f.relative_to(ROOT)))
+def test_every_room_is_on_its_folders_map(folder):
+    missing = unmapped(folder)
+    assert not missing, f"{folder.relative_to(ROOT)}/__init__.py: its docstring map does not name {missing}"
+
+
+def test_a_room_left_off_the_map_is_found(tmp_path):
+    (tmp_path / "wing").mkdir()
+    (tmp_path / "wing" / "__init__.py").write_text('"""- ``wing/``: ...\n- ``a.py``: one room."""\n')
+    (tmp_path / "__init__.py").write_text('"""- ``a.py``: mapped.\n- ``wing/``: a wing."""\n')
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "wing" / "a.py").write_text("")
+    assert unmapped(tmp_path) == ["b.py"]
+    (tmp_path / "wing" / "c.py").write_text("")
+    assert unmapped(tmp_path / "wing") == ["c.py"]
+    # A bare word is not a map entry: "b" said in passing does not name b.py.
+    (tmp_path / "__init__.py").write_text('"""- ``a.py``: mapped, unlike b.\n- ``wing/``: a wing."""\n')
+    assert unmapped(tmp_path) == ["b.py"]
