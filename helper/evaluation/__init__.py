@@ -6,6 +6,8 @@
 - ``metrics.py``: APGR, CPT, paired intervals: the one metrics module.
 - ``plots.py``: the sweep figure.
 - ``report.py``: ``helpgate report``: the headline table of finished runs.
+- ``headline.py``: ``helpgate report --headline``: RESULTS' headline, one table of every set-up's committed
+  report with its commit, machine and command.
 - ``agile_advice.py``: ``helpgate agile eval --helper``: a helper decides the AGILE agent's advice.
 - ``advice_join.py``: the AGILE advice comparison (the helper against PPO's own advice, NoveltyGate
   and random) as report rows.

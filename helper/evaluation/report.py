@@ -40,6 +40,11 @@ upper bounds (``oracle``, ``exact_optimal``) and the helper. A run written befor
 a group resamples episodes alone (said under the table). Writes ``--out`` (Markdown: the table,
 the reading notes, each run's provenance from ``provenance.json``) and beside it one figure per
 set-up, ``<out stem>-<set-up>.png``: success against interventions used, one line per method.
+
+``--headline SOURCE`` (``helper.evaluation.headline``) takes no RUN: the source (TOML) lists set-ups, each with its
+committed report and its run folders; it rewrites a set-up's report from its runs where they are on disk, then writes
+one table of every set-up (success and spend per baseline, the verdict, each set-up's commit, machine and command)
+into the headline block of ``--out`` (``benchmarks/RESULTS.md``'s, from ``benchmarks/headline.toml``).
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ COMPLETED = "†"
 
 @dataclass
 class ReportConfig:
-    runs: Annotated[list[str], tyro.conf.Positional, tyro.conf.arg(metavar="RUN")]
+    runs: Annotated[list[str], tyro.conf.Positional, tyro.conf.arg(metavar="RUN")] = field(default_factory=list)
     """Finished run folders (a pipeline's --out or a sweep folder); NAME=RUN names the set-up."""
     out: str = "report.md"
     """Markdown file to write; the figures go beside it."""
@@ -84,6 +89,11 @@ class ReportConfig:
     drop_incomplete: bool = False
     """Leave out a method and budget that some seed of its set-up did not play (a method its sweep skipped,
     a budget past another seed's range), each named under the table; without it such runs are refused."""
+    headline: str | None = None
+    """A headline source (TOML, ``helper.evaluation.headline``): instead of RUNs, one table of every set-up it lists,
+    from their committed reports, with each set-up's commit, machine and command; into --out's headline block."""
+    refresh: bool = True
+    """With --headline: first rewrite a set-up's committed report from its runs where they are all on disk."""
 
 
 @dataclass
@@ -405,6 +415,8 @@ def _slug(name: str) -> str:
 
 
 def run(cfg: ReportConfig) -> str:
+    if cfg.headline is not None:
+        return run_headline(cfg)
     if not cfg.runs:
         raise ValueError("runs: name at least one finished run folder (or an AGILE join folder with join.json)")
     if not cfg.budgets or min(cfg.budgets) < 0:
@@ -484,3 +496,30 @@ def run(cfg: ReportConfig) -> str:
     print(text, end="")
     print(f"report: wrote {out}")
     return text
+
+
+def run_headline(cfg: ReportConfig) -> str:
+    """``--headline SOURCE``: the headline block of every set-up the source lists, into ``--out``."""
+    from helper.evaluation.headline import write
+
+    if cfg.runs:
+        raise ValueError(f"runs {cfg.runs}: give RUN folders or --headline, not both (the source lists the runs)")
+    text = headline_block(Path(cfg.headline), cfg.refresh, cfg.resamples, cfg.seed, cfg.level)
+    said = write(text, Path(cfg.out))
+    print(text, end="")
+    print(f"report: {said}")
+    return text
+
+
+def headline_block(source: Path, refresh: bool = True, resamples: int = 2000, seed: int = 0,
+                   level: float = 0.95) -> str:
+    """The headline block of a source (``helper.evaluation.headline``), each set-up's report first rewritten from its
+    runs where they are on disk and ``refresh``."""
+    from helper.evaluation.headline import headline_text
+
+    def rewrite(setup) -> None:
+        run(ReportConfig(runs=[f"{setup.name}={one}" for one in setup.runs], out=setup.report.as_posix(),
+                         budgets=list(setup.budgets), resamples=resamples, level=level, seed=seed, figures=False,
+                         drop_incomplete=setup.drop_incomplete))
+
+    return headline_text(source, markdown_table, rewrite if refresh else None)
