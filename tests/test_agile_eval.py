@@ -9,7 +9,7 @@ import pytest
 from agile.executor.evaluate import markdown_table, run_eval
 from agile.gates import NoveltyGate, RandomGate, UniformGate
 from agile.models import load_causal_lm
-from agile.protocol import Gate, Observation
+from agile.protocol import Observation
 from agile.train.command import EvalConfig, parse_command
 
 from productqa_slice import SLICE
@@ -24,7 +24,13 @@ def _one_thread(one_torch_thread):
 
 def test_builtin_gates_follow_the_protocol():
     obs = Observation("e", "productqa", "q", 0, "", 3, {"memory_top_similarity": 0.2})
-    assert isinstance(NoveltyGate(), Gate) and isinstance(RandomGate(), Gate)
+    # The protocol's promise to an agent that keeps no count: asked with no budget_left, a gate with a
+    # per-episode budget grants that many interventions per episode and then refuses, until the episode ends.
+    for gate in (NoveltyGate(0.5, budget=2), RandomGate(1.0, budget=2)):
+        assert [gate.should_intervene(obs) for _ in range(3)] == [True, True, False], gate.name
+        assert gate.should_intervene(Observation("other", "productqa", "q", 0, "", 3, obs.features))
+        gate.end_episode("e")
+        assert gate.should_intervene(obs), gate.name
     assert NoveltyGate(0.5).should_intervene(obs, 1)
     assert not NoveltyGate(0.5).should_intervene(obs, 0)
     assert not NoveltyGate(0.1).should_intervene(obs, 1)
@@ -147,7 +153,7 @@ def test_a_gate_reading_proposals_sees_the_llms_session_and_changes_nothing_else
         out = tmp_path / gate.decide_after
         cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings", "motherboards"], questions_per_group=3, policy_run=False,
                          max_new_tokens=6, out_dir=str(out))
-        rows = run_eval(cfg, gate=gate, model=model, tokenizer=tokenizer, log=lambda *_: None, gate_advice=1)
+        rows = run_eval(cfg, gate=gate, model=model, tokenizer=tokenizer, log=lambda *_: None, budget=1)
         assert rows[-1]["advice_rate"] == pytest.approx(1 / 3)
         # The loop hands the executor each turn's token ids, as its own loop does (the tiny random
         # model's ids do not survive decoding, so token counts would differ if it passed text).

@@ -86,12 +86,29 @@ def test_process_target_refuses_a_base_agent_that_is_never_right(tmp_path):
                               folds=3, progress=False), frame=frame)
 
 
-def test_save_load_round_trip_gives_identical_scores(trained):
-    out, _ = trained
+def test_saved_folder_scores_as_the_model_did_before_saving(tmp_path):
+    """The round trip against the model in memory: its head and its calibrator, as they were, come back."""
+    import torch
+
+    from prm.verifiers.calibration import fit_calibrator
+    from prm.verifiers.model import ProcessRewardModel
+
+    prm = ProcessRewardModel.create("tiny", head="value", seed=3)
+    with torch.no_grad():  # a head far from the weights a fresh one starts with, as a trained head is
+        generator = torch.Generator().manual_seed(3)
+        for weight in prm.head.parameters():
+            weight.add_(torch.randn(weight.shape, generator=generator))
     _, episodes = episodes_of(FRAME.head(40))
-    first = load_prm(out).score_episodes(episodes)
-    again = load_prm(out).score_episodes(episodes)
-    for a, b in zip(first, again):
+    raw = np.concatenate(prm.score_episodes(episodes))
+    outcomes = np.random.default_rng(3).uniform(size=raw.size) < raw
+    prm.calibrator = fit_calibrator(raw, outcomes, "platt")
+    before = prm.score_episodes(episodes)
+    assert not np.allclose(np.concatenate(before), raw, atol=1e-3)  # the calibrator moves the scores
+    assert np.ptp(raw) > 1e-3  # and the scores differ across steps: a head that was dropped would show
+    prm.save(tmp_path / "prm")
+    after = load_prm(tmp_path / "prm").score_episodes(episodes)
+    assert len(after) == len(before)
+    for a, b in zip(before, after):
         np.testing.assert_array_equal(a, b)
 
 

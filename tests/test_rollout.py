@@ -17,7 +17,7 @@ from productqa_slice import SLICE
 from agile.agents.oracle_agent import OracleAgent
 from agile.agents.simulator_agent import SimulatorAgent
 from agile.executor.episode import AgileSource
-from agile.protocol import HUMAN, Gate, Observation
+from agile.protocol import HUMAN, Observation
 from agile.rollout import run_episodes
 
 N = 6  # questions per episode in these tests
@@ -44,10 +44,13 @@ class RandomGate:
 
 
 class StepGate:
+    """Says yes at ``steps``; records (episode, step, budget_left) of every question it is asked."""
+
     def __init__(self, steps):
-        self.steps = set(steps)
+        self.steps, self.asked = set(steps), []
 
     def should_intervene(self, observation, budget_left):
+        self.asked.append((observation.episode_id, observation.step, budget_left))
         return observation.step in self.steps
 
 
@@ -91,11 +94,18 @@ def test_explore_zero_never_intervenes_explore_one_spends_budget_first(source):
 
 def test_gate_protocol_decides_and_explore_p_is_recorded(source):
     gate = StepGate({2, 4})
-    assert isinstance(gate, Gate)
     records = run_episodes(episodes(source, 3), SimulatorAgent(), gate=gate, budget=5)
     for rows in records:
         assert [r.step for r in rows if r.intervened] == [2, 4]
         assert {r.explore_p for r in rows} == {0.0}
+        # Asked once per decision, in order, with the loop's own count of what is left (5, less each yes).
+        mine = [(step, left) for episode, step, left in gate.asked if episode == rows[0].episode_id]
+        assert mine == [(0, 5), (1, 5), (2, 5), (3, 4), (4, 4), (5, 3)]
+    # A gate that says yes more often than the budget allows is overruled once it is spent, and no longer asked.
+    capped = StepGate({2, 4})
+    for rows in run_episodes(episodes(source, 2), SimulatorAgent(), gate=capped, budget=1):
+        assert [r.step for r in rows if r.intervened] == [2]
+    assert sorted(step for _, step, _ in capped.asked) == [0, 0, 1, 1, 2, 2]  # lockstep: both episodes at once
     mixed = run_episodes(episodes(source, 2), SimulatorAgent(), budget=1, explore_p=[0.0, 1.0])
     assert [rows[0].explore_p for rows in mixed] == [0.0, 1.0]
     assert [rows[0].intervened for rows in mixed] == [False, True]
