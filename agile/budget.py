@@ -1,12 +1,12 @@
 """The one budget: per-episode intervention counts shared by the episode loop, the AGILE executor
 and every gate, and the default largest budget.
 
-``EpisodeBudget(limit)`` counts the interventions of each episode (keyed by any hashable: an
-``episode_id``, a position) against ``limit`` per episode (``None``: no limit):
+``EpisodeBudget(budget)`` counts the interventions of each episode (keyed by any hashable: an
+``episode_id``, a position) against ``budget`` per episode (``None``: no limit):
 
-- ``left(key, caller_left=None)``: what is still allowed, the smaller of the limit's rest and the
-  caller's own ``caller_left`` when given; ``None`` when neither bounds it;
-- ``spend(key, caller_left=None) -> bool``: counts one intervention if one is left, re-checked under
+- ``left(key, budget_left=None)``: what is still allowed, the smaller of the budget's rest and the
+  caller's own ``budget_left`` when given; ``None`` when neither bounds it;
+- ``spend(key, budget_left=None) -> bool``: counts one intervention if one is left, re-checked under
   the lock, so threads spending the same episode at once never exceed it;
 - ``used(key)``, ``end(key)`` (the key starts afresh), ``reset()``, ``live()``.
 
@@ -62,31 +62,31 @@ class TooManyEpisodes(RuntimeError):
 
 
 class EpisodeBudget:
-    """Interventions counted per episode against ``limit`` each (``None``: no limit); thread-safe."""
+    """Interventions counted per episode against ``budget`` each (``None``: no limit); thread-safe."""
 
-    def __init__(self, limit: int | None = None, max_episodes: int = MAX_EPISODES, owner: str = "EpisodeBudget",
+    def __init__(self, budget: int | None = None, max_episodes: int = MAX_EPISODES, owner: str = "EpisodeBudget",
                  end_call: str = "end(key)"):
-        if limit is not None and int(limit) < 0:
-            raise ValueError(f"budget={limit}: the per-episode intervention budget must be >= 0")
+        if budget is not None and int(budget) < 0:
+            raise ValueError(f"budget={budget}: the per-episode intervention budget must be >= 0")
         if int(max_episodes) < 1:
             raise ValueError(f"max_episodes={max_episodes}: must be >= 1")
-        self.limit = None if limit is None else int(limit)
+        self.budget = None if budget is None else int(budget)
         self.max_episodes = int(max_episodes)
         self.owner, self.end_call = owner, end_call
         """Named in the ``TooManyEpisodes`` message: who holds the count and how its user ends an episode."""
         self._lock = threading.Lock()
         self._used: dict[Hashable, int] = {}  # key -> interventions spent (only keys that spent one)
 
-    def left(self, key: Hashable, caller_left: int | None = None) -> int | None:
-        """Interventions still allowed for ``key``: the limit's rest, capped by ``caller_left``;
+    def left(self, key: Hashable, budget_left: int | None = None) -> int | None:
+        """Interventions still allowed for ``key``: the budget's rest, capped by the caller's ``budget_left``;
         ``None`` when neither is set (no limit)."""
         with self._lock:
-            return self._left(key, caller_left)
+            return self._left(key, budget_left)
 
-    def spend(self, key: Hashable, caller_left: int | None = None) -> bool:
+    def spend(self, key: Hashable, budget_left: int | None = None) -> bool:
         """Count one intervention for ``key`` if one is left (checked under the lock); False if none is."""
         with self._lock:
-            left = self._left(key, caller_left)
+            left = self._left(key, budget_left)
             if left is not None and left <= 0:
                 return False
             if key not in self._used and len(self._used) >= self.max_episodes:
@@ -107,7 +107,7 @@ class EpisodeBudget:
             return len(self._used)
 
     def end(self, key: Hashable) -> None:
-        """Forget the episode's count: the same key starts with the full limit again."""
+        """Forget the episode's count: the same key starts with the full budget again."""
         with self._lock:
             self._used.pop(key, None)
 
@@ -118,16 +118,16 @@ class EpisodeBudget:
 
     def copy(self) -> EpisodeBudget:
         """An independent count holding the same numbers (for a cloned episode)."""
-        other = EpisodeBudget(self.limit, self.max_episodes, self.owner, self.end_call)
+        other = EpisodeBudget(self.budget, self.max_episodes, self.owner, self.end_call)
         with self._lock:
             other._used = dict(self._used)
         return other
 
-    def _left(self, key: Hashable, caller_left: int | None) -> int | None:
-        own = None if self.limit is None else self.limit - self._used.get(key, 0)
-        if caller_left is None:
+    def _left(self, key: Hashable, budget_left: int | None) -> int | None:
+        own = None if self.budget is None else self.budget - self._used.get(key, 0)
+        if budget_left is None:
             return own
-        return int(caller_left) if own is None else min(int(caller_left), own)
+        return int(budget_left) if own is None else min(int(budget_left), own)
 
 
 def largest_budget(horizon: int, always_used: float | None = None) -> int:
@@ -153,7 +153,7 @@ class BudgetedGate:
     @property
     def budget(self) -> int | None:
         """Interventions this gate grants per episode (``None``: only the caller's count limits it)."""
-        return self._episode_budget.limit
+        return self._episode_budget.budget
 
     @property
     def max_episodes(self) -> int:

@@ -75,7 +75,7 @@ RANGES: dict[str, Range] = {
     "episodes_per_iteration": COUNT, "iterations": COUNT, "rollouts_per_task": COUNT, "shard_size": Range(1, 1_000_000),
     "max_rows": COUNT,
     # budgets (interventions per episode) and horizons
-    "budget": NONNEG, "budgets": NONNEG, "horizon": COUNT,
+    "budget": NONNEG, "budgets": NONNEG, "solved_budget": NONNEG, "horizon": COUNT,
     # seeds
     "seed": SEED, "agent_seed": SEED,
     # probabilities and shares

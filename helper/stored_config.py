@@ -9,13 +9,17 @@ command line (``config_of(SweepConfig, env="textworld", episodes=8)``).
 Keys renamed since older folders were written are mapped here and only here (``renamed``, the
 table ``RENAMED``): the largest budget ``max_budget = M`` became the list ``budgets`` (the pipeline
 and online RL: 1..M, the sweep: 0..M, what each played), ``helper.json``'s ``max_budget`` became
-``solved_budget``, and ``agile eval``'s share ``gate_budget`` became the integer ``budget`` per
-episode (share × questions per group, rounded). (The executor's ``advice_budget``, -1 for no limit,
-became ``budget``, None for no limit; no run folder stores it.) A stored config holding an old key and its new one with other values
-is refused in one line naming both. A key that no field reads any more is left out, as before.
+``solved_budget``, ``agile eval``'s share ``gate_budget`` became the integer ``budget`` per
+episode (share × questions per group, rounded), and ``distill``'s ``budget`` (which solved table gives
+the labels, stored in ``helper.json``'s ``distill_config``) became ``solved_budget``: ``budget`` is an
+episode's cap in every config, ``solved_budget`` which solved table. (The executor's ``advice_budget``,
+-1 for no limit, became ``budget``, None for no limit; no run folder stores it.) A stored config holding
+an old key and its new one with other values is refused in one line naming both. A key that no field
+reads any more is left out, as before.
 
 An old flag on the command line is refused in one line that names its new spelling
-(``renamed_flag``, called by ``helpgate`` before parsing).
+(``renamed_flag``, called by ``helpgate`` before parsing): ``RENAMED_FLAGS`` in every command,
+``RENAMED_FLAGS_OF`` in one command's config only (``--budget`` is an episode's cap elsewhere).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ RENAMED: dict[str, dict[str, tuple[str, Callable[[Any, dict], Any]]]] = {
     "helper.json": {"max_budget": ("solved_budget", lambda top, values: top)},
     "EvalConfig": {"gate_budget": ("budget", _share_of_questions)},
     "AgileEvalConfig": {"gate_budget": ("budget", _share_of_questions)},
+    "DistillConfig": {"budget": ("solved_budget", lambda value, values: value)},
 }
 """Old keys of stored configs, and how each maps to today's (see the module docstring)."""
 
@@ -59,6 +64,12 @@ RENAMED_FLAGS = {
     "--gate-budget": "--budget (advice per episode, an integer: --budget 2 of 8 questions where --gate-budget 0.25 was)",
 }
 """Flags renamed with the keys above: refused in one line naming the new one."""
+
+RENAMED_FLAGS_OF: dict[str, dict[str, str]] = {
+    "SolveConfig": {"--budget": "--budgets (the budgets to solve for: --budgets 1 2 3)"},
+    "DistillConfig": {"--budget": "--solved-budget (which solved table gives the labels: --solved-budget 2)"},
+}
+"""Flags renamed in one command's config (by its class name): refused there in one line naming the new one."""
 
 
 def renamed(values: dict, kind: str, where: object = "a stored config") -> dict:
@@ -77,12 +88,14 @@ def renamed(values: dict, kind: str, where: object = "a stored config") -> dict:
     return {**ADDED.get(kind, {}), **out}
 
 
-def renamed_flag(argv: list[str]) -> str | None:
-    """The message for the first renamed flag in ``argv`` (None when there is none)."""
+def renamed_flag(argv: list[str], config: str | None = None) -> str | None:
+    """The message for the first renamed flag in ``argv`` of the command whose config class is named
+    ``config`` (None when there is none)."""
+    flags = {**RENAMED_FLAGS, **RENAMED_FLAGS_OF.get(config or "", {})}
     for arg in argv:
         flag = arg.split("=", 1)[0]
-        if flag in RENAMED_FLAGS:
-            return f"{flag} was renamed: use {RENAMED_FLAGS[flag]}."
+        if flag in flags:
+            return f"{flag} was renamed: use {flags[flag]}."
     return None
 
 

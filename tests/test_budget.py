@@ -174,32 +174,32 @@ def test_evaluate_replays_episodes_with_a_fresh_count(tmp_path):
 
 # -- the one counting object ----------------------------------------------------------------------
 @settings(max_examples=25, deadline=None)
-@given(calls=threaded_calls, limit=st.integers(0, 3), caller_left=st.one_of(st.none(), st.integers(0, 4)))
-def test_episode_budget_under_sixteen_threads_never_exceeds_its_limit(calls, limit, caller_left):
-    """16 threads spend the same episodes at once: never more than the limit, and not fewer while
-    the limit lasts (a caller's count of 0 refuses every call; a positive one is its own snapshot)."""
-    count = EpisodeBudget(limit)
+@given(calls=threaded_calls, budget=st.integers(0, 3), budget_left=st.one_of(st.none(), st.integers(0, 4)))
+def test_episode_budget_under_sixteen_threads_never_exceeds_its_budget(calls, budget, budget_left):
+    """16 threads spend the same episodes at once: never more than the budget, and not fewer while
+    the budget lasts (a caller's count of 0 refuses every call; a positive one is its own snapshot)."""
+    count = EpisodeBudget(budget)
     start = threading.Barrier(16)
 
     def spend(thread_calls):
         start.wait()
-        return [(e, count.spend(e, caller_left)) for e, _ in thread_calls]
+        return [(e, count.spend(e, budget_left)) for e, _ in thread_calls]
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         answers = [a for result in pool.map(spend, calls) for a in result]
-    cap = 0 if caller_left == 0 else limit
+    cap = 0 if budget_left == 0 else budget
     for episode in EPISODES:
         asks = sum(1 for e, _ in answers if e == episode)
         grants = sum(said for e, said in answers if e == episode)
         assert grants == count.used(episode) == min(cap, asks)
-        assert count.left(episode) == limit - grants
+        assert count.left(episode) == budget - grants
 
 
 def test_episode_budget_without_a_limit_never_refuses_and_ends_cleanly():
     count = EpisodeBudget(None)
     assert count.left("a") is None and count.left("a", 2) == 2  # the caller's count still binds
     assert all(count.spend("a") for _ in range(50)) and count.used("a") == 50
-    assert not count.spend("a", caller_left=0)
+    assert not count.spend("a", budget_left=0)
     twin = count.copy()
     twin.spend("a")
     assert (twin.used("a"), count.used("a")) == (51, 50)  # a copy counts apart (a cloned episode)
@@ -223,9 +223,9 @@ def test_the_loop_and_the_gate_count_with_the_one_class(monkeypatch):
     owners = []
     spend = EpisodeBudget.spend
 
-    def counted(self, key, caller_left=None):
+    def counted(self, key, budget_left=None):
         owners.append(self.owner)
-        return spend(self, key, caller_left)
+        return spend(self, key, budget_left)
 
     monkeypatch.setattr(EpisodeBudget, "spend", counted)
     gate = TableGate({}, budget=1)

@@ -90,7 +90,7 @@ def test_every_import_is_declared():
 
 def test_a_benchmark_runs_with_the_declared_set_up():
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "speed" / "solve.py"), "--rows", "3000",
-                           "--naive-rows", "400", "--budget-max", "1"], capture_output=True, text=True,
+                           "--naive-rows", "400", "--budgets", "1"], capture_output=True, text=True,
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "policies identical: True, labels identical: True" in done.stdout

@@ -50,6 +50,11 @@ def test_old_sweep_agile_and_helper_keys_map_to_the_one_word():
     assert renamed({"max_budget": None}, "SweepConfig")["budgets"] is None
     assert renamed({"gate_budget": 0.25, "questions_per_group": 20}, "AgileEvalConfig")["budget"] == 5
     assert renamed({"max_budget": 3}, "helper.json") == {"solved_budget": 3}
+    # distill's "which solved table", stored in helper.json's distill_config, was spelled budget.
+    from helper.gate.distill import DistillConfig
+
+    assert config_of(DistillConfig, {"labels": "s", "budget": 2}).solved_budget == 2
+    assert "budget" not in flat(config_of(DistillConfig, {"budget": None}))
     # An old sweep pools with a new one: the keys the nesting added read as the old sweeps ran.
     assert renamed({"env": "productqa"}, "SweepConfig") == {"env": "productqa", "max_new_tokens": 96,
                                                             "decoding": "free"}
@@ -82,6 +87,9 @@ def test_an_old_helper_folder_with_max_budget_loads(tmp_path):
     (["pipeline", "--max-budget", "3"], "--budgets"),
     (["sweep", "--max-budget=2"], "--budgets"),
     (["agile", "eval", "--gate-budget", "0.25"], "--budget"),
+    # --budget is an episode's cap in every command; solve's list and distill's solved table say so.
+    (["solve", "--budget", "1", "2"], "--budgets"),
+    (["distill", "--budget=2"], "--solved-budget"),
 ])
 def test_an_old_flag_is_refused_in_one_line_naming_the_new_one(argv, new, capsys):
     assert main(argv) == 2

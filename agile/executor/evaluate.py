@@ -173,11 +173,11 @@ def make_gate(cfg: EvalConfig):
 
 
 def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
-             gate_advice: int | None = None) -> list[dict]:
+             budget: int | None = None) -> list[dict]:
     """Evaluate ``cfg.model`` (or the given model) per ablation, with its own advice and with a
     gate (``gate`` if given, else the built-in ``cfg.gate``); writes eval.json / eval.csv.
 
-    ``gate_advice``: the gate run's advice budget per episode (default: ``gate_run_budget(cfg)``)."""
+    ``budget``: the gate run's advice per episode (default: ``gate_run_budget(cfg)``)."""
     import torch
 
     from agile.envs.productqa import default_productqa_root, load_split
@@ -213,8 +213,8 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
         exec_cfg = replace(base, **ABLATIONS[ablation])
         modes = [("policy", None, exec_cfg)] if cfg.policy_run or gate is None else []
         if gate is not None and exec_cfg.use_advice:
-            budget = gate_advice if gate_advice is not None else gate_run_budget(cfg)
-            modes.append((f"gate:{gate_name}", gate, replace(exec_cfg, budget=budget)))
+            modes.append((f"gate:{gate_name}", gate,
+                          replace(exec_cfg, budget=budget if budget is not None else gate_run_budget(cfg))))
         for mode, g, ecfg in modes:
             result = evaluate(model, tokenizer, groups, cfg.questions_per_group, ecfg, embedder, g,
                               cfg.max_new_tokens, cfg.batch_size, cfg.decoding, cfg.episodes_per_group)

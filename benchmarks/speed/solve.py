@@ -178,19 +178,25 @@ def main() -> None:
     ap.add_argument("--naive-rows", type=int, default=200_000, help="subsample for the naive-vs-fast ratio")
     ap.add_argument("--bins", type=int, default=20)
     ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--budget-max", type=int, default=10, help="solve and label for every C in 1..budget-max")
+    ap.add_argument("--budgets", type=int, nargs="+", default=list(range(1, 11)),
+                    help="budgets C to solve and label for; the data is collected with the largest (default: 1..10)")
+    ap.add_argument("--budget-max", type=int, help=argparse.SUPPRESS)  # the older spelling, refused below
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    budgets = list(range(1, args.budget_max + 1))
+    if args.budget_max is not None:
+        ap.error("--budget-max was renamed: use --budgets (the budgets themselves: --budgets 1 2 3 where --budget-max 3 was)")
+    budgets = sorted(set(args.budgets))
+    if budgets[0] < 1:
+        ap.error(f"--budgets {args.budgets}: give budgets >= 1")
     if args.worker:
         return worker(args.worker, args.bins, budgets)
 
     t0 = time.perf_counter()
-    df = make_data(args.rows, args.steps, args.bins, args.budget_max, args.seed)
+    df = make_data(args.rows, args.steps, args.bins, budgets[-1], args.seed)
     print(
         f"data: {df.height:,} rows, {df['episode_id'].n_unique():,} episodes, {args.steps} steps, "
-        f"{args.bins} bins, C = 1..{args.budget_max} (generated in {time.perf_counter() - t0:.1f}s)"
+        f"{args.bins} bins, C = {' '.join(map(str, budgets))} (generated in {time.perf_counter() - t0:.1f}s)"
     )
     print(
         f"machine: {os.cpu_count()} CPU cores, Python {sys.version.split()[0]}, numpy {np.__version__}, "
@@ -208,8 +214,8 @@ def main() -> None:
                 path,
                 "--bins",
                 str(args.bins),
-                "--budget-max",
-                str(args.budget_max),
+                "--budgets",
+                *map(str, budgets),
             ],
             capture_output=True,
             text=True,

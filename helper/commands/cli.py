@@ -114,7 +114,7 @@ def _main(argv: list[str] | None = None) -> int:
             raise
         print(f"{prog}: error: unavailable here: {error}", file=sys.stderr)
         return 2
-    renamed = renamed_flag(rest)
+    renamed = renamed_flag(rest, config_name)
     if renamed:  # a flag of an older release: one line naming its new spelling, not tyro's guess
         print(f"{prog}: error: {renamed}", file=sys.stderr)
         return 2

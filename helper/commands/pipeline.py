@@ -350,7 +350,7 @@ def run(cfg: PipelineConfig, collected=None) -> dict:
     )))
     _stage(out, "distill", cfg.redo, lambda: distill.run(distill.DistillConfig(
         labels=str(out / "solve"), prm=str(out / "prm"), out=str(out / "helper"), backend=cfg.backend,
-        seed=cfg.seed, device=spec.device,
+        solved_budget=top, seed=cfg.seed, device=spec.device,  # the largest solved: its table holds every b <= top
     )))
     _stage(out, "sweep", cfg.redo, lambda: sweep.run(sweep.SweepConfig(
         spec=spec, helper=str(out / "helper"), out=str(out / "sweep"),

@@ -58,4 +58,4 @@ def run(cfg: AgileEvalConfig, log=print) -> list[dict]:
                              "--helper out.")
         budget = helper_budget(cfg, trained)
         gate = HelperGate.load(cfg.helper, budget=budget, device=cfg.device or None)
-    return run_eval(cfg, gate=gate, log=log, gate_advice=budget)
+    return run_eval(cfg, gate=gate, log=log, budget=budget)

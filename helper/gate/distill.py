@@ -58,8 +58,8 @@ class DistillConfig:
     """features: classifier on PRM score, step, progress, budget and numeric features; text: on the state text."""
     model: Literal["gbm", "logreg"] = "gbm"
     """Features backend (and fallback) model: gradient boosting or logistic regression."""
-    budget: int | None = None
-    """Solved budget whose table gives the labels (default: the largest one in --labels)."""
+    solved_budget: int | None = None
+    """Which solved table gives the labels: the budget C it was solved for (default: the largest one in --labels)."""
     test_fraction: float = 0.2
     """Share of episodes held out to report agreement with the optimal labels."""
     seed: int = 0
@@ -85,23 +85,24 @@ class DistillConfig:
     it; recorded in helper.json."""
 
 
-def _solution_budget(directory: Path, wanted: int | None) -> int:
+def _solved_budget(directory: Path, wanted: int | None) -> int:
     # Only the budgets the latest solve wrote (solve.json): a policy left from an earlier solve
     # would be paired with a discretizer it was not solved on.
     found = sorted(int(b) for b in solve_files.verify(directory)["budgets"])
     if wanted is None:
         return found[-1]
     if wanted not in found:
-        raise ValueError(f"budget={wanted}: {directory} has solutions for budgets {found} only.")
+        raise ValueError(f"solved_budget={wanted}: {directory} has solutions for budgets {found} only.")
     return wanted
 
 
-def load_solution(directory: str | Path, budget: int | None = None):
-    """(discretizer, exact Solution) from a solve folder."""
+def load_solution(directory: str | Path, solved_budget: int | None = None):
+    """(discretizer, exact Solution) from a solve folder: the table solved for ``solved_budget`` (default: the
+    largest the folder's solve.json lists)."""
     from tabular_rl import Discretizer, Solution
 
     directory = Path(directory)
-    budget = _solution_budget(directory, budget)
+    budget = _solved_budget(directory, solved_budget)
     discretizer = Discretizer.load(directory / "discretizer.json")
     solution = Solution.load(directory / f"policy_c{budget}.npz", discretizer)
     if not solution.hard_budget:
@@ -193,8 +194,9 @@ def _check_numbers(cfg: DistillConfig) -> None:
     """Refuse counts and rates that cannot work, naming the option."""
     if cfg.max_rows is not None and cfg.max_rows < 1:
         raise ValueError(f"max_rows={cfg.max_rows}: give at least 1 training example, or leave it unset for all")
-    if cfg.budget is not None and cfg.budget < 1:
-        raise ValueError(f"budget={cfg.budget}: give a solved budget >= 1, or leave it unset for the largest")
+    if cfg.solved_budget is not None and cfg.solved_budget < 1:
+        raise ValueError(f"solved_budget={cfg.solved_budget}: give a solved budget >= 1, or leave it unset for the "
+                         "largest")
     for name in ("text_epochs", "text_batch_size", "text_max_length"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"{name}={getattr(cfg, name)}: must be >= 1")
@@ -221,7 +223,7 @@ def run(cfg: DistillConfig) -> dict:
                          f"({unfinished.get('data')}: manifest {unfinished.get('manifest')}, read with "
                          "--allow-incomplete); finish the collection and solve again, or pass --allow-incomplete "
                          "here too (recorded in helper.json).")
-    discretizer, solution = load_solution(source, cfg.budget)
+    discretizer, solution = load_solution(source, cfg.solved_budget)
     logged = read_shard(labels_path, require=("episode_id", "step", "budget_left"))
     data = expand_labels(logged.drop([c for c in logged.columns if c.startswith(LABEL)]), solution)
     if cfg.max_rows and data.height > cfg.max_rows:

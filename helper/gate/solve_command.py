@@ -36,11 +36,9 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated
 
 import numpy as np
 import polars as pl
-import tyro
 
 from helper.gate import solve_files
 from tabular_rl.discretize import BINNINGS, Discretizer
@@ -62,8 +60,7 @@ THIN = 10  # a (step, state, action) cell with fewer rows than this is reported 
 class SolveConfig:
     data: str = "runs/default/trajectories"
     """Directory of scored Parquet shards (must have prm_score)."""
-    # --budget: the spelling before every command said --budgets for several budgets; kept working.
-    budgets: Annotated[list[int], tyro.conf.arg(aliases=("--budget",))] = field(default_factory=lambda: [1, 2, 3])
+    budgets: list[int] = field(default_factory=lambda: [1, 2, 3])
     """Intervention budgets C per episode; one solution and one label column each."""
     method: str = "exact"
     """Solver: exact (hard budget), lagrangian or lp (both: budget in expectation)."""
