@@ -113,6 +113,14 @@ def test_bad_sources_are_one_line_and_exit_2(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
     assert main(["report", str(tmp_path), "--headline", str(source)]) == 2
     assert "not both" in capsys.readouterr().err
+    # A file with text and no headline markers is never overwritten.
+    chain = tmp_path / "r.md"
+    chain.write_text(OLD_REPORT)
+    source.write_text('[[setup]]\nname = "x"\nreport = "r.md"\n')
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Results\n\nno markers here\n")
+    assert main(["report", "--headline", str(source), "--out", str(results)]) == 2
+    assert "no headline block" in capsys.readouterr().err and results.read_text() == "# Results\n\nno markers here\n"
 
 
 def test_results_headline_is_the_generated_block():

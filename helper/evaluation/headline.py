@@ -27,8 +27,9 @@ commit, machine and command, which the source's fields override (a differing rec
 source's). A report written before the current rules (no ``comparisons`` column: percentile bootstrap intervals and
 a verdict per comparison) is marked ``older`` in the ``rules`` column and under the table.
 
-``--out``: a file that holds the markers ``<!-- headline`` ... ``<!-- headline end -->`` has the text between them
-replaced, the rest of the file kept as it is; any other file is written with the block alone.
+``--out``: a file that holds the markers ``<!-- headline:`` ... ``<!-- headline end -->`` has the block between them
+replaced, the rest of the file kept as it is; a new (or empty) file is written with the block alone; a file with
+text but no markers is refused.
 """
 
 from __future__ import annotations
@@ -234,15 +235,23 @@ def headline_text(source: Path, table: Callable[..., str], rewrite: Callable[[Se
     return "\n".join([BEGIN, "", table(rows, once=ONCE), "", *headline_notes(read), "", END]) + "\n"
 
 
+def _span(text: str) -> tuple[int, int] | None:
+    """Where the headline block of ``text`` starts and where its end marker ends, else None."""
+    start = text.find(BEGIN.split(" generated")[0])
+    end = text.find(END, start) if start >= 0 else -1
+    return (start, end + len(END)) if end >= 0 else None
+
+
 def write(text: str, out: Path) -> str:
-    """Replace the block between the headline markers of ``out``, or write ``out`` with the block alone."""
-    if out.is_file():
+    """Replace the block between the headline markers of ``out``, or write a new ``out`` with the block alone."""
+    if out.is_file() and out.read_text().strip():
         current = out.read_text()
-        start, end = current.find("<!-- headline"), current.find(END)
-        if start >= 0 and end > start:
-            rest = current[end + len(END):]
-            out.write_text(current[:start] + text + rest.removeprefix("\n"))
-            return f"replaced the headline block of {out}"
+        span = _span(current)
+        if span is None:  # never overwrite a file that has no place marked for the headline (RESULTS without markers)
+            raise ValueError(f"--out {out}: the file has no headline block ('<!-- headline: ...' then '{END}'); put "
+                             "the two markers where the headline goes, or name a new file")
+        out.write_text(current[:span[0]] + text + current[span[1]:].removeprefix("\n"))
+        return f"replaced the headline block of {out}"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     return f"wrote {out}"
@@ -250,5 +259,5 @@ def write(text: str, out: Path) -> str:
 
 def block(text: str) -> str | None:
     """The headline block of a file's text (markers included, with the end marker's newline), else None."""
-    start, end = text.find("<!-- headline"), text.find(END)
-    return text[start:end + len(END)] + "\n" if start >= 0 and end > start else None
+    span = _span(text)
+    return text[span[0]:span[1]] + "\n" if span else None
