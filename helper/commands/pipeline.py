@@ -263,12 +263,13 @@ def collect_stage(cfg: PipelineConfig, out: Path, budget: int) -> None:
     llm = spec.agent != "simulator"
     # Collection names an LLM base agent as llm + its --model (the manifest records it so).
     collect_agent = spec.agent if is_plugin(spec.agent, AGENT_GROUP) else ("llm" if llm else "simulator")
-    _stage(out, "collect", cfg.redo, lambda: collect.run(collect.CollectConfig(
+    config = collect.CollectConfig(
         spec=replace(spec, agent=collect_agent), split="train", model=spec.agent,
         explore_p=[0.0, 0.2, 0.4, 0.6], episodes=cfg.sizes()[0], budget=budget,
         seed=cfg.seed, out=str(out / "trajectories"), shard_size=16, decide_after=cfg.decide_after,
         counterfactual=cfg.counterfactual,
-    )))
+    )
+    _stage(out, "collect", cfg.redo, lambda: collect.run(config))
 
 
 def run(cfg: PipelineConfig, collected=None) -> dict:
