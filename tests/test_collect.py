@@ -182,10 +182,31 @@ def test_agent_dtype_reaches_the_llm_and_the_manifest(tmp_path, catalog):
     assert env_setup(auto).base_agent().policy.model.dtype == torch.float32  # CPU default
     run(config)
     assert read_trajectories(tmp_path / "bf16").height == 2 * 4
+    assert json.loads((tmp_path / "bf16" / MANIFEST).read_text())["config"]["base_agent"] == "tiny"  # --agent llm
     with pytest.raises(ConfigMismatch, match="agent_dtype"):
         run(replace(config, spec=replace(config.spec, agent_dtype="float32")))
     with pytest.raises(ValueError, match="agent_dtype='bfloat16'.*agent='simulator'"):
         run(small(catalog, tmp_path / "sim", agent_dtype="bfloat16"))
+
+
+def test_collect_says_which_base_agent_it_runs_first_and_records_it(tmp_path, catalog, capsys):
+    """The simulator is collect's default (the pipeline's is the embedded LLM): both commands say so on their
+    first line, and the manifest names the base agent; a folder from before it was recorded still resumes."""
+    from helper.commands.cli import main as helpgate
+
+    out = tmp_path / "t"
+    args = ["--data", catalog, "--out", str(out), "--episodes", "2", "--questions-per-episode", "2"]
+    assert main(args) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("[collect] base agent simulator: a scripted agent") and "--agent smollm2" in first
+    assert first.endswith("strong actor human")
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["config"]["base_agent"] == "simulator"
+    del manifest["config"]["base_agent"]  # as a folder collected before the field was recorded
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    assert helpgate(["collect", *args]) == 0  # resumes (nothing left to do) and records it
+    assert capsys.readouterr().out.splitlines()[0] == first
+    assert json.loads((out / MANIFEST).read_text())["config"]["base_agent"] == "simulator"
 
 
 def test_the_command_records_its_provenance(tmp_path, catalog):

@@ -11,12 +11,16 @@
     collect-offline-trajectories --out traj-prop --decide-after proposal   # log the base agent's proposals
 
 Episodes and agents come from ``helper.data.environment.EnvSetup``, the builder online evaluation
-uses too. Episode ``i`` is fully determined by ``(seed, i)`` (its group or game, its questions,
-its exploration probability ``explore_p[i % len(explore_p)]``, every random draw), and episodes
-are written in whole shards of ``shard_size`` consecutive indices. ``manifest.json`` lists the
-shards that are complete. Kill the run at any moment and rerun it with the same arguments: the
-listed shards are skipped, the others are (re)written, and the folder ends up identical to an
-uninterrupted run.
+uses too. The base agent is the simulator (a scripted agent, no model) unless ``--agent`` names another, as
+in every stage command; ``helpgate pipeline``'s default is the embedded LLM. Collect says which on its
+first line (``[collect] base agent ...``) and records it in ``manifest.json`` (``config.base_agent``;
+``--agent llm`` is recorded as its ``--model``).
+
+Episode ``i`` is fully determined by ``(seed, i)`` (its group or game, its questions, its exploration
+probability ``explore_p[i % len(explore_p)]``, every random draw), and episodes are written in whole shards
+of ``shard_size`` consecutive indices. ``manifest.json`` lists the shards that are complete. Kill the run
+at any moment and rerun it with the same arguments: the listed shards are skipped, the others are
+(re)written, and the folder ends up identical to an uninterrupted run.
 With ``--ray`` the shards are spread over Ray workers (``helper.data.ray_collect``); the folder is the
 same as without it, since every episode is fixed by ``(seed, index)``.
 A rerun with other arguments is refused with the name of the field that differs.
@@ -38,7 +42,7 @@ from typing import Literal
 import polars as pl
 
 from helper.data.env_kinds import ENV_KINDS
-from helper.data.environment import ENV_FIELD, EnvSetup, EnvSpec
+from helper.data.environment import ENV_FIELD, OPENAI_PREFIX, EnvSetup, EnvSpec
 from helper.stored_config import flat
 from trajectories.manifest import Manifest
 from trajectories.rows import frame_of
@@ -89,8 +93,10 @@ class CollectConfig:
 
 MAX_SHARDS = 100_000
 """Shards one collection folder may hold (its manifest lists each one)."""
-IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url")
-"""Fields that may change between a run and its resumption (they do not change the data)."""
+IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url", "base_agent")
+"""Fields that may change between a run and its resumption (they do not change the data), and ``base_agent``,
+recorded for the reader: it follows from ``agent`` and ``model``, which are compared (a folder from before it
+was recorded resumes)."""
 ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto", "consistency_samples": 0, "decoding": "free",
                "memory": "embedding"}
 """Fields added since older folders were collected, with the value those folders had."""
@@ -121,6 +127,24 @@ def env_setup(config: CollectConfig) -> EnvSetup:
     if spec.agent == "llm":  # the LLM agent of --model
         spec = replace(spec, agent=config.model)
     return EnvSetup(spec, config.split, config.groups, agent_seed=config.seed, strong_seed=config.seed)
+
+
+def agent_line(setup: EnvSetup) -> str:
+    """What collect prints first: the base agent it runs (the simulator unless told; ``helpgate pipeline``'s
+    default is the embedded LLM) and the strong actor, so that no default passes unsaid."""
+    from helper.data.plugins import AGENT_GROUP, is_plugin
+
+    agent = setup.spec.agent
+    if agent == "simulator":
+        what = ("simulator: a scripted agent of known accuracy, no model (--agent smollm2 runs the embedded LLM, "
+                "--agent module:factory your own agent)")
+    elif agent.startswith(OPENAI_PREFIX):
+        what = f"{agent}: a served model"
+    elif is_plugin(agent, AGENT_GROUP):
+        what = f"{agent}: a plug-in agent"
+    else:
+        what = f"{agent}: a local LLM"
+    return f"[collect] base agent {what}; strong actor {setup.spec.strong}"
 
 
 def identity(config: CollectConfig, setup: EnvSetup) -> dict:
@@ -180,12 +204,14 @@ def run(config: CollectConfig) -> dict:
 
         require_ray()
     setup = env_setup(config)
+    print(agent_line(setup), flush=True)
     setup.source()  # a bad data root or group is refused before any file is written
     out = Path(config.out)
     ident = identity(config, setup)
     # A default fills a field only where this run has it (another env's field is left out of both).
     manifest = Manifest.open(out, ident, ignore=IGNORED_ON_RESUME,
                              defaults={k: v for k, v in ADDED_SINCE.items() if k in ident})
+    manifest.config["base_agent"] = setup.spec.agent  # the resolved name: --agent llm is its --model
     for stale in out.glob(".*.tmp"):  # a shard or manifest write cut short by a kill
         stale.unlink(missing_ok=True)
     n_shards = -(-config.episodes // config.shard_size)
