@@ -105,6 +105,9 @@ def test_bad_sources_are_one_line_and_exit_2(tmp_path, capsys):
     assert main(["report", "--headline", str(source), "--out", str(tmp_path / "o.md")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown key(s) ['run']" in err
+    source.write_text('[[setup]]\nname = "x"\nreport = "r.md"\nbudgets = "1 2"\n')
+    assert main(["report", "--headline", str(source), "--out", str(tmp_path / "o.md")]) == 2
+    assert "setup 1 (x): budgets = '1 2' is not a list of int" in capsys.readouterr().err
     source.write_text('[[setup]]\nname = "x"\nreport = "r.md"\nruns = ["a"]\n')
     assert main(["report", "--headline", str(source), "--out", str(tmp_path / "o.md")]) == 2
     err = capsys.readouterr().err

@@ -48,7 +48,11 @@ CURRENT = "t over clusters, Holm"
 OLDER = "older: bootstrap, no Holm"
 ONCE = ("set-up", "rules", "seeds", "episodes", "comparisons", "commit", "machine", "command")
 """Columns written once per set-up (on its first row)."""
-SETUP_KEYS = {"name", "report", "runs", "budgets", "drop_incomplete", "after", "commit", "machine", "command", "note"}
+SETUP_KEYS = {"name": str, "report": str, "runs": list, "budgets": list, "drop_incomplete": bool, "after": list,
+              "commit": str, "machine": str, "command": str, "note": str}
+"""A source's set-up keys and their TOML types (the lists' items: int for budgets, str for the others)."""
+REPORT_ONCE = ("set-up", "seeds", "episodes", "comparisons", "certified")
+"""The columns a report writes once per set-up (``report.markdown_table``), left empty on its later rows."""
 
 
 @dataclass
@@ -89,12 +93,18 @@ def read_source(path: Path) -> tuple[Path, list[Setup]]:
         raise ValueError(f"--headline {path}: no [[setup]] table; list each set-up with its name and report")
     setups = []
     for k, entry in enumerate(entries):
-        unknown = sorted(set(entry) - SETUP_KEYS)
+        unknown = sorted(set(entry) - set(SETUP_KEYS))
         if unknown:
             raise ValueError(f"--headline {path}: setup {k + 1} has unknown key(s) {unknown}; known: {sorted(SETUP_KEYS)}")
         for key in ("name", "report"):
             if not isinstance(entry.get(key), str) or not entry[key]:
                 raise ValueError(f"--headline {path}: setup {k + 1} lacks {key!r} (a string)")
+        for key, value in entry.items():
+            item = int if key == "budgets" else str
+            if not isinstance(value, SETUP_KEYS[key]) or (isinstance(value, list) and not all(
+                    isinstance(one, item) and not isinstance(one, bool) for one in value)):
+                kind = f"a list of {item.__name__}" if SETUP_KEYS[key] is list else SETUP_KEYS[key].__name__
+                raise ValueError(f"--headline {path}: setup {k + 1} ({entry['name']}): {key} = {value!r} is not {kind}")
         if "=" in entry["name"]:
             raise ValueError(f"--headline {path}: setup name {entry['name']!r} holds '=', which NAME=RUN cannot carry")
         setups.append(Setup(**{**entry, "report": Path(entry["report"])}))
@@ -103,7 +113,8 @@ def read_source(path: Path) -> tuple[Path, list[Setup]]:
 
 # -- a committed report, read back ---------------------------------------------------------------------------
 def table_rows(text: str, source: str) -> tuple[list[str], list[dict[str, str]]]:
-    """The header and rows of the first ``| set-up |`` table of a report, each row's once-written cells filled."""
+    """The header and rows of the first ``| set-up |`` table of a report (or a headline), each row's once-written
+    cells filled from the set-up's first row."""
     lines = text.splitlines()
     start = next((k for k, line in enumerate(lines) if line.startswith("| set-up |")), None)
     if start is None:
@@ -118,7 +129,7 @@ def table_rows(text: str, source: str) -> tuple[list[str], list[dict[str, str]]]
             raise ValueError(f"{source}: a row has {len(cells)} cells under {len(header)} columns: {line[:80]}")
         row = dict(zip(header, cells))
         if not row["set-up"]:  # a set-up's later rows leave its once-written cells empty
-            row = {k: (last.get(k, v) if not v else v) for k, v in row.items()}
+            row = {k: (last.get(k, v) if k in REPORT_ONCE or k in ONCE else v) for k, v in row.items()}
         rows.append(row)
         last = row
     return header, rows
