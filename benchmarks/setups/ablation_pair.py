@@ -19,9 +19,11 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from helper.evaluation.methods import METHODS as REGISTRY
 from helper.evaluation.metrics import paired_difference
 
-METHODS = ("helper", "prm_threshold", "router", "online_rl", "first_k", "random", "exact_optimal", "oracle")
+METHODS = tuple(name for name in REGISTRY if name not in ("never", "always"))
+"""The sweep's methods (its one registry, in run order), less the two references of PGR."""
 
 
 def prm_line(run: Path) -> str:
