@@ -122,3 +122,74 @@ def test_the_report_shows_the_certified_budget(calibrated, tmp_path):
     cells = dict(zip([h.strip() for h in header.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")]))
     member = record["member"]
     assert cells["certified"] == (f"0.30 at 80%, n {N}: C={member['budget']}, {member['interventions']:.2f}/ep")
+
+
+@pytest.fixture(scope="module")
+def priced(run_dir):
+    """A copy of the run's helper beside it (its recorded PRM and solve folders resolve the same), calibrated on the
+    priced family; the family as the helper folder alone gives it, built before any calibration episode."""
+    from helper.gate.priced_family import priced_members
+
+    helper = run_dir / "helper-priced"
+    shutil.copytree(run_dir / "helper", helper, ignore=shutil.ignore_patterns(GUARANTEE_FILE, "calibration"))
+    members, _ = priced_members(helper, 3, 21)
+    assert main(["calibrate", "--helper", str(helper), *NAMES, "--episodes", str(N), "--eps", "0.7",
+                 "--delta", "0.2", "--family", "priced"]) == 0
+    return helper, members
+
+
+def test_the_priced_guarantee_is_the_fixed_sequence_over_prices(priced):
+    from scipy import stats
+
+    helper, members = priced
+    record = json.loads((helper / GUARANTEE_FILE).read_text())
+    table = pd.read_csv(helper / "calibration" / "episodes.csv")
+    assert record["family"] == "priced" and len(members) > 2
+    # The order tested is the one the helper folder fixed before the calibration: price 0 (the C = 3 table) up.
+    assert [m["price"] for m in record["members"]] == [p for p, _ in members]
+    assert all(m["family"] == "priced" and m["budget"] == 3 for m in record["members"])
+    ids = [set(table[table["member"] == i]["episode_id"]) for i in range(len(members))]
+    assert all(len(s) == N and s == ids[0] for s in ids)
+    chosen = None
+    for i, member in enumerate(record["members"]):
+        rows = table[table["member"] == i]
+        k = int((rows["success"] >= 1.0).sum())
+        assert member["successes"] == k and member["interventions"] == pytest.approx(rows["interventions"].mean())
+        assert member["p_value"] == pytest.approx(tail(k, N, 0.3), rel=1e-9)
+        assert member["p_value"] == pytest.approx(stats.binom.sf(k - 1, N, 0.3), rel=1e-12)
+        if member["p_value"] > 0.2:
+            assert member["tested"] and not member["passed"]
+            assert not any(m["tested"] for m in record["members"][i + 1:])
+            break
+        chosen = member
+    assert chosen is not None and record["member"] == chosen
+
+
+def test_the_certified_priced_gate_replays_its_calibration_and_health_says_so(priced):
+    from fastapi.testclient import TestClient
+
+    from helper.commands.calibrate import CalibrateConfig
+    from helper.data.environment import EnvSpec, Environment
+    from helper.evaluation.evaluate import evaluate_gate
+    from helper.gate.priced_family import POLICY_FILE, certified_gate
+    from helper.serve.gate import ServedGate, create_app
+
+    helper, _ = priced
+    record = json.loads((helper / GUARANTEE_FILE).read_text())
+    index = record["members"].index(record["member"])
+    gate = certified_gate(helper)
+    assert gate.price == record["member"]["price"] and gate.budget == 3 and gate.guarantee == record
+    # Played again on the calibration episodes, the kept table gives the member's rows exactly.
+    env = Environment(CalibrateConfig(spec=EnvSpec(env=NAMES[1], agent=NAMES[3]), episodes=N, seed=2000))
+    _, played, _ = evaluate_gate(env, lambda c: gate, [3], "priced", ci_resamples=10)
+    rows = pd.read_csv(helper / "calibration" / "episodes.csv").query("member == @index").set_index("episode_id")
+    for row in played:
+        assert row["success"] == rows.loc[row["episode_id"], "success"]
+        assert row["interventions"] == rows.loc[row["episode_id"], "interventions"]
+    health = TestClient(create_app(ServedGate(gate), horizon=5)).get("/health").json()["guarantee"]
+    assert health["applies"] is True and health["price"] == record["member"]["price"]
+    plain = HelperGate.load(helper, budget=3)  # the distilled helper at the same budget is not the certified gate
+    assert TestClient(create_app(ServedGate(plain), horizon=5)).get("/health").json()["guarantee"]["applies"] is False
+    (helper / POLICY_FILE).write_bytes((helper / POLICY_FILE).read_bytes() + b"\0")
+    with pytest.raises(ValueError, match="policy_sha256 differs"):
+        certified_gate(helper)

@@ -3,6 +3,7 @@
     python benchmarks/setups/calibration_validity.py plain-cue --pool 20000 --fresh 10000
     python benchmarks/setups/calibration_validity.py simulator --pool 6000 --fresh 6000
     python benchmarks/setups/calibration_validity.py run runs/plain-cue-tiny --pool 4000 --fresh 4000
+    python benchmarks/setups/calibration_validity.py run runs/tw --pool 120 --start 0 --save tw0.npz   # then --merge
 
 Each family of gates, ordered from most to least help, is played once on a pool of episodes (each member on the same
 episodes, the real agent with its real slips or errors) and once on a separate fresh set. A repetition draws n pool
@@ -18,12 +19,21 @@ Families, each played on the same pool episodes:
 
 - ``budget``: the budgeted gates at C = Cmax, ..., 0 (the exact optimal gates on the true model for ``plain-cue`` and
   ``simulator``; the run's distilled helper for ``run``);
-- ``priced`` (``plain-cue`` and ``simulator``): the priced optimum on the true model (success minus a price per
-  intervention, no budget; ``tabular_rl.solve_priced``) at prices from 0 up, one member per distinct policy;
+- ``priced``: for ``plain-cue`` and ``simulator`` the priced optimum on the true model (success minus a price per
+  intervention, no budget; ``tabular_rl.solve_priced``) at prices from 0 up, one member per distinct policy; for
+  ``run`` the family of ``helpgate calibrate --family priced --prices P`` (``helper.gate.priced_family``: the run's
+  own solve priced under its largest budget, played by the solved table);
 - ``threshold`` (KnowNo-style): help whenever the verifier's score is at or below tau, no budget, tau over a fixed
   grid from high (always help) to low (never): for ``plain-cue`` and ``simulator`` the perfect verifier (the agent's
   true chance of getting the step right), for ``run`` the run's PRM with tau at the 0, 5, ..., 100% quantiles of its
   out-of-fold training scores (fixed before any calibration episode is seen).
+
+With ``--fresh 0`` each member's success and spend are read on the whole pool instead of a fresh set (for the cost
+comparison where playing episodes is dear, e.g. TextWorld; the miscoverage is then optimistic). A pool too big for one
+run is played in chunks: ``--start S --pool K --save chunk.npz`` plays pool episodes S..S+K-1 and saves their outcomes,
+``--merge chunk0.npz chunk1.npz ...`` reports on their union (disjoint ranges of the one seed). The cost lines pair the
+families on each repetition's calibration episodes (every family draws the same ones) and give the 2.5-97.5%
+percentiles of the per-repetition saving.
 
 ``plain-cue``: ``examples.plain_cue`` (true successes of the budget family exact, ``examples.plain_cue_optimum``).
 ``simulator``: ProductQA's simulator agent on the generated catalog, 4 questions a session, success = every answer
@@ -131,22 +141,26 @@ def repeat(success: np.ndarray, truth: np.ndarray, spend: np.ndarray, n: int, ep
            rng: np.random.Generator) -> dict:
     """``reps`` calibrations on ``n`` pool episodes drawn without replacement: miscoverage, refusals, spend."""
     wrong = refused = 0
-    spent = []
-    for _ in range(reps):
+    spent = np.full(reps, np.nan)  # per repetition (NaN: refused); every family draws the same episodes per rep
+    for rep in range(reps):
         pick = rng.choice(success.shape[1], size=n, replace=False)
         chosen = chosen_index(success[:, pick].sum(axis=1), n, eps, delta)
         if chosen is None:
             refused += 1
             continue
         wrong += truth[chosen] < 1 - eps
-        spent.append(spend[chosen])
+        spent[rep] = spend[chosen]
     low, high = clopper_pearson(wrong, reps)
+    certified = int(np.isfinite(spent).sum())
     return {"n": n, "miscoverage": wrong / reps, "ci": (low, high), "refused": refused / reps,
-            "spend": float(np.mean(spent)) if spent else float("nan"), "certified": len(spent)}
+            "spend": float(np.nanmean(spent)) if certified else float("nan"), "certified": certified,
+            "spent": spent}
 
 
 def report(setup: Setup, pool: dict, fresh: dict, eps_list: list[float], delta: float, reps: int, seed: int) -> dict:
     results = {}
+    fresh = fresh or pool  # no fresh set: each member's success and spend read on the whole pool
+    where = "fresh set" if fresh is not pool else "whole pool, no fresh set: miscoverage optimistic"
     for family, members in setup.families.items():
         success, _ = pool[family]
         truth = fresh[family][0].mean(axis=1).astype(float)
@@ -154,7 +168,7 @@ def report(setup: Setup, pool: dict, fresh: dict, eps_list: list[float], delta: 
         truth = np.array([exact.get(m.name, t) for m, t in zip(members, truth)])
         spend = fresh[family][1].mean(axis=1)
         print(f"\nfamily {family}: true success (interventions) per member, most help first"
-              + (" (exact)" if exact else f" (fresh set of {fresh[family][0].shape[1]})"))
+              + (" (exact)" if exact else f" ({where} of {fresh[family][0].shape[1]})"))
         print("  " + "  ".join(f"{m.name} {t:.3f} ({s:.2f})" for m, t, s in zip(members, truth, spend)))
         for eps in eps_list:
             rng = np.random.default_rng(seed)
@@ -174,9 +188,14 @@ def report(setup: Setup, pool: dict, fresh: dict, eps_list: list[float], delta: 
                 b, t = results.get((family, eps, n)), results.get(("threshold", eps, n))
                 if b and t:
                     saving = 1 - b["spend"] / t["spend"] if t["spend"] > 0 else float("nan")
+                    # Paired: the repetitions where both families certified (same calibration episodes).
+                    both = np.isfinite(b["spent"]) & np.isfinite(t["spent"]) & (t["spent"] > 0)
+                    per_rep = 1 - b["spent"][both] / t["spent"][both]
+                    spread = (f"[{100 * np.percentile(per_rep, 2.5):+.1f}%, {100 * np.percentile(per_rep, 97.5):+.1f}%]"
+                              f" over {both.sum()} paired reps" if both.any() else "no paired reps")
                     print(f"  target {1 - eps:.2f} n {n:>4}: {family} {b['spend']:.3f} (refused {b['refused']:.2f})  "
                           f"threshold {t['spend']:.3f} (refused {t['refused']:.2f})  fewer interventions: "
-                          f"{100 * saving:+.1f}%")
+                          f"{100 * saving:+.1f}% (per repetition, 2.5-97.5%: {spread})")
     return results
 
 
@@ -246,7 +265,7 @@ def simulator(questions: int = 4) -> Setup:
                   "threshold": threshold_family(perfect, grid, questions, levels=set(accuracy.values()))}, {})
 
 
-def pipeline_run(run: Path, grid_size: int = 21) -> Setup:
+def pipeline_run(run: Path, grid_size: int = 21, prices: int = 21) -> Setup:
     import polars as pl
 
     from helper.data.environment import Environment
@@ -264,6 +283,13 @@ def pipeline_run(run: Path, grid_size: int = 21) -> Setup:
     scores = pl.read_parquet(run / "prm" / "oof_scores.parquet")["prm_score"].drop_nans().to_numpy()
     grid = np.quantile(scores, np.linspace(0.0, 1.0, grid_size))
     families = {"budget": budget}
+    if helper.scorer is not None and prices:
+        from helper.gate import priced_family
+
+        cap = helper.solved_budget
+        tables, discretizer = priced_family.priced_members(run / "helper", cap, prices)
+        families["priced"] = [Member(f"lambda={p:.3g}", (lambda t=t, p=p: priced_family.member_gate(
+            helper, t, discretizer, cap, p)), cap) for p, t in tables]
     if helper.scorer is not None:
         families["threshold"] = threshold_family(helper.scorer.score, grid, horizon, helper.decide_after)
     return Setup(lambda n, start: env.episodes(n, SEED, start), env.base, env.strong, families, {})
@@ -282,17 +308,34 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the repetitions' draws")
     parser.add_argument("--workers", type=int, default=1, help="processes playing the members (forked)")
     parser.add_argument("--grid", type=int, default=21, help="run: threshold quantiles of the PRM's scores")
+    parser.add_argument("--prices", type=int, default=21,
+                        help="run: prices of the priced family (helpgate calibrate --family priced --prices; 0: none)")
+    parser.add_argument("--start", type=int, default=0, help="first pool episode (a chunk of a pool too big for one run)")
+    parser.add_argument("--save", help="write the pool's outcomes to this .npz (a chunk) and stop")
+    parser.add_argument("--merge", nargs="+", help="pool = these saved chunks, concatenated (no episodes played)")
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(1)
     started = time.perf_counter()
     setup = {"plain-cue": plain_cue, "simulator": simulator}[args.setup]() if args.setup != "run" \
-        else pipeline_run(Path(args.run), args.grid)
-    print(f"{args.setup}{' ' + args.run if args.run else ''}: pool {args.pool}, fresh {args.fresh}, reps {args.reps}, "
-          f"delta {args.delta}, eps {args.eps}")
-    pool = outcomes(setup, args.pool, 0, args.workers)
-    fresh = outcomes(setup, args.fresh, args.pool, args.workers)
+        else pipeline_run(Path(args.run), args.grid, args.prices)
+    print(f"{args.setup}{' ' + args.run if args.run else ''}: pool {args.pool} (from {args.start}), fresh {args.fresh}, "
+          f"reps {args.reps}, delta {args.delta}, eps {args.eps}")
+    if args.merge:  # chunks of one pool played by separate runs: disjoint episode ranges of the same seed
+        chunks = [np.load(path) for path in args.merge]
+        pool = {f: tuple(np.concatenate([c[f"{f}_{k}"] for c in chunks], axis=1) for k in ("success", "used"))
+                for f in setup.families}
+        print(f"  pool: {sum(int(c['count']) for c in chunks)} episodes from {len(chunks)} chunks "
+              f"(starts {[int(c['start']) for c in chunks]})")
+    else:
+        pool = outcomes(setup, args.pool, args.start, args.workers)
+    if args.save:
+        np.savez(args.save, start=args.start, count=args.pool,
+                 **{f"{f}_{k}": v for f, pair in pool.items() for k, v in zip(("success", "used"), pair)})
+        print(f"wrote {args.save}; {time.perf_counter() - started:.0f} s")
+        return
+    fresh = outcomes(setup, args.fresh, args.start + args.pool, args.workers) if args.fresh else None
     report(setup, pool, fresh, args.eps, args.delta, args.reps, args.seed)
     print(f"\n{time.perf_counter() - started:.0f} s")
 

@@ -8,8 +8,19 @@ member plays the same ``--episodes`` calibration episodes (its own rollouts: its
 trajectories), and ``helper.gate.certify`` tests them in that order with an exact one-sided binomial test at
 ``--delta`` against the target success 1 - ``--eps``, stopping at the first failure. The last member that passed
 is the cheapest certified one: with probability at least 1 - delta over the calibration draw, its success on fresh
-episodes from the same distribution is at least 1 - eps. An outcome counts as a success when it reaches
-``--success-at`` (1.0: every question of a ProductQA session right; TextWorld and plug-ins score 0 or 1).
+episodes from the same distribution is at least 1 - eps.
+
+``--family priced`` tests the helper's efficient frontier instead: its own solve re-estimated and solved with a price
+on each intervention under the budget Cmax (the largest of ``--budgets``), from price 0 (the C = Cmax table) up to
+the price that stops every intervention (``helper.gate.priced_family``; members played by the solved table on the
+PRM score). The budget family spends all of each C, low-gain interventions included, and jumps between budgets; the
+priced members keep only the interventions worth their price, so the cheapest certified one spends less for the same
+target. Both orders are fixed by the helper folder alone, before any calibration episode is played, which the
+fixed-sequence test needs. The certified priced table is kept in ``calibration/priced_policy.npz`` (its hash in the
+guarantee); ``helper.gate.priced_family.certified_gate(dir)`` loads the gate a guarantee covers, of either family.
+
+An outcome counts as a success when it reaches ``--success-at`` (1.0: every question of a ProductQA session right;
+TextWorld and plug-ins score 0 or 1).
 
 The calibration episodes must be new to the helper: they are refused when an episode id appears in the rows the
 helper was solved and distilled from (``helper.json`` ``labels_from``) or its PRM was trained on (the PRM's
@@ -40,6 +51,7 @@ from helper.gate import certify
 from helper.stored_config import flat
 from trajectories.files import write_json_atomic
 
+FAMILIES = ("budget", "priced")
 NEIGHBOUR_PLAYS = ("sweep", "evaluate")
 """Folders beside the helper folder whose ``episodes.csv`` lists episodes the run already played (pipeline layout)."""
 
@@ -62,6 +74,11 @@ class CalibrateConfig(EnvConfig):
     """An episode counts as a success when its outcome reaches this (outcomes lie in [0, 1])."""
     backend: str | None = None
     """Override the helper's backend (features, text, or table: the solved table itself)."""
+    family: str = "budget"
+    """budget (the helper at C = Cmax, ..., 0) or priced (its solved table with a price per intervention under the
+    budget Cmax, from price 0 up: its efficient frontier, helper.gate.priced_family)."""
+    prices: int = 21
+    """priced: prices tried from 0 to the one that stops every intervention (equal policies are one member)."""
 
 
 def family(cfg: CalibrateConfig, solved_budget: int | None) -> list[int]:
@@ -82,6 +99,10 @@ def check(cfg: CalibrateConfig) -> None:
         raise ValueError(f"episodes={cfg.episodes}: calibrate on at least 1 episode (a few hundred certify more).")
     if not 0.0 < cfg.success_at <= 1.0:
         raise ValueError(f"success_at={cfg.success_at}: give the outcome an episode must reach, in (0, 1].")
+    if cfg.family not in FAMILIES:
+        raise ValueError(f"family={cfg.family!r}: choose one of {', '.join(FAMILIES)}.")
+    if cfg.prices < 2:
+        raise ValueError(f"prices={cfg.prices}: try at least 2 prices (0 and the one that stops every intervention).")
 
 
 def seen_episodes(helper_dir: Path) -> dict[str, tuple[set[str], set[str]]]:
@@ -140,38 +161,59 @@ def check_disjoint(cfg: CalibrateConfig, env: Environment, helper_dir: Path) -> 
                              f"e.g. {shared[0]!r}; calibrate on held-out groups (--split test).")
 
 
-def rollouts(cfg: CalibrateConfig, env: Environment, helper, budgets: list[int]) -> pd.DataFrame:
-    """One row per member and calibration episode: budget, episode id, outcome, interventions."""
+def members_of(cfg: CalibrateConfig, helper, helper_dir: Path) -> list[dict]:
+    """The family, most help first: each member's description and a builder of its gate (fixed by the helper folder
+    alone, before any calibration episode is played)."""
+    budgets = family(cfg, helper.solved_budget)
+    if cfg.family == "budget":
+        return [{"family": "budget", "budget": int(c), "build": (lambda c=c: helper.with_budget(c))} for c in budgets]
+    from helper.gate import priced_family
+
+    cap = budgets[0]
+    tables, discretizer = priced_family.priced_members(helper_dir, cap, cfg.prices)
+    return [{"family": "priced", "budget": int(cap), "price": price, "table": table, "discretizer": discretizer,
+             "build": (lambda t=table, p=price: priced_family.member_gate(helper, t, discretizer, cap, p))}
+            for price, table in tables]
+
+
+def rollouts(cfg: CalibrateConfig, env: Environment, members: list[dict]) -> pd.DataFrame:
+    """One row per member and calibration episode: member index, budget, episode id, outcome, interventions."""
     from helper.evaluation.evaluate import evaluate_gate
 
-    _, per_episode, _ = evaluate_gate(env, helper.with_budget, budgets, "helper", ci_resamples=200)
-    frame = pd.DataFrame(per_episode)[["budget", "episode_id", "success", "interventions"]]
+    frames = []
+    for index, member in enumerate(members):
+        _, per_episode, _ = evaluate_gate(env, lambda _c, m=member: m["build"](), [member["budget"]],
+                                          "helper" if member["family"] == "budget" else "priced", ci_resamples=200)
+        frames.append(pd.DataFrame(per_episode)[["budget", "episode_id", "success", "interventions"]]
+                      .assign(member=index))
+    frame = pd.concat(frames, ignore_index=True)[["member", "budget", "episode_id", "success", "interventions"]]
     frame["success"] = frame["success"].astype(float)
     return frame
 
 
-def guarantee(cfg: CalibrateConfig, frame: pd.DataFrame, budgets: list[int], helper_dir: Path) -> dict:
+def guarantee(cfg: CalibrateConfig, frame: pd.DataFrame, members: list[dict], helper_dir: Path) -> dict:
     """The guarantee record of a calibration (raises the one-line refusal when the target is out of reach)."""
-    order = {c: i for i, c in enumerate(budgets)}
-    frame = frame.sort_values(["budget", "episode_id"], key=lambda s: s.map(order) if s.name == "budget" else s)
     ids = sorted(frame["episode_id"].unique())
-    outcomes = np.stack([(frame[frame["budget"] == c].set_index("episode_id").loc[ids, "success"].to_numpy()
-                          >= cfg.success_at - 1e-12).astype(int) for c in budgets])
-    spend = [float(frame[frame["budget"] == c]["interventions"].mean()) for c in budgets]
+    rows_of = [frame[frame["member"] == i].set_index("episode_id").loc[ids] for i in range(len(members))]
+    outcomes = np.stack([(rows["success"].to_numpy() >= cfg.success_at - 1e-12).astype(int) for rows in rows_of])
+    spend = [float(rows["interventions"].mean()) for rows in rows_of]
     result = certify.certify(outcomes, cfg.eps, cfg.delta)
     n, target = len(ids), 1.0 - cfg.eps
-    members = [{"budget": int(c), "successes": int(outcomes[i].sum()), "success": float(outcomes[i].mean()),
-                "interventions": spend[i], "p_value": result.p_values[i], "tested": i < result.tested,
-                "passed": result.chosen is not None and i <= result.chosen} for i, c in enumerate(budgets)]
+    described = [{"family": m["family"], "budget": int(m["budget"])} | ({"price": m["price"]} if "price" in m else {})
+                 for m in members]
+    records = [d | {"successes": int(outcomes[i].sum()), "success": float(outcomes[i].mean()),
+                    "interventions": spend[i], "p_value": result.p_values[i], "tested": i < result.tested,
+                    "passed": result.chosen is not None and i <= result.chosen} for i, d in enumerate(described)]
     if result.chosen is None:
-        top = members[0]
+        top = records[0]
         raise ValueError(f"target success {target:g} (eps {cfg.eps:g}) cannot be certified at delta {cfg.delta:g} on "
-                         f"{n} episodes: the most-help member, C = {top['budget']}, succeeded on {top['successes']} "
-                         f"of {n}; the highest success this calibration can certify is {result.highest:.3f}. Pass "
-                         f"--eps {1 - result.highest:.3f} or more, or calibrate on more episodes.")
+                         f"{n} episodes: the most-help member, {certify.member_name(top)}, succeeded on "
+                         f"{top['successes']} of {n}; the highest success this calibration can certify is "
+                         f"{result.highest:.3f}. Pass --eps {1 - result.highest:.3f} or more, or calibrate on more "
+                         "episodes.")
     rows = frame.assign(outcome=frame["success"] >= cfg.success_at - 1e-12).to_dict("records")
     return {"kind": certify.KIND, "eps": cfg.eps, "delta": cfg.delta, "target": target, "n": n,
-            "success_at": cfg.success_at, "member": members[result.chosen], "members": members,
+            "success_at": cfg.success_at, "family": cfg.family, "member": records[result.chosen], "members": records,
             "highest_certifiable": result.highest,
             "calibration": {"split": cfg.split, "seed": cfg.seed, "episodes": cfg.episodes,
                             "agent_seed": cfg.agent_seed, "spec": flat(cfg.spec)},
@@ -188,15 +230,20 @@ def run(cfg: CalibrateConfig) -> dict:
     env = Environment(cfg)
     check_disjoint(cfg, env, helper_dir)
     helper = load_helper(cfg, cfg.backend)
-    budgets = family(cfg, helper.solved_budget)
-    frame = rollouts(cfg, env, helper, budgets)
-    record = guarantee(cfg, frame, budgets, helper_dir)
+    members = members_of(cfg, helper, helper_dir)
+    frame = rollouts(cfg, env, members)
+    record = guarantee(cfg, frame, members, helper_dir)
     (helper_dir / "calibration").mkdir(exist_ok=True)
+    chosen = members[[m is record["member"] for m in record["members"]].index(True)]
+    if chosen["family"] == "priced":  # the certified table itself: the gate the guarantee covers
+        from helper.gate import priced_family
+
+        record["member"] |= priced_family.keep_table(helper_dir, chosen["table"], chosen["discretizer"])
     frame.to_csv(helper_dir / "calibration" / "episodes.csv", index=False)
     write_json_atomic(record, helper_dir / certify.GUARANTEE_FILE)
     for m in record["members"]:
         mark = "passed" if m["passed"] else ("failed" if m["tested"] else "not tested")
-        print(f"calibrate: C={m['budget']:<2d} success {m['success']:.3f} ({m['successes']}/{record['n']})  "
+        print(f"calibrate: {certify.member_name(m):<22s} success {m['success']:.3f} ({m['successes']}/{record['n']})  "
               f"interventions {m['interventions']:.2f}  p {m['p_value']:.3g}  {mark}")
     print(f"calibrate: {certify.describe(record)}; wrote {helper_dir / certify.GUARANTEE_FILE}")
     return record

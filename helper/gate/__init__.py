@@ -10,5 +10,6 @@
   runs on the kind of episodes it was trained on; ``stored_values.py``: ``helper.json``'s values
   range-checked on load.
 - ``certify.py``: ``helpgate calibrate``'s statistics (exact binomial tests in a fixed sequence) and the
-  guarantee record (the command: ``helper.commands.calibrate``).
+  guarantee record (the command: ``helper.commands.calibrate``); ``priced_family.py``: its priced family (the
+  helper's own solve with a price per intervention, most help first) and the gate a guarantee covers.
 """

@@ -140,9 +140,19 @@ def read_guarantee(directory: str | Path) -> dict | None:
     return record
 
 
+def member_name(member: dict) -> str:
+    """A family member in words: ``C=2`` (budget family) or ``C=3, price 0.05`` (priced family)."""
+    if member.get("family", "budget") == "priced":
+        return f"C={member['budget']}, price {member['price']:.4g}"
+    return f"C={member['budget']}"
+
+
 def describe(record: dict) -> str:
     """One line: what the guarantee promises."""
     member = record["member"]
-    return (f"success >= {record['target']:g} with confidence {1 - record['delta']:g} at budget C = {member['budget']} "
+    where = (f"budget C = {member['budget']}" if member.get("family", "budget") == "budget" else
+             f"budget C = {member['budget']} with price {member['price']:.4g} per intervention (the table "
+             f"{member.get('policy_file', '?')})")
+    return (f"success >= {record['target']:g} with confidence {1 - record['delta']:g} at {where} "
             f"(calibrated on {record['n']} episodes: success {member['success']:.3f}, "
             f"{member['interventions']:.2f} interventions an episode)")

@@ -289,15 +289,20 @@ def create_app(gate: ServedGate, horizon: int, features: list[str] | None = None
 
 def served_guarantee(gate: ServedGate) -> dict | None:
     """What ``/health`` says of the helper's ``guarantee.json`` (None: it has none): the promise, and whether it
-    covers this server (it does at the certified budget only)."""
+    covers this server (it does at the certified budget only, and for a priced member only with its table: a gate
+    from ``helper.gate.priced_family.certified_gate`` names its ``price``)."""
     record = getattr(gate.gate, "guarantee", None)
     if not record:
         return None
     member = record["member"]
-    return {"target": record["target"], "confidence": 1 - record["delta"], "eps": record["eps"],
-            "delta": record["delta"], "n": record["n"], "budget": member["budget"], "success": member["success"],
-            "interventions": member["interventions"], "data_fingerprint": record["data_fingerprint"],
-            "applies": gate.budget == member["budget"]}
+    price = member.get("price") if member.get("family", "budget") == "priced" else None
+    shown = {"target": record["target"], "confidence": 1 - record["delta"], "eps": record["eps"],
+             "delta": record["delta"], "n": record["n"], "budget": member["budget"], "success": member["success"],
+             "interventions": member["interventions"], "data_fingerprint": record["data_fingerprint"]}
+    if price is not None:
+        shown["price"] = price
+    shown["applies"] = gate.budget == member["budget"] and getattr(gate.gate, "price", None) == price
+    return shown
 
 
 def served_features(helper) -> list[str]:
