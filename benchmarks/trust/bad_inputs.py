@@ -264,7 +264,7 @@ def option_cases(root: Path, good: dict[str, Path]) -> list[Case]:
         distill("distill --max-rows 0", "--max-rows", "0", names="max_rows="),
         distill("distill --test-fraction 1.5", "--test-fraction", "1.5", names="test_fraction="),
         distill("distill --test-fraction nan", "--test-fraction", "nan", names="--test-fraction"),
-        distill("distill --budget 7 (not solved)", "--budget", "7", names="budget=7"),
+        distill("distill --solved-budget 7 (not solved)", "--solved-budget", "7", names="solved_budget=7"),
         distill("distill --text-lr 0", "--text-lr", "0", names="text_lr="),
         Case("collect --episodes 10^12", [*collect, "--episodes", "1000000000000", "--out", str(bad / "o-c1")], "episodes=", bad / "o-c1" / "manifest.json"),
         Case("collect --shard-size 0", [*collect, "--episodes", "4", "--shard-size", "0", "--out", str(bad / "o-c2")], "shard_size", bad / "o-c2" / "manifest.json"),

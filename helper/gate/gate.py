@@ -96,8 +96,8 @@ class HelperGate(ScoredGate):
         self.table = table
         self.discretizer = discretizer
         self.solved_budget = solved_budget
-        """The largest budget C the helper was solved for: more budget left is read as this much (not a
-        config word: a helper folder records it, ``helper.json``'s ``solved_budget``)."""
+        """Which solved table the helper learned from: the budget C it was solved for (``distill --solved-budget``,
+        recorded as ``helper.json``'s ``solved_budget``); more budget left is read as this much."""
         if isinstance(threshold, (str, bool)) or not (math.isfinite(float(threshold)) and 0 <= threshold <= 1):
             # NaN compares False with every probability: a gate that never intervenes
             raise ValueError(f"threshold={threshold!r}: give a finite probability in [0, 1].")
