@@ -159,9 +159,12 @@ class ConstrainedDecoder:
         self.cache.max_tokens = max(self.cache.max_tokens, min(need, cap))
 
     def _job(self, executor):
+        # A PPO rollout's copies of one session draw their first function without replacement (``spread_draw``,
+        # set by ``agile.train.ppo.collect``); read once, so the session's later turns sample as usual.
+        spread, executor.spread_draw = getattr(executor, "spread_draw", None), None
         try:
             return self._turn_steps(executor.prompt_ids(), executor.allowed(), executor.context_text(),
-                                    self._grammar(executor))
+                                    self._grammar(executor), spread)
         except Exception as error:  # noqa: BLE001 - reported with the session's name, after the others
             return _failed(error)
 
@@ -282,7 +285,7 @@ class ConstrainedDecoder:
 
     # One turn, as a generator of requests (see the module docstring for what it chooses).
 
-    def _turn_steps(self, prompt, allowed, context, grammar):
+    def _turn_steps(self, prompt, allowed, context, grammar, spread=None):
         if not allowed:
             raise ValueError("the executor allows no function now (its episode is finished).")
         yes_no = is_yes_no_question(_question(context))
@@ -292,9 +295,11 @@ class ConstrainedDecoder:
         pick = max(range(len(candidates)), key=scores.__getitem__)
         choice = {"function_logprobs": dict(zip(candidates, scores)), "yes_no_question": yes_no}
         if self.sample_functions and len(candidates) > 1:
-            pick = draw(self.function_rng, scores, 1)[0]
+            pick = draw(self.function_rng, scores, 1)[0] if spread is None else self._spread_pick(scores, *spread)
+            logps = np.asarray(scores, dtype=np.float64) - np.logaddexp.reduce(scores)
             choice["decision"] = {"prompt": list(prompt), "candidates": names, "chosen": pick,
-                                  "logp": float(scores[pick] - np.logaddexp.reduce(scores))}
+                                  "logp": float(logps[pick]), "logps": logps.tolist(),
+                                  "functions": list(candidates), "yes_no": yes_no, "spread": spread is not None}
         name = choice["function"] = candidates[pick]
         signals = {}
         if len(scores) > 1:
@@ -318,6 +323,14 @@ class ConstrainedDecoder:
             signals.update(self._consistency(prompt, candidates, scores, answers, name, choice["turn"]))
         choice["signals"] = signals
         return ids, choice
+
+    def _spread_pick(self, scores, key, copy: int) -> int:
+        """Copy ``copy`` of the session keyed ``key``: the ``copy``-th function of one draw without replacement
+        from the softmax of ``scores`` (Gumbel top-k; every copy of the session sees the same Gumbel noise),
+        wrapping round when there are more copies than functions."""
+        rng = np.random.default_rng(derive_seed(self.seed, "spread", key))
+        order = np.argsort(-(np.asarray(scores, dtype=np.float64) + rng.gumbel(size=len(scores))), kind="stable")
+        return int(order[copy % len(scores)])
 
     def _most_probable(self, prompt: list[int], units: list[str]):
         """Index of the unit the model finds most probable after ``prompt``."""

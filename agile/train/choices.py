@@ -14,12 +14,16 @@ stays the most probable one and is not trained. A turn with one allowed function
 is no choice and has no term.
 
 Advantages are critic-free (``loop`` or ``grpo`` over the K rollouts of a session): one decision per
-session, mostly, leaves a value head little to learn from.
+session, mostly, leaves a value head little to learn from. ``distinct`` draws the K copies' first functions
+without replacement and gives each its share of the all-action gradient (``distinct_advantages``): the K
+copies then always compare asking with not asking, where sampled copies mostly agree with a policy that
+asks with probability 0.9.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -39,6 +43,14 @@ class Decision:
     chosen: int
     logp: float
     """log pi(chosen | prompt) under the rollout's weights, renormalised over the candidates."""
+    logps: list[float] = field(default_factory=list)
+    """log pi(candidate | prompt) of every candidate, renormalised (what the policy was at the draw)."""
+    functions: list[str] = field(default_factory=list)
+    """The candidates' function names, in the order of ``candidates``."""
+    yes_no: bool = False
+    """The question is phrased as a yes/no question (what the agent sees; ``agile.envs.phrasing``)."""
+    spread: bool = False
+    """Drawn without replacement among the copies of its session (estimator ``distinct``)."""
 
 
 @dataclass
@@ -49,6 +61,8 @@ class ChoiceSample:
     reward: float
     task: int = 0
     advantage: float = 0.0
+    later_advantage: float | None = None
+    """The advantage of the session's choices after its first (estimator ``distinct``); None: ``advantage``."""
     ref_logp: list[torch.Tensor] = field(default_factory=list)
     """Per decision: the reference's renormalised log-probabilities of every candidate."""
 
@@ -168,9 +182,10 @@ def update_choices(raw, optimizer, samples: list[ChoiceSample], cfg, accelerator
             rows = [samples[i] for i in order[:n][begin:begin + cfg.minibatch_size]]
             count = sum(len(s.decisions) for s in rows)
             for sample in rows:
-                for decision, ref in zip(sample.decisions, sample.ref_logp):
+                for j, (decision, ref) in enumerate(zip(sample.decisions, sample.ref_logp)):
                     new = choice_log_probs(raw.lm, decision.prompt, decision.candidates)
-                    loss, step_stats = choice_loss(new, decision, sample.advantage, ref, cfg.clip_eps, cfg.kl_coef)
+                    advantage = sample.advantage if j == 0 or sample.later_advantage is None else sample.later_advantage
+                    loss, step_stats = choice_loss(new, decision, advantage, ref, cfg.clip_eps, cfg.kl_coef)
                     (loss / count).backward()
                     stats["pg_loss"].append(float(loss.detach()))
                     for key, value in step_stats.items():
@@ -213,6 +228,65 @@ def session_advantages(rewards: list[float], tasks: list[int], estimator: str) -
 
 
 def choice_advantages(samples: list[ChoiceSample], estimator: str) -> None:
-    """Set each sample's advantage (``session_advantages``)."""
+    """Set each sample's advantage (``session_advantages``, or ``distinct_advantages``)."""
+    if estimator == "distinct":
+        distinct_advantages(samples)
+        return
     for sample, a in zip(samples, session_advantages([s.reward for s in samples], [s.task for s in samples], estimator)):
         sample.advantage = a
+
+
+def inclusion_probabilities(p: list[float], k: int) -> list[float]:
+    """P(candidate i is among the first ``k`` draws without replacement from ``p``), exactly: a sum over the
+    ordered draws, which are few (the candidates are two or three functions)."""
+    n, m = len(p), min(k, len(p))
+    out = [0.0] * n
+
+    def walk(prefix: tuple[int, ...], prob: float, left: float) -> None:
+        rest = [i for i in range(n) if i not in prefix and p[i] > 0]
+        if len(prefix) == m or not rest:
+            for i in prefix:
+                out[i] += prob
+            return
+        for i in rest:
+            walk(prefix + (i,), prob * p[i] / left, left - p[i])
+
+    walk((), 1.0, float(sum(p)))
+    return out
+
+
+def distinct_advantages(samples: list[ChoiceSample]) -> None:
+    """Advantages of estimator ``distinct``: the K copies of a session took distinct first functions (drawn
+    without replacement from pi, ``ConstrainedDecoder._spread_pick``), so each session's first choice gets the
+    all-action policy gradient
+
+        sum over functions a seen in the session's copies of  pi(a) / q(a) * (Q(a) - b) * grad log pi(a),
+
+    Q(a) the mean reward of the copies that took a, q(a) the probability that a was among the drawn functions
+    (1 for every function when K covers them all: then this is the exact gradient of the session's expected
+    reward, with no sampling noise in the choice), and b the pi-weighted mean of the seen Q's. Each copy's
+    advantage is its share of that sum. Why: the sampled estimator learns about an action only when the K
+    copies happen to disagree, which a policy that asks with probability 0.95 does in one session in ten.
+    A copy's later choices (after a failed turn) keep the plain Q(a) - b."""
+    by_task: dict[int, list[ChoiceSample]] = {}
+    for s in samples:
+        by_task.setdefault(s.task, []).append(s)
+    for copies in by_task.values():
+        first = [s.decisions[0] if s.decisions and s.decisions[0].spread else None for s in copies]
+        if any(d is None for d in first):  # no drawn choice in some copy: plain leave-one-out-free centring
+            mean = sum(s.reward for s in copies) / len(copies)
+            for s in copies:
+                s.advantage = s.reward - mean
+            continue
+        pi = [math.exp(d.logps[d.chosen]) for d in first]
+        q_all = inclusion_probabilities([math.exp(x) for x in first[0].logps], len(copies))
+        seen: dict[int, list[float]] = {}
+        for d, s in zip(first, copies):
+            seen.setdefault(d.chosen, []).append(s.reward)
+        q_hat = {a: sum(r) / len(r) for a, r in seen.items()}
+        p_of = {d.chosen: p for d, p in zip(first, pi)}
+        baseline = sum(p_of[a] * q_hat[a] for a in seen) / sum(p_of[a] for a in seen)
+        for d, s in zip(first, copies):
+            a = d.chosen
+            s.advantage = p_of[a] / q_all[a] * (q_hat[a] - baseline) / len(seen[a])
+            s.later_advantage = q_hat[a] - baseline

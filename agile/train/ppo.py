@@ -21,7 +21,8 @@ tokens (question, memory, tool output, advice) are transitions of the environmen
    the KL to the reference folded into per-token rewards (``-kl_coef * (log pi - log pi_ref)``,
    the session reward added on its last action token); ``loop`` (leave-one-out over the K
    rollouts of a session, no critic) or ``grpo`` (group-normalised), both with the KL as a loss
-   term (the k3 estimator) instead.
+   term (the k3 estimator) instead; ``distinct`` (constrained decoding): the K copies draw distinct
+   first functions and share the all-action gradient (``agile.train.choices.distinct_advantages``).
 4. **Update.** ``update_epochs`` passes of minibatches: per-token clipped ratio
    ``max(-A r, -A clip(r, 1-eps, 1+eps))`` and a clipped value loss, averaged over the action
    tokens only. The policy is the model plus LoRA adapters (``peft``); the reference model is the
@@ -81,8 +82,10 @@ class PPOConfig:
     """free: rollouts sample turns token by token and PPO trains every action token; constrained: rollouts
     sample the function among the allowed ones and PPO trains that choice (``agile.train.choices``; needs
     estimator loop or grpo)."""
-    estimator: Literal["gae", "loop", "grpo"] = "gae"
-    """Advantage estimator: gae (value head), loop (leave-one-out) or grpo (group-normalised)."""
+    estimator: Literal["gae", "loop", "grpo", "distinct"] = "gae"
+    """Advantage estimator: gae (value head), loop (leave-one-out), grpo (group-normalised) or distinct
+    (constrained only: the K copies of a session draw distinct functions, all-action advantages;
+    ``agile.train.choices.distinct_advantages``)."""
     rollouts_per_task: int = 1
     """K rollouts of every session from the same state; loop and grpo need K >= 2."""
     advice_cost: float = 0.3
@@ -218,9 +221,10 @@ def sample_episodes(groups, n_questions: int, n_episodes: int, rng: random.Rando
 
 
 def collect(policy: LLMPolicy, episodes, tokenizer, embedder, exec_cfg: ExecutorConfig,
-            k: int, dbs: dict, tag: str) -> tuple[list[SessionRecord], list[int], list[list]]:
+            k: int, dbs: dict, tag: str, spread: bool = False) -> tuple[list[SessionRecord], list[int], list[list]]:
     """Run the episodes, every session K times from the same state; returns records, task ids and, per
-    record, the function choices a ``DecisionTracker`` policy sampled in it (empty lists otherwise)."""
+    record, the function choices a ``DecisionTracker`` policy sampled in it (empty lists otherwise).
+    ``spread``: the K copies of a session draw their first function without replacement."""
     from agile.executor.memory import Memory
 
     mains = [Executor(g, qs, tokenizer, Memory(embedder), exec_cfg, db=dbs[g.name],
@@ -231,9 +235,11 @@ def collect(policy: LLMPolicy, episodes, tokenizer, embedder, exec_cfg: Executor
     for i in range(n_sessions):
         live = [m for m in mains if i < len(m.questions)]
         branches = [[m.clone() for _ in range(k)] if k > 1 else [m] for m in live]
-        for copies in branches:
-            for b in copies:
+        for e, copies in enumerate(branches):
+            for j, b in enumerate(copies):
                 b.resume(i + 1)
+                if spread:
+                    b.spread_draw = (f"{tag}-{i}-{e}", j)
         run_executors([b for copies in branches for b in copies], policy)
         for main, copies in zip(live, branches):
             task = tasks[-1] + 1 if tasks else 0
@@ -448,9 +454,12 @@ def sum_over_processes(accelerator, value: int, device) -> int:
 
 
 def check_config(cfg: PPOConfig) -> None:
-    if cfg.estimator not in ("gae", "loop", "grpo"):
-        raise ValueError(f"PPOConfig.estimator is {cfg.estimator!r}; use gae, loop or grpo.")
-    if cfg.estimator in ("loop", "grpo") and cfg.rollouts_per_task < 2:
+    if cfg.estimator not in ("gae", "loop", "grpo", "distinct"):
+        raise ValueError(f"PPOConfig.estimator is {cfg.estimator!r}; use gae, loop, grpo or distinct.")
+    if cfg.estimator == "distinct" and cfg.decoding != "constrained":
+        raise ValueError("PPOConfig.estimator=distinct draws distinct functions for a session's copies, which only "
+                         "constrained decoding does: set decoding=constrained or use gae, loop or grpo.")
+    if cfg.estimator in ("loop", "grpo", "distinct") and cfg.rollouts_per_task < 2:
         raise ValueError(f"PPOConfig.estimator={cfg.estimator} compares rollouts of the same "
                          f"session, so rollouts_per_task must be >= 2 (got {cfg.rollouts_per_task}).")
     if cfg.decoding == "constrained" and cfg.estimator == "gae":
@@ -478,6 +487,7 @@ def train(cfg: PPOConfig, log=print) -> dict:
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
+    from agile.envs.phrasing import is_yes_no_question
     from agile.envs.product_db import ProductDB
     from agile.envs.productqa import default_productqa_root, load_split
     from agile.executor.memory import Embedder
@@ -505,6 +515,7 @@ def train(cfg: PPOConfig, log=print) -> dict:
         raise ValueError(f"no train group of {root} matches groups={cfg.groups}; leave groups "
                          "empty or name folders of the train split.")
     dbs = {g.name: ProductDB(g) for g in groups}
+    yes_no_of = {(g.name, q.id): is_yes_no_question(q.question) for g in groups for q in g.questions}
     embedder = Embedder()
     exec_cfg = ExecutorConfig(advice_cost=cfg.advice_cost, max_turns=cfg.max_turns,
                               similarity_threshold=cfg.similarity_threshold)
@@ -533,12 +544,13 @@ def train(cfg: PPOConfig, log=print) -> dict:
         start = time.perf_counter()
         episodes = sample_episodes(groups, cfg.questions_per_episode, cfg.episodes_per_iteration, rng)
         records, tasks, decisions = collect(actor, episodes, tokenizer, embedder, exec_cfg, cfg.rollouts_per_task,
-                                            dbs, tag=f"it{it}-p{accelerator.process_index}")
+                                            dbs, tag=f"it{it}-p{accelerator.process_index}",
+                                            spread=cfg.estimator == "distinct")
         rollout_seconds = time.perf_counter() - start
         # Each advice in a rollout was answered by a person: the human calls this training spends.
         human_calls = sum_over_processes(accelerator, sum(r.advised for r in records), device)
         training_human_calls += human_calls
-        rollout_log.append(records_to_jsonl(records))
+        rollout_log.append(_rollout_lines(records, decisions))
         # 2. proxy reward r + A_i
         bonuses = [proxy_bonus(r, cfg.proxy_beta) for r in records]
         rewards = [r.reward + b for r, b in zip(records, bonuses)]
@@ -554,7 +566,8 @@ def train(cfg: PPOConfig, log=print) -> dict:
         rollout_policy.weights_changed()
         metrics = summarize([r.correct for r in records], [r.advised for r in records], cfg.advice_cost)
         generated = rollout_policy.generated_tokens - gen_tokens
-        row = {"iteration": it + 1, "sessions": len(records), **metrics, "human_calls": human_calls,
+        row = {"iteration": it + 1, "sessions": len(records), **metrics,
+               **advice_by_phrasing(records, decisions, yes_no_of), "human_calls": human_calls,
                "mean_reward": sum(rewards) / max(len(rewards), 1),
                "mean_bonus": sum(bonuses) / max(len(bonuses), 1),
                "kl_to_reference": prepared_kl, **stats,
@@ -569,7 +582,9 @@ def train(cfg: PPOConfig, log=print) -> dict:
                         {"history": history, "rollout_log": rollout_log, "human_calls": training_human_calls})
         if accelerator.is_main_process:
             log(f"ppo iteration {it + 1}/{cfg.iterations}: reward {row['mean_reward']:.3f} "
-                f"acc {row['accuracy']:.3f} advice {row['advice_rate']:.3f} kl {prepared_kl:.4f} "
+                f"acc {row['accuracy']:.3f} advice {row['advice_rate']:.3f} "
+                f"P(ask) yes/no {row.get('ask_prob_yes_no', float('nan')):.3f} "
+                f"other {row.get('ask_prob_other', float('nan')):.3f} kl {prepared_kl:.4f} "
                 f"pg {stats['pg_loss']:.4f} clip {stats['clip_fraction']:.3f} "
                 f"rollout {rollout_seconds:.0f}s update {stats['update_seconds']:.0f}s")
     accelerator.wait_for_everyone()
@@ -595,6 +610,51 @@ def train(cfg: PPOConfig, log=print) -> dict:
     result["model"] = raw
     result["accelerator"] = accelerator
     return result
+
+
+def _rollout_lines(records: list[SessionRecord], decisions: list[list]) -> str:
+    """The sessions as JSON lines, each with its first choice's ``ask_prob`` and ``greedy_ask`` where
+    ``[SeekAdvice]`` was a candidate (the policy at the draw, whatever the copy drew)."""
+    from agile import functions as fn
+
+    lines = []
+    for line, choices in zip(records_to_jsonl(records).splitlines(), decisions):
+        row = json.loads(line)
+        first = choices[0] if choices else None
+        if first is not None and fn.SEEK_ADVICE in first.functions:
+            a = first.functions.index(fn.SEEK_ADVICE)
+            row["ask_prob"] = float(torch.tensor(first.logps)[a].exp())
+            row["greedy_ask"] = max(range(len(first.logps)), key=first.logps.__getitem__) == a
+            row["yes_no"] = first.yes_no
+        lines.append(json.dumps(row) + "\n")
+    return "".join(lines)
+
+
+def advice_by_phrasing(records: list[SessionRecord], decisions: list[list], yes_no_of: dict) -> dict:
+    """The rollouts' advice rate split by the question's phrasing (yes/no or not, what the agent sees), and
+    for a constrained policy the probability it gave ``[SeekAdvice]`` at each session's first choice and the
+    share of first choices where that was the most probable function (what a greedy agent would do)."""
+    from agile import functions as fn
+
+    out, all_probs = {}, []
+    for kind, want in (("yes_no", True), ("other", False)):
+        rows = [i for i, r in enumerate(records) if yes_no_of.get((r.group, r.question_id)) is want]
+        out[f"advice_rate_{kind}"] = sum(records[i].advised for i in rows) / len(rows) if rows else float("nan")
+        out[f"sessions_{kind}"] = len(rows)
+        probs, greedy = [], []
+        for i in rows:
+            first = decisions[i][0] if decisions[i] else None
+            if first is not None and fn.SEEK_ADVICE in first.functions:
+                a = first.functions.index(fn.SEEK_ADVICE)
+                probs.append(float(torch.tensor(first.logps)[a].exp()))
+                greedy.append(float(max(range(len(first.logps)), key=first.logps.__getitem__) == a))
+        all_probs += probs
+        if probs:
+            out[f"ask_prob_{kind}"] = sum(probs) / len(probs)
+            out[f"greedy_ask_{kind}"] = sum(greedy) / len(greedy)
+    if all_probs:
+        out["ask_prob"] = sum(all_probs) / len(all_probs)
+    return out
 
 
 def _choice_step(raw, reference, optimizer, decisions, rewards, tasks, cfg: PPOConfig, accelerator, rng):
@@ -623,7 +683,10 @@ def _flat(history: list[dict], cfg: PPOConfig) -> bool:
         return sum(r[key] for r in rows) / len(rows)
 
     last, before = history[-w:], history[-2 * w:-w]
-    return all(abs(mean(k, last) - mean(k, before)) < cfg.flat_tolerance for k in ("advice_rate", "total_score"))
+    # With distinct draws the rollouts' advice is set by the draw (one copy in K asks), not by the policy: its
+    # probability of asking is what moves.
+    keys = ("ask_prob",) if cfg.estimator == "distinct" else ("advice_rate", "total_score")
+    return all(abs(mean(k, last) - mean(k, before)) < cfg.flat_tolerance for k in keys)
 
 
 def plot_curve(history: list[dict], path: Path, advice_cost: float) -> None:
@@ -637,8 +700,11 @@ def plot_curve(history: list[dict], path: Path, advice_cost: float) -> None:
 
     its = [r["iteration"] for r in history]
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for key, label in (("advice_rate", "advice rate"), ("total_score", "total score"), ("accuracy", "accuracy")):
-        ax.plot(its, [r[key] for r in history], marker="o", label=label)
+    for key, label in (("advice_rate", "advice rate"), ("total_score", "total score"), ("accuracy", "accuracy"),
+                       ("ask_prob_yes_no", "P(ask), yes/no-phrased"), ("ask_prob_other", "P(ask), other")):
+        if all(key in r for r in history):
+            ax.plot(its, [r[key] for r in history], marker="o", label=label,
+                    linestyle="--" if key.startswith("ask_prob") else "-")
     ax.set_xlabel("PPO iteration")
     ax.set_ylabel("rollout sessions")
     ax.set_title(f"PPO at advice cost {advice_cost:g}")

@@ -1,0 +1,123 @@
+"""Does PPO learn whom to ask about? Its advice per cost c, split by how the question is phrased.
+
+The embedded SmolLM2 agent with constrained decoding (no SFT) is right on about 0.66 of yes/no questions and
+0.08 of searches when it answers itself, so for c in about (0.35, 0.9) the best simple policy asks on searches and
+answers yes/no questions itself. For each c this trains PPO on the training groups (those ``agile_productqa.py
+--held-out-train 4`` trains on) and prints, per iteration, the policy's probability of ``[SeekAdvice]`` at each
+session's first choice and the share of sessions where it is the most probable function (what the greedy agent
+does), for yes/no-phrased questions and the others (``agile.envs.phrasing``, what the agent sees). After the
+cost runs, a table per c: iterations taken, those numbers averaged over the last ``--tail`` iterations, and the
+same by the dataset's question type (an annotation, read here for analysis only, never by the agent).
+Each run's ``ppo_curve.png`` and ``ppo_history.json`` are in ``--out/c<c>-<estimator>/``; a finished run is read
+back, not trained again::
+
+    python benchmarks/agents/agile_ppo_costs.py --out runs/ppo-costs --costs 0.5 --estimator loop
+    python benchmarks/agents/agile_ppo_costs.py --out runs/ppo-costs --costs 0.4,0.5,0.6,0.7,0.8 --estimator distinct
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch  # noqa: E402
+
+from agile.envs.productqa import default_productqa_root, list_groups  # noqa: E402
+from agile.train.ppo import PPOConfig, train  # noqa: E402
+
+
+def train_groups(held_out: int) -> list[str]:
+    """The train split minus every fifth group (the groups ``agile_productqa.py --held-out-train`` keeps out)."""
+    names = [g.name for g in list_groups(default_productqa_root(), "train")]
+    held = names[4::5][:held_out]
+    return [n for n in names if n not in held]
+
+
+def run_cost(args, c: float) -> dict:
+    out = Path(args.out) / f"c{c:g}-{args.estimator}"
+    done = out / "ppo_history.json"
+    if done.is_file():
+        print(f"read back {done}", flush=True)
+        return json.loads(done.read_text())
+    cfg = PPOConfig(model=args.model, groups=train_groups(args.held_out_train), decoding="constrained",
+                    estimator=args.estimator, rollouts_per_task=args.rollouts, advice_cost=c,
+                    questions_per_episode=args.questions, episodes_per_iteration=args.episodes,
+                    iterations=args.iterations, stop_when_flat=args.stop_flat, lr=args.lr, kl_coef=args.kl,
+                    proxy_beta=args.beta, lora_layers=args.lora_layers, update_epochs=args.epochs,
+                    minibatch_size=args.minibatch, micro_batch_size=2, max_new_tokens=args.max_new_tokens,
+                    rollout_batch_size=8, seed=args.seed, device="cpu", cpu_threads=args.threads,
+                    out_dir=str(out), save=False)
+    start = time.perf_counter()
+    result = train(cfg, log=lambda m: print(f"[{time.strftime('%H:%M:%S')}] c={c:g} {m}", flush=True))
+    print(f"c={c:g}: {len(result['history'])} iterations in {time.perf_counter() - start:.0f}s", flush=True)
+    return json.loads(done.read_text())
+
+
+def by_type(out: Path, tail: int, iterations: int) -> dict[str, tuple[float, float, int]]:
+    """Mean P(ask) and greedy-ask share of the last ``tail`` iterations' sessions, per question type and phrasing."""
+    rows = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines() if line]
+    last = {f"it{i}-" for i in range(max(iterations - tail, 0), iterations)}
+    rows = [r for r in rows if "ask_prob" in r and any(r["episode_id"].startswith(t) for t in last)]
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r["qtype"], []).append(r)
+        groups.setdefault("yes/no-phrased" if r["yes_no"] else "not yes/no-phrased", []).append(r)
+    return {k: (sum(r["ask_prob"] for r in v) / len(v), sum(r["greedy_ask"] for r in v) / len(v), len(v))
+            for k, v in groups.items()}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="runs/ppo-costs")
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--costs", default="0.4,0.5,0.6,0.7,0.8")
+    p.add_argument("--estimator", default="distinct", choices=["loop", "grpo", "distinct"])
+    p.add_argument("--rollouts", type=int, default=2, help="copies of every session (K)")
+    p.add_argument("--iterations", type=int, default=6)
+    p.add_argument("--episodes", type=int, default=2, help="episodes per iteration")
+    p.add_argument("--questions", type=int, default=4, help="sessions per episode")
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--kl", type=float, default=0.05, help="KL coefficient to the reference")
+    p.add_argument("--beta", type=float, default=0.1, help="AGILE's proxy bonus for reusable advice")
+    p.add_argument("--lora-layers", type=int, default=8)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--minibatch", type=int, default=8)
+    p.add_argument("--stop-flat", type=int, default=0)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--held-out-train", type=int, default=4)
+    p.add_argument("--tail", type=int, default=2, help="iterations averaged in the summary")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    costs = [float(x) for x in args.costs.split(",")]
+    results = {c: run_cost(args, c) for c in costs}
+
+    print(f"\n## PPO's advice by phrasing ({args.estimator}, K = {args.rollouts}, lr {args.lr:g}, "
+          f"{args.episodes} x {args.questions} sessions an iteration)\n")
+    print("| c | iteration | P(ask) yes/no | P(ask) other | greedy asks yes/no | greedy asks other | "
+          "rollout advice rate | human calls |")
+    print("|---|---|---|---|---|---|---|---|")
+    for c, result in results.items():
+        for r in result["history"]:
+            print(f"| {c:g} | {r['iteration']} | {r.get('ask_prob_yes_no', float('nan')):.3f} | "
+                  f"{r.get('ask_prob_other', float('nan')):.3f} | {r.get('greedy_ask_yes_no', float('nan')):.3f} | "
+                  f"{r.get('greedy_ask_other', float('nan')):.3f} | {r['advice_rate']:.3f} | {r['human_calls']} |")
+    print(f"\n## Last {args.tail} iterations per c (question type read for analysis only)\n")
+    kinds = ("yes/no-phrased", "not yes/no-phrased", "search_qa", "fact_qa", "reasoning_qa")
+    print("| c | iterations | training human calls | " + " | ".join(f"P(ask) / greedy {k}" for k in kinds) + " |")
+    print("|---|---|---|" + "---|" * len(kinds))
+    for c, result in results.items():
+        n = len(result["history"])
+        shares = by_type(Path(args.out) / f"c{c:g}-{args.estimator}", args.tail, n)
+        cells = [f"{shares[k][0]:.2f} / {shares[k][1]:.2f} (n={shares[k][2]})" if k in shares else "-" for k in kinds]
+        print(f"| {c:g} | {n} | {result['training_human_calls']} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
