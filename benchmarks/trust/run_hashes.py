@@ -8,7 +8,10 @@ same seed before and after it and comparing the two folders here. What is left o
 
 - ``provenance.json`` (command line, commit, machine, start times, wall times) and the ``seconds`` of every
   stage's ``.done`` and of ``prm/metrics.json``: when and where a run ran, not what it computed.
-- ``mtime_ns`` (``trajectories/prm_score.manifest.json``): the shards' modification times.
+- ``mtime_ns`` and the PRM's ``model`` fingerprint (``trajectories/prm_score.manifest.json``): the shards' and
+  the PRM files' modification times and the PRM folder's path (``prm.scoring.score.model_fingerprint``).
+- ``solve/solve.json``'s raw SHA-256 of each file it wrote, and their ``fingerprint``: ``solution.json`` records
+  the run's path; each of those files is compared here on its own, as below.
 - the run folder's own path, wherever a file records it, is written ``<run>``: two runs need two folders.
 - inside zip files (``.npz``, ``.skops``): the members' timestamps; for ``.skops`` also the ``id()`` numbers
   that name its members and nodes, renumbered in the order they appear (they are memory addresses).
@@ -31,19 +34,24 @@ TIMING_KEYS = {"seconds", "started", "mtime_ns"}
 """JSON keys that record when a run ran or how long it took."""
 LEFT_OUT = {"provenance.json"}
 """Files that record only where and when a run ran (command, commit, machine, times)."""
+DERIVED_KEYS = {"prm_score.manifest.json": {"model"}, "solve.json": {"files", "fingerprint"}}
+"""Keys, by file name, that hash paths or modification times, or hash the run's other files."""
 
 
-def _drop_timing(value):
+def _drop_timing(value, derived=frozenset()):
+    """``value`` less the timing keys, with the ``derived`` keys' values (at any depth) written ``<derived>``."""
     if isinstance(value, dict):
-        return {k: _drop_timing(v) for k, v in value.items() if k not in TIMING_KEYS}
+        return {k: "<derived>" if k in derived else _drop_timing(v, derived)
+                for k, v in value.items() if k not in TIMING_KEYS}
     if isinstance(value, list):
-        return [_drop_timing(v) for v in value]
+        return [_drop_timing(v, derived) for v in value]
     return value
 
 
-def _json_bytes(data: bytes, run: Path) -> bytes:
+def _json_bytes(data: bytes, run: Path, name: str) -> bytes:
     text = data.decode().replace(str(run.resolve()), "<run>").replace(str(run), "<run>")
-    return json.dumps(_drop_timing(json.loads(text)), sort_keys=True).encode()
+    value = _drop_timing(json.loads(text), frozenset(DERIVED_KEYS.get(name, ())))
+    return json.dumps(value, sort_keys=True).encode()
 
 
 def _renumbered_schema(schema, order: dict) -> object:
@@ -83,7 +91,7 @@ def _zip_digest(data: bytes, skops: bool) -> bytes:
 def file_digest(path: Path, run: Path) -> str:
     data = path.read_bytes()
     if path.name == ".done" or path.suffix == ".json":
-        data = _json_bytes(data, run)
+        data = _json_bytes(data, run, path.name)
     elif path.suffix in (".npz", ".skops"):
         data = _zip_digest(data, skops=path.suffix == ".skops")
     elif path.suffix in (".csv", ".txt", ".md"):
