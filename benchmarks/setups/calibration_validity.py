@@ -33,7 +33,8 @@ comparison where playing episodes is dear, e.g. TextWorld; the miscoverage is th
 run is played in chunks: ``--start S --pool K --save chunk.npz`` plays pool episodes S..S+K-1 and saves their outcomes,
 ``--merge chunk0.npz chunk1.npz ...`` reports on their union (disjoint ranges of the one seed). The cost lines pair the
 families on each repetition's calibration episodes (every family draws the same ones) and give the 2.5-97.5%
-percentiles of the per-repetition saving.
+percentiles of the per-repetition saving; ``--boot B`` adds a 95% interval of the mean saving over B resamples of the
+pool's episodes (what a finite pool leaves uncertain: the calibration draws and, with no fresh set, the true spends).
 
 ``plain-cue``: ``examples.plain_cue`` (true successes of the budget family exact, ``examples.plain_cue_optimum``).
 ``simulator``: ProductQA's simulator agent on the generated catalog, 4 questions a session, success = every answer
@@ -157,8 +158,39 @@ def repeat(success: np.ndarray, truth: np.ndarray, spend: np.ndarray, n: int, ep
             "spent": spent}
 
 
-def report(setup: Setup, pool: dict, fresh: dict, eps_list: list[float], delta: float, reps: int, seed: int) -> dict:
+def chosen_many(counts: np.ndarray, n: int, eps: float, delta: float) -> np.ndarray:
+    """``chosen_index`` for many calibrations at once: ``counts`` (calibrations, members) -> index, -1 if refused."""
+    passed = np.cumprod(stats.binom.sf(counts - 1, n, 1.0 - eps) <= delta, axis=1).sum(axis=1)
+    return passed - 1
+
+
+def bootstrap_saving(pool: dict, fresh: dict | None, family: str, eps: float, n: int, delta: float, reps: int,
+                     boots: int, seed: int) -> tuple[float, float]:
+    """95% percentile interval of the mean saving (1 - family spend / threshold spend, means over the repetitions
+    where each certified) over ``boots`` resamples of the pool's episodes: what varies is the episodes, both the
+    calibration draws and, with no fresh set, the pool that measures each member's true spend."""
+    rng = np.random.default_rng(seed)
+    size = pool[family][0].shape[1]
+    savings = []
+    for _ in range(boots):
+        episodes = rng.integers(0, size, size)
+        picks = episodes[np.argsort(rng.random((reps, size)), axis=1)[:, :n]]  # n distinct draws a repetition
+        means = []
+        for name in (family, "threshold"):
+            success, used = pool[name]
+            spend = (fresh[name][1] if fresh else used[:, episodes]).mean(axis=1)
+            chosen = chosen_many(success[:, picks].sum(axis=2).T, n, eps, delta)
+            means.append(spend[chosen[chosen >= 0]].mean() if (chosen >= 0).any() else np.nan)
+        savings.append(1 - means[0] / means[1] if means[1] > 0 else np.nan)
+    savings = np.array(savings)
+    savings = savings[np.isfinite(savings)]
+    return (float(np.percentile(savings, 2.5)), float(np.percentile(savings, 97.5))) if savings.size else (np.nan, np.nan)
+
+
+def report(setup: Setup, pool: dict, fresh: dict, eps_list: list[float], delta: float, reps: int, seed: int,
+           boots: int = 0) -> dict:
     results = {}
+    given = fresh
     fresh = fresh or pool  # no fresh set: each member's success and spend read on the whole pool
     where = "fresh set" if fresh is not pool else "whole pool, no fresh set: miscoverage optimistic"
     for family, members in setup.families.items():
@@ -193,6 +225,9 @@ def report(setup: Setup, pool: dict, fresh: dict, eps_list: list[float], delta: 
                     per_rep = 1 - b["spent"][both] / t["spent"][both]
                     spread = (f"[{100 * np.percentile(per_rep, 2.5):+.1f}%, {100 * np.percentile(per_rep, 97.5):+.1f}%]"
                               f" over {both.sum()} paired reps" if both.any() else "no paired reps")
+                    if boots:
+                        low, high = bootstrap_saving(pool, given, family, eps, n, delta, reps, boots, seed)
+                        spread += f"; bootstrap of the episodes 95%: [{100 * low:+.1f}%, {100 * high:+.1f}%]"
                     print(f"  target {1 - eps:.2f} n {n:>4}: {family} {b['spend']:.3f} (refused {b['refused']:.2f})  "
                           f"threshold {t['spend']:.3f} (refused {t['refused']:.2f})  fewer interventions: "
                           f"{100 * saving:+.1f}% (per repetition, 2.5-97.5%: {spread})")
@@ -313,6 +348,8 @@ def main() -> None:
     parser.add_argument("--start", type=int, default=0, help="first pool episode (a chunk of a pool too big for one run)")
     parser.add_argument("--save", help="write the pool's outcomes to this .npz (a chunk) and stop")
     parser.add_argument("--merge", nargs="+", help="pool = these saved chunks, concatenated (no episodes played)")
+    parser.add_argument("--boot", type=int, default=0,
+                        help="resamples of the pool's episodes for a 95%% interval of each mean saving (0: none)")
     args = parser.parse_args()
     import torch
 
@@ -336,7 +373,7 @@ def main() -> None:
         print(f"wrote {args.save}; {time.perf_counter() - started:.0f} s")
         return
     fresh = outcomes(setup, args.fresh, args.start + args.pool, args.workers) if args.fresh else None
-    report(setup, pool, fresh, args.eps, args.delta, args.reps, args.seed)
+    report(setup, pool, fresh, args.eps, args.delta, args.reps, args.seed, args.boot)
     print(f"\n{time.perf_counter() - started:.0f} s")
 
 
