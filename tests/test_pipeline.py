@@ -49,6 +49,9 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     assert (out / "sweep" / "sweep.png").stat().st_size > 0
     # ProductQA's default: the gate reads the base agent's proposal, and so does every scored baseline.
     assert json.loads((out / "pipeline.json").read_text())["decide_after"] == "proposal"
+    # The pipeline hands distill the largest of --budgets: the helper learned from that solved table.
+    helper_json = json.loads((out / "helper" / "helper.json").read_text())
+    assert helper_json["solved_budget"] == 2 and helper_json["distill_config"]["solved_budget"] == 2
     assert summary["decide_after"] == "proposal"
     assert json.loads((out / "prm" / "metrics.json").read_text())["target"] == "label_proposal"
     # Evidence that holds: the solver and the helper fitted on out-of-fold scores, and on features
