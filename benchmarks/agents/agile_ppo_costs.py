@@ -117,6 +117,23 @@ def main() -> None:
         shares = by_type(Path(args.out) / f"c{c:g}-{args.estimator}", args.tail, n)
         cells = [f"{shares[k][0]:.2f} / {shares[k][1]:.2f} (n={shares[k][2]})" if k in shares else "-" for k in kinds]
         print(f"| {c:g} | {n} | {result['training_human_calls']} | " + " | ".join(cells) + " |")
+    acc = own_accuracy([Path(args.out) / f"c{c:g}-{args.estimator}" for c in costs])
+    print("\nRight when answering itself (sessions that did not ask, all iterations of these runs): " +
+          "; ".join(f"{k} {acc[k][0]:.2f} (n={acc[k][1]})" for k in kinds if k in acc))
+
+
+def own_accuracy(folders: list[Path]) -> dict[str, tuple[float, int]]:
+    """How often the agent was right in the sessions where it did not ask (every iteration of every run given),
+    by phrasing and by question type: asking pays at cost c where this is below 1 - c."""
+    groups: dict[str, list[bool]] = {}
+    for folder in folders:
+        for line in (folder / "rollouts.jsonl").read_text().splitlines():
+            r = json.loads(line) if line else {}
+            if not r or r["advised"] or "yes_no" not in r:
+                continue
+            groups.setdefault("yes/no-phrased" if r["yes_no"] else "not yes/no-phrased", []).append(r["correct"])
+            groups.setdefault(r["qtype"], []).append(r["correct"])
+    return {k: (sum(v) / len(v), len(v)) for k, v in groups.items()}
 
 
 if __name__ == "__main__":
