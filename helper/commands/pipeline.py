@@ -93,6 +93,12 @@ class PipelineConfig:
     found rows, answered yes / no / an id, the question's phrasing, ...), the same in every product group. With
     --prm-hidden False it reads only those and the agent's signals, with no backbone pass: on shared ProductQA's
     train groups, out of fold by group, 0.765 against the default's 0.736 (three seeds; benchmarks/RESULTS.md)."""
+    prm_evidence_features: bool = False
+    """The PRM's head also reads the proposal checked against the record (prm train --evidence-features: the
+    product details, schema values and memory the sentence encoder retrieves for the question, against the
+    answer or the SQL; benchmarks/RESULTS.md, the evidence verifier)."""
+    prm_question_vector: bool = False
+    """The PRM's head also reads the sentence encoder's vector of the question (prm train --question-vector)."""
     prm_pooling: Literal["last", "mean", "auto"] | None = None
     """The PRM's step feature: the hidden state at the step's tag (last), its mean over the step's tokens, or
     auto (chosen on the training folds). Default: auto for a plug-in environment, else last."""
@@ -184,6 +190,7 @@ class PipelineConfig:
             seed=self.seed, device=self.spec.device, layers=self.prm_layer_count(), folds=self.fold_count(),
             state_features=self.state_features(), hidden=self.hidden_inputs(),
             proposal_features=self.prm_proposal_features,
+            evidence_features=self.prm_evidence_features, question_vector=self.prm_question_vector,
             pooling=self.pooling_name(),
             lora=self.prm_lora,
         ), **changes})

@@ -8,4 +8,7 @@ beside the backbone's hidden state. The ground floor of ``prm``: it imports no o
   ``proposal_signals`` column) and state features as head inputs.
 - ``visible.py``: the proposal's visible form on ProductQA as ``view:`` head inputs
   (``--proposal-features``).
+- ``evidence.py``: the proposal checked against the record the sentence encoder retrieves for the question
+  (product details, schema values, memory, the SQL's conditions) as ``evidence:`` head inputs
+  (``--evidence-features``), and the question's vector (``--question-vector``).
 """

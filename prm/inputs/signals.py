@@ -17,7 +17,9 @@ rank steps of a game it never saw (``benchmarks/RESULTS.md``, TextWorld held-out
 
 Proposal features (``prm train --proposal-features``, ``prm.inputs.visible``) are numbers read from the state
 and the proposal texts (the proposal's form, the search's outcome, the answer's shape), keys
-``view:<name>``; they are computed from the ``state_text`` and ``proposal_text`` columns, not logged.
+``view:<name>``; they are computed from the ``state_text`` and ``proposal_text`` columns, not logged. Evidence
+features (``prm train --evidence-features``, ``prm.inputs.evidence``) likewise, keys ``evidence:<name>``: the
+record lines the sentence encoder retrieves for the question, against the proposal.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ import numpy as np
 import polars as pl
 
 from prm.inputs.visible import VIEW_PREFIX, frame_view_features
+
+EVIDENCE_PREFIX = "evidence:"
+"""Prefix of the keys that name evidence features (``prm.inputs.evidence``: the proposal against the record)."""
 from trajectories.number_maps import number_maps
 
 SIGNALS_COLUMN = "proposal_signals"
@@ -84,6 +89,10 @@ def signal_matrix(frame: pl.DataFrame, keys: Sequence[str]) -> np.ndarray:
         rows = [{**said, **state} for said, state in zip(rows, frame_state_features(frame))]
     if any(key.startswith(VIEW_PREFIX) for key in keys):
         rows = [{**said, **view} for said, view in zip(rows, frame_view_features(frame))]
+    if any(key.startswith(EVIDENCE_PREFIX) for key in keys):
+        from prm.inputs.evidence import frame_evidence_features
+
+        rows = [{**said, **found} for said, found in zip(rows, frame_evidence_features(frame))]
     if not rows:
         return np.zeros((0, 2 * len(keys)), dtype=np.float32)
     return np.stack([signal_vector(row, keys) for row in rows])

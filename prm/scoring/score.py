@@ -121,7 +121,7 @@ def score_frame(prm, frame: pl.DataFrame, batch_tokens: int = 16384, progress: b
             for i, e in enumerate(ids):
                 if e in cached:
                     x = torch.from_numpy(cached[e]).to(next(head.parameters()).device)
-                    scores[i] = prm.probabilities(head(prm.head_input(x, signals[i])))
+                    scores[i] = prm.probabilities(head(prm.head_input(x, signals[i], list(episodes[i][0]))))
     scores = [scores[i] for i in range(len(ids))]
     flat = np.concatenate(scores).astype(np.float64) if scores else np.zeros(0)
     ordered = ordered.with_columns(pl.Series("prm_score", flat, dtype=pl.Float64))

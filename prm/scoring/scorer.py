@@ -232,7 +232,7 @@ class PrmScorer:
         keys = getattr(getattr(self.prm, "settings", None), "signal_keys", None)
         if not keys:
             return None
-        from prm.inputs.signals import signal_vector, state_inputs
+        from prm.inputs.signals import EVIDENCE_PREFIX, signal_vector, state_inputs
         from prm.inputs.visible import VIEW_PREFIX
 
         said = dict(proposal.signals) if isinstance(proposal, Action) else {}
@@ -240,6 +240,10 @@ class PrmScorer:
             from prm.inputs.visible import view_inputs
 
             said.update(view_inputs(observation.state_text, str(getattr(proposal, "text", proposal))))
+        if proposal is not None and any(k.startswith(EVIDENCE_PREFIX) for k in keys):  # prm.inputs.evidence
+            from prm.inputs.evidence import evidence_inputs
+
+            said.update(evidence_inputs(observation.state_text, str(getattr(proposal, "text", proposal))))
         return signal_vector({**said, **state_inputs(observation.features)}, keys)
 
     # -- the two ways to score -------------------------------------------------------------------
@@ -307,6 +311,7 @@ class PrmScorer:
                 span = len(self._step_ids(entry, t, with_action=False))
                 hidden = out.last_hidden_state[0, -span:].mean(0, keepdim=True)
             row = None if signals is None else signals[None]
-            value = float(self.prm.probabilities(self.prm.head(self.prm.head_input(hidden, row)))[0])
+            value = float(self.prm.probabilities(self.prm.head(self.prm.head_input(
+                hidden, row, [entry.states.get(t, "")])))[0])
         entry.cache, entry.fed, entry.next_step = returned_cache(out), entry.fed + len(ids), t + 1
         return value

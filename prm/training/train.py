@@ -168,6 +168,13 @@ class TrainConfig:
     """Feed the proposal's agent-visible form (prm.inputs.visible: searched, SQL error, empty search, answer kind and
     shape, the product details' agreement) to the value head beside the hidden state, unpenalised like the
     signals; needs --tag-after proposal."""
+    evidence_features: bool = False
+    """Feed the proposal checked against the record (prm.inputs.evidence: the product details, schema values and
+    memory the sentence encoder retrieves for the question, against the answer or the SQL) to the value head,
+    unpenalised like the signals; needs --tag-after proposal."""
+    question_vector: bool = False
+    """The value head also reads the sentence encoder's vector of each step's question (all-MiniLM-L6-v2, 384
+    numbers, penalised like the hidden state): which kinds of question the agent gets wrong, across groups."""
     hidden: bool = True
     """The value head reads the backbone's hidden state; --no-hidden: only the signals and state features (the text's
     game-specific content cannot leak into the score; the backbone then runs only when scoring)."""
@@ -267,9 +274,11 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     started = time.perf_counter()
     check_backbone(cfg.model, "--model")
     encoder = is_encoder(cfg.model)
-    if encoder and (cfg.lora or cfg.head != "value" or cfg.layers or cfg.pooling != "last" or not cfg.hidden):
+    if encoder and (cfg.lora or cfg.head != "value" or cfg.layers or cfg.pooling != "last" or not cfg.hidden
+                    or cfg.question_vector):
         raise ValueError(f"--model {cfg.model}: an encoder is fine-tuned whole with the value head on its own "
-                         "mean-pooled window; drop --lora, --head tag, --layers, --pooling and --no-hidden.")
+                         "mean-pooled window; drop --lora, --head tag, --layers, --pooling, --no-hidden and "
+                         "--question-vector.")
     fine_tuned = cfg.lora or encoder
     if cfg.target is not None and cfg.target not in L.TARGETS:
         raise ValueError(f"target={cfg.target!r}: use one of {L.TARGETS}.")
@@ -380,7 +389,8 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
             if not len(ids):
                 return torch.zeros(0, prm.settings.head_width)
             hidden = torch.from_numpy(np.concatenate([features[e] for e in ids]))
-            return prm.head_input(hidden, signal_matrix(part, keys) if keys else None)
+            return prm.head_input(hidden, signal_matrix(part, keys) if keys else None,
+                                  part["state_text"].to_list() if cfg.question_vector else None)
 
         train_x, val_x = stacked(train_frame), stacked(val_frame)
         head = prm.head.cpu()
@@ -543,7 +553,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
 def _signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
     """The agent signal keys (``--signals``) then the state feature keys (``--state-features``) the head
     reads, or None."""
-    agent = (_agent_signal_keys(frame, cfg) or []) + _view_keys(frame, cfg)
+    agent = (_agent_signal_keys(frame, cfg) or []) + _view_keys(frame, cfg) + _evidence_keys(frame, cfg)
     if not cfg.state_features:
         return agent or None
     state = state_keys(frame)
@@ -566,6 +576,21 @@ def _view_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str]:
                          "collected with --decide-after proposal.")
     if cfg.head != "value" or cfg.lora or is_encoder(cfg.model):
         raise ValueError("--proposal-features needs the value head on a frozen causal backbone (--head value, "
+                         "no --lora, no encoder).")
+    return list(KEYS)
+
+
+def _evidence_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str]:
+    """The evidence-feature keys the head reads (``--evidence-features``, ``prm.inputs.evidence``), or none."""
+    if not cfg.evidence_features:
+        return []
+    from prm.inputs.evidence import KEYS
+
+    if cfg.tag_after != "proposal" or "proposal_text" not in frame.columns:
+        raise ValueError("--evidence-features checks the base agent's proposal: use --tag-after proposal on data "
+                         "collected with --decide-after proposal.")
+    if cfg.head != "value" or cfg.lora or is_encoder(cfg.model):
+        raise ValueError("--evidence-features needs the value head on a frozen causal backbone (--head value, "
                          "no --lora, no encoder).")
     return list(KEYS)
 
@@ -621,6 +646,7 @@ def _per_type_auroc(judged: pl.DataFrame, min_rows: int = 10) -> dict[str, float
 def _create(cfg: TrainConfig, keys):
     """A fresh PRM on ``cfg.model``: a cross-encoder (``prm.verifiers.encoder``) or a causal LM
     (``prm.verifiers.model``)."""
+    from prm.inputs.evidence import QUESTION_VECTOR_WIDTH
     from prm.verifiers.model import ProcessRewardModel, parse_dtype
 
     if is_encoder(cfg.model):
@@ -643,6 +669,7 @@ def _create(cfg: TrainConfig, keys):
         pooling=cfg.pooling,
         signal_keys=keys,
         hidden_inputs=cfg.hidden,
+        question_vector=QUESTION_VECTOR_WIDTH if cfg.question_vector else 0,
         device=cfg.device,
         dtype=parse_dtype(cfg.dtype),
         seed=cfg.seed,

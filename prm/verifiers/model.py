@@ -115,6 +115,9 @@ class PRMSettings:
     hidden_inputs: bool = True
     """Whether the value head reads the backbone's hidden state; False: only the signal columns (agent signals,
     state features), which mean the same in every game (``prm train --no-hidden``)."""
+    question_vector: int = 0
+    """Width of the sentence encoder's vector of the step's question (``prm.inputs.evidence.question_vectors``)
+    the value head reads between the hidden state and the signals, penalised like the hidden state; 0: none."""
     history: int | None = None
     """Earlier steps each score reads besides its own (``prm.inputs.render.history_windows``); None: the whole
     episode so far, in one pass."""
@@ -133,8 +136,8 @@ class PRMSettings:
 
     @property
     def head_width(self) -> int:
-        """Columns of the value head's input: the hidden state (when read), then the signals."""
-        return (self.hidden_size if self.hidden_inputs else 0) + self.signal_width
+        """Columns of the value head's input: the hidden state (when read), the question's vector, the signals."""
+        return (self.hidden_size if self.hidden_inputs else 0) + self.question_vector + self.signal_width
 
 
 class ValueHead(nn.Module):
@@ -219,6 +222,7 @@ class ProcessRewardModel(nn.Module):
         signal_keys: Sequence[str] | None = None,
         history: int | None = None,
         hidden_inputs: bool = True,
+        question_vector: int = 0,
         pooling: str = "last",
         device: str | None = None,
         dtype: torch.dtype | None = None,
@@ -232,11 +236,16 @@ class ProcessRewardModel(nn.Module):
         agent signals the value head reads beside the hidden state (``prm.inputs.signals``). ``history``:
         each step's score reads only that many earlier steps (None: all, one pass per episode).
         ``hidden_inputs=False``: the value head reads the signal columns alone (``signal_keys`` needed).
+        ``question_vector``: the width of the sentence encoder's vector of each step's question the value head
+        also reads (``prm.inputs.evidence``; 0: none).
         ``pooling``: ``last`` reads the hidden state at each step's tag; ``mean`` averages it over
         the step's tokens (its header, state and tag), so a word said mid-step reaches the head
         even where a few causal layers do not carry it to the tag.
         """
-        if not hidden_inputs and (head != "value" or lora or not signal_keys):
+        if question_vector and (head != "value" or lora):
+            raise ValueError("question_vector is read by the value head on a frozen backbone: use head='value' "
+                             "without lora.")
+        if not hidden_inputs and (head != "value" or lora or not (signal_keys or question_vector)):
             raise ValueError("hidden_inputs=False leaves the value head only its signal columns: use head='value' "
                              "without lora, with signal keys (agent signals or state features).")
         if pooling not in POOLINGS:
@@ -277,6 +286,7 @@ class ProcessRewardModel(nn.Module):
             signal_keys=list(signal_keys) if signal_keys else None,
             history=history,
             hidden_inputs=hidden_inputs,
+            question_vector=question_vector,
             pooling=pooling,
         )
         if head == "tag":
@@ -327,21 +337,31 @@ class ProcessRewardModel(nn.Module):
         if the head reads any, count as missing: ``score_episodes`` passes the real ones)."""
         return self.head(self.head_input(self.hidden_at_tags(batch)))
 
-    def head_input(self, hidden: torch.Tensor, signals: np.ndarray | torch.Tensor | None = None) -> torch.Tensor:
-        """What the head reads: the hidden states, then the signal columns when the PRM has any
-        (``signals`` ``[rows, signal_width]`` from ``prm.inputs.signals``; None: all missing)."""
+    def head_input(self, hidden: torch.Tensor, signals: np.ndarray | torch.Tensor | None = None,
+                   states: Sequence[str] | None = None) -> torch.Tensor:
+        """What the head reads: the hidden states, the question's vector of each step (from ``states``, the
+        steps' state texts, when the PRM reads one), then the signal columns when the PRM has any (``signals``
+        ``[rows, signal_width]`` from ``prm.inputs.signals``; None: all missing)."""
         keys = self.settings.signal_keys
-        if not keys:
-            return hidden
-        if signals is None:
-            signals = missing_block(hidden.shape[0], keys)
-        signals = torch.as_tensor(signals, dtype=torch.float32, device=hidden.device)
-        if tuple(signals.shape) != (hidden.shape[0], self.settings.signal_width):
-            raise ValueError(f"signals of shape {tuple(signals.shape)} for {hidden.shape[0]} steps; the PRM reads "
-                             f"{self.settings.signal_width} signal columns per step (keys {keys}).")
-        if not self.settings.hidden_inputs:  # the hidden state only counts the steps
-            return signals
-        return torch.cat([hidden.float(), signals], dim=-1)
+        parts = [hidden.float()] if self.settings.hidden_inputs else []
+        if self.settings.question_vector:
+            if states is None or len(states) != hidden.shape[0]:
+                raise ValueError(f"this PRM reads each step's question vector: pass the {hidden.shape[0]} steps' "
+                                 f"state texts (got {None if states is None else len(states)}).")
+            from prm.inputs.evidence import question_vectors
+
+            parts.append(torch.from_numpy(question_vectors(list(states))).to(hidden.device))
+        if keys:
+            if signals is None:
+                signals = missing_block(hidden.shape[0], keys)
+            signals = torch.as_tensor(signals, dtype=torch.float32, device=hidden.device)
+            if tuple(signals.shape) != (hidden.shape[0], self.settings.signal_width):
+                raise ValueError(f"signals of shape {tuple(signals.shape)} for {hidden.shape[0]} steps; the PRM "
+                                 f"reads {self.settings.signal_width} signal columns per step (keys {keys}).")
+            parts.append(signals)
+        if not parts:
+            return hidden[:, :0].float()
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
     def probabilities(self, logits: torch.Tensor) -> np.ndarray:
         """sigmoid(logits), through the calibrator when the PRM has one (float32 numpy)."""
@@ -422,14 +442,15 @@ class ProcessRewardModel(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            if not self.settings.signal_keys:
+            if not self.settings.signal_keys and not self.settings.question_vector:
                 logits = self._per_step(episodes, self, batch_tokens, per_prefix, progress, "prm score")
                 return [self.probabilities(torch.from_numpy(z)) for z in logits]
             hidden = self._per_step(episodes, self.hidden_at_tags, batch_tokens, per_prefix, progress, "prm score")
             signals = signals if signals is not None else [None] * len(episodes)
             with torch.inference_mode():
-                return [self.probabilities(self.head(self.head_input(torch.from_numpy(x).to(self.device), s)))
-                        for x, s in zip(hidden, signals)]
+                return [self.probabilities(self.head(self.head_input(torch.from_numpy(x).to(self.device), s,
+                                                                     list(episode[0]))))
+                        for x, s, episode in zip(hidden, signals, episodes)]
         finally:
             self.train(was_training)
 
@@ -447,7 +468,7 @@ class ProcessRewardModel(nn.Module):
             pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
             hidden = self.hidden_at_tags(collate([window], pad, self.device))[-1:]
             row = None if signals is None else np.asarray(signals)[None]
-            return float(self.probabilities(self.head(self.head_input(hidden, row)))[0])
+            return float(self.probabilities(self.head(self.head_input(hidden, row, list(episode[0])[-1:])))[0])
         finally:
             self.train(was_training)
 
