@@ -117,9 +117,37 @@ def main() -> None:
         shares = by_type(Path(args.out) / f"c{c:g}-{args.estimator}", args.tail, n)
         cells = [f"{shares[k][0]:.2f} / {shares[k][1]:.2f} (n={shares[k][2]})" if k in shares else "-" for k in kinds]
         print(f"| {c:g} | {n} | {result['training_human_calls']} | " + " | ".join(cells) + " |")
+    plot_costs(results, Path(args.out), args)
     acc = own_accuracy([Path(args.out) / f"c{c:g}-{args.estimator}" for c in costs])
     print("\nRight when answering itself (sessions that did not ask, all iterations of these runs): " +
           "; ".join(f"{k} {acc[k][0]:.2f} (n={acc[k][1]})" for k in kinds if k in acc))
+
+
+def plot_costs(results: dict, out: Path, args) -> None:
+    """P(ask) at the first choice per c, yes/no-phrased and not, averaged over the last ``--tail`` iterations
+    (AGILE's advice-rate-against-cost figure, split the way the cost should split it): ``advice_by_cost.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    costs = sorted(results)
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for key, label in (("ask_prob_yes_no", "yes/no-phrased"), ("ask_prob_other", "not yes/no-phrased"),
+                       ("ask_prob", "all")):
+        ys = []
+        for c in costs:
+            rows = [r[key] for r in results[c]["history"][-args.tail:] if key in r]
+            ys.append(sum(rows) / len(rows) if rows else float("nan"))
+        ax.plot(costs, ys, marker="o", label=label)
+    ax.set_xlabel("advice cost c")
+    ax.set_ylabel("P([SeekAdvice]) at the first choice")
+    ax.set_title(f"PPO ({args.estimator}), last {args.tail} iterations")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "advice_by_cost.png", dpi=120)
+    plt.close(fig)
 
 
 def own_accuracy(folders: list[Path]) -> dict[str, tuple[float, int]]:
