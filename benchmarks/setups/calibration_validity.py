@@ -31,7 +31,8 @@ Families, each played on the same pool episodes:
 With ``--fresh 0`` each member's success and spend are read on the whole pool instead of a fresh set (for the cost
 comparison where playing episodes is dear, e.g. TextWorld; the miscoverage is then optimistic). A pool too big for one
 run is played in chunks: ``--start S --pool K --save chunk.npz`` plays pool episodes S..S+K-1 and saves their outcomes,
-``--merge chunk0.npz chunk1.npz ...`` reports on their union (disjoint ranges of the one seed). The cost lines pair the
+``--merge chunk0.npz chunk1.npz ...`` reports on their union (disjoint ranges of the one seed); ``--families`` plays
+only some families in a chunk, and the merge takes each family from the chunks that hold it (all on the same episodes). The cost lines pair the
 families on each repetition's calibration episodes (every family draws the same ones) and give the 2.5-97.5%
 percentiles of the per-repetition saving; ``--boot B`` adds a 95% interval of the mean saving over B resamples of the
 pool's episodes (what a finite pool leaves uncertain: the calibration draws and, with no fresh set, the true spends).
@@ -300,7 +301,7 @@ def simulator(questions: int = 4) -> Setup:
                   "threshold": threshold_family(perfect, grid, questions, levels=set(accuracy.values()))}, {})
 
 
-def pipeline_run(run: Path, grid_size: int = 21, prices: int = 21) -> Setup:
+def pipeline_run(run: Path, grid_size: int = 21, prices: int = 21, quantiles: list[float] | None = None) -> Setup:
     import polars as pl
 
     from helper.data.environment import Environment
@@ -316,7 +317,7 @@ def pipeline_run(run: Path, grid_size: int = 21, prices: int = 21) -> Setup:
     horizon = env.horizon
     budget = [Member(f"C={c}", (lambda c=c: helper.with_budget(c)), c) for c in range(helper.solved_budget, -1, -1)]
     scores = pl.read_parquet(run / "prm" / "oof_scores.parquet")["prm_score"].drop_nans().to_numpy()
-    grid = np.quantile(scores, np.linspace(0.0, 1.0, grid_size))
+    grid = np.quantile(scores, quantiles if quantiles else np.linspace(0.0, 1.0, grid_size))
     families = {"budget": budget}
     if helper.scorer is not None and prices:
         from helper.gate import priced_family
@@ -348,6 +349,9 @@ def main() -> None:
     parser.add_argument("--start", type=int, default=0, help="first pool episode (a chunk of a pool too big for one run)")
     parser.add_argument("--save", help="write the pool's outcomes to this .npz (a chunk) and stop")
     parser.add_argument("--merge", nargs="+", help="pool = these saved chunks, concatenated (no episodes played)")
+    parser.add_argument("--quantiles", type=float, nargs="+",
+                        help="run: the threshold's quantiles of the PRM's scores, given (instead of --grid's even ones)")
+    parser.add_argument("--families", nargs="+", help="play only these families (a chunk; --merge joins by family)")
     parser.add_argument("--boot", type=int, default=0,
                         help="resamples of the pool's episodes for a 95%% interval of each mean saving (0: none)")
     args = parser.parse_args()
@@ -356,15 +360,24 @@ def main() -> None:
     torch.set_num_threads(1)
     started = time.perf_counter()
     setup = {"plain-cue": plain_cue, "simulator": simulator}[args.setup]() if args.setup != "run" \
-        else pipeline_run(Path(args.run), args.grid, args.prices)
+        else pipeline_run(Path(args.run), args.grid, args.prices, args.quantiles)
+    if args.families:
+        setup.families = {name: setup.families[name] for name in args.families}
     print(f"{args.setup}{' ' + args.run if args.run else ''}: pool {args.pool} (from {args.start}), fresh {args.fresh}, "
           f"reps {args.reps}, delta {args.delta}, eps {args.eps}")
     if args.merge:  # chunks of one pool played by separate runs: disjoint episode ranges of the same seed
         chunks = [np.load(path) for path in args.merge]
-        pool = {f: tuple(np.concatenate([c[f"{f}_{k}"] for c in chunks], axis=1) for k in ("success", "used"))
-                for f in setup.families}
-        print(f"  pool: {sum(int(c['count']) for c in chunks)} episodes from {len(chunks)} chunks "
-              f"(starts {[int(c['start']) for c in chunks]})")
+        pool, ranges = {}, {}
+        for f in setup.families:  # each family from the chunks that played it (these members), in episode order
+            mine = sorted((c for c in chunks if f"{f}_success" in c.files
+                           and c[f"{f}_success"].shape[0] == len(setup.families[f])), key=lambda c: int(c["start"]))
+            if not mine:
+                raise SystemExit(f"{f}: no chunk holds this set-up's {len(setup.families[f])} members")
+            pool[f] = tuple(np.concatenate([c[f"{f}_{k}"] for c in mine], axis=1) for k in ("success", "used"))
+            ranges[f] = [(int(c["start"]), int(c["count"])) for c in mine]
+        if len({tuple(r) for r in ranges.values()}) != 1:
+            raise SystemExit(f"the families' chunks cover different episodes: {ranges}")
+        print(f"  pool: {pool[next(iter(pool))][0].shape[1]} episodes, chunks (start, count) {ranges}")
     else:
         pool = outcomes(setup, args.pool, args.start, args.workers)
     if args.save:
