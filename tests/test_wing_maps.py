@@ -1,7 +1,9 @@
 """Every folder of rooms has a complete map: its ``__init__.py`` docstring names each module as
-``name.py`` and each sub-package as ``name/`` (DESIGN.md: a folder of rooms has a docstring map)."""
+``name.py`` and each sub-package as ``name/`` (DESIGN.md: a folder of rooms has a docstring map), and
+names no room the folder does not hold (a room moved or deleted leaves no stale entry)."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -11,18 +13,33 @@ PACKAGES = ("agile", "helper", "prm", "tabular_rl", "trajectories")
 FOLDERS = sorted(init.parent for package in PACKAGES for init in (ROOT / package).rglob("__init__.py"))
 
 
+def _map(folder: Path) -> str:
+    return ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+
+
+def rooms(folder: Path) -> list[str]:
+    """``name.py`` for each module of ``folder``, ``name/`` for each wing."""
+    found = [p.name for p in folder.glob("*.py") if p.name != "__init__.py"]
+    return found + [f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").is_file()]
+
+
 def unmapped(folder: Path) -> list[str]:
-    """The rooms of ``folder`` its map does not name (``name.py`` for a module, ``name/`` for a wing)."""
-    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
-    rooms = [f"{p.name}" for p in folder.glob("*.py") if p.name != "__init__.py"]
-    rooms += [f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").is_file()]
-    return sorted(room for room in rooms if f"``{room}``" not in doc)
+    """The rooms of ``folder`` its map does not name."""
+    doc = _map(folder)
+    return sorted(room for room in rooms(folder) if f"``{room}``" not in doc)
+
+
+def stale(folder: Path) -> list[str]:
+    """What the map names as a room (``name.py``, ``name/``) that ``folder`` does not hold."""
+    return sorted(set(re.findall(r"``(\w+\.py|\w+/)``", _map(folder))) - set(rooms(folder)))
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda f: str(f.relative_to(ROOT)))
 def test_every_room_is_on_its_folders_map(folder):
     missing = unmapped(folder)
     assert not missing, f"{folder.relative_to(ROOT)}/__init__.py: its docstring map does not name {missing}"
+    gone = stale(folder)
+    assert not gone, f"{folder.relative_to(ROOT)}/__init__.py: its docstring map names {gone}, which it does not hold"
 
 
 def test_a_room_left_off_the_map_is_found(tmp_path):
@@ -37,4 +54,7 @@ def test_a_room_left_off_the_map_is_found(tmp_path):
     assert unmapped(tmp_path / "wing") == ["c.py"]
     # A bare word is not a map entry: "b" said in passing does not name b.py.
     (tmp_path / "__init__.py").write_text('"""- ``a.py``: mapped, unlike b.\n- ``wing/``: a wing."""\n')
-    assert unmapped(tmp_path) == ["b.py"]
+    assert unmapped(tmp_path) == ["b.py"] and stale(tmp_path) == []
+    # A room moved away leaves its entry behind: named, not held.
+    (tmp_path / "a.py").unlink()
+    assert stale(tmp_path) == ["a.py"]
