@@ -4,7 +4,7 @@ into one line.
 Every command has one dataclass whose fields carry a one-line docstring (a string literal right
 under the field). ``tyro`` reads those docstrings as the help text, so the CLI, the defaults and
 the help never drift apart: ``out_dir: str = "runs"`` becomes ``--out-dir``, a ``bool`` becomes
-``--flag`` / ``--no-flag``, a list takes several values (``--budget 1 2 3``), a ``Literal`` lists
+``--flag`` / ``--no-flag``, a list takes several values (``--budgets 1 2 3``), a ``Literal`` lists
 its choices and an optional field also takes ``None``.
 
 A user error (a bad value, a missing or malformed file, a missing optional extra) is printed as

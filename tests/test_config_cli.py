@@ -20,7 +20,7 @@ class DemoConfig:
 
     out: str = "runs/x"
     """Where results go."""
-    budget: list[int] = field(default_factory=lambda: [1, 2])
+    budgets: list[int] = field(default_factory=lambda: [1, 2])
     """Budgets to solve for."""
     method: Literal["exact", "lp"] = "exact"
     """Solver."""
@@ -33,8 +33,8 @@ class DemoConfig:
 
 
 def test_parse_types_and_defaults():
-    cfg = parse_config(DemoConfig, ["--budget", "0", "3", "--method", "lp", "--quick", "--rate", "0.5"])
-    assert cfg == DemoConfig(out="runs/x", budget=[0, 3], method="lp", quick=True, rate=0.5)
+    cfg = parse_config(DemoConfig, ["--budgets", "0", "3", "--method", "lp", "--quick", "--rate", "0.5"])
+    assert cfg == DemoConfig(out="runs/x", budgets=[0, 3], method="lp", quick=True, rate=0.5)
     assert parse_config(DemoConfig, []) == DemoConfig()
     assert parse_config(DemoConfig, ["--quick", "--no-quick", "--rate", "None"]) == DemoConfig()
 
@@ -42,7 +42,7 @@ def test_parse_types_and_defaults():
 @pytest.mark.parametrize("argv, named", [
     (["--method", "magic"], "magic"),
     (["--rate", "tru"], "tru"),          # no silent False/None for a typo
-    (["--budget", "1.5"], "1.5"),
+    (["--budgets", "1.5"], "1.5"),
     (["--quick", "tru"], "tru"),
     (["--nonsense", "1"], "--nonsense"),
 ])
