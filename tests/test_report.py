@@ -186,6 +186,9 @@ def test_drop_incomplete_leaves_out_what_a_seed_did_not_play_and_names_it(tmp_pa
     extra = frame[(frame.method == "random") & (frame.budget == 2)]
     pd.concat([frame, extra.assign(budget=3), extra.assign(method="router", budget=1)]).to_csv(
         s0 / "episodes.csv", index=False)
+    summary = json.loads((s0 / "summary.json").read_text())  # seed 0's sweep was asked for one method more
+    summary.setdefault("config", {})["methods"] = [*summary["config"].get("methods", []), "router"]
+    (s0 / "summary.json").write_text(json.dumps(summary))
     runs = [str(s0), str(s1)]
     assert main(["report", *runs, "--out", str(tmp_path / "r.md"), "--no-figures"]) == 2  # refused by default
     text = run(ReportConfig(runs=runs, out=str(tmp_path / "r.md"), resamples=200, figures=False,

@@ -151,11 +151,12 @@ PER_SEED = ("seed", "agent_seed", "strong_seed", "out", "helper", "train_data", 
 """Sweep settings that may differ between the seeds of one set-up (paths, seeds, where it ran)."""
 
 
-def check_pooled(name: str, runs: list[Run]) -> None:
-    """Refuse to pool runs whose sweeps differ in more than their seed: they are other set-ups."""
+def check_pooled(name: str, runs: list[Run], drop_incomplete: bool = False) -> None:
+    """Refuse to pool runs whose sweeps differ in more than their seed: they are other set-ups. With
+    ``drop_incomplete`` their method lists may differ too (what some seed did not play is left out, named)."""
     first = runs[0]
     for other in runs[1:]:
-        keys = (set(first.config) | set(other.config)) - set(PER_SEED)
+        keys = (set(first.config) | set(other.config)) - set(PER_SEED) - ({"methods"} if drop_incomplete else set())
         differing = sorted(k for k in keys if first.config.get(k) != other.config.get(k))
         if differing:
             key = differing[0]
@@ -440,7 +441,7 @@ def run(cfg: ReportConfig) -> str:
     out.parent.mkdir(parents=True, exist_ok=True)
     rows, figures, dropped = [], [], []
     for name, members in setups.items():
-        check_pooled(name, members)
+        check_pooled(name, members, cfg.drop_incomplete)
     for name, members in setups.items():
         these, frame, left_out = setup_rows(name, members, cfg)
         rows += these
