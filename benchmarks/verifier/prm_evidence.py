@@ -20,7 +20,8 @@ each variant's PRM is trained by the pipeline's PRM stage settings on all its ro
 Printed: AUROC per seed and pooled with intervals that resample seeds, then groups, then episodes (paired
 differences from ``frozen`` under the same draws); the same within the proposal's visible kinds (``yes``, a
 search); by the dataset's question type (an annotation: analysis only); the training seconds per variant and the
-evidence features' seconds per decision (cold: every text embedded once).
+evidence features' seconds per decision (cold: every text embedded once); with ``--latency N``, one decision's
+milliseconds through each variant's ``PrmScorer`` (what a served gate adds per request).
 """
 
 from __future__ import annotations
@@ -92,6 +93,35 @@ def evidence_seconds(frame: pl.DataFrame) -> float:
     return (time.perf_counter() - started) / max(frame.height, 1)
 
 
+def latency(out: Path, names: list[str], frame: pl.DataFrame, decisions: int) -> dict[str, dict[str, float]]:
+    """Milliseconds (p50, p99) of one ``PrmScorer.score`` call per variant (the PRM's cost in a served gate), each
+    decision a fresh episode, the sentence encoder's cache empty at the start; the first call of each (model and
+    encoder loading) is not timed."""
+    import numpy as np
+
+    from agile.protocol import Action, Observation
+    from prm.scoring.scorer import PrmScorer
+    from prm.verifiers.model import ProcessRewardModel
+
+    rows = list(frame.head(decisions + 1).iter_rows(named=True))
+    found = {}
+    from prm.inputs.evidence import embedded_encoder
+
+    for name in names:
+        embedded_encoder.cache_clear()  # each variant starts with an empty sentence cache, as a fresh server does
+        scorer = PrmScorer(ProcessRewardModel.load(out / folder_name(name)))
+        times = []
+        for i, row in enumerate(rows):
+            observation = Observation(f"latency-{name}-{i}", row["env"], row["task_id"], 0, row["state_text"], 1)
+            started = time.perf_counter()
+            scorer.score(observation, proposal=Action(row["proposal_text"]))
+            if i:
+                times.append(1000 * (time.perf_counter() - started))
+        found[name] = {"p50_ms": round(float(np.percentile(times, 50)), 1),
+                       "p99_ms": round(float(np.percentile(times, 99)), 1)}
+    return found
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="folders with trajectories/ (one seed each)")
@@ -99,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--env", default="productqa", help="the runs' environment (productqa or catalog)")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
                         help="verifiers to compare; the first is the reference of the paired differences")
+    parser.add_argument("--latency", type=int, default=0,
+                        help="also time this many single decisions through each variant's scorer (the first run's)")
     args = parser.parse_args(argv)
     names = list(args.variants)
     frames, timing = [], {}
@@ -131,6 +163,9 @@ def main(argv: list[str] | None = None) -> None:
                            "### By the dataset's question type (an annotation: analysis only; seeds pooled)"):
         print(line)
     print(f"\nseconds (training per variant; evidence features per decision): {json.dumps(timing)}")
+    if args.latency:
+        timing["scorer_ms"] = latency(args.out / args.runs[0].name, names, frames[0], args.latency)
+        print(f"one decision through each variant's scorer, ms (p50 / p99): {json.dumps(timing['scorer_ms'])}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "report.json").write_text(json.dumps({"auroc": report, "timing": timing}, indent=2, default=float))
 

@@ -171,7 +171,9 @@ class PrmScorer:
             if value is not None:
                 entry.scored[t] = (observation.state_text, text, said, value)
                 return value
-            value = self._incremental(entry, t, signals) if self.incremental else None
+            # A head that reads no hidden state needs no backbone pass (score_last skips it).
+            reads_hidden = getattr(self.prm.settings, "hidden_inputs", True)
+            value = self._incremental(entry, t, signals) if self.incremental and reads_hidden else None
             if value is None:
                 value = self._full(entry, t, signals)
             if not math.isfinite(value):

@@ -445,7 +445,11 @@ class ProcessRewardModel(nn.Module):
             if not self.settings.signal_keys and not self.settings.question_vector:
                 logits = self._per_step(episodes, self, batch_tokens, per_prefix, progress, "prm score")
                 return [self.probabilities(torch.from_numpy(z)) for z in logits]
-            hidden = self._per_step(episodes, self.hidden_at_tags, batch_tokens, per_prefix, progress, "prm score")
+            if self.settings.hidden_inputs:
+                hidden = self._per_step(episodes, self.hidden_at_tags, batch_tokens, per_prefix, progress,
+                                        "prm score")
+            else:  # the head reads no hidden state: no backbone pass, one empty row per step
+                hidden = [np.zeros((len(states), 0), dtype=np.float32) for states, *_ in episodes]
             signals = signals if signals is not None else [None] * len(episodes)
             with torch.inference_mode():
                 return [self.probabilities(self.head(self.head_input(torch.from_numpy(x).to(self.device), s,
@@ -458,6 +462,10 @@ class ProcessRewardModel(nn.Module):
     def score_last(self, episode: tuple[Sequence[str], ...], signals: np.ndarray | None = None) -> float:
         """P(success) at the last step of one episode, feeding only the window that holds its tag
         (a gate's decision-time score); ``signals``: that step's signal row, or None (missing)."""
+        if not self.settings.hidden_inputs:  # the head reads no hidden state: no backbone pass
+            row = None if signals is None else np.asarray(signals)[None]
+            empty = torch.zeros((1, 0), device=self.device)
+            return float(self.probabilities(self.head(self.head_input(empty, row, list(episode[0])[-1:])))[0])
         was_training = self.training
         self.eval()
         try:
