@@ -18,10 +18,10 @@ The rooms, in the order the data meets them:
 - ``discretize.py``: ``Discretizer``: PRM score (and step) -> a small integer state;
   ``supervised_bins.py``: score edges where the outcome changes.
 - ``estimate.py``: count-based model estimation, P(s' | step, s, a), mean reward, start distribution.
-- ``solve.py``: one entry point for the budgeted solvers: ``solve_exact.py`` (backward induction over
-  the budget left), ``solve_lagrangian.py`` (a price per intervention), ``solve_lp.py`` (occupancy LP,
-  budget in expectation), ``solve_priced.py`` (a fixed price, no budget); ``pessimism.py``: an
-  intervention taken only where its gain clears z standard errors.
+- ``solvers/``: the budgeted solvers behind one entry point, ``solve``: exact backward induction over
+  the budget left, Lagrangian (a price per intervention), occupancy LP (budget in expectation), priced
+  (a fixed price, no budget), and pessimism (an intervention taken only where its gain clears z
+  standard errors); the wing's own map names its rooms.
 - ``solution.py``: ``Solution``, what every solver returns, its lookups and persistence.
 - ``label.py``: optimal labels for logged rows.
 - ``evaluate.py``: exact evaluation of a policy in a model; ``simulate.py``: a model rolled out into rows.
@@ -34,10 +34,7 @@ from .evaluate import Evaluation, evaluate, policy_values
 from .label import label
 from .simulate import simulate
 from .solution import Solution
-from .solve import SOLVERS, solve
-from .solve_exact import solve_exact
-from .solve_lagrangian import solve_lagrangian
-from .solve_lp import solve_lp
+from .solvers import SOLVERS, solve, solve_exact, solve_lagrangian, solve_lp
 from .transitions import Columns, Transitions, extract_transitions
 
 __all__ = [

@@ -24,7 +24,7 @@ import polars as pl
 from .discretize import Discretizer
 from .estimate import MissingActionError, TabularModel, estimate
 from .evaluate import evaluate
-from .solve import solve
+from .solvers.solve import solve
 from .transitions import DEFAULT_COLUMNS, Columns
 
 

@@ -13,7 +13,7 @@ import pytest
 from examples.plain_cue import RISK_ODDS, SLIP
 from examples.plain_cue_optimum import RISKS, true_model
 from helper.gate.priced_family import priced_tables, stopping_price
-from tabular_rl.solve_exact import solve_exact
+from tabular_rl.solvers import solve_exact
 
 
 def every_policy(horizon: int, cap: int):

@@ -7,8 +7,8 @@ import pytest
 
 from tabular_rl import TabularModel, solve_exact
 from tabular_rl.evaluate import evaluate
-from tabular_rl.pessimism import effective_rows, gain_standard_error
-from tabular_rl.solve import solve
+from tabular_rl.solvers import solve
+from tabular_rl.solvers.pessimism import effective_rows, gain_standard_error
 
 MIXED, RISKY = 0, 1
 

@@ -9,8 +9,7 @@ import pytest
 
 from helper.gate.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, TabularModel, estimate, evaluate, label, simulate
-from tabular_rl.solve_exact import solve_exact
-from tabular_rl.solve_priced import advice_price, solve_priced, solve_spending
+from tabular_rl.solvers import advice_price, solve_exact, solve_priced, solve_spending
 from trajectories.shards import mark_complete
 
 

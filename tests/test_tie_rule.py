@@ -6,7 +6,7 @@ import pytest
 
 from tabular_rl import TabularModel, label, solve_exact, solve_lagrangian, solve_lp
 from tabular_rl.evaluate import q_values
-from tabular_rl.solve_priced import solve_priced, solve_spending
+from tabular_rl.solvers import solve_priced, solve_spending
 
 
 def nil_and_real_gain_model() -> TabularModel:

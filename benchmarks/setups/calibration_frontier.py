@@ -6,7 +6,7 @@ Exact, on the true dynamics of ``examples.plain_cue`` (no episode played). For e
 interventions per episode of
 
 - ``frontier``: the least any gate can spend, in expectation, to reach the target: the priced optimum over every
-  price (``tabular_rl.solve_priced`` on the true model, no budget) with the mixture of the two neighbouring priced
+  price (``tabular_rl.solvers.solve_priced`` on the true model, no budget) with the mixture of the two neighbouring priced
   policies that meets the target exactly (a randomised gate; the lower envelope of success against spend);
 - ``priced``: the cheapest deterministic priced policy whose success reaches the target;
 - ``budget``: the cheapest budgeted optimum (C = 0..5, ``examples.plain_cue_optimum.optimum``) that reaches it;
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script:
 
 from examples.plain_cue import HORIZON, RISK_ODDS, SLIP  # noqa: E402
 from examples.plain_cue_optimum import optimum, true_model  # noqa: E402
-from tabular_rl.solve_priced import solve_priced  # noqa: E402
+from tabular_rl.solvers import solve_priced  # noqa: E402
 
 
 def priced_points(prices) -> list[tuple[float, float]]:

@@ -20,7 +20,7 @@ Families, each played on the same pool episodes:
 - ``budget``: the budgeted gates at C = Cmax, ..., 0 (the exact optimal gates on the true model for ``plain-cue`` and
   ``simulator``; the run's distilled helper for ``run``);
 - ``priced``: for ``plain-cue`` and ``simulator`` the priced optimum on the true model (success minus a price per
-  intervention, no budget; ``tabular_rl.solve_priced``) at prices from 0 up, one member per distinct policy; for
+  intervention, no budget; ``tabular_rl.solvers.solve_priced``) at prices from 0 up, one member per distinct policy; for
   ``run`` the family of ``helpgate calibrate --family priced --prices P`` (``helper.gate.priced_family``: the run's
   own solve priced under its largest budget, played by the solved table);
 - ``threshold`` (KnowNo-style): help whenever the verifier's score is at or below tau, no budget, tau over a fixed
@@ -253,7 +253,7 @@ def priced_family(model, state_of, prices) -> list[Member]:
     """The priced optimum on the true model (success - price per intervention, no budget), price from 0 (most help)
     up; a price whose policy equals a lower price's is the same gate and is left out."""
     from agile.gates import TableGate
-    from tabular_rl.solve_priced import solve_priced
+    from tabular_rl.solvers import solve_priced
 
     members, seen = [], []
     for price in sorted(prices):

@@ -67,7 +67,7 @@ from agile.protocol import Observation
 from helper.evaluation.metrics import paired_difference
 from tabular_rl.discretize import Discretizer
 from tabular_rl.estimate import estimate
-from tabular_rl.solve import solve
+from tabular_rl.solvers import solve
 
 METHODS = ("helper", "helper_priced", "prm_threshold", "first_k", "random", "score_ceiling", "oracle")
 NEEDED = ("episode_id", "step", "intervened", "reward", "proposal_reward", "prm_score")

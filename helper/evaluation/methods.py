@@ -17,7 +17,7 @@ same, except for the oracle where it is not an upper bound: ``oracle_1step``).
 - ``helper``: the distilled helper (``HelperGate``).
 - ``helper_priced``: the helper's own solve (the rows, bins and estimator of the solve folder it
   was distilled from) with a price on each intervention, set on that training model so that the
-  policy expects to spend ``C - 1/2`` (``tabular_rl.solve_priced.solve_spending``), played by its
+  policy expects to spend ``C - 1/2`` (``tabular_rl.solvers.solve_spending``), played by its
   table (``HelperGate`` ``table`` backend) under the hard budget C. The helper solved for C spends
   all of it, below-average interventions included; these points lie between its budgets and show
   its efficient frontier, to read per intervention against methods that spend less than C.
@@ -251,7 +251,7 @@ class HelperPriced(Method):
         model = estimate(rows, discretizer, smoothing=solved.get("smoothing", 1.0),
                          backoff=parse_backoff(solved.get("backoff", "auto")),
                          objective=solved.get("objective", "success"), shaping=solved.get("shaping", 0.0))
-        from tabular_rl.solve_priced import solve_spending
+        from tabular_rl.solvers import solve_spending
 
         self.gates = {}
         for budget in ctx.budgets:

@@ -61,7 +61,7 @@ def training_model(helper_dir: str | Path):
 
 def stopping_price(model, cap: int, iterations: int = 40) -> float:
     """The lowest price (to bisection precision) at which the capped policy never intervenes."""
-    from tabular_rl.solve_exact import solve_exact
+    from tabular_rl.solvers import solve_exact
 
     high = float(model.rewards.max() - model.rewards.min()) * model.horizon + 1.0  # no gain exceeds the span
     if solve_exact(model, cap, 0.0).expected_interventions == 0:
@@ -78,7 +78,7 @@ def stopping_price(model, cap: int, iterations: int = 40) -> float:
 
 def priced_tables(model, cap: int, steps: int = PRICE_STEPS) -> list[tuple[float, object]]:
     """``[(price, Solution)]`` from price 0 up to the stopping price, one per distinct policy, most help first."""
-    from tabular_rl.solve_exact import solve_exact
+    from tabular_rl.solvers import solve_exact
 
     if int(cap) < 0:
         raise ValueError(f"cap={cap}: the priced family's budget must be >= 0.")

@@ -4,7 +4,7 @@
     helpgate solve --data runs/agile/trajectories --advice-cost 0.3 --out runs/agile/solve_c0.3
 
 With ``--advice-cost c`` the policy maximises AGILE's total score, success - c * advice rate, with
-no budget: the Lagrangian at the fixed multiplier lambda = c / horizon (``tabular_rl.solve_priced``;
+no budget: the Lagrangian at the fixed multiplier lambda = c / horizon (``tabular_rl.solvers.solve_priced``;
 lambda = c with ``--objective reward``). Its table is written as ``policy_c{H}.npz`` (H = horizon,
 a budget that cannot bind), so ``helpgate distill`` reads it as any other.
 
@@ -44,9 +44,8 @@ from helper.gate import solve_files
 from tabular_rl.discretize import BINNINGS, Discretizer
 from tabular_rl.estimate import estimate
 from tabular_rl.label import label
-from tabular_rl.pessimism import check_pessimism
-from tabular_rl.solve import SOLVERS, solve
-from tabular_rl.solve_priced import advice_price, solve_priced
+from tabular_rl.solvers import SOLVERS, advice_price, solve, solve_priced
+from tabular_rl.solvers.pessimism import check_pessimism
 from tabular_rl.transitions import OBJECTIVES, Columns
 from trajectories.files import write_json_atomic
 from trajectories.manifest import incompleteness
@@ -87,7 +86,7 @@ class SolveConfig:
     or c with --objective reward) instead of the --budgets solutions; unset solves the budgets."""
     pessimism: float = 0.0
     """Standard errors of its estimated own gain (intervening against giving the intervention up) an
-    intervention must clear, else the agent acts (tabular_rl.pessimism): a bin whose gain rests on a thin
+    intervention must clear, else the agent acts (tabular_rl.solvers.pessimism): a bin whose gain rests on a thin
     difference spends nothing. 0: the point estimates. Needs --objective success and --method exact."""
     out: str = "runs/default/solve"
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json, solve.json."""

@@ -21,9 +21,9 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-from .estimate import TabularModel
-from .solution import Solution
-from .solve_lagrangian import greedy_policy
+from ..estimate import TabularModel
+from ..solution import Solution
+from .lagrangian import greedy_policy
 
 # Below this a state's occupancy is solver noise, not a visit.
 REACH_EPS = 1e-12

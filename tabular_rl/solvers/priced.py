@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .estimate import TabularModel
-from .solution import Solution
-from .solve_exact import solve_exact
-from .solve_lagrangian import greedy_policy
+from ..estimate import TabularModel
+from ..solution import Solution
+from .exact import solve_exact
+from .lagrangian import greedy_policy
 
 
 def advice_price(advice_cost: float, objective: str, horizon: int) -> float:

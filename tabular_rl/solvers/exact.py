@@ -12,7 +12,7 @@ Ties go to ``base``: an intervention that gains nothing keeps the budget for lat
 ``price`` each intervention also costs that much return (``Q1 - price``): the best policy under the
 budget that spends an intervention only where it gains more than its price.
 With ``pessimism`` z an intervention is also left out where its own gain (intervening against
-giving the intervention up) does not clear z standard errors of its estimate (``tabular_rl.pessimism``).
+giving the intervention up) does not clear z standard errors of its estimate (``tabular_rl.solvers.pessimism``).
 Each step is one batched matrix product over all states and budget levels.
 """
 
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .estimate import TabularModel
-from .evaluate import q_values
+from ..estimate import TabularModel
+from ..evaluate import q_values
+from ..solution import Solution
 from .pessimism import check_pessimism, gain_standard_error
-from .solution import Solution
 
 # Relative margin an intervention must win by; below it the two actions are a tie (float noise).
 TIE_TOL = 1e-12

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .estimate import TabularModel
-from .evaluate import Evaluation, evaluate, policy_values, q_values
-from .solution import Solution
-from .solve_exact import prefer_intervene
+from ..estimate import TabularModel
+from ..evaluate import Evaluation, evaluate, policy_values, q_values
+from ..solution import Solution
+from .exact import prefer_intervene
 
 
 def greedy_policy(model: TabularModel, lam: float) -> np.ndarray:

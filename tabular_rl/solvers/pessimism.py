@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .estimate import TabularModel
+from ..estimate import TabularModel
 
 SUCCESS_HALF_RANGE = 0.5
 """Half the range of an episode's success (0 or 1): the largest standard deviation a backup can have."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .estimate import TabularModel
-from .solution import Solution
-from .solve_exact import solve_exact
-from .solve_lagrangian import solve_lagrangian
-from .solve_lp import solve_lp
+from ..estimate import TabularModel
+from ..solution import Solution
+from .exact import solve_exact
+from .lagrangian import solve_lagrangian
+from .lp import solve_lp
 
 SOLVERS = {"exact": solve_exact, "lagrangian": solve_lagrangian, "lp": solve_lp}
 
@@ -19,7 +19,7 @@ def solve(model: TabularModel, budget: int, method: str = "exact", pessimism: fl
     ``lp``: budget in expectation, occupancy-measure linear program (HiGHS).
 
     ``pessimism`` z > 0 (``exact`` only): no intervention where its own gain is within z standard
-    errors of nothing (``tabular_rl.pessimism``).
+    errors of nothing (``tabular_rl.solvers.pessimism``).
     """
     if method not in SOLVERS:
         raise ValueError(f"method={method!r}: choose one of {', '.join(SOLVERS)}")
