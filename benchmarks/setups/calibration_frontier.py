@@ -6,8 +6,8 @@ Exact, on the true dynamics of ``examples.plain_cue`` (no episode played). For e
 interventions per episode of
 
 - ``frontier``: the least any gate can spend, in expectation, to reach the target: the priced optimum over every
-  price (``tabular_rl.solvers.solve_priced`` on the true model, no budget) with the mixture of the two neighbouring priced
-  policies that meets the target exactly (a randomised gate; the lower envelope of success against spend);
+  price (``tabular_rl.solvers.solve_priced`` on the true model, no budget) with the mixture of the two neighbouring
+  priced policies that meets the target exactly (a randomised gate; the lower envelope of success against spend);
 - ``priced``: the cheapest deterministic priced policy whose success reaches the target;
 - ``budget``: the cheapest budgeted optimum (C = 0..5, ``examples.plain_cue_optimum.optimum``) that reaches it;
 - ``threshold``: the cheapest per-step threshold on the perfect verifier (help where the agent's true chance at the

@@ -8,7 +8,7 @@ import pandas as pd
 
 from helper.evaluation.metrics import summarize
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "setups" / "sweep_table.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "setups" / "sweep_table.py"
 
 
 def load_script():
