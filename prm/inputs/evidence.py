@@ -38,9 +38,10 @@ from functools import lru_cache
 import numpy as np
 import polars as pl
 
-from prm.inputs.signals import EVIDENCE_PREFIX
 from prm.inputs.visible import _details, _question, _session, _words
 
+EVIDENCE_PREFIX = "evidence:"
+"""Prefix of the keys that name evidence features among a PRM's signal keys (``prm.inputs.signals``)."""
 NAMES = (
     "detail_top_sim", "detail_margin", "detail_top_yesno", "detail_top_agrees", "detail_weighted_agrees",
     "title_sim", "question_values", "question_superlative",

@@ -30,10 +30,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from prm.inputs.evidence import EVIDENCE_PREFIX
 from prm.inputs.visible import VIEW_PREFIX, frame_view_features
-
-EVIDENCE_PREFIX = "evidence:"
-"""Prefix of the keys that name evidence features (``prm.inputs.evidence``: the proposal against the record)."""
 from trajectories.number_maps import number_maps
 
 SIGNALS_COLUMN = "proposal_signals"
