@@ -91,7 +91,7 @@ RANGES: dict[str, Range] = {
     "batch_tokens": COUNT, "max_length": COUNT, "step_tokens": COUNT, "text_max_length": COUNT, "max_tokens": COUNT,
     "batch_size": COUNT, "text_batch_size": COUNT, "micro_batch_size": COUNT, "minibatch_size": COUNT,
     "rollout_batch_size": COUNT, "layers": COUNT, "prm_layers": NONNEG, "history": NONNEG, "folds": Range(1, 1000),
-    "cross_fit": Range(0, 1000), "knn_k": COUNT,
+    "cross_fit": Range(0, 1000), "knn_k": COUNT, "prices": Range(2, 100_000),
     "prm_folds": Range(1, 1000), "lora_r": COUNT, "lora_alpha": COUNT, "lora_layers": NONNEG, "max_turns": COUNT,
     # training
     "l2": NONNEG, "head_steps": COUNT, "epochs": RATE, "text_epochs": COUNT, "update_epochs": COUNT, "lr": RATE,

@@ -36,8 +36,9 @@ def test_an_old_flat_pipeline_config_loads_nested_with_its_budgets():
     assert "max_budget" not in stored and config_of(PipelineConfig, stored) == cfg
     assert set(stored) == set(OLD_PIPELINE) - {"max_budget"} | {"budgets"} | {
         f for f in flat(EnvSpec()) if f not in OLD_PIPELINE} | {"prm_proposal_features", "solve_pessimism", "cross_fit",
-                                                                 "counterfactual",
-                                                                 "binning"}  # the fields it gained
+                                                                 "counterfactual", "binning",
+                                                                 "prm_evidence_features",
+                                                                 "prm_question_vector"}  # the fields it gained
     # What a pipeline of that release ran:
     assert cfg.prm_proposal_features is False and cfg.solve_pessimism == 0.0 and cfg.binning == "quantile"
     unset = config_of(PipelineConfig, OLD_PIPELINE | {"max_budget": None})
