@@ -10,7 +10,7 @@ and the intervention are those of ``examples.plain_cue``; only ``StepResult.rewa
 Success is defined as there (every crossing made), so the exact budgeted optimum is the same:
 ``examples.plain_cue_optimum.optimum`` maximises success and never reads a step reward, and its
 ``true_model`` already credits success at the last crossing only (tested equal on this env's
-episodes in ``tests/test_plain_cue_sparse.py``).
+episodes in ``tests/examples/test_plain_cue_sparse.py``).
 
 Without step rewards ``--prm-target process`` has nothing to learn from; the step a failed episode
 ended on (``--prm-target fatal``) and the Monte-Carlo values of the cloned branches

@@ -9,7 +9,7 @@ loads or a folder is written. ``None`` (an unset optional field: its default) is
 
 Ranges say what can work at all, not what is wise; a finer check that needs the data (a budget
 past the longest episode, tables that would not fit in memory) stays with the command.
-``tests/test_option_ranges.py`` holds every numeric field of every command to an entry here.
+``tests/helper/test_option_ranges.py`` holds every numeric field of every command to an entry here.
 """
 
 from __future__ import annotations

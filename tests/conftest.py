@@ -1,4 +1,10 @@
-"""Shared fixtures, and the device the suite runs on."""
+"""Shared fixtures, and the device the suite runs on.
+
+The folders of tests/ mirror the packages (tests/agile/executor/ tests agile/executor/). They hold no
+``__init__.py``: pytest puts each test file's folder, and this file's, on ``sys.path``, so the shared modules
+beside this file (``helper_data``, ``imports``, ``productqa_slice``, ...) are imported by their plain names from
+any folder, and every test file needs a name of its own across tests/.
+"""
 
 import os
 

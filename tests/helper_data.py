@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.executor.episode import AgileSource
 from agile.rollout import run_episodes
+from helper.gate.features import FeatureClassifier, frame_features
 from prm.data.folds import task_type
 from trajectories.shards import write_shard
 from trajectories.shards import mark_complete
@@ -55,3 +57,16 @@ def solved(directory: Path, data: Path, budgets=(1, 2)) -> Path:
 
     run(SolveConfig(data=str(data), budgets=list(budgets), bins=3, out=str(directory)))
     return directory
+
+
+NAMES = ["prm_score", "step", "budget_left", "f_memory_hits"]
+"""The feature names of a helper folder's classifier (``classifier``)."""
+
+
+def classifier(names) -> FeatureClassifier:
+    """A logistic-regression ``FeatureClassifier`` on ``names``, fitted on 40 seeded random rows."""
+    rng = np.random.default_rng(0)
+    frame = pl.DataFrame({"episode_id": ["e"] * 40, "step": np.arange(40) % 4, "horizon": [4] * 40,
+                          "budget_left": rng.integers(1, 3, 40), "prm_score": rng.random(40),
+                          "features": ['{"memory_hits": 1.0}'] * 40})
+    return FeatureClassifier("logreg", names).fit(frame_features(frame, names), rng.integers(0, 2, 40))

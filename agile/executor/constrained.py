@@ -40,7 +40,7 @@ only restricts what it may write, one turn at a time:
 What it reads is what a deployed agent sees: the context token ids, the allowed functions, the
 context text (the question's wording and the product ids shown) and the table it may query
 (its columns and the values in them). It never reads the session's
-``Question`` (type, gold answer, gold SQL): ``tests/test_agile_constrained.py`` checks that
+``Question`` (type, gold answer, gold SQL): ``tests/agile/executor/test_agile_constrained.py`` checks that
 executors whose questions carry no annotation get the same turns.
 
 **Batched.** A turn is written as a generator of model requests (score these lines after this prompt;

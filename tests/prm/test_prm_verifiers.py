@@ -137,7 +137,7 @@ def test_generated_catalog_groups_stay_in_one_fold():
 
 
 def test_bad_backbones_end_in_one_line_naming_the_option(tmp_path, capsys):
-    from test_bad_inputs import one_error_line
+    from one_line_errors import one_error_line
 
     data = tmp_path / "data"
     data.mkdir()

@@ -8,8 +8,8 @@ from trajectories.schema import SCHEMA, EmptyDataset, SchemaError, validate
 from trajectories.shards import read_shard, read_trajectories, shard_paths, write_shard
 
 
-# The schema's rules, on folders of bare shards: no manifest, read as they are (tests/test_complete.py
-# covers the refusal of such folders).
+# The schema's rules, on folders of bare shards: no manifest, read as they are (tests/helper/evaluation/
+# test_complete_collection.py covers the refusal of such folders).
 pytestmark = pytest.mark.filterwarnings("ignore:.*--allow-incomplete")
 
 

@@ -24,7 +24,7 @@ from trajectories.manifest import MANIFEST, ConfigMismatch, IncompleteCollection
 from trajectories.schema import SCHEMA
 from trajectories.shards import read_shard, read_trajectories
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 COMPARED = ["episode_id", "step", "env", "task_id", "state_text", "action_text", "actor", "intervened",
             "budget_left", "reward", "done", "success", "explore_p", "seed", "horizon", "features"]
 

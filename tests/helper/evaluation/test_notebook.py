@@ -11,7 +11,7 @@ from nbclient import NotebookClient
 from helper.evaluation.metrics import summarize
 from trajectories.files import write_json_atomic
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "budget_sweep.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[3] / "notebooks" / "budget_sweep.ipynb"
 
 
 def _sweep_dir(folder: Path) -> Path:

@@ -121,7 +121,7 @@ def test_any_other_exception_is_one_line_naming_type_and_place(capsys):
 
     assert run_reporting_errors("demo", plugin_code, None) == (2, None)
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["demo: error: ZeroDivisionError raised at tests/test_config_cli.py:"
+    assert err == ["demo: error: ZeroDivisionError raised at tests/helper/test_config_cli.py:"
                    f"{plugin_code.__code__.co_firstlineno + 1} in plugin_code (plug-in code): a bug in the user's "
                    "own code (--debug shows the traceback)"]
 

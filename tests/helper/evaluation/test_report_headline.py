@@ -14,7 +14,7 @@ from helper.commands.cli import main
 from helper.evaluation.headline import BEGIN, CURRENT, END, OLDER, block, table_rows
 from helper.evaluation.report import headline_block
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 OLD_REPORT = """| set-up | seeds | episodes | baseline | C=1 | C=2 | verdict |
 |---|---|---|---|---|---|---|
 | old | 3 | 24 | random | +0.042 [-0.052, +0.115] | +0.021 [-0.094, +0.135] | tie |

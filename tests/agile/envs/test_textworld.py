@@ -15,7 +15,7 @@ import pytest
 try:
     import textworld  # noqa: F401
 except ImportError as error:  # the extra is optional for users; CI installs it
-    print(f"skipping tests/test_textworld.py: textworld is not importable ({error}); "
+    print(f"skipping tests/agile/envs/test_textworld.py: textworld is not importable ({error}); "
           f"pip install 'helpgate[textworld]' to run them.")
     pytest.skip(f"textworld is not importable: {error}", allow_module_level=True)
 

@@ -21,7 +21,7 @@ from helper.data.environment import EnvConfig, Environment, EnvSetup, EnvSpec
 from helper.data.plugins import PluginError, is_plugin, resolve
 from trajectories.shards import read_trajectories
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 ENV = "examples.arith_chain:make_episodes"
 AGENT = "examples.arith_chain:make_agent"
 NAMES = ["--env", ENV, "--agent", AGENT]

@@ -23,7 +23,7 @@ from trajectories.number_maps import number_maps
 from trajectories.schema import SCHEMA
 from trajectories.shards import read_shard, read_trajectories
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 try:
     import textworld  # noqa: F401
 except ImportError as error:  # the extra is optional for users; CI installs it
-    print(f"skipping tests/test_textworld_pipeline.py: textworld is not importable ({error}); "
+    print(f"skipping tests/helper/commands/test_textworld_pipeline.py: textworld is not importable ({error}); "
           f"pip install 'helpgate[textworld]' to run it.")
     pytest.skip(f"textworld is not importable: {error}", allow_module_level=True)
 

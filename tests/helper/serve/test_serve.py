@@ -30,7 +30,7 @@ from agile.protocol import Observation
 from helper.serve.gate import ServedGate
 from trajectories.number_maps import number_maps
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 ENV = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
                     "PYTHONPATH": str(ROOT)}
 

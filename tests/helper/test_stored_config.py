@@ -69,7 +69,7 @@ def test_an_old_key_beside_its_new_one_with_another_value_is_refused_naming_both
 
 
 def test_an_old_helper_folder_with_max_budget_loads(tmp_path):
-    from test_helper_identity import NAMES, classifier
+    from helper_data import NAMES, classifier
 
     from helper import HelperGate
 

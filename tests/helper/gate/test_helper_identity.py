@@ -7,24 +7,11 @@ import json
 import shutil
 import warnings
 
-import numpy as np
-import polars as pl
 import pytest
 
 from helper import HelperGate
-from helper.gate.features import FeatureClassifier, frame_features
 from helper.gate.identity import UntrustedPrm, prm_fingerprint
-
-NAMES = ["prm_score", "step", "budget_left", "f_memory_hits"]
-
-
-def classifier(names) -> FeatureClassifier:
-    rng = np.random.default_rng(0)
-    frame = pl.DataFrame({"episode_id": ["e"] * 40, "step": np.arange(40) % 4, "horizon": [4] * 40,
-                          "budget_left": rng.integers(1, 3, 40), "prm_score": rng.random(40),
-                          "features": ['{"memory_hits": 1.0}'] * 40})
-    return FeatureClassifier("logreg", names).fit(frame_features(frame, names), rng.integers(0, 2, 40))
-
+from helper_data import NAMES, classifier
 
 @pytest.fixture(scope="module")
 def prm_dir(tmp_path_factory):

@@ -18,7 +18,7 @@ import pytest
 from helper.commands.cli import COMMANDS, main
 from helper.option_ranges import RANGES, Range
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def numeric_fields(cls: type) -> list[str]:

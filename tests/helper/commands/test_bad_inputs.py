@@ -10,18 +10,11 @@ import pytest
 
 from agile.envs.catalog_generator import default_catalog_dir
 from helper.commands.cli import main
+from one_line_errors import one_error_line
 from prm.verifiers.model import ProcessRewardModel
 from prm.data.synthetic import synthetic_frame
 from productqa_slice import SLICE
 from trajectories.shards import mark_complete
-
-
-def one_error_line(capsys) -> str:
-    lines = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines()
-             if line.strip() and "%|" not in line and "Loading weights" not in line]
-    assert len(lines) == 1, lines
-    assert "Traceback" not in lines[0]
-    return lines[0]
 
 
 def test_collect_values_out_of_range(tmp_path, capsys):
