@@ -37,9 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import polars as pl  # noqa: E402
 
 from benchmarks.verifier.grouped_auroc import cells, intervals, seeds_and_pooled  # noqa: E402
-from benchmarks.verifier.prm_visible import folder_name, kind_table, seed_of, with_kinds  # noqa: E402
-from helper.commands.pipeline import PipelineConfig  # noqa: E402
-from helper.stored_config import config_of  # noqa: E402
+from benchmarks.verifier.prm_visible import folder_name, kind_table, train_and_score, with_kinds  # noqa: E402
 
 NO_HIDDEN = {"proposal_features": True, "hidden": False}
 VARIANTS = {
@@ -52,23 +50,6 @@ VARIANTS = {
                                             "question_vector": True},
 }
 CANDIDATE = "evidence + question vector, no hidden"
-
-
-def train_variants(run: Path, out: Path, names: list[str], env: str) -> dict[str, float]:
-    """Each variant's PRM on the run's rows (out of fold by group); the seconds each took (0 when cached)."""
-    from prm.training.train import run_train
-
-    cfg = config_of(PipelineConfig, env=env, data="productqa" if env == "productqa" else None,
-                    decide_after="proposal", seed=seed_of(run))
-    seconds = {}
-    for name in names:
-        folder = out / folder_name(name)
-        started = time.perf_counter()
-        if not (folder / "metrics.json").exists():
-            run_train(cfg.prm_train_config(run / "trajectories", folder, progress=False,
-                                           feature_cache=str(out / "features.npz"), **VARIANTS[name]))
-        seconds[name] = round(time.perf_counter() - started, 1)
-    return seconds
 
 
 def out_of_fold(run: Path, out: Path, names: list[str]) -> pl.DataFrame:
@@ -126,7 +107,6 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="folders with trajectories/ (one seed each)")
     parser.add_argument("--out", type=Path, default=Path("runs/verifier-evidence"))
-    parser.add_argument("--env", default="productqa", help="the runs' environment (productqa or catalog)")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
                         help="verifiers to compare; the first is the reference of the paired differences")
     parser.add_argument("--latency", type=int, default=0,
@@ -136,7 +116,8 @@ def main(argv: list[str] | None = None) -> None:
     frames, timing = [], {}
     for run in args.runs:
         out = args.out / run.name
-        timing[run.name] = train_variants(run, out, names, args.env)
+        timing[run.name] = {name: seconds["train_s"] for name, seconds in
+                            train_and_score(run, out, names, test=False, variants=VARIANTS).items()}
         frame = with_kinds(out_of_fold(run, out, names))
         timing[run.name]["evidence_s_per_decision"] = round(evidence_seconds(frame), 4)
         frames.append(frame.with_columns(pl.lit(run.name).alias("seed_run")))

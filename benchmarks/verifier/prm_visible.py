@@ -79,9 +79,11 @@ def folder_name(variant: str) -> str:
     return variant.replace("+", "-").replace(", ", "-").replace(" ", "_")
 
 
-def train_and_score(run: Path, out: Path, names: list[str], test: bool = True) -> dict[str, dict]:
-    """Each variant's PRM on the run's train groups (out-of-fold report) and, with ``test``, its scores of the
-    test groups; the seconds each took."""
+def train_and_score(run: Path, out: Path, names: list[str], test: bool = True,
+                    variants: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Each variant's PRM (``variants``: name -> prm train settings; ``VARIANTS`` by default) on the run's train
+    groups (out-of-fold report) and, with ``test``, its scores of the test groups; the seconds each took."""
+    variants = variants or VARIANTS
     from prm.scoring.score import ScoreConfig, run_score
     from prm.training.train import run_train
 
@@ -92,7 +94,7 @@ def train_and_score(run: Path, out: Path, names: list[str], test: bool = True) -
         started = time.perf_counter()
         if not (folder / "metrics.json").exists():
             run_train(cfg.prm_train_config(run / "trajectories", folder, progress=False,
-                                           feature_cache=str(out / "features.npz"), **VARIANTS[name]))
+                                           feature_cache=str(out / "features.npz"), **variants[name]))
         trained = time.perf_counter() - started
         scored = out / f"test-{folder_name(name)}"
         if test and not (scored / "manifest.json").exists():

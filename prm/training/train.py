@@ -565,19 +565,25 @@ def _signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
     return agent + state
 
 
+def _proposal_text_keys(frame: pl.DataFrame, cfg: TrainConfig, flag: str, keys: tuple[str, ...]) -> list[str]:
+    """``keys``, the head inputs read from the proposal's text (``--proposal-features``, ``--evidence-features``),
+    once the data and the head can feed them: proposal mode, a value head on a frozen causal backbone."""
+    if cfg.tag_after != "proposal" or "proposal_text" not in frame.columns:
+        raise ValueError(f"{flag} reads the base agent's proposal: use --tag-after proposal on data "
+                         "collected with --decide-after proposal.")
+    if cfg.head != "value" or cfg.lora or is_encoder(cfg.model):
+        raise ValueError(f"{flag} needs the value head on a frozen causal backbone (--head value, "
+                         "no --lora, no encoder).")
+    return list(keys)
+
+
 def _view_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str]:
     """The proposal-feature keys the head reads (``--proposal-features``, ``prm.inputs.visible``), or none."""
     if not cfg.proposal_features:
         return []
     from prm.inputs.visible import KEYS
 
-    if cfg.tag_after != "proposal" or "proposal_text" not in frame.columns:
-        raise ValueError("--proposal-features reads the base agent's proposal: use --tag-after proposal on data "
-                         "collected with --decide-after proposal.")
-    if cfg.head != "value" or cfg.lora or is_encoder(cfg.model):
-        raise ValueError("--proposal-features needs the value head on a frozen causal backbone (--head value, "
-                         "no --lora, no encoder).")
-    return list(KEYS)
+    return _proposal_text_keys(frame, cfg, "--proposal-features", KEYS)
 
 
 def _evidence_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str]:
@@ -586,13 +592,7 @@ def _evidence_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str]:
         return []
     from prm.inputs.evidence import KEYS
 
-    if cfg.tag_after != "proposal" or "proposal_text" not in frame.columns:
-        raise ValueError("--evidence-features checks the base agent's proposal: use --tag-after proposal on data "
-                         "collected with --decide-after proposal.")
-    if cfg.head != "value" or cfg.lora or is_encoder(cfg.model):
-        raise ValueError("--evidence-features needs the value head on a frozen causal backbone (--head value, "
-                         "no --lora, no encoder).")
-    return list(KEYS)
+    return _proposal_text_keys(frame, cfg, "--evidence-features", KEYS)
 
 
 def _agent_signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
