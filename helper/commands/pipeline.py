@@ -294,6 +294,7 @@ def run(cfg: PipelineConfig, collected=None) -> dict:
     if cfg.prm_lora and is_encoder(cfg.prm_model):
         raise ValueError(f"--prm-lora with --prm-model {cfg.prm_model}: an encoder is fine-tuned whole; "
                          "drop --prm-lora.")
+    cfg = replace(cfg, spec=replace(cfg.spec, agent_dtype=cfg.spec.resolved_dtype()))
     spec = cfg.spec
     solved = _solved_budgets(cfg)
     if cfg.prm_target == "mc" and not cfg.counterfactual:

@@ -88,7 +88,8 @@ class EnvSpec:
     agent_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Weights of a local LLM base agent: auto (bfloat16 on a GPU, float32 on a CPU), or named. bfloat16 on
     a CPU with native BF16 collects about 3x faster (benchmarks/RESULTS.md) but is not the same model:
-    some answers change, so keep one dtype for collection and evaluation."""
+    some answers change, so keep one dtype for collection and evaluation (the pipeline stores auto as what it
+    resolved to, and refuses to resume a folder on a machine where auto means the other one)."""
     data: str | None = None
     """ProductQA root with train/ and test/ groups (default: the embedded generated catalog of seed 0; the
     public data: ../shared/productqa)."""
@@ -147,9 +148,7 @@ class EnvSpec:
                 resolve(name, AGENT_GROUP)  # not importable: refused before any file is written
         if self.agent_dtype not in AGENT_DTYPES:
             raise ValueError(f"agent_dtype={self.agent_dtype!r}: choose one of {AGENT_DTYPES}.")
-        local_llm = not (self.plugin or self.agent == "simulator"
-                         or is_plugin(self.agent, AGENT_GROUP) or self.agent.startswith(OPENAI_PREFIX))
-        if self.agent_dtype != "auto" and not local_llm:
+        if self.agent_dtype != "auto" and not self.local_llm:
             raise ValueError(f"agent_dtype={self.agent_dtype!r}: it sets a local LLM base agent's weights, and "
                              f"agent={self.agent!r} on env={self.env!r} is none; leave it at auto.")
         if self.plugin:
@@ -168,6 +167,22 @@ class EnvSpec:
         if self.memory not in ("embedding", "lexical"):
             raise ValueError(f"memory={self.memory!r}: choose embedding or lexical.")
         self.kind.check(self)
+
+    @property
+    def local_llm(self) -> bool:
+        """Whether the base agent is an LLM whose weights load here (its dtype is ours to choose)."""
+        return not (self.plugin or self.agent == "simulator"
+                    or is_plugin(self.agent, AGENT_GROUP) or self.agent.startswith(OPENAI_PREFIX))
+
+    def resolved_dtype(self) -> str:
+        """``agent_dtype`` with ``auto`` replaced by what it loads on this machine's ``device`` (bfloat16 on a GPU,
+        float32 on a CPU): a run folder stores this, so a resume on another kind of machine cannot quietly swap
+        the agent for another dtype of it."""
+        if self.agent_dtype != "auto" or not self.local_llm:
+            return self.agent_dtype
+        from agile.models import default_dtype, pick_device
+
+        return str(default_dtype(pick_device(self.device))).removeprefix("torch.")
 
     def dtype(self) -> str | None:
         """The base agent's weight type for the model loader (None: its default for the device)."""

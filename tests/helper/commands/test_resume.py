@@ -64,3 +64,25 @@ def test_an_unreadable_pipeline_json_is_named(tmp_path):
     out = folder(tmp_path, STAGES)
     (out / "pipeline.json").write_text("{not json")
     assert str(out / "pipeline.json") in stale_stage(out, now(out))
+
+
+def test_auto_is_stored_as_what_it_loaded_so_a_resume_on_another_kind_of_machine_is_refused(tmp_path):
+    from dataclasses import replace
+
+    from helper.data.environment import EnvSpec
+
+    cpu = EnvSpec(agent="smollm2", device="cpu")
+    assert cpu.resolved_dtype() == "float32"
+    assert EnvSpec(agent="smollm2", device="cuda").resolved_dtype() == "bfloat16"  # no GPU needed to name it
+    assert replace(cpu, agent_dtype="bfloat16").resolved_dtype() == "bfloat16"
+    assert EnvSpec(agent="simulator").resolved_dtype() == "auto"  # no weights of ours: nothing to resolve
+    out = folder(tmp_path, STAGES, agent_dtype="bfloat16")  # collected on a GPU under auto
+    line = stale_stage(out, now(out, agent_dtype=cpu.resolved_dtype()))
+    assert "stage collect finished with --agent-dtype 'bfloat16'" in line and "'float32'" in line
+    assert stale_stage(out, now(out, agent_dtype="bfloat16")) is None
+
+
+def test_a_folder_stored_before_auto_was_resolved_resumes_with_either_dtype(tmp_path):
+    out = folder(tmp_path, STAGES, agent_dtype="auto")
+    assert stale_stage(out, now(out, agent_dtype="float32")) is None
+    assert stale_stage(out, now(out, agent_dtype="bfloat16")) is None
