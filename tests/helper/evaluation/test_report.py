@@ -175,6 +175,14 @@ def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys):
     assert "differ in decide_after (decide_after: 'state' vs 'proposal')" in err and "NAME=RUN" in err
     assert main(["report", str(tmp_path / "d0"), f"proposal={tmp_path / 'd1'}", "--out", str(tmp_path / "r.md"),
                  "--no-figures"]) == 0
+    # A dtype stored as auto (before the pipeline resolved it) is unknown: it pools with a named one, not two named.
+    _standard(tmp_path / "t0", [1, 1, 1, 1], [0, 1, 0, 1], agent_dtype="auto")
+    _standard(tmp_path / "t1", [1, 1, 1, 1], [0, 1, 0, 1], agent_dtype="bfloat16", seed=1001)
+    _standard(tmp_path / "t2", [1, 1, 1, 1], [0, 1, 0, 1], agent_dtype="float32", seed=1002)
+    assert main(["report", str(tmp_path / "t0"), str(tmp_path / "t1"), "--out", str(tmp_path / "r.md"),
+                 "--no-figures"]) == 0
+    assert main(["report", str(tmp_path / "t1"), str(tmp_path / "t2"), "--out", str(tmp_path / "r.md")]) == 2
+    assert "differ in agent_dtype (agent_dtype: 'bfloat16' vs 'float32')" in capsys.readouterr().err
 
 
 def test_drop_incomplete_leaves_out_what_a_seed_did_not_play_and_names_it(tmp_path):
