@@ -156,6 +156,15 @@ def choice_loss(new_logp: torch.Tensor, decision: Decision, advantage: float, re
     return surrogate + kl_coef * kl, stats
 
 
+def mean_kl_to_reference(samples: list[ChoiceSample]) -> float:
+    """KL(pi || ref) over each decision's allowed functions, exactly (a sum over a few), averaged over the
+    decisions: what the loss penalises. The sampled log pi - log ref of the chosen function is no estimate of it
+    when the K copies draw distinct functions (``distinct``), and it went negative there."""
+    terms = [sum(math.exp(p) * (p - float(r[i])) for i, p in enumerate(d.logps))
+             for s in samples for d, r in zip(s.decisions, s.ref_logp)]
+    return sum(terms) / max(len(terms), 1)
+
+
 def update_summary(stats: dict[str, list[float]]) -> dict[str, float]:
     """Means of an update's per-step statistics, and the first step's clip fraction and KL to the old policy."""
     out = {k: (sum(v) / len(v) if v else 0.0) for k, v in stats.items()}

@@ -659,15 +659,13 @@ def advice_by_phrasing(records: list[SessionRecord], decisions: list[list], yes_
 
 def _choice_step(raw, reference, optimizer, decisions, rewards, tasks, cfg: PPOConfig, accelerator, rng):
     """Constrained decoding's step (``agile.train.choices``): reference, advantages, update."""
-    from agile.train.choices import ChoiceSample, choice_advantages, update_choices
+    from agile.train.choices import ChoiceSample, choice_advantages, mean_kl_to_reference, update_choices
 
     start = time.perf_counter()
     samples = [ChoiceSample(d, reward, t) for d, reward, t in zip(decisions, rewards, tasks)]
     reference(samples)
     choice_advantages(samples, cfg.estimator)
-    old = [d.logp for s in samples for d in s.decisions]
-    refs = [float(r[d.chosen]) for s in samples for d, r in zip(s.decisions, s.ref_logp)]
-    kl = sum(o - r for o, r in zip(old, refs)) / max(len(old), 1)
+    kl = mean_kl_to_reference(samples)
     seconds = time.perf_counter() - start
     stats = update_choices(raw, optimizer, samples, cfg, accelerator, rng)
     return kl, seconds, sum(len(d.prompt) for s in samples for d in s.decisions), stats

@@ -21,6 +21,7 @@ from agile.train.choices import (
     choice_advantages,
     choice_log_probs,
     inclusion_probabilities,
+    mean_kl_to_reference,
     update_choices,
 )
 from agile.train.ppo import PPOConfig, _flat, build_policy, check_config, train
@@ -84,6 +85,24 @@ def test_asking_at_probability_095_is_pushed_down_where_answering_pays():
     # pi(a) (Q(a) - b), b = 0.95 * 0.5 + 0.05 * 1.0 = 0.525.
     assert samples[0].advantage == pytest.approx(0.95 * (0.5 - 0.525), abs=1e-3)
     assert samples[1].advantage == pytest.approx(0.05 * (1.0 - 0.525), abs=1e-3)
+
+
+def test_the_logged_kl_is_the_exact_kl_over_the_allowed_functions_never_negative():
+    """Two copies drew distinct functions from pi = (0.9, 0.1) against ref = (0.5, 0.5): the chosen functions' mean
+    log pi - log ref is (log 1.8 + log 0.2) / 2 < 0, the KL itself 0.9 log 1.8 + 0.1 log 0.2 > 0."""
+    import math
+
+    pi, ref = [math.log(0.9), math.log(0.1)], torch.log(torch.tensor([0.5, 0.5]))
+    samples = [ChoiceSample([Decision([1], [[2], [3]], chosen, pi[chosen], list(pi), spread=True)], 0.0)
+               for chosen in (0, 1)]
+    for sample in samples:
+        sample.ref_logp = [ref]
+    exact = 0.9 * math.log(0.9 / 0.5) + 0.1 * math.log(0.1 / 0.5)
+    assert mean_kl_to_reference(samples) == pytest.approx(exact, abs=1e-6) and exact > 0
+    assert (math.log(1.8) + math.log(0.2)) / 2 < 0  # what was logged before
+    for sample in samples:
+        sample.ref_logp = [torch.tensor(pi)]
+    assert mean_kl_to_reference(samples) == pytest.approx(0.0, abs=1e-6)
 
 
 def test_three_functions_two_copies_is_unbiased_for_a_fixed_baseline():
