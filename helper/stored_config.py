@@ -115,6 +115,13 @@ def _plain(value):
     return value
 
 
+def same_setting(key: str, stored, now) -> bool:
+    """Whether a stored setting matches one given now. A config stored before the pipeline resolved
+    ``--agent-dtype auto`` does not say which dtype ran (bfloat16 on a GPU, float32 on a CPU): it matches either,
+    when a run resumes (``helper.commands.resume``) and when seeds are pooled (``helpgate report``)."""
+    return stored == now or (key == "agent_dtype" and "auto" in (stored, now))
+
+
 def flat(config) -> dict:
     """``config`` as stored: its fields, with each nested config's fields in place of the nested one."""
     out: dict = {}

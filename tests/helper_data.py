@@ -70,3 +70,15 @@ def classifier(names) -> FeatureClassifier:
                           "budget_left": rng.integers(1, 3, 40), "prm_score": rng.random(40),
                           "features": ['{"memory_hits": 1.0}'] * 40})
     return FeatureClassifier("logreg", names).fit(frame_features(frame, names), rng.integers(0, 2, 40))
+
+
+def tiny_scoring_prm(tag_after: str):
+    """The tiny PRM with a random value head (an untrained one is 0.5 everywhere), seeded: scores that vary."""
+    import torch
+
+    from prm.verifiers.model import ProcessRewardModel
+
+    prm = ProcessRewardModel.create("tiny", tag_after=tag_after, device="cpu", seed=0)
+    torch.manual_seed(0)
+    prm.head.linear.weight.data.normal_(0, 1.0)
+    return prm

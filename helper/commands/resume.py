@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helper.stored_config import config_of, flat
+from helper.stored_config import config_of, flat, same_setting
 
 STAGES = ("collect", "prm", "score", "solve", "distill", "sweep")
 
@@ -42,8 +42,7 @@ def stale_stage(out: Path, config) -> str | None:
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         return f"{stored_path}: not readable JSON ({error}); give a new --out or delete the folder."
     now = flat(config)
-    changed = [key for key in now if key not in IGNORED and stored.get(key) != now[key]
-               and not (key == "agent_dtype" and stored.get(key) == "auto")]  # stored before auto was resolved
+    changed = [key for key in now if key not in IGNORED and not same_setting(key, stored.get(key), now[key])]
     finished = [stage for stage in STAGES if (out / stage / ".done").exists()]
     for key in changed:
         first = STAGES.index(FIRST_STAGE.get(key, "collect"))

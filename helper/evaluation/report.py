@@ -63,7 +63,7 @@ from helper import provenance
 from helper.evaluation import metrics as M
 from helper.evaluation.advice_join import is_join_folder, join_notes, join_rows
 from helper.evaluation.metrics import verdict
-from helper.stored_config import renamed
+from helper.stored_config import renamed, same_setting
 
 NOT_BASELINES = (M.NEVER, M.ALWAYS, M.ORACLE, M.EXACT_OPTIMAL, M.HELPER, "counterfactual")
 """References, upper bounds and the helper itself: never compared as rivals."""
@@ -151,19 +151,13 @@ PER_SEED = ("seed", "agent_seed", "strong_seed", "out", "helper", "train_data", 
 """Sweep settings that may differ between the seeds of one set-up (paths, seeds, where it ran)."""
 
 
-def _same_setting(key: str, mine, theirs) -> bool:
-    # A sweep stored before the pipeline resolved --agent-dtype auto does not say which dtype it ran (bfloat16
-    # on a GPU, float32 on a CPU): it pools with either, as ``helper.commands.resume`` resumes it with either.
-    return mine == theirs or (key == "agent_dtype" and "auto" in (mine, theirs))
-
-
 def check_pooled(name: str, runs: list[Run], drop_incomplete: bool = False) -> None:
     """Refuse to pool runs whose sweeps differ in more than their seed: they are other set-ups. With
     ``drop_incomplete`` their method lists may differ too (what some seed did not play is left out, named)."""
     first = runs[0]
     for other in runs[1:]:
         keys = (set(first.config) | set(other.config)) - set(PER_SEED) - ({"methods"} if drop_incomplete else set())
-        differing = sorted(k for k in keys if not _same_setting(k, first.config.get(k), other.config.get(k)))
+        differing = sorted(k for k in keys if not same_setting(k, first.config.get(k), other.config.get(k)))
         if differing:
             key = differing[0]
             raise ValueError(f"runs {first.path} and {other.path} share the set-up name {name!r} but their sweeps "

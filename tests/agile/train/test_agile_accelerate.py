@@ -71,16 +71,21 @@ SCRIPT = textwrap.dedent('''
 ''') + EXIT_WITHOUT_TEARDOWN
 
 
+def two_cpu_processes(port: int, script, *args) -> tuple[list[str], dict]:
+    """The command and environment that run ``script *args`` as two processes through accelerate's launcher
+    (torchrun underneath); with no visible GPU they join a gloo process group."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+               "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+               "--dynamo_backend", "no", "--main_process_port", str(port), str(script), *map(str, args)]
+    return command, env
+
+
 def test_two_cpu_processes_keep_identical_weights(tmp_path):
     script = tmp_path / "two_processes.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
-    # On CPU, accelerate's multi-process launcher (torchrun underneath) starts the processes;
-    # with no visible GPU they join a gloo process group.
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-               "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-               "--dynamo_backend", "no", "--main_process_port", "29533", str(script), str(tmp_path), str(ROOT)]
+    command, env = two_cpu_processes(29533, script, tmp_path, ROOT)
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     a, b = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
@@ -149,11 +154,7 @@ def test_uneven_data_over_two_processes_finishes(tmp_path):
             f.write(json.dumps({"input_ids": ids, "action_mask": [0] * (len(ids) - 3) + [1, 1, 1]}) + "\n")
     script = tmp_path / "uneven.py"
     script.write_text(UNEVEN)
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-               "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-               "--dynamo_backend", "no", "--main_process_port", "29534", str(script), str(tmp_path), str(data)]
+    command, env = two_cpu_processes(29534, script, tmp_path, data)
     try:
         done = subprocess.run([*command, str(HANG_TIMEOUT_S)], env=env, capture_output=True, text=True,
                               timeout=HANG_TIMEOUT_S + 60, check=False)

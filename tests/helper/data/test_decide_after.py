@@ -212,14 +212,9 @@ def test_proposal_rendering_keeps_prefixes_and_tags_the_proposal():
 
 @pytest.fixture(scope="module")
 def tiny_proposal_prm():
-    import torch
+    from helper_data import tiny_scoring_prm
 
-    from prm.verifiers.model import ProcessRewardModel
-
-    prm = ProcessRewardModel.create("tiny", tag_after="proposal", device="cpu", seed=0)
-    torch.manual_seed(0)
-    prm.head.linear.weight.data.normal_(0, 1.0)  # an untrained value head is 0.5 everywhere
-    return prm
+    return tiny_scoring_prm("proposal")
 
 
 def test_scorer_reads_proposals_and_reproduces_logged_scores(tiny_proposal_prm):

@@ -201,14 +201,9 @@ def test_plugs_into_run_episodes(helper_dir):
 
 @pytest.fixture(scope="module")
 def tiny_prm():
-    import torch
+    from helper_data import tiny_scoring_prm
 
-    from prm.verifiers.model import ProcessRewardModel
-
-    prm = ProcessRewardModel.create("tiny", tag_after="state", device="cpu", seed=0)
-    torch.manual_seed(0)
-    prm.head.linear.weight.data.normal_(0, 1.0)  # an untrained value head is 0.5 everywhere
-    return prm
+    return tiny_scoring_prm("state")
 
 
 def test_prm_scorer_reproduces_logged_scores(tiny_prm):
