@@ -237,9 +237,9 @@ def session_advantages(rewards: list[float], tasks: list[int], estimator: str) -
 
 
 def choice_advantages(samples: list[ChoiceSample], estimator: str) -> None:
-    """Set each sample's advantage (``session_advantages``, or ``distinct_advantages``)."""
-    if estimator == "distinct":
-        distinct_advantages(samples)
+    """Set each sample's advantage (``session_advantages``, or ``distinct_advantages``, plain or natural)."""
+    if estimator in DISTINCT_DRAWS:
+        distinct_advantages(samples, natural=estimator == "natural")
         return
     for sample, a in zip(samples, session_advantages([s.reward for s in samples], [s.task for s in samples], estimator)):
         sample.advantage = a
@@ -264,7 +264,11 @@ def inclusion_probabilities(p: list[float], k: int) -> list[float]:
     return out
 
 
-def distinct_advantages(samples: list[ChoiceSample]) -> None:
+DISTINCT_DRAWS = ("distinct", "natural")
+"""Estimators whose K copies of a session draw distinct first functions."""
+
+
+def distinct_advantages(samples: list[ChoiceSample], natural: bool = False) -> None:
     """Advantages of estimator ``distinct``: the K copies of a session took distinct first functions (drawn
     without replacement from pi, ``ConstrainedDecoder._spread_pick``), so each session's first choice gets the
     all-action policy gradient
@@ -276,7 +280,14 @@ def distinct_advantages(samples: list[ChoiceSample]) -> None:
     reward, with no sampling noise in the choice), and b the pi-weighted mean of the seen Q's. Each copy's
     advantage is its share of that sum. Why: the sampled estimator learns about an action only when the K
     copies happen to disagree, which a policy that asks with probability 0.95 does in one session in ten.
-    A copy's later choices (after a failed turn) keep the plain Q(a) - b."""
+    A copy's later choices (after a failed turn) keep the plain Q(a) - b.
+
+    ``natural``: each seen function's copies share Q(a) - mean of the seen Q's instead, with no pi(a) / q(a): the
+    natural policy gradient of a softmax in its logits (the Fisher's pseudo-inverse times pi * (Q - b) is Q - b,
+    so every logit moves by its advantage). The plain gradient of a choice shrinks as pi(a)(1 - pi(a)): a policy
+    that asks with probability 0.9 where answering pays 0.23 more gets 0.02 a session, while the others' push to
+    ask (0.08 at pi = 0.45) moves the LoRA's shared ask bias; the natural step keeps 0.11 a session whatever pi is.
+    Not the gradient of the expected reward: it moves towards each session's best seen function."""
     by_task: dict[int, list[ChoiceSample]] = {}
     for s in samples:
         by_task.setdefault(s.task, []).append(s)
@@ -295,7 +306,10 @@ def distinct_advantages(samples: list[ChoiceSample]) -> None:
         q_hat = {a: sum(r) / len(r) for a, r in seen.items()}
         p_of = {d.chosen: p for d, p in zip(first, pi)}
         baseline = sum(p_of[a] * q_hat[a] for a in seen) / sum(p_of[a] for a in seen)
+        if natural:
+            baseline = sum(q_hat.values()) / len(q_hat)
         for d, s in zip(first, copies):
             a = d.chosen
-            s.advantage = p_of[a] / q_all[a] * (q_hat[a] - baseline) / len(seen[a])
+            weight = 1.0 if natural else p_of[a] / q_all[a]
+            s.advantage = weight * (q_hat[a] - baseline) / len(seen[a])
             s.later_advantage = q_hat[a] - baseline

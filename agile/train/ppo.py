@@ -22,7 +22,8 @@ tokens (question, memory, tool output, advice) are transitions of the environmen
    the session reward added on its last action token); ``loop`` (leave-one-out over the K
    rollouts of a session, no critic) or ``grpo`` (group-normalised), both with the KL as a loss
    term (the k3 estimator) instead; ``distinct`` (constrained decoding): the K copies draw distinct
-   first functions and share the all-action gradient (``agile.train.choices.distinct_advantages``).
+   first functions and share the all-action gradient (``agile.train.choices.distinct_advantages``);
+   ``natural``: the same draws, each function pushed by its advantage (the natural gradient in the choice's logits).
 4. **Update.** ``update_epochs`` passes of minibatches: per-token clipped ratio
    ``max(-A r, -A clip(r, 1-eps, 1+eps))`` and a clipped value loss, averaged over the action
    tokens only. The policy is the model plus LoRA adapters (``peft``); the reference model is the
@@ -55,7 +56,7 @@ from agile.executor.executor import Executor, ExecutorConfig, SessionRecord, rec
 from agile.executor.metrics import summarize
 from agile.executor.policy import ActionLM, LLMPolicy, pad_batch, run_executors
 from agile.train.advantages import gae_segments, whiten
-from agile.train.choices import update_summary
+from agile.train.choices import DISTINCT_DRAWS, update_summary
 from agile.train.data_parallel import fewest
 
 # ---------------------------------------------------------------------------------------------
@@ -82,10 +83,11 @@ class PPOConfig:
     """free: rollouts sample turns token by token and PPO trains every action token; constrained: rollouts
     sample the function among the allowed ones and PPO trains that choice (``agile.train.choices``; needs
     estimator loop or grpo)."""
-    estimator: Literal["gae", "loop", "grpo", "distinct"] = "gae"
-    """Advantage estimator: gae (value head), loop (leave-one-out), grpo (group-normalised) or distinct
+    estimator: Literal["gae", "loop", "grpo", "distinct", "natural"] = "gae"
+    """Advantage estimator: gae (value head), loop (leave-one-out), grpo (group-normalised), distinct
     (constrained only: the K copies of a session draw distinct functions, all-action advantages;
-    ``agile.train.choices.distinct_advantages``)."""
+    ``agile.train.choices.distinct_advantages``) or natural (the same draws, each function's copies pushed by
+    its advantage Q(a) - mean Q: the natural gradient in the choice's logits, which does not fade as pi saturates)."""
     rollouts_per_task: int = 1
     """K rollouts of every session from the same state; loop and grpo need K >= 2."""
     advice_cost: float = 0.3
@@ -454,12 +456,12 @@ def sum_over_processes(accelerator, value: int, device) -> int:
 
 
 def check_config(cfg: PPOConfig) -> None:
-    if cfg.estimator not in ("gae", "loop", "grpo", "distinct"):
-        raise ValueError(f"PPOConfig.estimator is {cfg.estimator!r}; use gae, loop, grpo or distinct.")
-    if cfg.estimator == "distinct" and cfg.decoding != "constrained":
-        raise ValueError("PPOConfig.estimator=distinct draws distinct functions for a session's copies, which only "
-                         "constrained decoding does: set decoding=constrained or use gae, loop or grpo.")
-    if cfg.estimator in ("loop", "grpo", "distinct") and cfg.rollouts_per_task < 2:
+    if cfg.estimator not in ("gae", "loop", "grpo", *DISTINCT_DRAWS):
+        raise ValueError(f"PPOConfig.estimator is {cfg.estimator!r}; use gae, loop, grpo, distinct or natural.")
+    if cfg.estimator in DISTINCT_DRAWS and cfg.decoding != "constrained":
+        raise ValueError(f"PPOConfig.estimator={cfg.estimator} draws distinct functions for a session's copies, which "
+                         "only constrained decoding does: set decoding=constrained or use gae, loop or grpo.")
+    if cfg.estimator in ("loop", "grpo", *DISTINCT_DRAWS) and cfg.rollouts_per_task < 2:
         raise ValueError(f"PPOConfig.estimator={cfg.estimator} compares rollouts of the same "
                          f"session, so rollouts_per_task must be >= 2 (got {cfg.rollouts_per_task}).")
     if cfg.decoding == "constrained" and cfg.estimator == "gae":
@@ -545,7 +547,7 @@ def train(cfg: PPOConfig, log=print) -> dict:
         episodes = sample_episodes(groups, cfg.questions_per_episode, cfg.episodes_per_iteration, rng)
         records, tasks, decisions = collect(actor, episodes, tokenizer, embedder, exec_cfg, cfg.rollouts_per_task,
                                             dbs, tag=f"it{it}-p{accelerator.process_index}",
-                                            spread=cfg.estimator == "distinct")
+                                            spread=cfg.estimator in DISTINCT_DRAWS)
         rollout_seconds = time.perf_counter() - start
         # Each advice in a rollout was answered by a person: the human calls this training spends.
         human_calls = sum_over_processes(accelerator, sum(r.advised for r in records), device)
@@ -683,7 +685,7 @@ def _flat(history: list[dict], cfg: PPOConfig) -> bool:
     last, before = history[-w:], history[-2 * w:-w]
     # With distinct draws the rollouts' advice is set by the draw (one copy in K asks), not by the policy: its
     # probability of asking is what moves.
-    keys = ("ask_prob",) if cfg.estimator == "distinct" else ("advice_rate", "total_score")
+    keys = ("ask_prob",) if cfg.estimator in DISTINCT_DRAWS else ("advice_rate", "total_score")
     return all(abs(mean(k, last) - mean(k, before)) < cfg.flat_tolerance for k in keys)
 
 

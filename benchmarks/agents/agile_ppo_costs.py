@@ -76,7 +76,7 @@ def main() -> None:
     p.add_argument("--out", default="runs/ppo-costs")
     p.add_argument("--model", default="smollm2")
     p.add_argument("--costs", default="0.4,0.5,0.6,0.7,0.8")
-    p.add_argument("--estimator", default="distinct", choices=["loop", "grpo", "distinct"])
+    p.add_argument("--estimator", default="distinct", choices=["loop", "grpo", "distinct", "natural"])
     p.add_argument("--rollouts", type=int, default=2, help="copies of every session (K)")
     p.add_argument("--iterations", type=int, default=6)
     p.add_argument("--episodes", type=int, default=2, help="episodes per iteration")

@@ -92,7 +92,7 @@ def parser(description: str = __doc__) -> argparse.ArgumentParser:
     p.add_argument("--ppo-episodes", type=int, default=4, help="episodes per PPO iteration")
     p.add_argument("--ppo-questions", type=int, default=4, help="sessions per PPO episode")
     p.add_argument("--ppo-lr", type=float, default=5e-5)
-    p.add_argument("--estimator", default="gae", choices=["gae", "loop", "grpo"])
+    p.add_argument("--estimator", default="gae", choices=["gae", "loop", "grpo", "distinct", "natural"])
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--costs", default="0.1,0.2,0.3,0.4,0.5")

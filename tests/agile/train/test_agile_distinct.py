@@ -123,9 +123,34 @@ def test_three_functions_two_copies_is_unbiased_for_a_fixed_baseline():
     assert expected.tolist() == pytest.approx(want.tolist(), abs=1e-12)
 
 
+@pytest.mark.parametrize("logits,q", [([2.9, 0.0], [0.4, 0.626]), ([-4.0, 4.0], [0.4, 0.07]),
+                                      ([0.0, 3.0, -1.0], [0.4, 0.08, 0.12])])
+def test_natural_moves_each_logit_by_its_advantage_whatever_pi_is(logits, q):
+    """Every function seen: the copies' natural advantages times grad log pi sum to Q - mean Q in the logits (the
+    natural gradient of a softmax), where the plain gradient pi (Q - b) fades as pi saturates."""
+    chosen = list(range(len(logits)))
+    samples = _task(logits, chosen, q)
+    choice_advantages(samples, "natural")
+    theta = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(sum(s.advantage * torch.log_softmax(theta, 0)[a] for s, a in zip(samples, chosen)),
+                                 theta)
+    mean = sum(q) / len(q)
+    assert got.tolist() == pytest.approx([x - mean for x in q], abs=1e-12)
+    plain = _task(logits, chosen, q)
+    choice_advantages(plain, "distinct")
+    (vanilla,) = torch.autograd.grad(sum(s.advantage * torch.log_softmax(theta, 0)[a] for s, a in zip(plain, chosen)),
+                                     theta)
+    # At pi(ask) = 0.95 the plain push towards answering is a fifth of the natural one.
+    if logits == [2.9, 0.0]:
+        assert abs(vanilla[0]) < 0.25 * abs(got[0])
+
+
 def test_config_needs_constrained_decoding_and_two_copies_and_flat_reads_the_ask_probability():
     with pytest.raises(ValueError, match="constrained decoding"):
         check_config(PPOConfig(estimator="distinct", rollouts_per_task=2))
+    with pytest.raises(ValueError, match="natural draws distinct functions"):
+        check_config(PPOConfig(estimator="natural", rollouts_per_task=2))
+    check_config(PPOConfig(estimator="natural", decoding="constrained", rollouts_per_task=2))
     with pytest.raises(ValueError, match="rollouts_per_task must be >= 2"):
         check_config(PPOConfig(estimator="distinct", decoding="constrained", rollouts_per_task=1))
     cfg = PPOConfig(estimator="distinct", decoding="constrained", rollouts_per_task=2, stop_when_flat=1)
@@ -162,11 +187,12 @@ def test_copies_draw_distinct_functions_and_the_first_copy_follows_the_policy():
         assert abs(share - pk) <= 3 * (pk * (1 - pk) / len(firsts)) ** 0.5 + 1e-9
 
 
-def test_update_with_distinct_advantages_lowers_asking_where_answering_pays():
+@pytest.mark.parametrize("estimator", ["distinct", "natural"])
+def test_update_with_distinct_advantages_lowers_asking_where_answering_pays(estimator):
     from accelerate import Accelerator
 
     lm, _ = load_causal_lm("tiny", device="cpu", seed=0)
-    cfg = PPOConfig(estimator="distinct", decoding="constrained", rollouts_per_task=2, lr=3e-3, lora_r=8,
+    cfg = PPOConfig(estimator=estimator, decoding="constrained", rollouts_per_task=2, lr=3e-3, lora_r=8,
                     minibatch_size=4, update_epochs=2, kl_coef=0.01)
     model, _ = build_policy(lm, cfg)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr)
@@ -184,14 +210,15 @@ def test_update_with_distinct_advantages_lowers_asking_where_answering_pays():
         for s in samples:
             with model.lm.disable_adapter(), torch.no_grad():
                 s.ref_logp = [choice_log_probs(model.lm, prompt, candidates)]
-        choice_advantages(samples, "distinct")
+        choice_advantages(samples, estimator)
         update_choices(model, optimizer, samples, cfg, Accelerator(cpu=True), random.Random(0))
     assert p_ask() < start - 0.1
 
 
-def test_a_productqa_run_logs_the_ask_probability_by_phrasing(tmp_path):
+@pytest.mark.parametrize("estimator", ["distinct", "natural"])
+def test_a_productqa_run_logs_the_ask_probability_by_phrasing(tmp_path, estimator):
     cfg = PPOConfig(model="tiny", data_root=str(SLICE), groups=["blades"], questions_per_episode=3,
-                    episodes_per_iteration=2, iterations=1, estimator="distinct", rollouts_per_task=2,
+                    episodes_per_iteration=2, iterations=1, estimator=estimator, rollouts_per_task=2,
                     decoding="constrained", max_new_tokens=4, minibatch_size=4, update_epochs=1, device="cpu",
                     out_dir=str(tmp_path), save=False)
     (row,) = train(cfg, log=lambda *_: None)["history"]
