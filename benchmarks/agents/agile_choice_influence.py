@@ -6,26 +6,27 @@ logit, the same on both kinds). This script takes one PPO iteration's rollouts f
 its loss gradient into the yes/no-phrased sessions' part and the others' part, then steps the LoRA weights along
 each part alone (a fixed length, the whole gradient's direction scaled) and reads the mean P(ask) of both kinds'
 choices again: the 2 x 2 table of what each kind's sessions do to each kind. Done for ``distinct`` and ``natural``
-advantages on the same rollouts, and for Adam's first step (the sign of the whole gradient)::
+advantages on the same rollouts, and for Adam's first step (the sign of the whole gradient). The settings (groups,
+cost, LoRA, episodes an iteration, seed) are a PPO run's, read from its checkpoint; the weights are the starting
+policy's (the LoRA at its initialisation)::
 
-    python benchmarks/agents/agile_choice_influence.py --cost 0.6 --episodes 4
+    python benchmarks/agents/agile_choice_influence.py --run runs/ppo-costs/long24/c0.6-distinct
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
 from agile import functions as fn  # noqa: E402
-from agile_ppo_costs import train_groups  # noqa: E402
 
 
 def rollouts(model, tokenizer, cfg, seed: int):
@@ -102,12 +103,10 @@ def stepped(params, direction: list[torch.Tensor], length: float):
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--cost", type=float, default=0.6)
-    p.add_argument("--episodes", type=int, default=4, help="episodes of the iteration (4 questions, K = 2)")
+    p.add_argument("--run", required=True, help="a PPO run folder (constrained, with a checkpoint): its settings")
     p.add_argument("--step", type=float, default=0.02,
                    help="the step's length in the LoRA weights (the whole gradient's direction, scaled)")
     p.add_argument("--adam-lr", type=float, default=1e-3, help="Adam's first step: this lr times the sign")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -115,15 +114,12 @@ def main() -> None:
     from agile.train.choices import choice_advantages
     from agile.train.ppo import PPOConfig, build_policy
 
-    cfg = PPOConfig(model="smollm2", groups=train_groups(4), decoding="constrained", estimator="distinct",
-                    rollouts_per_task=2, advice_cost=args.cost, questions_per_episode=4,
-                    episodes_per_iteration=args.episodes, lora_layers=8, max_new_tokens=64, seed=args.seed,
-                    device="cpu")
+    cfg = PPOConfig(**json.loads((Path(args.run) / "checkpoint-p0.json").read_text())["config"])
     lm, tokenizer = load_causal_lm(cfg.model, device="cpu", seed=cfg.seed)
     model, _ = build_policy(lm, cfg)
     model.eval()
     params = [q for q in model.parameters() if q.requires_grad]
-    samples = rollouts(model, tokenizer, cfg, args.seed)
+    samples = rollouts(model, tokenizer, cfg, cfg.seed)
     firsts = [s.decisions[0] for s in samples if fn.SEEK_ADVICE in s.decisions[0].functions]
     base = ask_by_kind(model, firsts)
     print(f"{len(samples)} sessions; first choices with [SeekAdvice]: {sum(d.yes_no for d in firsts)} yes/no-phrased, "
