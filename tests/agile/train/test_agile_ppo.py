@@ -127,7 +127,7 @@ def test_proxy_bonus_hand_values():
 def test_config_checks():
     with pytest.raises(ValueError, match="rollouts_per_task must be >= 2"):
         check_config(PPOConfig(estimator="loop", rollouts_per_task=1))
-    with pytest.raises(ValueError, match="use gae, loop, grpo or distinct"):
+    with pytest.raises(ValueError, match="use gae, loop, grpo, distinct or natural"):
         check_config(PPOConfig(estimator="reinforce"))
 
 
