@@ -15,6 +15,7 @@ reference policy (the untrained agent, constrained, sampling) meets on the PPO r
    the reference with one shift of ``[SeekAdvice]``'s logit on every prompt (the direction a LoRA update moves
    most easily when it does not tell kinds apart), against the policy that answers yes/no-phrased questions and
    asks on the others: where PPO's P(ask) sits if it learns only the shared shift.
+   ``--probe-only``: the probe alone, beside the same probe with the question restated right before the choice.
 4. **Would a head on the choice state learn it, and with which step?** A linear head on the last layer's choice
    state shifting ``[SeekAdvice]``'s logit over the reference's, trained with Adam on half the groups (rollout
    rewards per kind and function, KL to the reference as in PPO) and read on the other half: bias only
@@ -99,14 +100,23 @@ def log_probs(model, choices: list[dict]) -> list[dict[str, float]]:
     return out
 
 
-def choice_states(model, choices: list[dict], layers: list[int]) -> dict[int, np.ndarray]:
-    """The last prompt token's hidden state at each of ``layers`` (the reference: adapters off)."""
+def question_last(prompt: list[int], tokenizer) -> list[int]:
+    """``prompt`` with its question restated at the end (``Question: ...``): the choice made right after it."""
+    text = tokenizer.decode(prompt)
+    question = text.rsplit(f"{fn.GET_QUESTION} ", 1)[-1].split("\n", 1)[0]
+    return prompt + tokenizer(f"Question: {question}\n", add_special_tokens=False).input_ids
+
+
+def choice_states(model, choices: list[dict], layers: list[int], tokenizer=None) -> dict[int, np.ndarray]:
+    """The last prompt token's hidden state at each of ``layers`` (the reference: adapters off); with ``tokenizer``,
+    of the prompt with its question restated at the end (``question_last``)."""
     lm = model.lm
     base = lm.get_base_model() if hasattr(lm, "get_base_model") else lm
     out = {layer: [] for layer in layers}
     with torch.no_grad(), lm.disable_adapter():
         for c in choices:
-            hidden = base(input_ids=torch.tensor([c["decision"].prompt]), output_hidden_states=True,
+            prompt = c["decision"].prompt if tokenizer is None else question_last(c["decision"].prompt, tokenizer)
+            hidden = base(input_ids=torch.tensor([prompt]), output_hidden_states=True,
                           logits_to_keep=1).hidden_states
             for layer in layers:
                 out[layer].append(hidden[layer][0, -1].float().numpy())
@@ -224,6 +234,8 @@ def main() -> None:
     p.add_argument("--layers", default="8,16,22,30", help="hidden-state layers the probe reads")
     p.add_argument("--seed", type=int, default=12345, help="draws apart from the runs' own")
     p.add_argument("--head-steps", type=int, default=100, help="Adam steps of the head in section 4")
+    p.add_argument("--probe-only", action="store_true",
+                   help="only the probe, on the prompts as the agent sees them and with the question restated last")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default="", help="JSON of the figures (optional)")
     args = p.parse_args()
@@ -243,6 +255,14 @@ def main() -> None:
           f"yes/no-phrased, {int((~kinds).sum())} others, {len(set(groups))} groups", flush=True)
     layers = [int(x) for x in args.layers.split(",")]
     states = choice_states(model, choices, layers)
+    if args.probe_only:
+        print("\n## Probe of the choice state for the phrasing (out of fold by group, 4 folds)\n")
+        print(f"majority class: {max(kinds.mean(), 1 - kinds.mean()):.3f}")
+        restated = choice_states(model, choices, layers, tokenizer)
+        for layer in layers:
+            print(f"layer {layer}: as the agent sees it {probe(states[layer], kinds, groups):.3f}; question restated "
+                  f"at the end {probe(restated[layer], kinds, groups):.3f}", flush=True)
+        return
     reference = log_probs(model, choices)
     figures: dict = {"choices": len(choices), "yes_no": int(kinds.sum())}
 
