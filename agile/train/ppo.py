@@ -481,6 +481,21 @@ def check_config(cfg: PPOConfig) -> None:
 # Algorithm 1
 # ---------------------------------------------------------------------------------------------
 
+def rollout_setting(cfg: PPOConfig) -> tuple[list, dict, ExecutorConfig]:
+    """What ``cfg``'s rollouts play: its train groups, their product tables and the executor's settings."""
+    from agile.envs.product_db import ProductDB
+    from agile.envs.productqa import default_productqa_root, load_split
+
+    root = cfg.data_root or default_productqa_root()
+    groups = [g for g in load_split(root, "train") if not cfg.groups or g.name in cfg.groups]
+    if not groups:
+        raise ValueError(f"no train group of {root} matches groups={cfg.groups}; leave groups "
+                         "empty or name folders of the train split.")
+    exec_cfg = ExecutorConfig(advice_cost=cfg.advice_cost, max_turns=cfg.max_turns,
+                              similarity_threshold=cfg.similarity_threshold)
+    return groups, {g.name: ProductDB(g) for g in groups}, exec_cfg
+
+
 def train(cfg: PPOConfig, log=print) -> dict:
     """Run session-level PPO; returns ``{"history": [...], "model": ActionLM, ...}``.
 
@@ -490,8 +505,6 @@ def train(cfg: PPOConfig, log=print) -> dict:
     from accelerate.utils import set_seed
 
     from agile.envs.phrasing import is_yes_no_question
-    from agile.envs.product_db import ProductDB
-    from agile.envs.productqa import default_productqa_root, load_split
     from agile.executor.memory import Embedder
     from agile.models import load_causal_lm
     from agile.train.checkpoint import load_checkpoint, save_checkpoint
@@ -511,16 +524,9 @@ def train(cfg: PPOConfig, log=print) -> dict:
     policy, optimizer = accelerator.prepare(model, optimizer)
     raw = accelerator.unwrap_model(policy)
 
-    root = cfg.data_root or default_productqa_root()
-    groups = [g for g in load_split(root, "train") if not cfg.groups or g.name in cfg.groups]
-    if not groups:
-        raise ValueError(f"no train group of {root} matches groups={cfg.groups}; leave groups "
-                         "empty or name folders of the train split.")
-    dbs = {g.name: ProductDB(g) for g in groups}
+    groups, dbs, exec_cfg = rollout_setting(cfg)
     yes_no_of = {(g.name, q.id): is_yes_no_question(q.question) for g in groups for q in g.questions}
     embedder = Embedder()
-    exec_cfg = ExecutorConfig(advice_cost=cfg.advice_cost, max_turns=cfg.max_turns,
-                              similarity_threshold=cfg.similarity_threshold)
     # Every process draws its own episodes; the update averages their gradients.
     rng = random.Random(cfg.seed * 1000 + accelerator.process_index)
     torch.manual_seed(cfg.seed * 1000 + accelerator.process_index)

@@ -68,23 +68,17 @@ def load_trained(model, run: Path) -> None:
 
 def first_choices(model, tokenizer, cfg, n_episodes: int, seed: int) -> list[dict]:
     """Each session's first function choice, sampled by ``model``'s constrained policy over ``cfg.groups``."""
-    from agile.envs.product_db import ProductDB
-    from agile.envs.productqa import default_productqa_root, load_split
-    from agile.executor.executor import ExecutorConfig
     from agile.executor.memory import Embedder
     from agile.executor.policy import LLMPolicy
     from agile.train.choices import DecisionTracker
-    from agile.train.ppo import collect, sample_episodes
+    from agile.train.ppo import collect, rollout_setting, sample_episodes
 
-    groups = [g for g in load_split(default_productqa_root(), "train") if g.name in cfg.groups]
+    groups, dbs, exec_cfg = rollout_setting(cfg)
     policy = LLMPolicy(model.lm, tokenizer, cfg.max_new_tokens, greedy=False, batch_size=8,
                        decoding="constrained", seed=seed)
-    tracker = DecisionTracker(policy)
     episodes = sample_episodes(groups, cfg.questions_per_episode, n_episodes, random.Random(seed))
-    exec_cfg = ExecutorConfig(advice_cost=cfg.advice_cost, max_turns=cfg.max_turns,
-                              similarity_threshold=cfg.similarity_threshold)
-    records, _, decisions = collect(tracker, episodes, tokenizer, Embedder(), exec_cfg, 1,
-                                    {g.name: ProductDB(g) for g in groups}, tag="diagnosis")
+    records, _, decisions = collect(DecisionTracker(policy), episodes, tokenizer, Embedder(), exec_cfg, 1, dbs,
+                                    tag="diagnosis")
     return [{"decision": d[0], "group": r.group} for r, d in zip(records, decisions)
             if d and ASK in d[0].functions and ANSWER in d[0].functions]
 

@@ -31,23 +31,17 @@ from agile import functions as fn  # noqa: E402
 
 def rollouts(model, tokenizer, cfg, seed: int):
     """One iteration's sessions (K copies, distinct first draws) from ``model``: ``ChoiceSample``s."""
-    from agile.envs.product_db import ProductDB
-    from agile.envs.productqa import default_productqa_root, load_split
-    from agile.executor.executor import ExecutorConfig
     from agile.executor.memory import Embedder
     from agile.executor.policy import LLMPolicy
     from agile.train.choices import ChoiceSample, DecisionTracker
-    from agile.train.ppo import collect, proxy_bonus, sample_episodes
+    from agile.train.ppo import collect, proxy_bonus, rollout_setting, sample_episodes
 
-    groups = [g for g in load_split(default_productqa_root(), "train") if g.name in cfg.groups]
+    groups, dbs, exec_cfg = rollout_setting(cfg)
     policy = LLMPolicy(model.lm, tokenizer, cfg.max_new_tokens, greedy=False, batch_size=8,
                        decoding="constrained", seed=seed)
     episodes = sample_episodes(groups, cfg.questions_per_episode, cfg.episodes_per_iteration, random.Random(seed))
-    exec_cfg = ExecutorConfig(advice_cost=cfg.advice_cost, max_turns=cfg.max_turns,
-                              similarity_threshold=cfg.similarity_threshold)
     records, tasks, decisions = collect(DecisionTracker(policy), episodes, tokenizer, Embedder(), exec_cfg,
-                                        cfg.rollouts_per_task, {g.name: ProductDB(g) for g in groups},
-                                        tag="influence", spread=True)
+                                        cfg.rollouts_per_task, dbs, tag="influence", spread=True)
     return [ChoiceSample(d, r.reward + proxy_bonus(r, cfg.proxy_beta), t)
             for r, d, t in zip(records, decisions, tasks) if d]
 
