@@ -44,6 +44,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from agile import functions as fn  # noqa: E402
+from agile.executor.executor import QUESTION_AGAIN  # noqa: E402
 
 ASK, ANSWER, SEARCH = fn.SEEK_ADVICE, fn.PREDICT_ANSWER, fn.SEARCH_PRODUCT
 
@@ -98,7 +99,7 @@ def question_last(prompt: list[int], tokenizer) -> list[int]:
     """``prompt`` with its question restated at the end (``Question: ...``): the choice made right after it."""
     text = tokenizer.decode(prompt)
     question = text.rsplit(f"{fn.GET_QUESTION} ", 1)[-1].split("\n", 1)[0]
-    return prompt + tokenizer(f"Question: {question}\n", add_special_tokens=False).input_ids
+    return prompt + tokenizer(f"{QUESTION_AGAIN} {question}\n", add_special_tokens=False).input_ids
 
 
 def choice_states(model, choices: list[dict], layers: list[int], tokenizer=None) -> dict[int, np.ndarray]:

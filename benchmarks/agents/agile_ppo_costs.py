@@ -50,7 +50,8 @@ def run_cost(args, c: float) -> dict:
                     iterations=args.iterations, stop_when_flat=args.stop_flat, lr=args.lr, kl_coef=args.kl,
                     proxy_beta=args.beta, lora_layers=args.lora_layers, update_epochs=args.epochs,
                     minibatch_size=args.minibatch, micro_batch_size=2, max_new_tokens=args.max_new_tokens,
-                    rollout_batch_size=8, seed=args.seed, device="cpu", cpu_threads=args.threads,
+                    rollout_batch_size=8, question_place=args.question_place, seed=args.seed,
+                    device="cpu", cpu_threads=args.threads,
                     out_dir=str(out), save=False)
     start = time.perf_counter()
     result = train(cfg, log=lambda m: print(f"[{time.strftime('%H:%M:%S')}] c={c:g} {m}", flush=True))
@@ -93,6 +94,8 @@ def main() -> None:
     p.add_argument("--tail", type=int, default=2, help="iterations averaged in the summary")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--question-place", choices=("first", "last", "both"), default="first",
+                   help="where the executor puts the question (ExecutorConfig.question_place)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     costs = [float(x) for x in args.costs.split(",")]
