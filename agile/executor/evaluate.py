@@ -81,9 +81,9 @@ class EvalConfig:
     gold_features: bool = False
     """Give the gate the dataset's question type as type_<name> features (an ablation; for a helper
     distilled with --gold-features)."""
-    question_place: Literal["first", "last", "both"] = "first"
-    """Where the executor puts the question: first, last (right before the agent's choice) or both
-    (``ExecutorConfig.question_place``; as the PPO agent evaluated was trained)."""
+    restate_question: bool = False
+    """The executor states the question again right before the agent's choice
+    (``ExecutorConfig.restate_question``; as the PPO agent evaluated was trained)."""
     max_new_tokens: int = 96
     """Longest turn the agent may write."""
     decoding: Literal["free", "constrained"] = "free"
@@ -209,7 +209,7 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
     gate = gate if gate is not None else make_gate(cfg)
     gate_name = type(gate).__name__ if gate is not None else ""
     base = ExecutorConfig(advice_cost=cfg.advice_cost, gold_features=cfg.gold_features,
-                          question_place=cfg.question_place)
+                          restate_question=cfg.restate_question)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows, logs = [], []

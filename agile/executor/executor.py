@@ -30,7 +30,6 @@ import copy
 import html
 import json
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
@@ -47,7 +46,7 @@ from agile.protocol import Observation
 ENV_NAME = "productqa"
 """The env name of the executor's observations: the executor is ProductQA's episode loop."""
 QUESTION_AGAIN = "Question:"
-"""Starts the line that restates the question (``ExecutorConfig.question_place = "both"``)."""
+"""Starts the line that restates the question (``ExecutorConfig.restate_question``)."""
 _MAX_ENTRY_WORDS = 60  # a retrieved entry is cut so that memory cannot crowd out the question
 
 
@@ -85,10 +84,11 @@ class ExecutorConfig:
     """Also file the agent's own (unverified) answers in the QA history."""
     show_product: bool = True
     """Show the product's row of the table after the question (AGILE's product metadata)."""
-    question_place: Literal["first", "last", "both"] = "first"
-    """Where the question stands in the session: first (AGILE's order: question, product row, memory),
-    last (row and memory, then the question: the LLM chooses right after reading it) or both (first, and
-    restated last). A hundred tokens back, its phrasing is faint in the state the choice is made from."""
+    restate_question: bool = False
+    """State the question again after the product's row and the memory, so the LLM chooses right after
+    reading it (a hundred tokens back, its phrasing is faint in the state the choice is made from). The
+    session still opens with [GetQuestion], which the constrained decoder, the PRM's inputs and served
+    agents read the session from."""
     gold_features: bool = False
     """Give the gate the dataset's question type as type_<name> features (an ablation: a deployed
     agent never has it)."""
@@ -290,12 +290,10 @@ class Executor:
             if cfg.use_memory else 0
         self._clear_context()
         self._functions.append(fn.GET_QUESTION)
-        question = f"{fn.GET_QUESTION} {' '.join(q.question.split())}\n"
-        text = question if cfg.question_place != "last" else ""
+        text = f"{fn.GET_QUESTION} {' '.join(q.question.split())}\n"
         if cfg.show_product:
             text += product_line(self.group, q.asin) + "\n"
-        if text:
-            self._append(text, action=False)
+        self._append(text, action=False)
         top_similarity, retrieved_tokens, advice_hits = 0.0, 0, 0
         if cfg.use_memory:
             self._functions.append(fn.RETRIEVE_MEMORY)
@@ -308,9 +306,7 @@ class Executor:
             top_similarity = max(scores) if scores else 0.0
             retrieved_tokens = len(self.segments[-1].ids)
             advice_hits = sum(e.from_advice for e, _ in found.knowledge + found.history)
-        if cfg.question_place == "last":
-            self._append(question, action=False)
-        elif cfg.question_place == "both" and (cfg.show_product or cfg.use_memory):
+        if cfg.restate_question and (cfg.show_product or cfg.use_memory):
             self._append(f"{QUESTION_AGAIN} {' '.join(q.question.split())}\n", action=False)
         self._fit_context()
         self.awaiting = "decision"

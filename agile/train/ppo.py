@@ -136,9 +136,9 @@ class PPOConfig:
     """Prompts per generate call."""
     max_turns: int = 3
     """LLM turns allowed per session before the question counts as wrong."""
-    question_place: Literal["first", "last", "both"] = "first"
-    """Where the executor puts the question: first, last (right before the choice) or both
-    (``ExecutorConfig.question_place``)."""
+    restate_question: bool = False
+    """The executor states the question again right before the choice
+    (``ExecutorConfig.restate_question``)."""
     stop_when_flat: int = 0
     """Stop before ``iterations`` once the rollouts' advice rate and total score, averaged over the last
     this-many iterations, each moved less than ``flat_tolerance`` from the window before; 0 never stops."""
@@ -496,7 +496,7 @@ def rollout_setting(cfg: PPOConfig) -> tuple[list, dict, ExecutorConfig]:
                          "empty or name folders of the train split.")
     exec_cfg = ExecutorConfig(advice_cost=cfg.advice_cost, max_turns=cfg.max_turns,
                               similarity_threshold=cfg.similarity_threshold,
-                              question_place=cfg.question_place)
+                              restate_question=cfg.restate_question)
     return groups, {g.name: ProductDB(g) for g in groups}, exec_cfg
 
 

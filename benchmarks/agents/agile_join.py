@@ -86,7 +86,7 @@ def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
         groups=train_groups, split="train",
         episodes=args.collect_episodes, questions_per_episode=q, budget=q, explore_p=[0.0, 0.1, 0.2, 0.4],
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=8, seed=args.seed,
-        question_place=args.question_place,
+        restate_question=args.restate_question,
         device="cpu", decide_after=args.decide_after, out=str(data))))
     stage(folder / "prm.json", lambda: run_train(TrainConfig(
         data=str(data), out=str(prm), model=args.prm_model, head="value", tag_after=args.decide_after, target=target,
@@ -125,7 +125,7 @@ def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> tuple[
                               questions_per_group=args.test_questions, episodes_per_group=args.test_episodes,
                               advice_cost=advice_cost,
                               max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, policy_run=False,
-                              question_place=args.question_place,
+                              restate_question=args.restate_question,
                               device="cpu", seed=args.seed, out_dir=str(folder), **gate)
         return {"rows": agile_eval(cfg, log=log), "config": asdict(cfg)}
     return stage(folder.parent / f"{folder.name}.json", run), folder
@@ -228,7 +228,7 @@ def main() -> None:
             model=base_model(args, out), split=args.eval_split, decoding=decoding(args), groups=args.test_group_names,
             questions_per_group=q, episodes_per_group=args.test_episodes, gate="none",
             max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, device="cpu",
-            question_place=args.question_place, out_dir=str(alone_folder)), log=log)})
+            restate_question=args.restate_question, out_dir=str(alone_folder)), log=log)})
     if args.offline_only:
         for c in [] if args.only_budgets else [float(x) for x in args.costs.split(",")]:
             gate_eval(args, out, f"helper_c{c:g}", c, helper=str(helper_stage(args, out, f"helper_c{c:g}", c, None)))

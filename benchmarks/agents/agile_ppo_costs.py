@@ -50,7 +50,7 @@ def run_cost(args, c: float) -> dict:
                     iterations=args.iterations, stop_when_flat=args.stop_flat, lr=args.lr, kl_coef=args.kl,
                     proxy_beta=args.beta, lora_layers=args.lora_layers, update_epochs=args.epochs,
                     minibatch_size=args.minibatch, micro_batch_size=2, max_new_tokens=args.max_new_tokens,
-                    rollout_batch_size=8, question_place=args.question_place, seed=args.seed,
+                    rollout_batch_size=8, restate_question=args.restate_question, seed=args.seed,
                     device="cpu", cpu_threads=args.threads,
                     out_dir=str(out), save=False)
     start = time.perf_counter()
@@ -94,8 +94,8 @@ def main() -> None:
     p.add_argument("--tail", type=int, default=2, help="iterations averaged in the summary")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--question-place", choices=("first", "last", "both"), default="first",
-                   help="where the executor puts the question (ExecutorConfig.question_place)")
+    p.add_argument("--restate-question", action="store_true",
+                   help="the executor states the question again right before the choice (ExecutorConfig.restate_question)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     costs = [float(x) for x in args.costs.split(",")]
@@ -123,7 +123,8 @@ def main() -> None:
     plot_costs(results, Path(args.out), args)
     acc = own_accuracy([Path(args.out) / f"c{c:g}-{args.estimator}" for c in costs])
     print("\nRight when answering itself (sessions that did not ask, all iterations of these runs): " +
-          "; ".join(f"{k} {acc[k][0]:.2f} (n={acc[k][1]})" for k in kinds if k in acc))
+          "; ".join(f"{k} {acc[k][0]:.2f} (n={acc[k][1]})" for k in kinds if k in acc) +
+          (f"; yes/no-phrased answered yes {acc['answered yes'][0]:.2f}" if "answered yes" in acc else ""))
 
 
 def plot_costs(results: dict, out: Path, args) -> None:
@@ -164,6 +165,8 @@ def own_accuracy(folders: list[Path]) -> dict[str, tuple[float, int]]:
                 continue
             groups.setdefault("yes/no-phrased" if r["yes_no"] else "not yes/no-phrased", []).append(r["correct"])
             groups.setdefault(r["qtype"], []).append(r["correct"])
+            if r["yes_no"]:  # the constrained agent's yes/no answer is mostly one word, set by the context's form
+                groups.setdefault("answered yes", []).append(str(r["answer"]).strip().lower() == "yes")
     return {k: (sum(v) / len(v), len(v)) for k, v in groups.items()}
 
 

@@ -67,7 +67,7 @@ def evaluate(args, model: str, out: Path, label: str, ablations=("full",), gate=
                      questions_per_group=args.test_questions, episodes_per_group=args.test_episodes,
                      ablations=list(ablations), gate=gate, advice_cost=advice_cost,
                      max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
-                     question_place=args.question_place,
+                     restate_question=args.restate_question,
                      device="cpu", out_dir=str(out / f"eval_{label}{episodes_tag(args)}"))
     rows = run_eval(cfg, log=log)
     for r in rows:
@@ -106,8 +106,8 @@ def parser(description: str = __doc__) -> argparse.ArgumentParser:
     p.add_argument("--ppo-lora-layers", type=int, default=0, help="LoRA on the last N decoder layers only (0: all)")
     p.add_argument("--ppo-epochs", type=int, default=2, help="PPO update epochs per iteration")
     p.add_argument("--ppo-minibatch", type=int, default=4, help="sessions per PPO optimizer step")
-    p.add_argument("--question-place", choices=("first", "last", "both"), default="first",
-                   help="where the executor puts the question (ExecutorConfig.question_place)")
+    p.add_argument("--restate-question", action="store_true",
+                   help="the executor states the question again right before the choice (ExecutorConfig.restate_question)")
     p.add_argument("--ppo-stop-flat", type=int, default=0,
                    help="stop PPO once advice rate and total score are flat over two windows of this many iterations")
     return p
@@ -163,7 +163,7 @@ def ppo_stage(args, out: Path, train_groups: list[str], advice_cost: float, tag:
                         lr=args.ppo_lr, max_new_tokens=args.max_new_tokens, minibatch_size=args.ppo_minibatch,
                         lora_layers=args.ppo_lora_layers, update_epochs=args.ppo_epochs,
                         micro_batch_size=2, rollout_batch_size=args.batch_size, device="cpu",
-                        question_place=args.question_place,
+                        restate_question=args.restate_question,
                         cpu_threads=args.threads, out_dir=str(out / tag))
         result = train(cfg, log=log)
         return {"history": result["history"], "model_dir": result.get("model_dir"),

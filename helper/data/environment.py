@@ -102,9 +102,9 @@ class EnvSpec:
     gold_features: bool = False
     """ProductQA: give the helper and every baseline the dataset's question type as type_<name> features
     (an ablation: a deployed agent never has it; off, features are only what the agent itself sees)."""
-    question_place: Literal["first", "last", "both"] = "first"
-    """ProductQA: where the executor puts the question: first, last (right before the agent's choice) or both
-    (``ExecutorConfig.question_place``)."""
+    restate_question: bool = False
+    """ProductQA: the executor states the question again right before the agent's choice
+    (``ExecutorConfig.restate_question``)."""
     max_new_tokens: int = 96
     """ProductQA LLM agent: longest turn it writes (as agile eval)."""
     decoding: Literal["free", "constrained"] = "constrained"

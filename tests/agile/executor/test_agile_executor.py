@@ -65,25 +65,22 @@ def test_session_start_runs_get_question_and_retrieve_memory(group, tokenizer, e
     assert ex.prompt_ids() == sum((s.ids for s in ex.segments), [])
 
 
-def test_question_place_moves_only_the_question_and_keeps_the_session_going(group, tokenizer, embedder):
+def test_restate_question_adds_only_the_question_again_and_keeps_the_session_going(group, tokenizer, embedder):
     from agile.executor.executor import QUESTION_AGAIN
 
     q1, q2 = first(group, "fact_qa", 2)
-    plain = make(group, [q1, q2], tokenizer, embedder).context_text()
-    asked = f"{fn.GET_QUESTION} {' '.join(q1.question.split())}\n"
-    both = make(group, [q1, q2], tokenizer, embedder, question_place="both")
-    # both: the context as AGILE orders it, then the question again as its last line.
-    assert both.context_text() == plain + f"{QUESTION_AGAIN} {' '.join(q1.question.split())}\n"
-    # last: the same lines, the question's moved from before the product row to the end.
-    last = make(group, [q1, q2], tokenizer, embedder, question_place="last")
-    assert last.context_text() == plain.replace(asked, "", 1) + asked
-    for ex in (both, last):
-        assert ex.observation.features == make(group, [q1, q2], tokenizer, embedder).observation.features
-        assert ex.prompt_ids() == sum((s.ids for s in ex.segments), [])
-        ex.act(fn.format_call(fn.PREDICT_ANSWER, "yes"))
-        assert ex.session == 1 and ex.context_text().endswith(f" {' '.join(q2.question.split())}\n")
+    plain = make(group, [q1, q2], tokenizer, embedder)
+    ex = make(group, [q1, q2], tokenizer, embedder, restate_question=True)
+    # The context as AGILE orders it, then the question again as its last line.
+    assert ex.context_text() == plain.context_text() + f"{QUESTION_AGAIN} {' '.join(q1.question.split())}\n"
+    assert ex.observation.features == plain.observation.features  # retrieved_tokens counts the memory alone
+    assert ex.prompt_ids() == sum((s.ids for s in ex.segments), [])
+    ex.act(fn.format_call(fn.PREDICT_ANSWER, "yes"))
+    assert ex.session == 1 and ex.context_text().endswith(f"{QUESTION_AGAIN} {' '.join(q2.question.split())}\n")
+    # The session still opens with [GetQuestion]: what the decoder and the PRM read the question from.
+    assert ex.context_text().rsplit(fn.GET_QUESTION, 1)[-1].startswith(f" {' '.join(q2.question.split())}\n")
     # With neither the row nor the memory after it, the question is already last: nothing is repeated.
-    bare = make(group, [q1], tokenizer, embedder, question_place="both", show_product=False, use_memory=False)
+    bare = make(group, [q1], tokenizer, embedder, restate_question=True, show_product=False, use_memory=False)
     assert QUESTION_AGAIN not in bare.context_text()
 
 

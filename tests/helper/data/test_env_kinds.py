@@ -16,7 +16,7 @@ SHARED = ["env", "agent", "strong", "base_url", "device", "agent_dtype", "split"
           "ray_workers"]
 """Collection fields every environment's manifest identity keeps."""
 PRODUCTQA_ONLY = ["data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features",
-                  "question_place", "max_new_tokens", "decoding", "memory", "consistency_samples"]
+                  "restate_question", "max_new_tokens", "decoding", "memory", "consistency_samples"]
 TEXTWORLD_ONLY = ["tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p", "tw_quest_length_feature"]
 
 

@@ -1,15 +1,15 @@
-"""Where the question stands in the context, and what the embedded agent then does, by how it is phrased.
+"""The question stated again before the choice, and what the embedded agent then does, by how it is phrased.
 
 PPO at c = 0.6 cannot split its advice by question kind partly because the question sits a hundred tokens before
 the choice (the product's row and the memory follow it; ``agile_choice_diagnosis.py --probe-only``). Moving it
-changes more than the choice: the constrained agent's answers are read off the same context. For each
-``ExecutorConfig.question_place`` (first: AGILE's order; last: row and memory, then the question; both: first and
-restated last) this evaluates the embedded agent with constrained decoding on the training groups PPO plays
+changes more than the choice: the constrained agent's answers are read off the same context. In AGILE's order and
+with ``ExecutorConfig.restate_question`` (the question again as the context's last line) this evaluates the
+embedded agent with constrained decoding on the training groups PPO plays
 (``agile_ppo_costs.py``'s), twice: with ``[SeekAdvice]`` offered (its greedy advice rate) and without (how often it
 is right answering itself), each split by phrasing (``agile.envs.phrasing``, what the agent sees). The trade-off
 PPO must learn exists where answering yes/no-phrased questions pays more than 1 - c and the others less::
 
-    python benchmarks/agents/agile_question_place.py --questions 8 --out runs/question-place
+    python benchmarks/agents/agile_question_restated.py --questions 8 --out runs/question-restated
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from agile.envs.phrasing import is_yes_no_question  # noqa: E402
 from agile.envs.productqa import default_productqa_root, list_groups, load_split  # noqa: E402
 from agile.executor.evaluate import EvalConfig, run_eval  # noqa: E402
 
-PLACES = ("first", "last", "both")
+PLACES = {"AGILE's order": ("first", False), "restated last": ("restated", True)}
 
 
 def train_groups(held_out: int) -> list[str]:
@@ -52,9 +52,8 @@ def by_phrasing(folder: Path, phrased: dict) -> dict[str, dict[str, float]]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="runs/question-place")
+    p.add_argument("--out", default="runs/question-restated")
     p.add_argument("--questions", type=int, default=8, help="questions per group (one episode each)")
-    p.add_argument("--places", default=",".join(PLACES))
     p.add_argument("--held-out-train", type=int, default=4)
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
@@ -63,18 +62,18 @@ def main() -> None:
     phrased = {(g.name, q.id): is_yes_no_question(q.question)
                for g in load_split(default_productqa_root(), "train") if g.name in groups for q in g.questions}
     results = {}
-    for place in args.places.split(","):
-        folder = Path(args.out) / place
+    for place, (name, restate) in PLACES.items():
+        folder = Path(args.out) / name
         results[place] = {}
         for ablation, label in (("full", "advice offered"), ("no_advice", "no advice")):
             sub = folder / ablation
             if not (sub / "sessions.jsonl").is_file():
                 run_eval(EvalConfig(model="smollm2", split="train", groups=groups, questions_per_group=args.questions,
-                                    ablations=[ablation], gate="none", decoding="constrained", question_place=place,
+                                    ablations=[ablation], gate="none", decoding="constrained", restate_question=restate,
                                     max_new_tokens=64, device="cpu", out_dir=str(sub)))
             results[place][label] = by_phrasing(sub, phrased)
-    (Path(args.out) / "question_place.json").write_text(json.dumps(results, indent=1))
-    print(f"\n## The embedded agent by where the question stands ({len(groups)} training groups, "
+    (Path(args.out) / "question_restated.json").write_text(json.dumps(results, indent=1))
+    print(f"\n## The embedded agent in AGILE's order and with the question restated ({len(groups)} training groups, "
           f"{args.questions} questions each)\n")
     print("| question | phrasing | sessions | greedy asks (advice offered) | right alone (no advice) | "
           "answers yes (no advice) |")
