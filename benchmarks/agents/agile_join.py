@@ -6,7 +6,8 @@ questions for every row), accuracy / advice rate / total score = accuracy - c x 
 - ``PPO`` - the PPO agent trained at c, its own ``[SeekAdvice]`` (``agile_productqa.py``'s cost runs);
 - ``helper@c`` - the SFT agent, advice decided by a helper solved at c (Lagrangian, no budget);
 - ``helper@rate`` - the SFT agent, a helper solved for a hard budget of B = PPO's advice per episode;
-- ``novelty@rate`` / ``random@rate`` - the SFT agent, NoveltyGate / uniformly drawn questions within B;
+- ``novelty@rate`` / ``random@rate`` / ``first@rate`` - the SFT agent, NoveltyGate / uniformly drawn questions /
+  the episode's first B questions (AGILE's non-adaptive baseline) within B;
 - ``SFT`` - the SFT agent alone (it never asks).
 
 The helpers learn from one offline collection through the SFT agent itself (the AGILE executor,
@@ -58,7 +59,7 @@ from helper.evaluation.advice_join import (  # noqa: E402
 from helper.evaluation.agile_advice import AgileEvalConfig  # noqa: E402
 from helper.evaluation.agile_advice import run as agile_eval  # noqa: E402
 
-ROUTES = ("PPO", "helper@c", "helper@rate", "novelty@rate", "random@rate", "SFT")
+ROUTES = ("PPO", "helper@c", "helper@rate", "novelty@rate", "random@rate", "first@rate", "SFT")
 
 
 def joined(args, out: Path) -> Path:
@@ -133,12 +134,14 @@ def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> tuple[
 
 def budget_routes(args, out: Path, budget: int, advice_cost: float) -> dict:
     """The SFT agent with B pieces of advice per episode placed by the helper solved for B, by
-    NoveltyGate and at uniformly drawn questions: route -> (result, eval folder)."""
+    NoveltyGate, at uniformly drawn questions and at the episode's first B questions (AGILE's non-adaptive
+    baseline): route -> (result, eval folder)."""
     helper = helper_stage(args, out, f"helper_b{budget}", None, budget)
     routes = {}
     for route, tag, gate in (("helper@rate", f"helper_b{budget}", dict(helper=str(helper), budget=budget)),
                              ("novelty@rate", f"novelty_b{budget}", dict(gate="novelty", budget=budget)),
-                             ("random@rate", f"uniform_b{budget}", dict(gate="uniform", budget=budget))):
+                             ("random@rate", f"uniform_b{budget}", dict(gate="uniform", budget=budget)),
+                             ("first@rate", f"first_b{budget}", dict(gate="first_k", budget=budget))):
         routes[route] = gate_eval(args, out, f"{tag}_c{advice_cost:g}", advice_cost, **gate)
     return routes
 

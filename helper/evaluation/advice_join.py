@@ -69,7 +69,8 @@ def write_manifest(folder: Path, costs: dict, budgets: list[dict], meta: dict) -
     """Add this run's comparisons to ``folder/join.json`` (entries of earlier runs with other settings stay).
 
     ``costs``: c -> {"ppo": dir, "helper": dir, "ppo_calls": n, "helper_calls": m}; ``budgets``: entries
-    {"budget": B, "cost": c, "episodes_per_group": E, "helper": dir, "novelty": dir, "random": dir, "helper_calls": m}.
+    {"budget": B, "cost": c, "episodes_per_group": E, "helper": dir, "novelty": dir, "random": dir, "first": dir,
+    "helper_calls": m} ("first": the B pieces spent on the episode's first questions, AGILE's non-adaptive baseline).
     An entry replaces an earlier one with the same c, or the same B, c and E."""
     path = Path(folder) / JOIN_FILE
     old = json.loads(path.read_text()) if path.is_file() else {}
@@ -100,7 +101,9 @@ def comparisons(folder: Path) -> dict[tuple, dict]:
         episodes = entry.get("episodes_per_group", 1)
         setting = f"B = {entry['budget']}, c = {entry['cost']:g}" + (f", {episodes} episodes a group" if episodes > 1
                                                                       else "")
-        for baseline in ("novelty", "random"):
+        for baseline in ("novelty", "random", "first"):
+            if baseline not in entry:  # joins written before the non-adaptive route have none
+                continue
             found[(setting, baseline)] = {"mine": entry["helper"], "theirs": entry[baseline],
                                           "cost": float(entry["cost"]), "calls": (entry["helper_calls"], 0)}
     return found

@@ -82,6 +82,18 @@ def test_the_gate_run_alone_skips_the_policy_run(tmp_path):
     assert len((tmp_path / "sessions.jsonl").read_text().splitlines()) == 3
 
 
+def test_the_non_adaptive_gate_spends_the_budget_on_each_episodes_first_questions(tmp_path):
+    model, tokenizer = load_causal_lm("tiny", device="cpu")
+    cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings", "motherboards"], questions_per_group=4,
+                     episodes_per_group=2, gate="first_k", budget=2, policy_run=False, max_new_tokens=4,
+                     out_dir=str(tmp_path))
+    rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
+    assert {r["mode"] for r in rows} == {"gate:FirstKGate"}
+    sessions = [json.loads(line) for line in (tmp_path / "sessions.jsonl").read_text().splitlines()]
+    assert len(sessions) == 2 * 2 * 4
+    assert all(r["advised"] == (r["index"] < 2) for r in sessions)
+
+
 def test_run_eval_reports_policy_and_gate_side_by_side(tmp_path):
     model, tokenizer = load_causal_lm("tiny", device="cpu")
     cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings", "motherboards"], questions_per_group=4,
