@@ -69,3 +69,11 @@ def format_call(name: str, argument: str = "") -> str:
         raise ValueError(f"unknown function {name!r}; expected one of {', '.join(ALL_FUNCTIONS)}")
     argument = " ".join(str(argument).split())  # a turn is one line
     return f"{name} {argument}\n" if argument else f"{name}\n"
+
+
+def current_question(text: str) -> str:
+    """The current session's question in a context or state text: after its last ``[GetQuestion]``, on that
+    line ("" before any question)."""
+    if GET_QUESTION not in text:
+        return ""
+    return text.rsplit(GET_QUESTION, 1)[-1].split("\n", 1)[0].strip()

@@ -17,6 +17,7 @@ methods, ``helper.evaluation.methods``; ``agile eval --gate`` builds ``novelty``
   (random at exactly a given rate, never under it).
 - ``NoveltyGate``: advice when memory holds nothing close to the question (the closest memory
   entry's cosine, the feature ``memory_top_similarity``, below ``threshold``).
+- ``PhrasingGate``: advice on every question not phrased yes/no (a yardstick for the AGILE join).
 - ``ScoreThresholdGate``: intervene when a per-decision score is at or below a threshold. With
   the PRM score (P(success) from here) it is the ``prm_threshold`` baseline; with a router's
   predicted base-agent success it is the ``router`` baseline. ``calibrate_threshold`` sets the
@@ -126,6 +127,20 @@ class NoveltyGate(BudgetedGate):
         return observation.features.get("memory_top_similarity", 0.0) < self.threshold
 
 
+class PhrasingGate(BudgetedGate):
+    """Advice on every question not phrased as a yes/no question (``agile.envs.phrasing``, read from the
+    question the agent sees). A yardstick, not a learned gate: where the agent answers yes/no questions well
+    and nothing else, it is the best rule that reads only the phrasing."""
+
+    name = "not_yes_no"
+
+    def wants(self, observation: Observation, budget_left: int) -> bool:
+        from agile.envs.phrasing import is_yes_no_question
+        from agile.functions import current_question
+
+        return not is_yes_no_question(current_question(observation.state_text))
+
+
 class ScoreThresholdGate(BudgetedGate):
     """Intervene when ``score(observation) <= threshold``; a NaN score never intervenes."""
 
@@ -213,5 +228,6 @@ class TableGate(BudgetedGate):
 
 
 GATES: dict[str, type[BudgetedGate]] = {gate.name: gate for gate in (
-    NeverGate, AlwaysGate, FirstKGate, RandomGate, UniformGate, NoveltyGate, ScoreThresholdGate, OracleGate, TableGate)}
+    NeverGate, AlwaysGate, FirstKGate, RandomGate, UniformGate, NoveltyGate, PhrasingGate, ScoreThresholdGate,
+    OracleGate, TableGate)}
 """Every simple gate by its ``name``."""

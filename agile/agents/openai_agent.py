@@ -92,9 +92,7 @@ def is_local(base_url: str | None) -> bool:
 
 def question_of(state_text: str) -> str:
     """The current question: the text after the last ``[GetQuestion]``, on that line."""
-    if fn.GET_QUESTION not in state_text:
-        return ""
-    return state_text.rsplit(fn.GET_QUESTION, 1)[-1].split("\n", 1)[0].strip()
+    return fn.current_question(state_text)
 
 
 def table_of(state_text: str) -> str | None:

@@ -288,7 +288,7 @@ class ConstrainedDecoder:
     def _turn_steps(self, prompt, allowed, context, grammar, spread=None):
         if not allowed:
             raise ValueError("the executor allows no function now (its episode is finished).")
-        yes_no = is_yes_no_question(_question(context))
+        yes_no = is_yes_no_question(fn.current_question(context))
         candidates = [a for a in allowed if not (yes_no and a == fn.SEARCH_PRODUCT and fn.PREDICT_ANSWER in allowed)]
         names = [self._encode(name) for name in candidates]
         scores, state = yield _Score(prompt, names)
@@ -465,9 +465,3 @@ def _margin(scores: Sequence[float]) -> float:
     top = sorted(scores, reverse=True)
     return float(top[0] - top[1])
 
-
-def _question(context: str) -> str:
-    """The current session's question: the text after its last ``[GetQuestion]`` on that line."""
-    if fn.GET_QUESTION not in context:
-        return ""
-    return context.rsplit(fn.GET_QUESTION, 1)[-1].split("\n", 1)[0].strip()

@@ -67,7 +67,7 @@ class EvalConfig:
     """Advice cost c in total score = accuracy - c * advice rate."""
     ablations: list[str] = field(default_factory=lambda: ["full"])
     """Any of full, no_memory, no_tools, no_advice, no_reflection."""
-    gate: Literal["none", "novelty", "random", "uniform", "first_k"] = "novelty"
+    gate: Literal["none", "novelty", "random", "uniform", "first_k", "not_yes_no"] = "novelty"
     """Built-in gate evaluated beside the policy's own advice; none skips the gate run."""
     budget: int | None = None
     """Advice the gate may give per episode (default: a quarter of the questions per group, rounded)."""
@@ -173,7 +173,8 @@ def make_gate(cfg: EvalConfig):
                "random": {"p": cfg.gate_p, "seed": cfg.seed, "draws": "sequential"},
                "uniform": {"seed": cfg.seed},
                # AGILE's non-adaptive baseline: the budget spent on the episode's first questions.
-               "first_k": {"k": gate_run_budget(cfg)}}
+               "first_k": {"k": gate_run_budget(cfg)},
+               "not_yes_no": {}}
     return GATES[cfg.gate](**options[cfg.gate]) if cfg.gate in options else None
 
 

@@ -8,6 +8,8 @@ questions for every row), accuracy / advice rate / total score = accuracy - c x 
 - ``helper@rate`` - the SFT agent, a helper solved for a hard budget of B = PPO's advice per episode;
 - ``novelty@rate`` / ``random@rate`` / ``first@rate`` - the SFT agent, NoveltyGate / uniformly drawn questions /
   the episode's first B questions (AGILE's non-adaptive baseline) within B;
+- ``rule`` - the same agent asking on every question not phrased yes/no (``PhrasingGate``): a reference line for
+  an agent that answers yes/no questions and nothing else, not a learned gate;
 - ``SFT`` - the SFT agent alone (it never asks).
 
 The helpers learn from one offline collection through the SFT agent itself (the AGILE executor,
@@ -59,7 +61,7 @@ from helper.evaluation.advice_join import (  # noqa: E402
 from helper.evaluation.agile_advice import AgileEvalConfig  # noqa: E402
 from helper.evaluation.agile_advice import run as agile_eval  # noqa: E402
 
-ROUTES = ("PPO", "helper@c", "helper@rate", "novelty@rate", "random@rate", "first@rate", "SFT")
+ROUTES = ("PPO", "helper@c", "helper@rate", "novelty@rate", "random@rate", "first@rate", "rule", "SFT")
 
 
 def joined(args, out: Path) -> Path:
@@ -262,8 +264,10 @@ def main() -> None:
         results["helper@c"] = gate_eval(args, out, f"helper_c{c:g}", c, helper=str(priced))
         if 0 < rate_budget < q:  # at every question, each route is always-ask: nothing to place
             results |= budget_routes(args, out, rate_budget, c)
+        results["rule"] = gate_eval(args, out, f"not_yes_no_c{c:g}", c, gate="not_yes_no", budget=q)
         results["SFT"] = (sft_alone, alone_folder)
         manifest_costs[c] = {"ppo": str(results["PPO"][1]), "helper": str(results["helper@c"][1]),
+                             "rule": str(results["rule"][1]),
                              "ppo_calls": ppo_calls, "helper_calls": collected["human_calls"]}
         log(f"c = {c:g}: PPO's own answers: {answer_shares(results['PPO'][1])}")
         reference = session_scores(results["PPO"][1], c)
@@ -276,7 +280,7 @@ def main() -> None:
             mean, low, high, _ = paired_difference(session_scores(folder, c), reference)
             delta = "" if route == "PPO" else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
             calls = {"PPO": ppo_calls, "SFT": 0}.get(route, collected["human_calls"] if "helper" in route else 0)
-            label = {"SFT": alone}.get(route, route) + (f" (B={rate_budget})" if route.endswith("rate") else "")
+            label = {"SFT": alone, "rule": "rule: ask unless yes/no-phrased"}.get(route, route) + (f" (B={rate_budget})" if route.endswith("rate") else "")
             table.append(f"| {c:g} | {label} | "
                          f"{accuracy:.3f} | {rate:.3f} | {accuracy - c * rate:.3f} | {delta} | {calls} |")
         log("\n".join(table))

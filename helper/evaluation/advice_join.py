@@ -68,7 +68,8 @@ def paired_difference(a: dict, b: dict, resamples: int = 4000, seed: int = 0,
 def write_manifest(folder: Path, costs: dict, budgets: list[dict], meta: dict) -> Path:
     """Add this run's comparisons to ``folder/join.json`` (entries of earlier runs with other settings stay).
 
-    ``costs``: c -> {"ppo": dir, "helper": dir, "ppo_calls": n, "helper_calls": m}; ``budgets``: entries
+    ``costs``: c -> {"ppo": dir, "helper": dir, "rule": dir, "ppo_calls": n, "helper_calls": m} ("rule": the
+    agent asking on every question not phrased yes/no, a reference line); ``budgets``: entries
     {"budget": B, "cost": c, "episodes_per_group": E, "helper": dir, "novelty": dir, "random": dir, "first": dir,
     "helper_calls": m} ("first": the B pieces spent on the episode's first questions, AGILE's non-adaptive baseline).
     An entry replaces an earlier one with the same c, or the same B, c and E."""
@@ -97,6 +98,9 @@ def comparisons(folder: Path) -> dict[tuple, dict]:
         found[(f"c = {cost}", "PPO (own advice)")] = {
             "mine": entry["helper"], "theirs": entry["ppo"], "cost": float(cost),
             "calls": (entry["helper_calls"], entry["ppo_calls"])}
+        if "rule" in entry:  # the phrasing rule, a reference line (joins before it have none)
+            found[(f"c = {cost}", "rule: ask unless yes/no-phrased")] = {
+                "mine": entry["helper"], "theirs": entry["rule"], "cost": float(cost), "calls": (entry["helper_calls"], 0)}
     for entry in manifest.get("budgets", []):
         episodes = entry.get("episodes_per_group", 1)
         setting = f"B = {entry['budget']}, c = {entry['cost']:g}" + (f", {episodes} episodes a group" if episodes > 1

@@ -82,6 +82,21 @@ def test_the_gate_run_alone_skips_the_policy_run(tmp_path):
     assert len((tmp_path / "sessions.jsonl").read_text().splitlines()) == 3
 
 
+def test_the_phrasing_rule_asks_on_the_questions_not_phrased_yes_no(tmp_path):
+    from agile.envs.phrasing import is_yes_no_question
+    from agile.envs.productqa import load_group
+
+    model, tokenizer = load_causal_lm("tiny", device="cpu")
+    cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=8,
+                     gate="not_yes_no", budget=8, policy_run=False, max_new_tokens=4, out_dir=str(tmp_path))
+    run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
+    text = {q.id: q.question for q in load_group(ROOT / "test" / "leggings").questions}
+    sessions = [json.loads(line) for line in (tmp_path / "sessions.jsonl").read_text().splitlines()]
+    kinds = [is_yes_no_question(text[r["question_id"]]) for r in sessions]
+    assert len(set(kinds)) == 2  # both kinds are in these eight questions, so the rule is tested both ways
+    assert [r["advised"] for r in sessions] == [not k for k in kinds]
+
+
 def test_the_non_adaptive_gate_spends_the_budget_on_each_episodes_first_questions(tmp_path):
     model, tokenizer = load_causal_lm("tiny", device="cpu")
     cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings", "motherboards"], questions_per_group=4,
