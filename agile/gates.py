@@ -45,6 +45,8 @@ from typing import Literal
 import numpy as np
 
 from agile.budget import BudgetedGate
+from agile.envs.phrasing import is_yes_no_question
+from agile.functions import current_question
 from agile.protocol import Observation
 from agile.seeding import stable_uniform
 
@@ -135,9 +137,6 @@ class PhrasingGate(BudgetedGate):
     name = "not_yes_no"
 
     def wants(self, observation: Observation, budget_left: int) -> bool:
-        from agile.envs.phrasing import is_yes_no_question
-        from agile.functions import current_question
-
         return not is_yes_no_question(current_question(observation.state_text))
 
 

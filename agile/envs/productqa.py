@@ -99,6 +99,17 @@ def list_groups(root: str | Path, split: str = "train") -> list[Path]:
     return sorted(p for p in split_dir.iterdir() if p.is_dir() and (p / "qa.jsonl").is_file())
 
 
+def held_out_train_split(root: str | Path, held_out: int) -> tuple[list[str], list[str]]:
+    """The train split's group names as ``(trained on, held out)``: every fifth group by name, the first
+    ``held_out`` of them, is kept out of training and evaluated beside the test groups."""
+    names = [g.name for g in list_groups(root, "train")]
+    held = names[4::5][:held_out]
+    if len(held) < held_out:
+        raise ValueError(f"held_out={held_out}: the train split has {len(names)} groups, so at most "
+                         f"{len(names[4::5])} are held out (every fifth); lower it.")
+    return [n for n in names if n not in held], held
+
+
 def load_split(root: str | Path, split: str = "train") -> list[ProductGroup]:
     """Every group of ``root/split``, sorted by name."""
     return [load_group(p) for p in list_groups(root, split)]

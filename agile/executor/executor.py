@@ -290,7 +290,8 @@ class Executor:
             if cfg.use_memory else 0
         self._clear_context()
         self._functions.append(fn.GET_QUESTION)
-        text = f"{fn.GET_QUESTION} {' '.join(q.question.split())}\n"
+        question = " ".join(q.question.split())  # one line, as the readers of [GetQuestion] take it
+        text = f"{fn.GET_QUESTION} {question}\n"
         if cfg.show_product:
             text += product_line(self.group, q.asin) + "\n"
         self._append(text, action=False)
@@ -307,7 +308,7 @@ class Executor:
             retrieved_tokens = len(self.segments[-1].ids)
             advice_hits = sum(e.from_advice for e, _ in found.knowledge + found.history)
         if cfg.restate_question and (cfg.show_product or cfg.use_memory):
-            self._append(f"{QUESTION_AGAIN} {' '.join(q.question.split())}\n", action=False)
+            self._append(f"{QUESTION_AGAIN} {question}\n", action=False)
         self._fit_context()
         self.awaiting = "decision"
         self.observation = Observation(

@@ -97,8 +97,7 @@ def log_probs(model, choices: list[dict]) -> list[dict[str, float]]:
 
 def question_last(prompt: list[int], tokenizer) -> list[int]:
     """``prompt`` with its question restated at the end (``Question: ...``): the choice made right after it."""
-    text = tokenizer.decode(prompt)
-    question = text.rsplit(f"{fn.GET_QUESTION} ", 1)[-1].split("\n", 1)[0]
+    question = fn.current_question(tokenizer.decode(prompt))
     return prompt + tokenizer(f"{QUESTION_AGAIN} {question}\n", add_special_tokens=False).input_ids
 
 

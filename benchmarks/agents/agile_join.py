@@ -52,6 +52,7 @@ from benchmarks.agents.agile_productqa import (  # noqa: E402
     stage,
 )
 from helper.evaluation.advice_join import (  # noqa: E402
+    RULE,
     load_sessions,
     paired_difference,
     session_key,
@@ -280,7 +281,8 @@ def main() -> None:
             mean, low, high, _ = paired_difference(session_scores(folder, c), reference)
             delta = "" if route == "PPO" else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
             calls = {"PPO": ppo_calls, "SFT": 0}.get(route, collected["human_calls"] if "helper" in route else 0)
-            label = {"SFT": alone, "rule": "rule: ask unless yes/no-phrased"}.get(route, route) + (f" (B={rate_budget})" if route.endswith("rate") else "")
+            label = {"SFT": alone, "rule": RULE}.get(route, route)
+            label += f" (B={rate_budget})" if route.endswith("rate") else ""
             table.append(f"| {c:g} | {label} | "
                          f"{accuracy:.3f} | {rate:.3f} | {accuracy - c * rate:.3f} | {delta} | {calls} |")
         log("\n".join(table))

@@ -27,15 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from agile.envs.productqa import default_productqa_root, list_groups  # noqa: E402
+from agile.envs.productqa import default_productqa_root, held_out_train_split  # noqa: E402
 from agile.train.ppo import PPOConfig, train  # noqa: E402
-
-
-def train_groups(held_out: int) -> list[str]:
-    """The train split minus every fifth group (the groups ``agile_productqa.py --held-out-train`` keeps out)."""
-    names = [g.name for g in list_groups(default_productqa_root(), "train")]
-    held = names[4::5][:held_out]
-    return [n for n in names if n not in held]
 
 
 def run_cost(args, c: float) -> dict:
@@ -44,7 +37,8 @@ def run_cost(args, c: float) -> dict:
     if done.is_file():
         print(f"read back {done}", flush=True)
         return json.loads(done.read_text())
-    cfg = PPOConfig(model=args.model, groups=train_groups(args.held_out_train), decoding="constrained",
+    trained_on, _ = held_out_train_split(default_productqa_root(), args.held_out_train)
+    cfg = PPOConfig(model=args.model, groups=trained_on, decoding="constrained",
                     estimator=args.estimator, rollouts_per_task=args.rollouts, advice_cost=c,
                     questions_per_episode=args.questions, episodes_per_iteration=args.episodes,
                     iterations=args.iterations, stop_when_flat=args.stop_flat, lr=args.lr, kl_coef=args.kl,

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from agile.envs.productqa import default_productqa_root, list_groups  # noqa: E402
+from agile.envs.productqa import default_productqa_root, held_out_train_split, list_groups  # noqa: E402
 from agile.executor.evaluate import EvalConfig, markdown_table, run_eval  # noqa: E402
 from agile.train.ppo import PPOConfig, train  # noqa: E402
 from agile.train.sft import SFTConfig, run_sft  # noqa: E402
@@ -126,12 +126,8 @@ def prepare(args) -> list[str]:
     """Threads and groups of the run: returns the train group names, sets ``args.test_group_names``."""
     torch.set_num_threads(args.threads)
     root = default_productqa_root()
-    names = [g.name for g in list_groups(root, "train")]
-    held = names[4::5][:args.held_out_train]
-    if len(held) < args.held_out_train:
-        raise ValueError(f"--held-out-train {args.held_out_train}: the train split has {len(names)} groups, "
-                         f"so at most {len(names[4::5])} are held out (every fifth); lower it.")
-    train_groups = [n for n in names if n not in held][:args.train_groups]
+    train_groups, held = held_out_train_split(root, args.held_out_train)
+    train_groups = train_groups[:args.train_groups]
     args.test_group_names = [g.name for g in list_groups(root, "test")][:args.test_groups] + held
     args.eval_split = "all" if held else "test"
     log(f"train groups {train_groups}; evaluated groups {args.test_group_names} ({len(held)} held out of train)")

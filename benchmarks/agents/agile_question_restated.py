@@ -24,17 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from agile.envs.phrasing import is_yes_no_question  # noqa: E402
-from agile.envs.productqa import default_productqa_root, list_groups, load_split  # noqa: E402
+from agile.envs.productqa import default_productqa_root, held_out_train_split, load_split  # noqa: E402
 from agile.executor.evaluate import EvalConfig, run_eval  # noqa: E402
 
 PLACES = {"AGILE's order": ("first", False), "restated last": ("restated", True)}
-
-
-def train_groups(held_out: int) -> list[str]:
-    """The train split minus every fifth group (those ``agile_ppo_costs.py`` keeps out of PPO)."""
-    names = [g.name for g in list_groups(default_productqa_root(), "train")]
-    held = names[4::5][:held_out]
-    return [n for n in names if n not in held]
 
 
 def by_phrasing(folder: Path, phrased: dict) -> dict[str, dict[str, float]]:
@@ -58,7 +51,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    groups = train_groups(args.held_out_train)
+    groups = held_out_train_split(default_productqa_root(), args.held_out_train)[0]
     phrased = {(g.name, q.id): is_yes_no_question(q.question)
                for g in load_split(default_productqa_root(), "train") if g.name in groups for q in g.questions}
     results = {}

@@ -22,6 +22,8 @@ import numpy as np
 from helper.evaluation import metrics as M
 
 JOIN_FILE = "join.json"
+RULE = "rule: ask unless yes/no-phrased"
+"""The phrasing rule's name in the AGILE rows (``agile.gates.PhrasingGate``, a reference line)."""
 
 
 def is_join_folder(path: Path) -> bool:
@@ -99,7 +101,7 @@ def comparisons(folder: Path) -> dict[tuple, dict]:
             "mine": entry["helper"], "theirs": entry["ppo"], "cost": float(cost),
             "calls": (entry["helper_calls"], entry["ppo_calls"])}
         if "rule" in entry:  # the phrasing rule, a reference line (joins before it have none)
-            found[(f"c = {cost}", "rule: ask unless yes/no-phrased")] = {
+            found[(f"c = {cost}", RULE)] = {
                 "mine": entry["helper"], "theirs": entry["rule"], "cost": float(cost), "calls": (entry["helper_calls"], 0)}
     for entry in manifest.get("budgets", []):
         episodes = entry.get("episodes_per_group", 1)

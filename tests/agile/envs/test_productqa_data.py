@@ -14,7 +14,8 @@ import pytest
 
 from agile.envs.answer_eval import answers_match, is_correct, parse_product_ids
 from agile.envs.product_db import ProductDB, SQLError
-from agile.envs.productqa import QUESTION_TYPES, ProductGroup, Question, list_groups, load_group, load_split
+from agile.envs.productqa import (QUESTION_TYPES, ProductGroup, Question, held_out_train_split, list_groups, load_group,
+                                  load_split)
 from productqa_slice import SLICE
 
 REAL_ROOT = SLICE
@@ -355,3 +356,14 @@ def test_search_answers(tiny):
 def test_non_search_answer_must_be_text(tiny):
     assert not is_correct(tiny.questions[0], ["yes"])
     assert is_correct(tiny.questions[0], "Yes")
+
+
+def test_held_out_train_groups_are_every_fifth_by_name_and_never_trained_on(tmp_path):
+    for k in range(12):  # empty group folders: list_groups needs only a qa.jsonl in each
+        (tmp_path / "train" / f"g{k:02d}").mkdir(parents=True)
+        (tmp_path / "train" / f"g{k:02d}" / "qa.jsonl").write_text("")
+    trained, held = held_out_train_split(tmp_path, 2)
+    assert held == ["g04", "g09"] and trained == [f"g{k:02d}" for k in range(12) if k not in (4, 9)]
+    assert held_out_train_split(tmp_path, 0) == ([f"g{k:02d}" for k in range(12)], [])
+    with pytest.raises(ValueError, match="held_out=3: the train split has 12 groups, so at most 2"):
+        held_out_train_split(tmp_path, 3)
