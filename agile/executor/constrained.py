@@ -73,6 +73,7 @@ import torch
 
 from agile.agents.batch_forward import kv_bytes_per_token, score_many
 from agile.agents.prompt_cache import PromptKVCache, greedy_continue, score_continuations
+from agile.executor.choice_head import choice_state
 from agile.envs.answer_eval import parse_product_ids
 from agile.envs.phrasing import is_yes_no_question
 from agile import functions as fn
@@ -126,6 +127,9 @@ class ConstrainedDecoder:
         self._grammars: dict[int, tuple] = {}
         self.choices: list[dict] = []
         """Per turn: the function, its form and the log-probabilities compared (for reports)."""
+        self.choice_head = None
+        """A ``ChoiceHead`` that moves ``[SeekAdvice]``'s score by the choice state (``agile.executor.choice_head``;
+        PPO's ``choice_head``, or loaded with a model folder that has one); None: the model's scores alone."""
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -292,14 +296,22 @@ class ConstrainedDecoder:
         candidates = [a for a in allowed if not (yes_no and a == fn.SEARCH_PRODUCT and fn.PREDICT_ANSWER in allowed)]
         names = [self._encode(name) for name in candidates]
         scores, state = yield _Score(prompt, names)
+        base_scores, hidden = scores, None
+        if self.choice_head is not None and fn.SEEK_ADVICE in candidates and len(candidates) > 1:
+            hidden = choice_state(self.model, prompt, state[1])
+            scores = self.choice_head.shifted(scores, candidates, hidden)
         pick = max(range(len(candidates)), key=scores.__getitem__)
         choice = {"function_logprobs": dict(zip(candidates, scores)), "yes_no_question": yes_no}
+        if hidden is not None:
+            ask = candidates.index(fn.SEEK_ADVICE)
+            choice["ask_shift"] = float(scores[ask] - base_scores[ask])
         if self.sample_functions and len(candidates) > 1:
             pick = draw(self.function_rng, scores, 1)[0] if spread is None else self._spread_pick(scores, *spread)
             logps = np.asarray(scores, dtype=np.float64) - np.logaddexp.reduce(scores)
             choice["decision"] = {"prompt": list(prompt), "candidates": names, "chosen": pick,
                                   "logp": float(logps[pick]), "logps": logps.tolist(),
-                                  "functions": list(candidates), "yes_no": yes_no, "spread": spread is not None}
+                                  "functions": list(candidates), "yes_no": yes_no, "spread": spread is not None,
+                                  "base_scores": list(map(float, base_scores)), "state": hidden}
         name = choice["function"] = candidates[pick]
         signals = {}
         if len(scores) > 1:

@@ -177,12 +177,16 @@ def load_policy(model: str, device: str | None = None, max_new_tokens: int = 96,
     from agile.executor.policy import LLMPolicy
     from agile.models import load_causal_lm
 
+    from agile.executor.choice_head import load_choice_head
+
     llm, tokenizer = load_causal_lm(model_folder(model), device=device,
                                     dtype=getattr(torch, dtype) if dtype else None)
+    head = load_choice_head(model_folder(model)) if decoding == "constrained" else None
     # The weights stay as loaded: a prompt met again (another method or budget replaying the same
     # sessions) gets the turn it got before.
     return LLMPolicy(llm, tokenizer, max_new_tokens, greedy=True, batch_size=batch_size, memo=True,
-                     decoding=decoding, consistency_samples=consistency_samples, consistency_seed=consistency_seed)
+                     decoding=decoding, consistency_samples=consistency_samples, consistency_seed=consistency_seed,
+                     choice_head=head)
 
 
 MEMORIES = ("embedding", "lexical")

@@ -103,11 +103,12 @@ class EvalConfig:
 
 def evaluate(model, tokenizer, groups: list[ProductGroup], questions_per_group: int,
              exec_cfg: ExecutorConfig, embedder: Embedder, gate=None, max_new_tokens: int = 96,
-             batch_size: int = 8, decoding: str = "free", episodes_per_group: int = 1) -> dict:
+             batch_size: int = 8, decoding: str = "free", episodes_per_group: int = 1, choice_head=None) -> dict:
     """Run ``episodes_per_group`` greedy episodes per group (``EvalConfig.episodes_per_group``); returns
     per-group and averaged metrics and the records."""
     start = time.perf_counter()
-    policy = LLMPolicy(model, tokenizer, max_new_tokens, greedy=True, batch_size=batch_size, decoding=decoding)
+    policy = LLMPolicy(model, tokenizer, max_new_tokens, greedy=True, batch_size=batch_size, decoding=decoding,
+                       choice_head=choice_head)
     # A gate that reads the agent's proposal decides outside the executor, which cannot show one.
     reads_proposals = getattr(gate, "decide_after", "state") == "proposal"
     if reads_proposals:
@@ -187,6 +188,8 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
     import torch
 
     from agile.envs.productqa import default_productqa_root, load_split
+    from agile.executor.choice_head import load_choice_head
+    from agile.executor.episode import model_folder
     from agile.models import load_causal_lm
 
     if cfg.episodes_per_group < 1:
@@ -198,6 +201,8 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
         torch.set_num_threads(cfg.cpu_threads)
     if model is None:
         model, tokenizer = load_causal_lm(cfg.model, device=cfg.device or None)
+    # A PPO model trained with a choice head keeps it beside its weights; it moves the constrained choice.
+    choice_head = load_choice_head(model_folder(cfg.model)) if cfg.decoding == "constrained" else None
     root = cfg.data_root or default_productqa_root()
     splits = ("train", "test") if cfg.split == "all" else (cfg.split,)
     groups = [g for split in splits for g in load_split(root, split) if not cfg.groups or g.name in cfg.groups]
@@ -224,7 +229,7 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
                           replace(exec_cfg, budget=budget if budget is not None else gate_run_budget(cfg))))
         for mode, g, ecfg in modes:
             result = evaluate(model, tokenizer, groups, cfg.questions_per_group, ecfg, embedder, g,
-                              cfg.max_new_tokens, cfg.batch_size, cfg.decoding, cfg.episodes_per_group)
+                              cfg.max_new_tokens, cfg.batch_size, cfg.decoding, cfg.episodes_per_group, choice_head)
             for name, m in [*result["groups"].items(), ("average", result["average"])]:
                 rows.append({"model": cfg.model, "ablation": ablation, "mode": mode, "group": name,
                              **m, "advice_cost": cfg.advice_cost})

@@ -103,7 +103,7 @@ class LLMPolicy:
     def __init__(self, model, tokenizer, max_new_tokens: int = 96, greedy: bool = False,
                  temperature: float = 1.0, batch_size: int = 8, seed: int | None = None,
                  memo: bool = False, decoding: str = "free", consistency_samples: int = 0,
-                 consistency_seed: int = 0):
+                 consistency_seed: int = 0, choice_head=None):
         if memo and not greedy:
             raise ValueError("memo=True needs greedy=True: a sampled turn is a new draw each time.")
         if decoding not in DECODINGS:
@@ -111,6 +111,9 @@ class LLMPolicy:
         if consistency_samples and decoding != "constrained":
             raise ValueError(f"consistency_samples={consistency_samples} needs decoding='constrained' (the samples "
                              "are drawn from its log-probabilities); leave it at 0.")
+        if choice_head is not None and decoding != "constrained":
+            raise ValueError("a choice head moves the constrained policy's function scores: it needs "
+                             "decoding='constrained'.")
         from transformers import GenerationConfig
 
         self.model = model
@@ -145,6 +148,7 @@ class LLMPolicy:
             self.constrained = ConstrainedDecoder(model, tokenizer, max_new_tokens, samples=consistency_samples,
                                                   seed=consistency_seed if greedy else (seed or 0),
                                                   sample_functions=not greedy)
+            self.constrained.choice_head = choice_head
 
     def __call__(self, executors: Sequence[Executor]) -> list[list[int]]:
         if self.constrained is not None:
@@ -295,6 +299,8 @@ class ActionLM(torch.nn.Module):
         hf = lm.get_base_model() if hasattr(lm, "get_base_model") else lm
         self.hidden_size = hf.config.hidden_size
         self.value = torch.nn.Linear(self.hidden_size, 1) if value_head else None
+        self.choice_head = None
+        """A ``ChoiceHead`` trained with the constrained choice (``PPOConfig.choice_head``), else None."""
         if self.value is not None:
             # A zero-initialised critic starts at V = 0: no early bias in the advantages.
             torch.nn.init.zeros_(self.value.weight)

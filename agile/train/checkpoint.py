@@ -37,6 +37,9 @@ def save_checkpoint(out: Path, cfg, model, optimizer, rng: random.Random, policy
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {f"weight/{name}": p.detach().cpu().contiguous() for name, p in model.named_parameters()
                if p.requires_grad}
+    # The choice head's standardiser is fitted once, from the first rollouts: state, not weights.
+    tensors.update({f"buffer/{name}": b.detach().cpu().contiguous() for name, b in model.named_buffers()
+                    if name.startswith("choice_head.")})
     opt = optimizer.state_dict()
     for index, entry in opt["state"].items():
         for key, value in entry.items():
@@ -82,9 +85,14 @@ def load_checkpoint(out: Path, cfg, model, optimizer, rng: random.Random, policy
     missing = sorted(set(weights) - set(params))
     if missing:
         raise ValueError(f"{path}: weights {missing[:3]} are not in this model; delete the checkpoint to start over.")
+    buffers = dict(model.named_buffers())
     with torch.no_grad():
         for name, value in weights.items():
             params[name].copy_(value.to(params[name].device))
+        for key, value in tensors.items():
+            if key.startswith("buffer/") and key.removeprefix("buffer/") in buffers:
+                target = buffers[key.removeprefix("buffer/")]
+                target.copy_(value.to(target.device))
     state: dict = {}
     for key, value in tensors.items():
         if key.startswith("optimizer/"):

@@ -51,6 +51,10 @@ class Decision:
     """The question is phrased as a yes/no question (what the agent sees; ``agile.envs.phrasing``)."""
     spread: bool = False
     """Drawn without replacement among the copies of its session (estimator ``distinct``)."""
+    base_scores: list[float] = field(default_factory=list)
+    """The model's log-probability of each candidate, before a choice head moved ``[SeekAdvice]``'s."""
+    state: torch.Tensor | None = None
+    """The choice state the head read (``agile.executor.choice_head.choice_state``); None without a head."""
 
 
 @dataclass
@@ -86,16 +90,22 @@ class DecisionTracker:
         return self._by_executor.pop(id(executor), [])
 
 
-def choice_log_probs(lm, prompt: list[int], candidates: list[list[int]]) -> torch.Tensor:
-    """``log pi(candidate | prompt)`` renormalised over ``candidates`` (differentiable, [n]).
+def choice_log_probs(lm, prompt: list[int], candidates: list[list[int]], head=None,
+                     functions: list[str] | None = None) -> torch.Tensor:
+    """``log pi(candidate | prompt)`` renormalised over ``candidates`` (differentiable, [n]); with a choice
+    ``head`` (``agile.executor.choice_head``), ``[SeekAdvice]``'s score (``functions`` names the candidates) moved
+    by it at the prompt's final hidden state, as the constrained decoder scores it.
 
     One forward pass over the prompt; the candidates then run as one batch on its keys and values."""
+    from agile.executor.choice_head import backbone
+
     device = next(lm.parameters()).device
     # The wrapped model itself: LoRA lives in its layers (and disable_adapter still switches it off),
     # and its forward takes the cache under the current keyword.
     lm = lm.get_base_model() if hasattr(lm, "get_base_model") else lm
-    out = lm(input_ids=torch.tensor([prompt], device=device), use_cache=True, logits_to_keep=1)
-    first = torch.log_softmax(out.logits[0, -1].float(), -1)
+    out = backbone(lm)(input_ids=torch.tensor([prompt], device=device), use_cache=True)
+    state = out.last_hidden_state[0, -1]
+    first = torch.log_softmax(lm.get_output_embeddings()(state).float(), -1)
     scores = torch.stack([first[c[0]] for c in candidates])
     longest = max(len(c) for c in candidates)
     if longest > 1:
@@ -115,7 +125,26 @@ def choice_log_probs(lm, prompt: list[int], candidates: list[list[int]]) -> torc
             targets = torch.tensor(c[1:], dtype=torch.long, device=device)
             rest.append(log_probs[row, steps, targets].sum())
         scores = scores + torch.stack(rest)
+    if head is not None:
+        scores = head.shifted(scores, functions, state)
     return scores - torch.logsumexp(scores, 0)
+
+
+def head_log_probs(decision: Decision, head) -> torch.Tensor:
+    """``choice_log_probs`` of a policy whose LM is frozen (``PPOConfig.freeze_lm``): the model's scores are
+    those the rollout recorded, so only the head's shift is computed (differentiable in the head, [n])."""
+    scores = torch.tensor(decision.base_scores, dtype=torch.float32)
+    if decision.state is not None:
+        scores = head.shifted(scores, decision.functions, decision.state)
+    return scores - torch.logsumexp(scores, 0)
+
+
+def frozen_reference(samples: list[ChoiceSample]) -> None:
+    """Every sample's ``ref_logp`` when the LM is frozen: the reference is the model without the head, whose
+    scores the rollout recorded (no forward pass)."""
+    for sample in samples:
+        sample.ref_logp = [torch.tensor(d.base_scores) - torch.logsumexp(torch.tensor(d.base_scores), 0)
+                           for d in sample.decisions]
 
 
 class ReferenceScorer:
@@ -192,7 +221,11 @@ def update_choices(raw, optimizer, samples: list[ChoiceSample], cfg, accelerator
             count = sum(len(s.decisions) for s in rows)
             for sample in rows:
                 for j, (decision, ref) in enumerate(zip(sample.decisions, sample.ref_logp)):
-                    new = choice_log_probs(raw.lm, decision.prompt, decision.candidates)
+                    if cfg.freeze_lm:
+                        new = head_log_probs(decision, raw.choice_head)
+                    else:
+                        new = choice_log_probs(raw.lm, decision.prompt, decision.candidates, raw.choice_head,
+                                               decision.functions)
                     advantage = sample.advantage if j == 0 or sample.later_advantage is None else sample.later_advantage
                     loss, step_stats = choice_loss(new, decision, advantage, ref, cfg.clip_eps, cfg.kl_coef)
                     (loss / count).backward()
@@ -251,16 +284,18 @@ def inclusion_probabilities(p: list[float], k: int) -> list[float]:
     n, m = len(p), min(k, len(p))
     out = [0.0] * n
 
-    def walk(prefix: tuple[int, ...], prob: float, left: float) -> None:
+    def walk(prefix: tuple[int, ...], prob: float) -> None:
         rest = [i for i in range(n) if i not in prefix and p[i] > 0]
         if len(prefix) == m or not rest:
             for i in prefix:
                 out[i] += prob
             return
+        # The mass left, summed afresh: total - drawn rounds to 0 when one candidate holds nearly all of it.
+        left = float(sum(p[i] for i in rest))
         for i in rest:
-            walk(prefix + (i,), prob * p[i] / left, left - p[i])
+            walk(prefix + (i,), prob * p[i] / left)
 
-    walk((), 1.0, float(sum(p)))
+    walk((), 1.0)
     return out
 
 

@@ -136,6 +136,15 @@ class PPOConfig:
     """Prompts per generate call."""
     max_turns: int = 3
     """LLM turns allowed per session before the question counts as wrong."""
+    choice_head: bool = False
+    """Constrained only: a linear head on the choice state (the prompt's final hidden state, standardised by the
+    first rollouts' states) moves ``[SeekAdvice]``'s score, trained with the choice (``agile.executor.choice_head``);
+    saved beside the model as ``choice_head.safetensors``, which evaluation and collection load with it."""
+    freeze_lm: bool = False
+    """With ``choice_head``: train the head alone (no LoRA). The model's function scores are then the ones each
+    rollout recorded, so the update and the reference need no forward pass."""
+    head_lr: float = 1e-2
+    """AdamW learning rate of the choice head (its inputs are standardised)."""
     restate_question: bool = False
     """The executor states the question again right before the choice
     (``ExecutorConfig.restate_question``)."""
@@ -434,14 +443,33 @@ def build_policy(lm, cfg: PPOConfig):
     """``(ActionLM with LoRA [+ value head], reference or None)`` for ``cfg``."""
     from agile.train.sft import add_lora
 
+    from agile.executor.choice_head import ChoiceHead
+
     ref = None
-    if cfg.lora_r <= 0:
-        ref = ActionLM(copy.deepcopy(lm)).eval()
-        for p in ref.parameters():
-            p.requires_grad_(False)
-    model = ActionLM(add_lora(lm, cfg.lora_r, cfg.lora_alpha, 0.0, last_layers=cfg.lora_layers),
-                     value_head=cfg.estimator == "gae")
+    if cfg.freeze_lm:  # the head alone trains; the reference is the model's own recorded scores
+        lm.requires_grad_(False)
+        model = ActionLM(lm)
+    else:
+        if cfg.lora_r <= 0:
+            ref = ActionLM(copy.deepcopy(lm)).eval()
+            for p in ref.parameters():
+                p.requires_grad_(False)
+        model = ActionLM(add_lora(lm, cfg.lora_r, cfg.lora_alpha, 0.0, last_layers=cfg.lora_layers),
+                         value_head=cfg.estimator == "gae")
+    if cfg.choice_head:
+        model.choice_head = ChoiceHead(model.hidden_size).to(next(lm.parameters()).device)
     return model, ref
+
+
+def param_groups(model: ActionLM, cfg: PPOConfig) -> list[dict]:
+    """The optimizer's groups: the LM's trainable weights (and value head) at ``lr``, the choice head at
+    ``head_lr``."""
+    head = set(map(id, model.choice_head.parameters())) if model.choice_head is not None else set()
+    rest = [p for p in model.parameters() if p.requires_grad and id(p) not in head]
+    groups = [{"params": rest, "lr": cfg.lr}] if rest else []
+    if head:
+        groups.append({"params": list(model.choice_head.parameters()), "lr": cfg.head_lr})
+    return groups
 
 
 def peak_memory_mb(device) -> float:
@@ -476,6 +504,12 @@ def check_config(cfg: PPOConfig) -> None:
         raise ValueError("PPOConfig.stop_when_flat and flat_tolerance must be >= 0.")
     if cfg.lora_layers < 0:
         raise ValueError(f"PPOConfig.lora_layers is {cfg.lora_layers}; use 0 (every layer) or a positive count.")
+    if cfg.choice_head and cfg.decoding != "constrained":
+        raise ValueError("PPOConfig.choice_head moves the constrained policy's [SeekAdvice] score: set "
+                         "decoding=constrained, or choice_head=False.")
+    if cfg.freeze_lm and not cfg.choice_head:
+        raise ValueError("PPOConfig.freeze_lm trains the choice head alone: set choice_head=True too, or "
+                         "freeze_lm=False.")
     if cfg.minibatch_size < 1 or cfg.micro_batch_size < 1:
         raise ValueError("PPOConfig.minibatch_size and micro_batch_size must be >= 1.")
 
@@ -524,7 +558,7 @@ def train(cfg: PPOConfig, log=print) -> dict:
     model, ref = build_policy(lm, cfg)
     if ref is not None:
         ref.to(device)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr)
+    optimizer = torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr)
     policy, optimizer = accelerator.prepare(model, optimizer)
     raw = accelerator.unwrap_model(policy)
 
@@ -537,9 +571,10 @@ def train(cfg: PPOConfig, log=print) -> dict:
     constrained = cfg.decoding == "constrained"
     rollout_policy = LLMPolicy(raw.lm, tokenizer, cfg.max_new_tokens, greedy=False,
                                temperature=cfg.temperature, batch_size=cfg.rollout_batch_size,
-                               decoding=cfg.decoding, seed=cfg.seed * 1000 + accelerator.process_index)
+                               decoding=cfg.decoding, seed=cfg.seed * 1000 + accelerator.process_index,
+                               choice_head=raw.choice_head)
     actor = DecisionTracker(rollout_policy) if constrained else rollout_policy
-    reference = ReferenceScorer(raw, None if ref is None else ref.lm) if constrained else None
+    reference = ReferenceScorer(raw, None if ref is None else ref.lm) if constrained and not cfg.freeze_lm else None
     out = Path(cfg.out_dir)
     state = load_checkpoint(out, cfg, raw, optimizer, rng, rollout_policy, accelerator.process_index)
     history, rollout_log, training_human_calls = state["history"], state["rollout_log"], state["human_calls"]
@@ -605,12 +640,16 @@ def train(cfg: PPOConfig, log=print) -> dict:
               "training_human_calls": training_human_calls}
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
+        if raw.choice_head is not None:  # small: written even without the model, to run beside the base model
+            raw.choice_head.save(out)
         if cfg.save:
             from agile.train.sft import save_model
 
             if raw.value is not None:
                 torch.save(raw.value.state_dict(), out / "value_head.pt")
             result["model_dir"] = str(save_model(raw, tokenizer, out / "model"))
+            if raw.choice_head is not None:
+                raw.choice_head.save(out / "model")
         (out / "ppo_history.json").write_text(json.dumps(result, indent=1, default=str))
         (out / "metrics.json").write_text(json.dumps(
             {"training_human_calls": training_human_calls, "rollout_sessions": total_sessions,
@@ -673,14 +712,44 @@ def _choice_step(raw, reference, optimizer, decisions, rewards, tasks, cfg: PPOC
     """Constrained decoding's step (``agile.train.choices``): reference, advantages, update."""
     from agile.train.choices import ChoiceSample, choice_advantages, mean_kl_to_reference, update_choices
 
+    from agile.train.choices import frozen_reference
+
     start = time.perf_counter()
     samples = [ChoiceSample(d, reward, t) for d, reward, t in zip(decisions, rewards, tasks)]
-    reference(samples)
+    if raw.choice_head is not None:
+        fit_head_standardiser(raw.choice_head, samples, accelerator)
+    (frozen_reference if reference is None else reference)(samples)
     choice_advantages(samples, cfg.estimator)
     kl = mean_kl_to_reference(samples)
     seconds = time.perf_counter() - start
     stats = update_choices(raw, optimizer, samples, cfg, accelerator, rng)
     return kl, seconds, sum(len(d.prompt) for s in samples for d in s.decisions), stats
+
+
+def fit_head_standardiser(head, samples, accelerator) -> None:
+    """The choice head's mean and deviation from the first rollouts' choice states (every process's: the head is
+    one module of the model, the same on every process); later iterations keep them."""
+    if bool(head.fitted):
+        return
+    states = [d.state for s in samples for d in s.decisions if d.state is not None]
+    width = head.weight.numel()
+    moments = torch.zeros(2 * width + 1, device=head.weight.device)
+    if states:
+        x = torch.stack(states).float().to(head.weight.device)
+        moments = torch.cat([x.sum(0), (x * x).sum(0), torch.tensor([float(len(x))], device=x.device)])
+    if accelerator.num_processes > 1:
+        moments = accelerator.reduce(moments, reduction="sum")
+    n = float(moments[-1])
+    if n < 2:
+        return
+    mean = moments[:width] / n
+    var = (moments[width:2 * width] - n * mean * mean) / (n - 1)
+    sd = var.clamp(min=0).sqrt()
+    with torch.no_grad():
+        head.mean.copy_(mean)
+        # A coordinate that hardly varies over the first states is not blown up into a huge input later.
+        head.scale.copy_(sd.clamp(min=0.01 * float(sd.mean()) + 1e-6))
+        head.fitted.fill_(True)
 
 
 def _flat(history: list[dict], cfg: PPOConfig) -> bool:

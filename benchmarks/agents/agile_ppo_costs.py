@@ -31,8 +31,12 @@ from agile.envs.productqa import default_productqa_root, held_out_train_split  #
 from agile.train.ppo import PPOConfig, train  # noqa: E402
 
 
+def run_folder(args, c: float) -> Path:
+    return Path(args.out) / f"c{c:g}-{args.estimator}{'-head' if args.choice_head else ''}"
+
+
 def run_cost(args, c: float) -> dict:
-    out = Path(args.out) / f"c{c:g}-{args.estimator}"
+    out = run_folder(args, c)
     done = out / "ppo_history.json"
     if done.is_file():
         print(f"read back {done}", flush=True)
@@ -45,6 +49,7 @@ def run_cost(args, c: float) -> dict:
                     proxy_beta=args.beta, lora_layers=args.lora_layers, update_epochs=args.epochs,
                     minibatch_size=args.minibatch, micro_batch_size=2, max_new_tokens=args.max_new_tokens,
                     rollout_batch_size=8, restate_question=args.restate_question, seed=args.seed,
+                    choice_head=args.choice_head, freeze_lm=args.freeze_lm, head_lr=args.head_lr,
                     device="cpu", cpu_threads=args.threads,
                     out_dir=str(out), save=False)
     start = time.perf_counter()
@@ -90,7 +95,13 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--restate-question", action="store_true",
                    help="the executor states the question again right before the choice (ExecutorConfig.restate_question)")
+    p.add_argument("--choice-head", action="store_true",
+                   help="a linear head on the choice state moves [SeekAdvice]'s score (PPOConfig.choice_head)")
+    p.add_argument("--freeze-lm", action="store_true", help="with --choice-head: train the head alone, no LoRA")
+    p.add_argument("--head-lr", type=float, default=1e-2, help="the choice head's learning rate")
     args = p.parse_args()
+    if args.freeze_lm and not args.choice_head:
+        p.error("--freeze-lm trains the choice head alone: add --choice-head")
     torch.set_num_threads(args.threads)
     costs = [float(x) for x in args.costs.split(",")]
     results = {c: run_cost(args, c) for c in costs}
@@ -111,11 +122,11 @@ def main() -> None:
     print("|---|---|---|" + "---|" * len(kinds))
     for c, result in results.items():
         n = len(result["history"])
-        shares = by_type(Path(args.out) / f"c{c:g}-{args.estimator}", args.tail, n)
+        shares = by_type(run_folder(args, c), args.tail, n)
         cells = [f"{shares[k][0]:.2f} / {shares[k][1]:.2f} (n={shares[k][2]})" if k in shares else "-" for k in kinds]
         print(f"| {c:g} | {n} | {result['training_human_calls']} | " + " | ".join(cells) + " |")
     plot_costs(results, Path(args.out), args)
-    acc = own_accuracy([Path(args.out) / f"c{c:g}-{args.estimator}" for c in costs])
+    acc = own_accuracy([run_folder(args, c) for c in costs])
     print("\nRight when answering itself (sessions that did not ask, all iterations of these runs): " +
           "; ".join(f"{k} {acc[k][0]:.2f} (n={acc[k][1]})" for k in kinds if k in acc) +
           (f"; yes/no-phrased answered yes {acc['answered yes'][0]:.2f}" if "answered yes" in acc else ""))

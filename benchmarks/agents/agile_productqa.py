@@ -108,6 +108,10 @@ def parser(description: str = __doc__) -> argparse.ArgumentParser:
     p.add_argument("--ppo-minibatch", type=int, default=4, help="sessions per PPO optimizer step")
     p.add_argument("--restate-question", action="store_true",
                    help="the executor states the question again right before the choice (ExecutorConfig.restate_question)")
+    p.add_argument("--ppo-choice-head", action="store_true",
+                   help="PPO trains a linear head on the choice state that moves [SeekAdvice]'s score (constrained)")
+    p.add_argument("--ppo-freeze-lm", action="store_true", help="with --ppo-choice-head: the head alone trains")
+    p.add_argument("--ppo-head-lr", type=float, default=1e-2, help="the choice head's learning rate")
     p.add_argument("--ppo-stop-flat", type=int, default=0,
                    help="stop PPO once advice rate and total score are flat over two windows of this many iterations")
     return p
@@ -159,7 +163,8 @@ def ppo_stage(args, out: Path, train_groups: list[str], advice_cost: float, tag:
                         lr=args.ppo_lr, max_new_tokens=args.max_new_tokens, minibatch_size=args.ppo_minibatch,
                         lora_layers=args.ppo_lora_layers, update_epochs=args.ppo_epochs,
                         micro_batch_size=2, rollout_batch_size=args.batch_size, device="cpu",
-                        restate_question=args.restate_question,
+                        restate_question=args.restate_question, choice_head=args.ppo_choice_head,
+                        freeze_lm=args.ppo_freeze_lm, head_lr=args.ppo_head_lr,
                         cpu_threads=args.threads, out_dir=str(out / tag))
         result = train(cfg, log=log)
         return {"history": result["history"], "model_dir": result.get("model_dir"),

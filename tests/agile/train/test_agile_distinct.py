@@ -55,6 +55,13 @@ def test_inclusion_probabilities_equal_enumeration(p, k):
     assert sum(got) == pytest.approx(min(k, len(p)))
 
 
+def test_inclusion_probabilities_of_a_saturated_policy():
+    """One candidate holds all but 1e-20 of the mass: total - drawn rounds to 0, the second draw still divides
+    by the mass left (a head trained hard saturated a rollout's policy so)."""
+    assert inclusion_probabilities([1.0, 1e-20], 2) == pytest.approx([1.0, 1.0])
+    assert inclusion_probabilities([1.0, 1e-20, 3e-20], 2) == pytest.approx([1.0, 0.25, 0.75])
+
+
 def _task(logits, chosen, rewards, task=0):
     logps = torch.log_softmax(torch.tensor(logits, dtype=torch.float64), 0).tolist()
     return [ChoiceSample([Decision([1], [[2]] * len(logits), a, logps[a], logps, [], False, True)], r, task)
