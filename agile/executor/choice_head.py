@@ -107,3 +107,32 @@ def choice_state(model, prompt: list[int], kv) -> torch.Tensor:
     out = stack(input_ids=torch.tensor([[prompt[-1]]], device=device),
                 position_ids=torch.tensor([[n - 1]], device=device), **cache_arg(stack, cache), use_cache=True)
     return out.last_hidden_state[0, -1].float().cpu()
+
+
+def ask_margins(choices: list[dict]) -> list[float]:
+    """Per constrained choice that offered ``[SeekAdvice]`` and something else: its score minus the best other's
+    (the decoder's ``choices`` records; positive where the greedy agent asked)."""
+    out = []
+    for c in choices:
+        scores = c.get("function_logprobs", {})
+        if fn.SEEK_ADVICE in scores and len(scores) > 1:
+            out.append(float(scores[fn.SEEK_ADVICE]) - max(float(v) for f, v in scores.items() if f != fn.SEEK_ADVICE))
+    return out
+
+
+def shift_for_rate(margins: list[float], rate: float) -> float:
+    """The shift of ``[SeekAdvice]``'s score at which the greedy agent asks on ``rate`` of the choices whose
+    ``margins`` these are (``ask_margins``): the threshold on its own ask score, halfway between the margins it
+    puts on either side."""
+    if not margins:
+        raise ValueError("shift_for_rate needs the ask margins of at least one choice that offered [SeekAdvice].")
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"rate={rate}: give an advice rate in [0, 1].")
+    ranked = sorted(margins, reverse=True)
+    k = int(round(rate * len(ranked)))
+    if k == 0:
+        return -ranked[0] - 1.0
+    if k == len(ranked):
+        return -ranked[-1] + 1.0
+    return -(ranked[k - 1] + ranked[k]) / 2
+

@@ -130,6 +130,9 @@ class ConstrainedDecoder:
         self.choice_head = None
         """A ``ChoiceHead`` that moves ``[SeekAdvice]``'s score by the choice state (``agile.executor.choice_head``;
         PPO's ``choice_head``, or loaded with a model folder that has one); None: the model's scores alone."""
+        self.ask_shift = 0.0
+        """Added to ``[SeekAdvice]``'s score at every choice that offers it (after the head): the same agent asking
+        more or less often, by a threshold on its own ask score (``shift_for_rate``)."""
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -297,12 +300,16 @@ class ConstrainedDecoder:
         names = [self._encode(name) for name in candidates]
         scores, state = yield _Score(prompt, names)
         base_scores, hidden = scores, None
-        if self.choice_head is not None and fn.SEEK_ADVICE in candidates and len(candidates) > 1:
+        shifts = fn.SEEK_ADVICE in candidates and len(candidates) > 1
+        if shifts and self.choice_head is not None:
             hidden = choice_state(self.model, prompt, state[1])
             scores = self.choice_head.shifted(scores, candidates, hidden)
+        if shifts and self.ask_shift:
+            scores = list(scores)
+            scores[candidates.index(fn.SEEK_ADVICE)] += self.ask_shift
         pick = max(range(len(candidates)), key=scores.__getitem__)
         choice = {"function_logprobs": dict(zip(candidates, scores)), "yes_no_question": yes_no}
-        if hidden is not None:
+        if shifts and (hidden is not None or self.ask_shift):
             ask = candidates.index(fn.SEEK_ADVICE)
             choice["ask_shift"] = float(scores[ask] - base_scores[ask])
         if self.sample_functions and len(candidates) > 1:

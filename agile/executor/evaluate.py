@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from agile.envs.productqa import ProductGroup
+from agile.executor.choice_head import ask_margins
 from agile.executor.executor import Executor, ExecutorConfig, records_to_jsonl
 from agile.executor.memory import Embedder, Memory
 from agile.executor.metrics import average, summarize
@@ -84,6 +85,9 @@ class EvalConfig:
     restate_question: bool = False
     """The executor states the question again right before the agent's choice
     (``ExecutorConfig.restate_question``; as the PPO agent evaluated was trained)."""
+    ask_shift: float = 0.0
+    """Constrained only: added to ``[SeekAdvice]``'s score at every choice (after a choice head): the agent's own
+    advice at another rate, by a threshold on its ask score (``agile.executor.choice_head.shift_for_rate``)."""
     max_new_tokens: int = 96
     """Longest turn the agent may write."""
     decoding: Literal["free", "constrained"] = "free"
@@ -103,12 +107,18 @@ class EvalConfig:
 
 def evaluate(model, tokenizer, groups: list[ProductGroup], questions_per_group: int,
              exec_cfg: ExecutorConfig, embedder: Embedder, gate=None, max_new_tokens: int = 96,
-             batch_size: int = 8, decoding: str = "free", episodes_per_group: int = 1, choice_head=None) -> dict:
+             batch_size: int = 8, decoding: str = "free", episodes_per_group: int = 1, choice_head=None,
+             ask_shift: float = 0.0) -> dict:
     """Run ``episodes_per_group`` greedy episodes per group (``EvalConfig.episodes_per_group``); returns
     per-group and averaged metrics and the records."""
     start = time.perf_counter()
     policy = LLMPolicy(model, tokenizer, max_new_tokens, greedy=True, batch_size=batch_size, decoding=decoding,
                        choice_head=choice_head)
+    if ask_shift:
+        if policy.constrained is None:
+            raise ValueError(f"ask_shift={ask_shift} moves the constrained policy's [SeekAdvice] score: set "
+                             "decoding='constrained', or ask_shift=0.")
+        policy.constrained.ask_shift = float(ask_shift)
     # A gate that reads the agent's proposal decides outside the executor, which cannot show one.
     reads_proposals = getattr(gate, "decide_after", "state") == "proposal"
     if reads_proposals:
@@ -138,8 +148,10 @@ def evaluate(model, tokenizer, groups: list[ProductGroup], questions_per_group: 
     per_group = {name: summarize([r.correct for r in records], [r.advised for r in records], exec_cfg.advice_cost)
                  for name, records in by_group.items()}
     records = [r for e in executors for r in e.records]
+    margins = ask_margins(policy.constrained.choices) if policy.constrained is not None else []
     return {"groups": per_group, "average": average(list(per_group.values())), "records": records,
-            "seconds": time.perf_counter() - start, "generated_tokens": policy.generated_tokens}
+            "seconds": time.perf_counter() - start, "generated_tokens": policy.generated_tokens,
+            "ask_margins": margins}
 
 
 def _run_reading_proposals(executors, questions_per_group, exec_cfg, gate, policy) -> None:
@@ -220,7 +232,7 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
                           restate_question=cfg.restate_question)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rows, logs = [], []
+    rows, logs, margins = [], [], {}
     for ablation in cfg.ablations:
         exec_cfg = replace(base, **ABLATIONS[ablation])
         modes = [("policy", None, exec_cfg)] if cfg.policy_run or gate is None else []
@@ -229,7 +241,10 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
                           replace(exec_cfg, budget=budget if budget is not None else gate_run_budget(cfg))))
         for mode, g, ecfg in modes:
             result = evaluate(model, tokenizer, groups, cfg.questions_per_group, ecfg, embedder, g,
-                              cfg.max_new_tokens, cfg.batch_size, cfg.decoding, cfg.episodes_per_group, choice_head)
+                              cfg.max_new_tokens, cfg.batch_size, cfg.decoding, cfg.episodes_per_group, choice_head,
+                              cfg.ask_shift)
+            if mode == "policy" and result["ask_margins"]:
+                margins[ablation] = result["ask_margins"]
             for name, m in [*result["groups"].items(), ("average", result["average"])]:
                 rows.append({"model": cfg.model, "ablation": ablation, "mode": mode, "group": name,
                              **m, "advice_cost": cfg.advice_cost})
@@ -243,7 +258,14 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
         writer.writeheader()
         writer.writerows(rows)
     (out / "sessions.jsonl").write_text("".join(logs))
+    if margins:  # the agent's own ask score against its best other function, per choice (rate matching)
+        (out / ASK_MARGINS_FILE).write_text(json.dumps(margins))
     return rows
+
+
+ASK_MARGINS_FILE = "ask_margins.json"
+"""``run_eval``'s record of the agent's own ask margins (``agile.executor.choice_head.ask_margins``), per
+ablation, where it chose by itself with ``[SeekAdvice]`` offered."""
 
 
 def markdown_table(rows: list[dict]) -> str:

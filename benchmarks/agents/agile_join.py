@@ -4,6 +4,8 @@ For each advice cost c, on the test groups of ../shared/productqa (one episode p
 questions for every row), accuracy / advice rate / total score = accuracy - c x advice rate of:
 
 - ``PPO`` - the PPO agent trained at c, its own ``[SeekAdvice]`` (``agile_productqa.py``'s cost runs);
+- ``PPO@helper-rate`` - the same agent asking at helper@c's advice rate: a threshold on its own ask score
+  (``EvalConfig.ask_shift``), set on its train groups' greedy choices (constrained agent only);
 - ``helper@c`` - the SFT agent, advice decided by a helper solved at c (Lagrangian, no budget);
 - ``helper@rate`` - the SFT agent, a helper solved for a hard budget of B = PPO's advice per episode;
 - ``novelty@rate`` / ``random@rate`` / ``first@rate`` - the SFT agent, NoveltyGate / uniformly drawn questions /
@@ -45,6 +47,7 @@ from benchmarks.agents.agile_productqa import (  # noqa: E402
     cost_stage,
     decoding,
     episodes_tag,
+    evaluate,
     log,
     parser,
     prepare,
@@ -52,6 +55,7 @@ from benchmarks.agents.agile_productqa import (  # noqa: E402
     stage,
 )
 from helper.evaluation.advice_join import (  # noqa: E402
+    PPO_AT_HELPER_RATE,
     RULE,
     load_sessions,
     paired_difference,
@@ -62,7 +66,8 @@ from helper.evaluation.advice_join import (  # noqa: E402
 from helper.evaluation.agile_advice import AgileEvalConfig  # noqa: E402
 from helper.evaluation.agile_advice import run as agile_eval  # noqa: E402
 
-ROUTES = ("PPO", "helper@c", "helper@rate", "novelty@rate", "random@rate", "first@rate", "rule", "SFT")
+ROUTES = ("PPO", "PPO@helper-rate", "helper@c", "helper@rate", "novelty@rate", "random@rate", "first@rate", "rule",
+          "SFT")
 
 
 def joined(args, out: Path) -> Path:
@@ -147,6 +152,26 @@ def budget_routes(args, out: Path, budget: int, advice_cost: float) -> dict:
                              ("first@rate", f"first_b{budget}", dict(gate="first_k", budget=budget))):
         routes[route] = gate_eval(args, out, f"{tag}_c{advice_cost:g}", advice_cost, **gate)
     return routes
+
+
+def ppo_at_rate(args, out: Path, train_groups: list[str], advice_cost: float, rate: float) -> tuple[dict, Path]:
+    """PPO's own advice at ``rate``: its ask score shifted by the threshold (``shift_for_rate``) that puts that share
+    of its choices above it on the train groups it was trained on (its greedy margins there, no outcome read; the
+    evaluated groups set nothing), then evaluated like PPO."""
+    from agile.executor.choice_head import shift_for_rate
+    from agile.executor.evaluate import ASK_MARGINS_FILE
+
+    tag = f"ppo_c{advice_cost:g}"
+    margins_run = f"PPO c={advice_cost:g} train"
+    stage(out / f"{tag}_train_margins.json", lambda: evaluate(
+        args, str(out / tag / "model"), out, margins_run, gate="none", advice_cost=advice_cost, on_train=train_groups))
+    margins = json.loads((out / f"eval_{margins_run}{episodes_tag(args)}" / ASK_MARGINS_FILE).read_text())["full"]
+    shift = shift_for_rate(margins, rate)
+    label = f"PPO c={advice_cost:g} at rate {rate:.3f}"
+    result = stage(out / f"{tag}_at_{rate:.3f}{episodes_tag(args)}.json", lambda: {
+        **evaluate(args, str(out / tag / "model"), out, label, gate="none", advice_cost=advice_cost, ask_shift=shift),
+        "ask_shift": shift})
+    return result, out / f"eval_{label}{episodes_tag(args)}"
 
 
 def answer_shares(eval_dir: Path) -> str:
@@ -263,6 +288,9 @@ def main() -> None:
         results = {"PPO": (ppo, out / f"eval_PPO c={c:g}{episodes_tag(args)}")}
         priced = helper_stage(args, out, f"helper_c{c:g}", c, None)
         results["helper@c"] = gate_eval(args, out, f"helper_c{c:g}", c, helper=str(priced))
+        helper_rate = average_row(results["helper@c"][0])["advice_rate"]
+        if args.agent == "constrained" and abs(helper_rate - average_row(ppo)["advice_rate"]) > 0.5 / q:
+            results["PPO@helper-rate"] = ppo_at_rate(args, out, train_groups, c, helper_rate)
         if 0 < rate_budget < q:  # at every question, each route is always-ask: nothing to place
             results |= budget_routes(args, out, rate_budget, c)
         results["rule"] = gate_eval(args, out, f"not_yes_no_c{c:g}", c, gate="not_yes_no", budget=q)
@@ -270,6 +298,8 @@ def main() -> None:
         manifest_costs[c] = {"ppo": str(results["PPO"][1]), "helper": str(results["helper@c"][1]),
                              "rule": str(results["rule"][1]),
                              "ppo_calls": ppo_calls, "helper_calls": collected["human_calls"]}
+        if "PPO@helper-rate" in results:
+            manifest_costs[c]["ppo_at_helper_rate"] = str(results["PPO@helper-rate"][1])
         log(f"c = {c:g}: PPO's own answers: {answer_shares(results['PPO'][1])}")
         reference = session_scores(results["PPO"][1], c)
         for route in ROUTES:
@@ -280,9 +310,10 @@ def main() -> None:
             accuracy, rate = row["accuracy"], row["advice_rate"]
             mean, low, high, _ = paired_difference(session_scores(folder, c), reference)
             delta = "" if route == "PPO" else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
-            calls = {"PPO": ppo_calls, "SFT": 0}.get(route, collected["human_calls"] if "helper" in route else 0)
-            label = {"SFT": alone, "rule": RULE}.get(route, route)
-            label += f" (B={rate_budget})" if route.endswith("rate") else ""
+            calls = {"PPO": ppo_calls, "PPO@helper-rate": ppo_calls, "SFT": 0}.get(
+                route, collected["human_calls"] if "helper" in route else 0)
+            label = {"SFT": alone, "rule": RULE, "PPO@helper-rate": PPO_AT_HELPER_RATE}.get(route, route)
+            label += f" (B={rate_budget})" if route.endswith("@rate") else ""
             table.append(f"| {c:g} | {label} | "
                          f"{accuracy:.3f} | {rate:.3f} | {accuracy - c * rate:.3f} | {delta} | {calls} |")
         log("\n".join(table))

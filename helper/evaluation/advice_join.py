@@ -24,6 +24,8 @@ from helper.evaluation import metrics as M
 JOIN_FILE = "join.json"
 RULE = "rule: ask unless yes/no-phrased"
 """The phrasing rule's name in the AGILE rows (``agile.gates.PhrasingGate``, a reference line)."""
+PPO_AT_HELPER_RATE = "PPO at the helper's rate"
+"""PPO's own advice moved to the helper's advice rate by a threshold on its ask score (``EvalConfig.ask_shift``)."""
 
 
 def is_join_folder(path: Path) -> bool:
@@ -70,8 +72,9 @@ def paired_difference(a: dict, b: dict, resamples: int = 4000, seed: int = 0,
 def write_manifest(folder: Path, costs: dict, budgets: list[dict], meta: dict) -> Path:
     """Add this run's comparisons to ``folder/join.json`` (entries of earlier runs with other settings stay).
 
-    ``costs``: c -> {"ppo": dir, "helper": dir, "rule": dir, "ppo_calls": n, "helper_calls": m} ("rule": the
-    agent asking on every question not phrased yes/no, a reference line); ``budgets``: entries
+    ``costs``: c -> {"ppo": dir, "helper": dir, "rule": dir, "ppo_at_helper_rate": dir, "ppo_calls": n,
+    "helper_calls": m} ("rule": the agent asking on every question not phrased yes/no, a reference line;
+    "ppo_at_helper_rate": PPO's own advice thresholded to the helper's rate); ``budgets``: entries
     {"budget": B, "cost": c, "episodes_per_group": E, "helper": dir, "novelty": dir, "random": dir, "first": dir,
     "helper_calls": m} ("first": the B pieces spent on the episode's first questions, AGILE's non-adaptive baseline).
     An entry replaces an earlier one with the same c, or the same B, c and E."""
@@ -103,6 +106,10 @@ def comparisons(folder: Path) -> dict[tuple, dict]:
         if "rule" in entry:  # the phrasing rule, a reference line (joins before it have none)
             found[(f"c = {cost}", RULE)] = {
                 "mine": entry["helper"], "theirs": entry["rule"], "cost": float(cost), "calls": (entry["helper_calls"], 0)}
+        if "ppo_at_helper_rate" in entry:  # PPO thresholded to the helper's rate (joins before it have none)
+            found[(f"c = {cost}", PPO_AT_HELPER_RATE)] = {
+                "mine": entry["helper"], "theirs": entry["ppo_at_helper_rate"], "cost": float(cost),
+                "calls": (entry["helper_calls"], entry["ppo_calls"])}
     for entry in manifest.get("budgets", []):
         episodes = entry.get("episodes_per_group", 1)
         setting = f"B = {entry['budget']}, c = {entry['cost']:g}" + (f", {episodes} episodes a group" if episodes > 1

@@ -11,9 +11,19 @@ import random
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agile import functions as fn
-from agile.executor.choice_head import FILE_NAME, ChoiceHead, backbone, choice_state, load_choice_head
+from agile.executor.choice_head import (
+    FILE_NAME,
+    ChoiceHead,
+    ask_margins,
+    backbone,
+    choice_state,
+    load_choice_head,
+    shift_for_rate,
+)
 from agile.models import load_causal_lm
 from agile.train.choices import ChoiceSample, Decision, choice_advantages, choice_log_probs, head_log_probs, update_choices
 from agile.train.ppo import PPOConfig, build_policy, check_config, param_groups, train
@@ -204,3 +214,45 @@ def test_a_head_run_resumes_to_the_same_history_and_evaluation_loads_its_head(tm
     (tmp_path / "whole" / "model" / FILE_NAME).write_text("not tensors")
     with pytest.raises(ValueError, match="not a readable choice head"):
         load_choice_head(tmp_path / "whole" / "model")
+
+
+@settings(max_examples=200, deadline=None)
+# Margins a hundredth apart at least: two that differ in the last bit have no float strictly between them.
+@given(st.lists(st.integers(-2000, 2000), min_size=1, max_size=40, unique=True).map(lambda xs: [x / 100 for x in xs]),
+       st.floats(0, 1))
+def test_shift_for_rate_makes_the_greedy_agent_ask_on_that_share(margins, rate):
+    shift = shift_for_rate(margins, rate)
+    asks = sum(m + shift > 0 for m in margins)
+    assert asks == int(round(rate * len(margins)))
+
+
+def test_ask_margins_read_the_choices_that_offered_advice():
+    choices = [{"function_logprobs": {fn.SEEK_ADVICE: -0.5, fn.PREDICT_ANSWER: -1.5, fn.SEARCH_PRODUCT: -0.2}},
+               {"function_logprobs": {fn.REFLECTION: -0.1}},
+               {"function_logprobs": {fn.SEEK_ADVICE: -2.0, fn.PREDICT_ANSWER: -0.1}}]
+    assert ask_margins(choices) == pytest.approx([-0.3, -1.9])
+    with pytest.raises(ValueError, match="at least one choice"):
+        shift_for_rate([], 0.5)
+
+
+def test_an_ask_shift_moves_the_agent_advice_and_evaluation_records_its_margins(tmp_path):
+    import json
+
+    from agile.executor.evaluate import ASK_MARGINS_FILE, EvalConfig, run_eval
+
+    lm, tok = load_causal_lm("tiny", device="cpu", seed=0)
+
+    def rate(shift, out):
+        rows = run_eval(EvalConfig(model="tiny", data_root=str(SLICE), groups=["blades"], split="train",
+                                   questions_per_group=4, decoding="constrained", max_new_tokens=4, device="cpu",
+                                   gate="none", ask_shift=shift, out_dir=str(tmp_path / out)),
+                        model=lm, tokenizer=tok, log=lambda *_: None)
+        return next(r["advice_rate"] for r in rows if r["group"] == "average")
+
+    assert rate(60.0, "up") == 1.0 and rate(-60.0, "down") == 0.0
+    margins = json.loads((tmp_path / "down" / ASK_MARGINS_FILE).read_text())["full"]
+    assert len(margins) >= 4 and max(margins) < -50  # the shift is in the recorded scores
+    with pytest.raises(ValueError, match="decoding='constrained'"):
+        run_eval(EvalConfig(model="tiny", data_root=str(SLICE), groups=["blades"], split="train", questions_per_group=1,
+                            gate="none", ask_shift=1.0, device="cpu", out_dir=str(tmp_path / "free")),
+                 model=lm, tokenizer=tok, log=lambda *_: None)

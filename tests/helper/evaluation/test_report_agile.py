@@ -50,8 +50,9 @@ def make_join(tmp_path: Path, helper_better: bool) -> Path:
     rand = write_sessions(tmp_path / "random", lambda k, i: (i + k) % 3 == 0, lambda k, i: i == 1)
     first = write_sessions(tmp_path / "first", lambda k, i: i < 2, lambda k, i: i < 2)  # AGILE's non-adaptive route
     rule = write_sessions(tmp_path / "rule", lambda k, i: i < 4, lambda k, i: i >= 2)  # asks on 3 of 5, right on 4
-    write_manifest(folder, {0.5: {"ppo": str(ppo), "helper": str(helper), "rule": str(rule), "ppo_calls": 284,
-                                  "helper_calls": 81}},
+    matched = write_sessions(tmp_path / "matched", lambda k, i: i < 3, lambda k, i: i in (0, 4))  # PPO at 2 of 5
+    write_manifest(folder, {0.5: {"ppo": str(ppo), "helper": str(helper), "rule": str(rule),
+                                  "ppo_at_helper_rate": str(matched), "ppo_calls": 284, "helper_calls": 81}},
                    [{"budget": 2, "cost": 0.3, "helper": str(b_helper), "novelty": str(novelty), "random": str(rand),
                      "first": str(first), "helper_calls": 81}], {"agent": "constrained", "decide_after": "proposal"})
     return folder
@@ -60,8 +61,9 @@ def make_join(tmp_path: Path, helper_better: bool) -> Path:
 def test_rows_and_verdicts(tmp_path):
     rows = join_rows("agile", make_join(tmp_path, helper_better=True), resamples=500)
     assert [(r["setting"], r["baseline"]) for r in rows] == [
-        ("c = 0.5", "PPO (own advice)"), ("c = 0.5", "rule: ask unless yes/no-phrased"), ("B = 2, c = 0.3", "novelty"),
-        ("B = 2, c = 0.3", "random"), ("B = 2, c = 0.3", "first")]
+        ("c = 0.5", "PPO (own advice)"), ("c = 0.5", "rule: ask unless yes/no-phrased"),
+        ("c = 0.5", "PPO at the helper's rate"), ("B = 2, c = 0.3", "novelty"), ("B = 2, c = 0.3", "random"),
+        ("B = 2, c = 0.3", "first")]
     assert rows[0]["verdict"] == "win"
     assert rows[0]["training human calls helper / baseline"] == "81 / 284"
     assert rows[0]["advice rate helper / baseline"] == "0.400 / 1.000"
@@ -69,10 +71,14 @@ def test_rows_and_verdicts(tmp_path):
     # The rule: right on 4 of 5, asking on 3 of them: 4/5 - 0.5 * 3/5 = 0.5 against the helper's 0.6.
     assert rows[1]["total helper / baseline"] == "0.600 / 0.500"
     assert rows[1]["training human calls helper / baseline"] == "81 / 0"
-    assert rows[2]["verdict"] == "win"  # helper right on 2 of 5 with one advice, novelty on 1 of 5
+    # PPO at the helper's rate: right on 3 of 5, asking on 2 of them: 3/5 - 0.5 * 2/5 = 0.4, the same rate.
+    assert rows[2]["total helper / baseline"] == "0.600 / 0.400"
+    assert rows[2]["advice rate helper / baseline"] == "0.400 / 0.400"
+    assert rows[2]["training human calls helper / baseline"] == "81 / 284"
+    assert rows[3]["verdict"] == "win"  # helper right on 2 of 5 with one advice, novelty on 1 of 5
     # The first two questions advised and right, the rest wrong: 2/5 - 0.3 * 2/5 against 2/5 - 0.3 * 1/5.
-    assert rows[4]["total helper / baseline"] == "0.340 / 0.280" and rows[4]["helper − baseline"].startswith("+0.060")
-    assert rows[4]["advice rate helper / baseline"] == "0.200 / 0.400"
+    assert rows[5]["total helper / baseline"] == "0.340 / 0.280" and rows[5]["helper − baseline"].startswith("+0.060")
+    assert rows[5]["advice rate helper / baseline"] == "0.200 / 0.400"
     same = join_rows("agile", make_join(tmp_path / "tie", helper_better=False), resamples=500)
     assert same[0]["helper − baseline"] == "+0.000 [+0.000, +0.000]" and same[0]["verdict"] == "tie"
 
