@@ -32,6 +32,8 @@ from agile.train.ppo import PPOConfig, train  # noqa: E402
 
 
 def run_folder(args, c: float) -> Path:
+    if args.runs_from:  # the cost runs of agile_productqa.py --stages cost (the join's PPO agents)
+        return Path(args.runs_from) / f"ppo_c{c:g}"
     return Path(args.out) / f"c{c:g}-{args.estimator}{'-head' if args.choice_head else ''}"
 
 
@@ -41,6 +43,9 @@ def run_cost(args, c: float) -> dict:
     if done.is_file():
         print(f"read back {done}", flush=True)
         return json.loads(done.read_text())
+    if args.runs_from:
+        raise SystemExit(f"{done} is missing: train it with agile_productqa.py --out {args.runs_from} --stages cost "
+                         f"--costs {c:g}, or drop --runs-from")
     trained_on, _ = held_out_train_split(default_productqa_root(), args.held_out_train)
     cfg = PPOConfig(model=args.model, groups=trained_on, decoding="constrained",
                     estimator=args.estimator, rollouts_per_task=args.rollouts, advice_cost=c,
@@ -99,6 +104,9 @@ def main() -> None:
                    help="a linear head on the choice state moves [SeekAdvice]'s score (PPOConfig.choice_head)")
     p.add_argument("--freeze-lm", action="store_true", help="with --choice-head: train the head alone, no LoRA")
     p.add_argument("--head-lr", type=float, default=1e-2, help="the choice head's learning rate")
+    p.add_argument("--runs-from", default="",
+                   help="read the PPO runs of agile_productqa.py --out DIR --stages cost (DIR/ppo_c<c>) instead of "
+                        "training; the tables and advice_by_cost.png go to --out")
     args = p.parse_args()
     if args.freeze_lm and not args.choice_head:
         p.error("--freeze-lm trains the choice head alone: add --choice-head")
@@ -125,6 +133,7 @@ def main() -> None:
         shares = by_type(run_folder(args, c), args.tail, n)
         cells = [f"{shares[k][0]:.2f} / {shares[k][1]:.2f} (n={shares[k][2]})" if k in shares else "-" for k in kinds]
         print(f"| {c:g} | {n} | {result['training_human_calls']} | " + " | ".join(cells) + " |")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
     plot_costs(results, Path(args.out), args)
     acc = own_accuracy([run_folder(args, c) for c in costs])
     print("\nRight when answering itself (sessions that did not ask, all iterations of these runs): " +
