@@ -145,6 +145,9 @@ class PPOConfig:
     rollout recorded, so the update and the reference need no forward pass."""
     head_lr: float = 1e-2
     """AdamW learning rate of the choice head (its inputs are standardised)."""
+    head_components: int = 0
+    """The choice head reads the state's first this-many principal components (fitted on the first rollouts' states,
+    each scaled to unit variance); 0 reads the whole standardised state."""
     restate_question: bool = False
     """The executor states the question again right before the choice
     (``ExecutorConfig.restate_question``)."""
@@ -457,7 +460,7 @@ def build_policy(lm, cfg: PPOConfig):
         model = ActionLM(add_lora(lm, cfg.lora_r, cfg.lora_alpha, 0.0, last_layers=cfg.lora_layers),
                          value_head=cfg.estimator == "gae")
     if cfg.choice_head:
-        model.choice_head = ChoiceHead(model.hidden_size).to(next(lm.parameters()).device)
+        model.choice_head = ChoiceHead(model.hidden_size, cfg.head_components).to(next(lm.parameters()).device)
     return model, ref
 
 
@@ -732,7 +735,7 @@ def fit_head_standardiser(head, samples, accelerator) -> None:
     if bool(head.fitted):
         return
     states = [d.state for s in samples for d in s.decisions if d.state is not None]
-    width = head.weight.numel()
+    width = head.mean.numel()
     moments = torch.zeros(2 * width + 1, device=head.weight.device)
     if states:
         x = torch.stack(states).float().to(head.weight.device)
@@ -749,7 +752,26 @@ def fit_head_standardiser(head, samples, accelerator) -> None:
         head.mean.copy_(mean)
         # A coordinate that hardly varies over the first states is not blown up into a huge input later.
         head.scale.copy_(sd.clamp(min=0.01 * float(sd.mean()) + 1e-6))
+        if len(head.basis):
+            head.basis.copy_(principal_basis(states, head, accelerator))
         head.fitted.fill_(True)
+
+
+def principal_basis(states: list[torch.Tensor], head, accelerator) -> torch.Tensor:
+    """The first ``len(head.basis)`` principal directions of the standardised ``states``, each divided by its
+    deviation (projected states have unit variance); process 0's, the same on every process."""
+    k = len(head.basis)
+    x = (torch.stack(states).float().to(head.weight.device) - head.mean) / head.scale
+    if len(x) <= k:
+        raise ValueError(f"PPOConfig.head_components={k} needs more first-iteration choice states than that (got "
+                         f"{len(x)}); roll out more episodes an iteration or use fewer components.")
+    _, singular, vt = torch.linalg.svd(x - x.mean(0), full_matrices=False)
+    basis = vt[:k] / (singular[:k, None] / (len(x) - 1) ** 0.5).clamp(min=1e-6)
+    if accelerator.num_processes > 1:
+        from accelerate.utils import broadcast
+
+        basis = broadcast(basis.contiguous(), from_process=0)
+    return basis
 
 
 def _flat(history: list[dict], cfg: PPOConfig) -> bool:

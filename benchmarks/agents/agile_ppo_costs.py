@@ -55,6 +55,7 @@ def run_cost(args, c: float) -> dict:
                     minibatch_size=args.minibatch, micro_batch_size=2, max_new_tokens=args.max_new_tokens,
                     rollout_batch_size=8, restate_question=args.restate_question, seed=args.seed,
                     choice_head=args.choice_head, freeze_lm=args.freeze_lm, head_lr=args.head_lr,
+                    head_components=args.head_components,
                     device="cpu", cpu_threads=args.threads,
                     out_dir=str(out), save=False)
     start = time.perf_counter()
@@ -104,6 +105,8 @@ def main() -> None:
                    help="a linear head on the choice state moves [SeekAdvice]'s score (PPOConfig.choice_head)")
     p.add_argument("--freeze-lm", action="store_true", help="with --choice-head: train the head alone, no LoRA")
     p.add_argument("--head-lr", type=float, default=1e-2, help="the choice head's learning rate")
+    p.add_argument("--head-components", type=int, default=0,
+                   help="the head reads this many principal components of the choice state (0: all of it)")
     p.add_argument("--runs-from", default="",
                    help="read the PPO runs of agile_productqa.py --out DIR --stages cost (DIR/ppo_c<c>) instead of "
                         "training; the tables and advice_by_cost.png go to --out")

@@ -114,6 +114,8 @@ def parser(description: str = __doc__) -> argparse.ArgumentParser:
                    help="PPO trains a linear head on the choice state that moves [SeekAdvice]'s score (constrained)")
     p.add_argument("--ppo-freeze-lm", action="store_true", help="with --ppo-choice-head: the head alone trains")
     p.add_argument("--ppo-head-lr", type=float, default=1e-2, help="the choice head's learning rate")
+    p.add_argument("--ppo-head-components", type=int, default=0,
+                   help="the choice head reads this many principal components of the choice state (0: all of it)")
     p.add_argument("--ppo-stop-flat", type=int, default=0,
                    help="stop PPO once advice rate and total score are flat over two windows of this many iterations")
     return p
@@ -167,6 +169,7 @@ def ppo_stage(args, out: Path, train_groups: list[str], advice_cost: float, tag:
                         micro_batch_size=2, rollout_batch_size=args.batch_size, device="cpu",
                         restate_question=args.restate_question, choice_head=args.ppo_choice_head,
                         freeze_lm=args.ppo_freeze_lm, head_lr=args.ppo_head_lr,
+                        head_components=args.ppo_head_components,
                         cpu_threads=args.threads, out_dir=str(out / tag))
         result = train(cfg, log=log)
         return {"history": result["history"], "model_dir": result.get("model_dir"),

@@ -256,3 +256,30 @@ def test_an_ask_shift_moves_the_agent_advice_and_evaluation_records_its_margins(
         run_eval(EvalConfig(model="tiny", data_root=str(SLICE), groups=["blades"], split="train", questions_per_group=1,
                             gate="none", ask_shift=1.0, device="cpu", out_dir=str(tmp_path / "free")),
                  model=lm, tokenizer=tok, log=lambda *_: None)
+
+
+def test_the_projected_head_reads_whitened_principal_components_and_round_trips(tmp_path):
+    from accelerate import Accelerator
+
+    from agile.train.ppo import fit_head_standardiser
+
+    g = torch.Generator().manual_seed(0)
+    hidden, k = 12, 3
+    # States with three strong directions and noise in the others.
+    loadings = torch.randn(k, hidden, generator=g) * torch.tensor([[6.0], [3.0], [2.0]])
+    states = torch.randn(200, k, generator=g) @ loadings + 0.1 * torch.randn(200, hidden, generator=g) + 5.0
+    head = ChoiceHead(hidden, components=k)
+    decisions = [Decision([1], [[2], [3]], 0, 0.0, state=s) for s in states]
+    fit_head_standardiser(head, [ChoiceSample(decisions, 0.0)], Accelerator(cpu=True))
+    projected = ((states - head.mean) / head.scale) @ head.basis.T
+    assert projected.var(0).tolist() == pytest.approx([1.0] * k, abs=1e-3)
+    assert torch.corrcoef(projected.T).sub(torch.eye(k)).abs().max() < 1e-3  # uncorrelated components
+    with torch.no_grad():
+        head.weight.copy_(torch.tensor([0.5, -1.0, 2.0]))
+    want = head(states[:5])
+    head.save(tmp_path)
+    loaded = load_choice_head(tmp_path)
+    assert loaded.basis.shape == (k, hidden) and loaded(states[:5]).tolist() == pytest.approx(want.tolist(), abs=1e-5)
+    with pytest.raises(ValueError, match="more first-iteration choice states"):
+        fit_head_standardiser(ChoiceHead(hidden, components=k), [ChoiceSample(decisions[:3], 0.0)],
+                              Accelerator(cpu=True))
