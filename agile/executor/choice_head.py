@@ -85,7 +85,9 @@ def load_choice_head(folder: str | Path) -> ChoiceHead | None:
         return None
     try:
         tensors = load_file(path)
-        head = ChoiceHead(len(tensors["mean"]), len(tensors.get("basis", [])))
+        # A head saved before the projection existed reads the whole state.
+        tensors.setdefault("basis", torch.zeros(0, len(tensors["mean"])))
+        head = ChoiceHead(len(tensors["mean"]), len(tensors["basis"]))
         head.load_state_dict(tensors)
     except Exception as exc:  # a damaged or foreign file fails in whichever reader meets it first
         raise ValueError(f"{path}: not a readable choice head ({type(exc).__name__}: {exc}); delete it to run the "

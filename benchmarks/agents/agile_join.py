@@ -5,7 +5,7 @@ questions for every row), accuracy / advice rate / total score = accuracy - c x 
 
 - ``PPO`` - the PPO agent trained at c, its own ``[SeekAdvice]`` (``agile_productqa.py``'s cost runs);
 - ``PPO@helper-rate`` - the same agent asking at helper@c's advice rate: a threshold on its own ask score
-  (``EvalConfig.ask_shift``), set on its train groups' greedy choices (constrained agent only);
+  (``EvalConfig.ask_shift``) set from its scores in the PPO row's sessions (constrained agent only);
 - ``helper@c`` - the SFT agent, advice decided by a helper solved at c (Lagrangian, no budget);
 - ``helper@rate`` - the SFT agent, a helper solved for a hard budget of B = PPO's advice per episode;
 - ``novelty@rate`` / ``random@rate`` / ``first@rate`` - the SFT agent, NoveltyGate / uniformly drawn questions /
@@ -154,21 +154,18 @@ def budget_routes(args, out: Path, budget: int, advice_cost: float) -> dict:
     return routes
 
 
-def ppo_at_rate(args, out: Path, train_groups: list[str], advice_cost: float, rate: float) -> tuple[dict, Path]:
+def ppo_at_rate(args, out: Path, advice_cost: float, rate: float) -> tuple[dict, Path]:
     """PPO's own advice at ``rate``: its ask score shifted by the threshold (``shift_for_rate``) that puts that share
-    of its choices above it on the train groups it was trained on (its greedy margins there, no outcome read; the
-    evaluated groups set nothing), then evaluated like PPO."""
+    of its greedy choices above it in its own evaluation at c (the agent's scores on those sessions, no outcome
+    read: the rate matched on the sessions compared, as random@rate's budget is), then evaluated like PPO."""
     from agile.executor.choice_head import shift_for_rate
     from agile.executor.evaluate import ASK_MARGINS_FILE
 
     tag = f"ppo_c{advice_cost:g}"
-    margins_run = f"PPO c={advice_cost:g} train"
-    stage(out / f"{tag}_train_margins.json", lambda: evaluate(
-        args, str(out / tag / "model"), out, margins_run, gate="none", advice_cost=advice_cost, on_train=train_groups))
-    margins = json.loads((out / f"eval_{margins_run}{episodes_tag(args)}" / ASK_MARGINS_FILE).read_text())["full"]
-    shift = shift_for_rate(margins, rate)
-    label = f"PPO c={advice_cost:g} at rate {rate:.3f}"
-    result = stage(out / f"{tag}_at_{rate:.3f}{episodes_tag(args)}.json", lambda: {
+    own = out / f"eval_PPO c={advice_cost:g}{episodes_tag(args)}" / ASK_MARGINS_FILE
+    shift = shift_for_rate(json.loads(own.read_text())["full"], rate)
+    label = f"PPO c={advice_cost:g} at the helper's rate {rate:.3f}"
+    result = stage(out / f"{tag}_matched_{rate:.3f}{episodes_tag(args)}.json", lambda: {
         **evaluate(args, str(out / tag / "model"), out, label, gate="none", advice_cost=advice_cost, ask_shift=shift),
         "ask_shift": shift})
     return result, out / f"eval_{label}{episodes_tag(args)}"
@@ -290,7 +287,7 @@ def main() -> None:
         results["helper@c"] = gate_eval(args, out, f"helper_c{c:g}", c, helper=str(priced))
         helper_rate = average_row(results["helper@c"][0])["advice_rate"]
         if args.agent == "constrained" and abs(helper_rate - average_row(ppo)["advice_rate"]) > 0.5 / q:
-            results["PPO@helper-rate"] = ppo_at_rate(args, out, train_groups, c, helper_rate)
+            results["PPO@helper-rate"] = ppo_at_rate(args, out, c, helper_rate)
         if 0 < rate_budget < q:  # at every question, each route is always-ask: nothing to place
             results |= budget_routes(args, out, rate_budget, c)
         results["rule"] = gate_eval(args, out, f"not_yes_no_c{c:g}", c, gate="not_yes_no", budget=q)

@@ -77,6 +77,24 @@ def by_type(out: Path, tail: int, iterations: int) -> dict[str, tuple[float, flo
             for k, v in groups.items()}
 
 
+def unseen_advice(eval_dir: Path) -> dict[str, tuple[float, int]]:
+    """The greedy PPO agent's advice rate on the groups no training saw (its ``agile eval`` at c, from
+    ``agile_productqa.py --stages cost``), by phrasing, and its accuracy and total there."""
+    from agile.envs.phrasing import is_yes_no_question
+    from agile.envs.productqa import load_split
+
+    root = default_productqa_root()
+    text = {(g.name, q.id): q.question for split in ("train", "test") for g in load_split(root, split)
+            for q in g.questions}
+    rows = [json.loads(line) for line in (eval_dir / "sessions.jsonl").read_text().splitlines() if line]
+    out = {}
+    for name, want in (("yes/no-phrased", True), ("not yes/no-phrased", False)):
+        advised = [r["advised"] for r in rows if is_yes_no_question(text[(r["group"], r["question_id"])]) is want]
+        out[name] = (sum(advised) / len(advised) if advised else float("nan"), len(advised))
+    out["accuracy"] = (sum(r["correct"] for r in rows) / len(rows), len(rows))
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/ppo-costs")
@@ -136,6 +154,19 @@ def main() -> None:
         shares = by_type(run_folder(args, c), args.tail, n)
         cells = [f"{shares[k][0]:.2f} / {shares[k][1]:.2f} (n={shares[k][2]})" if k in shares else "-" for k in kinds]
         print(f"| {c:g} | {n} | {result['training_human_calls']} | " + " | ".join(cells) + " |")
+    if args.runs_from:
+        print("\n## The greedy PPO agent on the groups no training saw (its own advice, agile eval at c)\n")
+        print("| c | advice rate yes/no-phrased | advice rate others | accuracy | total score |\n|---|---|---|---|---|")
+        for c in costs:
+            eval_dir = Path(args.runs_from) / f"eval_PPO c={c:g}"
+            if not (eval_dir / "sessions.jsonl").is_file():
+                continue
+            seen = unseen_advice(eval_dir)
+            rate = ((seen["yes/no-phrased"][0] * seen["yes/no-phrased"][1] + seen["not yes/no-phrased"][0]
+                     * seen["not yes/no-phrased"][1]) / seen["accuracy"][1])
+            print(f"| {c:g} | {seen['yes/no-phrased'][0]:.2f} (n={seen['yes/no-phrased'][1]}) | "
+                  f"{seen['not yes/no-phrased'][0]:.2f} (n={seen['not yes/no-phrased'][1]}) | "
+                  f"{seen['accuracy'][0]:.3f} | {seen['accuracy'][0] - c * rate:.3f} |")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     plot_costs(results, Path(args.out), args)
     acc = own_accuracy([run_folder(args, c) for c in costs])

@@ -62,10 +62,10 @@ def episodes_tag(args) -> str:
 
 
 def evaluate(args, model: str, out: Path, label: str, ablations=("full",), gate="novelty",
-             advice_cost=0.3, ask_shift: float = 0.0, on_train: list[str] | None = None) -> dict:
-    """``agile eval`` of ``model`` on the evaluated groups (``on_train``: on these train groups instead)."""
-    split, groups = ("train", on_train) if on_train else (args.eval_split, args.test_group_names)
-    cfg = EvalConfig(model=model, split=split, decoding=decoding(args), groups=groups, ask_shift=ask_shift,
+             advice_cost=0.3, ask_shift: float = 0.0) -> dict:
+    """``agile eval`` of ``model`` on the evaluated groups (``ask_shift``: as ``EvalConfig.ask_shift``)."""
+    cfg = EvalConfig(model=model, split=args.eval_split, decoding=decoding(args), groups=args.test_group_names,
+                     ask_shift=ask_shift,
                      questions_per_group=args.test_questions, episodes_per_group=args.test_episodes,
                      ablations=list(ablations), gate=gate, advice_cost=advice_cost,
                      max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,

@@ -280,6 +280,15 @@ def test_the_projected_head_reads_whitened_principal_components_and_round_trips(
     head.save(tmp_path)
     loaded = load_choice_head(tmp_path)
     assert loaded.basis.shape == (k, hidden) and loaded(states[:5]).tolist() == pytest.approx(want.tolist(), abs=1e-5)
+    # A head saved before the projection existed (no basis) loads as one that reads the whole state.
+    from safetensors.torch import save_file
+
+    plain = ChoiceHead(hidden)
+    plain.weight.data.fill_(0.25)
+    (tmp_path / "old").mkdir()
+    save_file({k: v for k, v in plain.state_dict().items() if k != "basis"}, tmp_path / "old" / FILE_NAME)
+    old = load_choice_head(tmp_path / "old")
+    assert len(old.basis) == 0 and old(states[:2]).tolist() == pytest.approx(plain(states[:2]).tolist())
     with pytest.raises(ValueError, match="more first-iteration choice states"):
         fit_head_standardiser(ChoiceHead(hidden, components=k), [ChoiceSample(decisions[:3], 0.0)],
                               Accelerator(cpu=True))
