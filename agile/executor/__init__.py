@@ -6,6 +6,8 @@
 - ``policy.py``: the LLM policy that chooses the next function token.
 - ``constrained.py``: constrained decoding: the function and the answer's form chosen by log-probability
   (sensible turns from a model with no SFT); ``sql_grammar.py``: the queries it may write.
+- ``choice_head.py``: a linear head on the choice state that moves ``[SeekAdvice]``'s score (PPO's choice head),
+  and the threshold on the ask score that sets an advice rate.
 - ``consistency.py``: self-consistency: k turns sampled beside the greedy one, read as two signals.
 - ``lexical.py``: lexical retrieval for the memory (shared content words, no model).
 - ``episode.py``: the agent's sessions as ``agile.protocol`` episodes, for the episode loop.

@@ -89,8 +89,10 @@ def unseen_advice(eval_dir: Path) -> dict[str, tuple[float, int]]:
     rows = [json.loads(line) for line in (eval_dir / "sessions.jsonl").read_text().splitlines() if line]
     out = {}
     for name, want in (("yes/no-phrased", True), ("not yes/no-phrased", False)):
-        advised = [r["advised"] for r in rows if is_yes_no_question(text[(r["group"], r["question_id"])]) is want]
-        out[name] = (sum(advised) / len(advised) if advised else float("nan"), len(advised))
+        kind = [r for r in rows if is_yes_no_question(text[(r["group"], r["question_id"])]) is want]
+        out[name] = (sum(r["advised"] for r in kind) / len(kind) if kind else float("nan"), len(kind))
+        alone = [r["correct"] for r in kind if not r["advised"]]
+        out[f"right alone, {name}"] = (sum(alone) / len(alone) if alone else float("nan"), len(alone))
     out["accuracy"] = (sum(r["correct"] for r in rows) / len(rows), len(rows))
     return out
 
@@ -156,17 +158,21 @@ def main() -> None:
         print(f"| {c:g} | {n} | {result['training_human_calls']} | " + " | ".join(cells) + " |")
     if args.runs_from:
         print("\n## The greedy PPO agent on the groups no training saw (its own advice, agile eval at c)\n")
-        print("| c | advice rate yes/no-phrased | advice rate others | accuracy | total score |\n|---|---|---|---|---|")
-        for c in costs:
-            eval_dir = Path(args.runs_from) / f"eval_PPO c={c:g}"
+        print("| c | advice rate yes/no-phrased | advice rate others | right alone yes/no-phrased | right alone others | "
+              "accuracy | total score |\n|---|---|---|---|---|---|---|")
+        columns = ("yes/no-phrased", "not yes/no-phrased", "right alone, yes/no-phrased",
+                   "right alone, not yes/no-phrased")
+        # agile_join.py's "agent, own advice" row first: the untrained agent (its text prices advice at 0.3).
+        runs = [("untrained", None, Path(args.runs_from) / "join" / "eval_SFT")]
+        runs += [(f"{c:g}", c, Path(args.runs_from) / f"eval_PPO c={c:g}") for c in costs]
+        for label, c, eval_dir in runs:
             if not (eval_dir / "sessions.jsonl").is_file():
                 continue
             seen = unseen_advice(eval_dir)
-            rate = ((seen["yes/no-phrased"][0] * seen["yes/no-phrased"][1] + seen["not yes/no-phrased"][0]
-                     * seen["not yes/no-phrased"][1]) / seen["accuracy"][1])
-            print(f"| {c:g} | {seen['yes/no-phrased'][0]:.2f} (n={seen['yes/no-phrased'][1]}) | "
-                  f"{seen['not yes/no-phrased'][0]:.2f} (n={seen['not yes/no-phrased'][1]}) | "
-                  f"{seen['accuracy'][0]:.3f} | {seen['accuracy'][0] - c * rate:.3f} |")
+            advised = sum(seen[k][0] * seen[k][1] for k in columns[:2]) / seen["accuracy"][1]
+            total = "" if c is None else f"{seen['accuracy'][0] - c * advised:.3f}"
+            print(f"| {label} | " + " | ".join(f"{seen[k][0]:.2f} (n={seen[k][1]})" for k in columns)
+                  + f" | {seen['accuracy'][0]:.3f} | {total} |")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     plot_costs(results, Path(args.out), args)
     acc = own_accuracy([run_folder(args, c) for c in costs])
