@@ -89,6 +89,11 @@ class ExecutorConfig:
     reading it (a hundred tokens back, its phrasing is faint in the state the choice is made from). The
     session still opens with [GetQuestion], which the constrained decoder, the PRM's inputs and served
     agents read the session from."""
+    list_advice_with_gate: bool = False
+    """List ``[SeekAdvice]`` and its cost in the system text when a gate decides the advice too (it stays out of
+    the functions the LLM may call): the agent then reads the same context whoever decides, so a gate and the
+    agent's own choice are compared on the same answers (the system text otherwise differs, and the agent's
+    answers with it)."""
     gold_features: bool = False
     """Give the gate the dataset's question type as type_<name> features (an ablation: a deployed
     agent never has it)."""
@@ -436,7 +441,7 @@ class Executor:
             lines.append(f"{fn.SEARCH_PRODUCT} SELECT product_id FROM `{table}` WHERE ... "
                          f"(to find products)")
         lines.append(f"{fn.PREDICT_ANSWER} <short answer> (when you know it)")
-        if cfg.use_advice and self.gate is None:
+        if cfg.use_advice and (self.gate is None or cfg.list_advice_with_gate):
             lines.append(f"{fn.SEEK_ADVICE} (ask a human expert; costs {cfg.advice_cost:g})")
         if cfg.use_advice and cfg.use_reflection:
             lines.append(f"After {fn.ADVICE}: {fn.REFLECTION} <general knowledge> or "

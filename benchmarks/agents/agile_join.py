@@ -70,9 +70,15 @@ ROUTES = ("PPO", "PPO@helper-rate", "helper@c", "helper@rate", "novelty@rate", "
           "SFT")
 
 
+def listed(args) -> str:
+    """The suffix of the folders whose runs list ``[SeekAdvice]`` for the agent while a gate decides."""
+    return "-listed" if args.list_advice_with_gate else ""
+
+
 def joined(args, out: Path) -> Path:
-    """The folder of the helper's stages: ``join`` (decide on the state) or ``join-proposal``."""
-    return out / ("join" if args.decide_after == "state" else "join-proposal")
+    """The folder of the helper's stages: ``join`` (decide on the state) or ``join-proposal`` (``-listed``: the
+    agent's system text lists ``[SeekAdvice]`` in every gate's run and the collection, as in PPO's)."""
+    return out / (("join" if args.decide_after == "state" else "join-proposal") + listed(args))
 
 
 def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
@@ -95,7 +101,7 @@ def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
         groups=train_groups, split="train",
         episodes=args.collect_episodes, questions_per_episode=q, budget=q, explore_p=[0.0, 0.1, 0.2, 0.4],
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=8, seed=args.seed,
-        restate_question=args.restate_question,
+        restate_question=args.restate_question, list_advice_with_gate=args.list_advice_with_gate,
         device="cpu", decide_after=args.decide_after, out=str(data))))
     stage(folder / "prm.json", lambda: run_train(TrainConfig(
         data=str(data), out=str(prm), model=args.prm_model, head="value", tag_after=args.decide_after, target=target,
@@ -125,8 +131,9 @@ def helper_stage(args, out: Path, name: str, advice_cost: float | None, budget: 
 def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> tuple[dict, Path]:
     """The SFT agent with its advice decided by a gate (a helper folder or a built-in gate), gate run
     only: the result and its evaluation folder (a helper's with its mode's stages; a built-in gate's,
-    which reads no proposal, in ``join``, shared by both modes)."""
-    folder = (joined(args, out) if gate.get("helper") else out / "join") / f"eval_{label}{episodes_tag(args)}"
+    which reads no proposal, in ``join`` or ``join-listed``, shared by both modes)."""
+    shared = out / f"join{listed(args)}"
+    folder = (joined(args, out) if gate.get("helper") else shared) / f"eval_{label}{episodes_tag(args)}"
 
     def run():
         cfg = AgileEvalConfig(model=base_model(args, out), split=args.eval_split, decoding=decoding(args),
@@ -134,7 +141,7 @@ def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> tuple[
                               questions_per_group=args.test_questions, episodes_per_group=args.test_episodes,
                               advice_cost=advice_cost,
                               max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, policy_run=False,
-                              restate_question=args.restate_question,
+                              restate_question=args.restate_question, list_advice_with_gate=args.list_advice_with_gate,
                               device="cpu", seed=args.seed, out_dir=str(folder), **gate)
         return {"rows": agile_eval(cfg, log=log), "config": asdict(cfg)}
     return stage(folder.parent / f"{folder.name}.json", run), folder
@@ -256,7 +263,8 @@ def main() -> None:
             model=base_model(args, out), split=args.eval_split, decoding=decoding(args), groups=args.test_group_names,
             questions_per_group=q, episodes_per_group=args.test_episodes, gate="none",
             max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, device="cpu",
-            restate_question=args.restate_question, out_dir=str(alone_folder)), log=log)})
+            restate_question=args.restate_question, list_advice_with_gate=args.list_advice_with_gate,
+            out_dir=str(alone_folder)), log=log)})
     if args.offline_only:
         for c in [] if args.only_budgets else [float(x) for x in args.costs.split(",")]:
             gate_eval(args, out, f"helper_c{c:g}", c, helper=str(helper_stage(args, out, f"helper_c{c:g}", c, None)))

@@ -69,7 +69,7 @@ def evaluate(args, model: str, out: Path, label: str, ablations=("full",), gate=
                      questions_per_group=args.test_questions, episodes_per_group=args.test_episodes,
                      ablations=list(ablations), gate=gate, advice_cost=advice_cost,
                      max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
-                     restate_question=args.restate_question,
+                     restate_question=args.restate_question, list_advice_with_gate=args.list_advice_with_gate,
                      device="cpu", out_dir=str(out / f"eval_{label}{episodes_tag(args)}"))
     rows = run_eval(cfg, log=log)
     for r in rows:
@@ -110,6 +110,8 @@ def parser(description: str = __doc__) -> argparse.ArgumentParser:
     p.add_argument("--ppo-minibatch", type=int, default=4, help="sessions per PPO optimizer step")
     p.add_argument("--restate-question", action="store_true",
                    help="the executor states the question again right before the choice (ExecutorConfig.restate_question)")
+    p.add_argument("--list-advice-with-gate", action="store_true",
+                   help="a gate's runs show the agent [SeekAdvice] in its system text too (the same context as PPO's)")
     p.add_argument("--ppo-choice-head", action="store_true",
                    help="PPO trains a linear head on the choice state that moves [SeekAdvice]'s score (constrained)")
     p.add_argument("--ppo-freeze-lm", action="store_true", help="with --ppo-choice-head: the head alone trains")

@@ -105,6 +105,9 @@ class EnvSpec:
     restate_question: bool = False
     """ProductQA: the executor states the question again right before the agent's choice
     (``ExecutorConfig.restate_question``)."""
+    list_advice_with_gate: bool = False
+    """ProductQA: the system text lists ``[SeekAdvice]`` though the collection decides the advice
+    (``ExecutorConfig.list_advice_with_gate``)."""
     max_new_tokens: int = 96
     """ProductQA LLM agent: longest turn it writes (as agile eval)."""
     decoding: Literal["free", "constrained"] = "constrained"

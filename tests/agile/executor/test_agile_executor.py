@@ -84,6 +84,24 @@ def test_restate_question_adds_only_the_question_again_and_keeps_the_session_goi
     assert QUESTION_AGAIN not in bare.context_text()
 
 
+def test_a_gate_run_can_show_the_agent_the_context_it_reads_when_it_chooses_itself(group, tokenizer, embedder):
+    from agile.gates import NeverGate
+
+    q1, q2 = first(group, "fact_qa", 2)
+    own = make(group, [q1, q2], tokenizer, embedder, advice_cost=0.8, restate_question=True)
+    gated = make(group, [q1, q2], tokenizer, embedder, advice_cost=0.8, restate_question=True, gate=NeverGate())
+    listed = make(group, [q1, q2], tokenizer, embedder, advice_cost=0.8, restate_question=True, gate=NeverGate(),
+                  list_advice_with_gate=True)
+    line = f"{fn.SEEK_ADVICE} (ask a human expert; costs 0.8)"
+    assert line in own.context_text() and line not in gated.context_text()
+    # Listed, the agent's prompt is token for token the one it reads choosing itself; it still may not call it.
+    assert listed.prompt_ids() == own.prompt_ids() and fn.SEEK_ADVICE not in listed.allowed()
+    assert fn.SEEK_ADVICE in own.allowed()
+    for ex in (own, listed):
+        ex.act(fn.format_call(fn.PREDICT_ANSWER, "yes"))
+    assert listed.prompt_ids() == own.prompt_ids() and listed.session == 1
+
+
 def test_search_product_executes_sql_on_the_table(group, tokenizer, embedder):
     q = next(q for q in group.by_type("search_qa") if q.short_answer)
     ex = make(group, [q], tokenizer, embedder)
