@@ -250,7 +250,6 @@ def main() -> None:
                         "e.g. beside the PPO runs of agile_productqa.py --stages cost")
     p.add_argument("--only-budgets", action="store_true",
                    help="with --offline-only: evaluate the --budgets routes alone (no helper@c per cost)")
-    p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     out = Path(args.out)
     train_groups = prepare(args)

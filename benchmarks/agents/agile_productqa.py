@@ -118,6 +118,8 @@ def parser(description: str = __doc__) -> argparse.ArgumentParser:
     p.add_argument("--ppo-head-lr", type=float, default=1e-2, help="the choice head's learning rate")
     p.add_argument("--ppo-head-components", type=int, default=0,
                    help="the choice head reads this many principal components of the choice state (0: all of it)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="PPO's seed (and, in agile_join.py, the collection's, the PRM's, the helpers' and the gates' draws)")
     p.add_argument("--ppo-stop-flat", type=int, default=0,
                    help="stop PPO once advice rate and total score are flat over two windows of this many iterations")
     return p
@@ -172,7 +174,7 @@ def ppo_stage(args, out: Path, train_groups: list[str], advice_cost: float, tag:
                         restate_question=args.restate_question, choice_head=args.ppo_choice_head,
                         freeze_lm=args.ppo_freeze_lm, head_lr=args.ppo_head_lr,
                         head_components=args.ppo_head_components,
-                        cpu_threads=args.threads, out_dir=str(out / tag))
+                        cpu_threads=args.threads, seed=args.seed, out_dir=str(out / tag))
         result = train(cfg, log=log)
         return {"history": result["history"], "model_dir": result.get("model_dir"),
                 "training_human_calls": result.get("training_human_calls")}
