@@ -94,7 +94,7 @@ RANGES: dict[str, Range] = {
     "cross_fit": Range(0, 1000), "knn_k": COUNT, "prices": Range(2, 100_000),
     "prm_folds": Range(1, 1000), "lora_r": COUNT, "lora_alpha": COUNT, "lora_layers": NONNEG, "max_turns": COUNT,
     # training
-    "head_components": NONNEG, "ask_shift": Range(),
+    "head_components": NONNEG, "ask_shift": Range(), "yes_no_threshold": Range(),
     "l2": NONNEG, "head_steps": COUNT, "epochs": RATE, "text_epochs": COUNT, "update_epochs": COUNT, "lr": RATE,
     "head_lr": RATE, "text_lr": RATE, "rl_lr": RATE, "weight_decay": NONNEG, "max_grad_norm": RATE,
     "max_steps": Range(-1), "kl_coef": NONNEG, "proxy_beta": NONNEG, "clip_eps": RATE, "value_clip_eps": RATE,

@@ -170,8 +170,9 @@ class ConstrainedDecoder:
         # set by ``agile.train.ppo.collect``); read once, so the session's later turns sample as usual.
         spread, executor.spread_draw = getattr(executor, "spread_draw", None), None
         try:
+            threshold = getattr(getattr(executor, "config", None), "yes_no_threshold", 0.0)
             return self._turn_steps(executor.prompt_ids(), executor.allowed(), executor.context_text(),
-                                    self._grammar(executor), spread)
+                                    self._grammar(executor), spread, threshold)
         except Exception as error:  # noqa: BLE001 - reported with the session's name, after the others
             return _failed(error)
 
@@ -292,7 +293,7 @@ class ConstrainedDecoder:
 
     # One turn, as a generator of requests (see the module docstring for what it chooses).
 
-    def _turn_steps(self, prompt, allowed, context, grammar, spread=None):
+    def _turn_steps(self, prompt, allowed, context, grammar, spread=None, yes_no_threshold: float = 0.0):
         if not allowed:
             raise ValueError("the executor allows no function now (its episode is finished).")
         yes_no = is_yes_no_question(fn.current_question(context))
@@ -329,7 +330,7 @@ class ConstrainedDecoder:
         elif name == fn.SEARCH_PRODUCT:
             ids, choice["form"] = (yield from self._grammar_sql(prompt, grammar)), "sql"
         elif name == fn.PREDICT_ANSWER:
-            answers = yield from self._answer_lines(prompt, state, context, yes_no)
+            answers = yield from self._answer_lines(prompt, state, context, yes_no, yes_no_threshold=yes_no_threshold)
             ids, choice["form"], choice["form_logprobs"] = _best_answer(*answers)
             signals["answer_margin"] = _margin(answers[1])
             signals["answer_logprob"] = max(answers[1]) / max(len(ids), 1)
@@ -338,7 +339,8 @@ class ConstrainedDecoder:
         choice["turn"] = self.tokenizer.decode(ids, skip_special_tokens=True).rstrip("\n")
         if self.samples:
             if answers is None and fn.PREDICT_ANSWER in candidates:
-                answers = yield from self._answer_lines(prompt, state, context, yes_no, sampling=True)
+                answers = yield from self._answer_lines(prompt, state, context, yes_no, sampling=True,
+                                                        yes_no_threshold=yes_no_threshold)
             signals.update(self._consistency(prompt, candidates, scores, answers, name, choice["turn"]))
         choice["signals"] = signals
         return ids, choice
@@ -386,8 +388,10 @@ class ConstrainedDecoder:
         continuation, _ = yield _Continue(prompt + prefix_ids, self.newlines, sampling)
         return self._line_end(prefix_ids + continuation)
 
-    def _answer_lines(self, prompt: list[int], state, context: str, yes_no: bool = False, sampling: bool = False):
-        """The candidate answer lines, keyed ``(form, answer)``, and their log-probabilities.
+    def _answer_lines(self, prompt: list[int], state, context: str, yes_no: bool = False, sampling: bool = False,
+                      yes_no_threshold: float = 0.0):
+        """The candidate answer lines, keyed ``(form, answer)``, and their log-probabilities (on a yes/no-phrased
+        question the yes line's less ``yes_no_threshold``: ``ExecutorConfig.yes_no_threshold``).
 
         With ``cut_lines`` (and no consistency samples, which draw from every line's probability), the
         fixed lines are scored first and the free line is decoded only while it could still be the best
@@ -397,7 +401,7 @@ class ConstrainedDecoder:
         lines = {("yesno", a): self._encode(f"{fn.PREDICT_ANSWER} {a}\n") for a in YES_NO}
         if yes_no:  # the wording asks for yes or no: the other forms are not offered
             scores, _ = yield _Score(prompt, list(lines.values()), state, sampling)
-            return lines, scores
+            return lines, [scores[0] - yes_no_threshold, *scores[1:]]
         session = context.rsplit(fn.GET_QUESTION, 1)[-1]  # ids shown for this question
         ids_shown = parse_product_ids(session)[:_MAX_ID_CANDIDATES]
         lines.update({("ids", a): self._encode(f"{fn.PREDICT_ANSWER} {a}\n") for a in ids_shown})

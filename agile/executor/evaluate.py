@@ -88,6 +88,9 @@ class EvalConfig:
     list_advice_with_gate: bool = False
     """The system text lists ``[SeekAdvice]`` when a gate decides too (``ExecutorConfig.list_advice_with_gate``):
     the agent reads the same context as when it chooses itself."""
+    yes_no_threshold: float = 0.0
+    """Constrained only: the agent answers a yes/no-phrased question "yes" above this log-odds of yes against no
+    (``ExecutorConfig.yes_no_threshold``; as the agent evaluated was trained and collected)."""
     ask_shift: float = 0.0
     """Constrained only: added to ``[SeekAdvice]``'s score at every choice (after a choice head): the agent's own
     advice at another rate, by a threshold on its ask score (``agile.executor.choice_head.shift_for_rate``)."""
@@ -232,7 +235,8 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
     gate = gate if gate is not None else make_gate(cfg)
     gate_name = type(gate).__name__ if gate is not None else ""
     base = ExecutorConfig(advice_cost=cfg.advice_cost, gold_features=cfg.gold_features,
-                          restate_question=cfg.restate_question, list_advice_with_gate=cfg.list_advice_with_gate)
+                          restate_question=cfg.restate_question, list_advice_with_gate=cfg.list_advice_with_gate,
+                          yes_no_threshold=cfg.yes_no_threshold)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows, logs, margins = [], [], {}

@@ -94,6 +94,12 @@ class ExecutorConfig:
     the functions the LLM may call): the agent then reads the same context whoever decides, so a gate and the
     agent's own choice are compared on the same answers (the system text otherwise differs, and the agent's
     answers with it)."""
+    yes_no_threshold: float = 0.0
+    """Constrained decoding: on a yes/no-phrased question the agent answers "yes" when its log-probability of the
+    yes line exceeds the no line's by more than this (0: the more probable line). The embedded agent's one word is
+    set by the context's form (with ``[SeekAdvice]`` listed and the question restated it answers "no" to nearly
+    every one); set at the median of its own log-odds on training questions (no gold answer read:
+    ``benchmarks/agents/agile_yes_no_odds.py``), its answers split by its belief instead."""
     gold_features: bool = False
     """Give the gate the dataset's question type as type_<name> features (an ablation: a deployed
     agent never has it)."""

@@ -151,6 +151,9 @@ class PPOConfig:
     restate_question: bool = False
     """The executor states the question again right before the choice
     (``ExecutorConfig.restate_question``)."""
+    yes_no_threshold: float = 0.0
+    """Constrained: the agent answers "yes" above this log-odds of yes against no
+    (``ExecutorConfig.yes_no_threshold``)."""
     stop_when_flat: int = 0
     """Stop before ``iterations`` once the rollouts' advice rate and total score, averaged over the last
     this-many iterations, each moved less than ``flat_tolerance`` from the window before; 0 never stops."""
@@ -533,7 +536,7 @@ def rollout_setting(cfg: PPOConfig) -> tuple[list, dict, ExecutorConfig]:
                          "empty or name folders of the train split.")
     exec_cfg = ExecutorConfig(advice_cost=cfg.advice_cost, max_turns=cfg.max_turns,
                               similarity_threshold=cfg.similarity_threshold,
-                              restate_question=cfg.restate_question)
+                              restate_question=cfg.restate_question, yes_no_threshold=cfg.yes_no_threshold)
     return groups, {g.name: ProductDB(g) for g in groups}, exec_cfg
 
 

@@ -102,6 +102,7 @@ def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
         episodes=args.collect_episodes, questions_per_episode=q, budget=q, explore_p=[0.0, 0.1, 0.2, 0.4],
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=8, seed=args.seed,
         restate_question=args.restate_question, list_advice_with_gate=args.list_advice_with_gate,
+        yes_no_threshold=args.yes_no_threshold,
         device="cpu", decide_after=args.decide_after, out=str(data))))
     stage(folder / "prm.json", lambda: run_train(TrainConfig(
         data=str(data), out=str(prm), model=args.prm_model, head="value", tag_after=args.decide_after, target=target,
@@ -142,6 +143,7 @@ def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> tuple[
                               advice_cost=advice_cost,
                               max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, policy_run=False,
                               restate_question=args.restate_question, list_advice_with_gate=args.list_advice_with_gate,
+                              yes_no_threshold=args.yes_no_threshold,
                               device="cpu", seed=args.seed, out_dir=str(folder), **gate)
         return {"rows": agile_eval(cfg, log=log), "config": asdict(cfg)}
     return stage(folder.parent / f"{folder.name}.json", run), folder
@@ -263,6 +265,7 @@ def main() -> None:
             questions_per_group=q, episodes_per_group=args.test_episodes, gate="none",
             max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, device="cpu",
             restate_question=args.restate_question, list_advice_with_gate=args.list_advice_with_gate,
+            yes_no_threshold=args.yes_no_threshold,
             out_dir=str(alone_folder)), log=log)})
     if args.offline_only:
         for c in [] if args.only_budgets else [float(x) for x in args.costs.split(",")]:

@@ -70,7 +70,8 @@ def evaluate(args, model: str, out: Path, label: str, ablations=("full",), gate=
                      ablations=list(ablations), gate=gate, advice_cost=advice_cost,
                      max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
                      restate_question=args.restate_question, list_advice_with_gate=args.list_advice_with_gate,
-                     device="cpu", out_dir=str(out / f"eval_{label}{episodes_tag(args)}"))
+                     yes_no_threshold=args.yes_no_threshold, device="cpu",
+                     out_dir=str(out / f"eval_{label}{episodes_tag(args)}"))
     rows = run_eval(cfg, log=log)
     for r in rows:
         r["model"] = label
@@ -112,6 +113,10 @@ def parser(description: str = __doc__) -> argparse.ArgumentParser:
                    help="the executor states the question again right before the choice (ExecutorConfig.restate_question)")
     p.add_argument("--list-advice-with-gate", action="store_true",
                    help="a gate's runs show the agent [SeekAdvice] in its system text too (the same context as PPO's)")
+    p.add_argument("--yes-no-threshold", type=float, default=0.0,
+                   help="the constrained agent answers yes above this log-odds of yes against no, everywhere it plays "
+                        "(ExecutorConfig.yes_no_threshold; agile_yes_no_odds.py prints the training groups' median); "
+                        "give it an --out of its own: stages are reused by file name")
     p.add_argument("--ppo-choice-head", action="store_true",
                    help="PPO trains a linear head on the choice state that moves [SeekAdvice]'s score (constrained)")
     p.add_argument("--ppo-freeze-lm", action="store_true", help="with --ppo-choice-head: the head alone trains")
@@ -171,7 +176,8 @@ def ppo_stage(args, out: Path, train_groups: list[str], advice_cost: float, tag:
                         lr=args.ppo_lr, max_new_tokens=args.max_new_tokens, minibatch_size=args.ppo_minibatch,
                         lora_layers=args.ppo_lora_layers, update_epochs=args.ppo_epochs,
                         micro_batch_size=2, rollout_batch_size=args.batch_size, device="cpu",
-                        restate_question=args.restate_question, choice_head=args.ppo_choice_head,
+                        restate_question=args.restate_question, yes_no_threshold=args.yes_no_threshold,
+                        choice_head=args.ppo_choice_head,
                         freeze_lm=args.ppo_freeze_lm, head_lr=args.ppo_head_lr,
                         head_components=args.ppo_head_components,
                         cpu_threads=args.threads, seed=args.seed, out_dir=str(out / tag))

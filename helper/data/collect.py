@@ -98,7 +98,8 @@ IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base
 recorded for the reader: it follows from ``agent`` and ``model``, which are compared (a folder from before it
 was recorded resumes)."""
 ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto", "consistency_samples": 0, "decoding": "free",
-               "memory": "embedding", "restate_question": False, "list_advice_with_gate": False}
+               "memory": "embedding", "restate_question": False, "list_advice_with_gate": False,
+               "yes_no_threshold": 0.0}
 """Fields added since older folders were collected, with the value those folders had."""
 
 

@@ -80,7 +80,8 @@ class ProductQA(EnvKind):
     """Sessions of questions of a ProductQA group, run by the AGILE executor, its memory carried over."""
 
     fields = ("data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features",
-              "restate_question", "list_advice_with_gate", "max_new_tokens", "decoding", "memory", "consistency_samples")
+              "restate_question", "list_advice_with_gate", "yes_no_threshold",
+              "max_new_tokens", "decoding", "memory", "consistency_samples")
     question_sessions = True
     # A question's proposal is a cheap call of the base agent next to a human's answer.
     decide_after = "proposal"
@@ -113,7 +114,8 @@ class ProductQA(EnvKind):
                            max_new_tokens=s.max_new_tokens, decoding=s.decoding, memory=s.memory,
                            config=ExecutorConfig(gold_features=s.gold_features,
                                                  restate_question=s.restate_question,
-                                                 list_advice_with_gate=s.list_advice_with_gate),
+                                                 list_advice_with_gate=s.list_advice_with_gate,
+                                                 yes_no_threshold=s.yes_no_threshold),
                            consistency_samples=s.consistency_samples, dtype=s.dtype(), seed=setup.agent_seed)
 
     def episodes(self, source, indices, seed: int, spec) -> list:

@@ -108,6 +108,9 @@ class EnvSpec:
     list_advice_with_gate: bool = False
     """ProductQA: the system text lists ``[SeekAdvice]`` though the collection decides the advice
     (``ExecutorConfig.list_advice_with_gate``)."""
+    yes_no_threshold: float = 0.0
+    """ProductQA, constrained: the agent answers "yes" above this log-odds of yes against no
+    (``ExecutorConfig.yes_no_threshold``)."""
     max_new_tokens: int = 96
     """ProductQA LLM agent: longest turn it writes (as agile eval)."""
     decoding: Literal["free", "constrained"] = "constrained"

@@ -208,3 +208,35 @@ def _logprob(model, prompt, continuation):
     ids = torch.tensor([prompt + continuation], device=model.device)
     log_probs = torch.log_softmax(model(input_ids=ids).logits[0].float(), -1)
     return float(sum(log_probs[len(prompt) - 1 + j, t] for j, t in enumerate(continuation)))
+
+
+def test_yes_no_threshold_answers_yes_exactly_above_it(sessions, embedder):
+    """``ExecutorConfig.yes_no_threshold``: each first yes/no answer is "yes" iff the model's yes-minus-no
+    log-odds (read with no threshold) exceed the threshold; the median splits the answers both ways."""
+    from agile.executor.executor import ExecutorConfig
+
+    model, tokenizer = load_causal_lm("tiny", seed=1)
+
+    def first_answers(threshold):
+        policy = LLMPolicy(model, tokenizer, max_new_tokens=6, greedy=True, decoding="constrained")
+        policy.constrained.ask_shift = -1e4  # listed, never asked: every question is answered
+        runs = executors(sessions, tokenizer, embedder, n=12, questions=1,
+                         config=ExecutorConfig(yes_no_threshold=threshold))
+        run_executors(runs, policy)
+        first_round = policy.constrained.choices[:len(runs)]  # one choice per executor, in order
+        return {e.episode_id: c for e, c in zip(runs, first_round)
+                if c["yes_no_question"] and c["function"] == fn.PREDICT_ANSWER}
+
+    plain = first_answers(0.0)
+    odds = {k: (1.0 if c["turn"].endswith("yes") else -1.0) * c["signals"]["answer_margin"] for k, c in plain.items()}
+    assert len(odds) >= 4
+    ranked = sorted(odds.values())
+    threshold = (ranked[len(ranked) // 2 - 1] + ranked[len(ranked) // 2]) / 2
+    moved = first_answers(threshold)
+    assert set(moved) == set(odds)
+    said_yes = {k: c["turn"].endswith("yes") for k, c in moved.items()}
+    assert said_yes == {k: v > threshold for k, v in odds.items()}
+    assert any(said_yes.values()) and not all(said_yes.values())
+    # The recorded margin is the shifted one: its sign is the answer given.
+    assert all((odds[k] - threshold > 0) == said_yes[k] for k in odds)
+    assert all(abs(abs(odds[k] - threshold) - c["signals"]["answer_margin"]) < 1e-4 for k, c in moved.items())

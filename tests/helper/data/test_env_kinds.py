@@ -16,7 +16,7 @@ SHARED = ["env", "agent", "strong", "base_url", "device", "agent_dtype", "split"
           "ray_workers"]
 """Collection fields every environment's manifest identity keeps."""
 PRODUCTQA_ONLY = ["data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features",
-                  "restate_question", "list_advice_with_gate", "max_new_tokens", "decoding", "memory",
+                  "restate_question", "list_advice_with_gate", "yes_no_threshold", "max_new_tokens", "decoding", "memory",
                   "consistency_samples"]
 TEXTWORLD_ONLY = ["tw_games", "tw_quest_lengths", "tw_rooms", "tw_objects", "tw_sim_p", "tw_quest_length_feature"]
 
@@ -76,7 +76,9 @@ def test_a_name_that_is_no_env_reads_as_a_plug_in_until_checked():
 def test_productqa_sources_carry_the_executor_settings_of_the_spec():
     from helper.data.environment import EnvSetup
 
-    for restate, listed in ((False, False), (True, True)):
-        setup = EnvSetup(EnvSpec(env="productqa", agent="sim", restate_question=restate, list_advice_with_gate=listed))
+    for restate, listed, threshold in ((False, False, 0.0), (True, True, -1.25)):
+        setup = EnvSetup(EnvSpec(env="productqa", agent="sim", restate_question=restate, list_advice_with_gate=listed,
+                                 yes_no_threshold=threshold))
         config = setup.source("train").config
-        assert (config.restate_question, config.list_advice_with_gate) == (restate, listed)
+        assert (config.restate_question, config.list_advice_with_gate, config.yes_no_threshold) == (
+            restate, listed, threshold)
