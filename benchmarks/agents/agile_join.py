@@ -216,6 +216,20 @@ def targeting(folders: dict[str, Path]) -> str:
             f"{sum(alone.values())}/{len(alone)})")
 
 
+def by_phrasing(folders: dict[str, Path]) -> str:
+    """Each route's advice on yes/no-phrased questions and on the others, and how often the agent was right where
+    it answered alone, by the same split (what the agent sees; ``agile_ppo_costs.unseen_advice``): whether a gate
+    found more than the question's phrasing."""
+    from benchmarks.agents.agile_ppo_costs import unseen_advice
+
+    parts = []
+    for route, folder in folders.items():
+        a = unseen_advice(folder)
+        parts.append(f"{route} asks {a['yes/no-phrased'][0]:.2f} / {a['not yes/no-phrased'][0]:.2f}, right alone "
+                     f"{a['right alone, yes/no-phrased'][0]:.2f} / {a['right alone, not yes/no-phrased'][0]:.2f}")
+    return "yes/no-phrased / others: " + "; ".join(parts)
+
+
 def against_helper(routes: dict, advice_cost: float) -> dict[str, tuple]:
     """Each budget route's (mean, low, high, sessions) of the helper's total minus its own, paired by session."""
     helper = session_scores(routes["helper@rate"][1], advice_cost)
@@ -324,6 +338,7 @@ def main() -> None:
             table.append(f"| {c:g} | {label} | "
                          f"{accuracy:.3f} | {rate:.3f} | {accuracy - c * rate:.3f} | {delta} | {calls} |")
         log("\n".join(table))
+        log(f"c = {c:g}: {by_phrasing({route: folder for route, (_, folder) in results.items()})}")
     print(f"\n## The helper against PPO's own advice ({len(args.test_group_names)} unseen groups)\n")
     print("\n".join(table))
     if args.budgets:
