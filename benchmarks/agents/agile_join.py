@@ -321,6 +321,10 @@ def main() -> None:
                              "ppo_calls": ppo_calls, "helper_calls": collected["human_calls"]}
         if "PPO@helper-rate" in results:
             manifest_costs[c]["ppo_at_helper_rate"] = str(results["PPO@helper-rate"][1])
+        if "helper@rate" in results:
+            manifest_costs[c]["at_ppo_rate"] = {"budget": rate_budget, **{
+                route.split("@")[0]: str(results[route][1]) for route in
+                ("helper@rate", "novelty@rate", "random@rate", "first@rate")}}
         log(f"c = {c:g}: PPO's own answers: {answer_shares(results['PPO'][1])}")
         reference = session_scores(results["PPO"][1], c)
         for route in ROUTES:

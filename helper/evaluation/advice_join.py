@@ -74,7 +74,9 @@ def write_manifest(folder: Path, costs: dict, budgets: list[dict], meta: dict) -
 
     ``costs``: c -> {"ppo": dir, "helper": dir, "rule": dir, "ppo_at_helper_rate": dir, "ppo_calls": n,
     "helper_calls": m} ("rule": the agent asking on every question not phrased yes/no, a reference line;
-    "ppo_at_helper_rate": PPO's own advice thresholded to the helper's rate); ``budgets``: entries
+    "ppo_at_helper_rate": PPO's own advice thresholded to the helper's rate; "at_ppo_rate": {"budget": B,
+    "helper": dir, "novelty": dir, "random": dir, "first": dir}, the helper solved for B = PPO's advice per episode
+    and the gates within the same B, which seeds pool whatever B each seed's PPO came to); ``budgets``: entries
     {"budget": B, "cost": c, "episodes_per_group": E, "helper": dir, "novelty": dir, "random": dir, "first": dir,
     "helper_calls": m} ("first": the B pieces spent on the episode's first questions, AGILE's non-adaptive baseline).
     An entry replaces an earlier one with the same c, or the same B, c and E."""
@@ -110,6 +112,15 @@ def comparisons(folder: Path) -> dict[tuple, dict]:
             found[(f"c = {cost}", PPO_AT_HELPER_RATE)] = {
                 "mine": entry["helper"], "theirs": entry["ppo_at_helper_rate"], "cost": float(cost),
                 "calls": (entry["helper_calls"], entry["ppo_calls"])}
+        at_rate = entry.get("at_ppo_rate")
+        if at_rate:  # the helper within PPO's own advice per episode (joins before it have none)
+            setting = f"c = {cost}, at PPO's rate"
+            found[(setting, "PPO (own advice)")] = {
+                "mine": at_rate["helper"], "theirs": entry["ppo"], "cost": float(cost),
+                "calls": (entry["helper_calls"], entry["ppo_calls"])}
+            for baseline in ("novelty", "random", "first"):
+                found[(setting, baseline)] = {"mine": at_rate["helper"], "theirs": at_rate[baseline],
+                                              "cost": float(cost), "calls": (entry["helper_calls"], 0)}
     for entry in manifest.get("budgets", []):
         episodes = entry.get("episodes_per_group", 1)
         setting = f"B = {entry['budget']}, c = {entry['cost']:g}" + (f", {episodes} episodes a group" if episodes > 1

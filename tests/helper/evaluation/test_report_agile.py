@@ -37,7 +37,7 @@ def test_total_score_and_paired_difference_by_hand(tmp_path):
     assert 0 < low <= mean <= high <= 1.3
 
 
-def make_join(tmp_path: Path, helper_better: bool) -> Path:
+def make_join(tmp_path: Path, helper_better: bool, at_ppo_rate: bool = False) -> Path:
     folder = tmp_path / "join-proposal"
     folder.mkdir(parents=True)
     ppo = write_sessions(tmp_path / "ppo", lambda k, i: i < 3, lambda k, i: True)
@@ -51,8 +51,11 @@ def make_join(tmp_path: Path, helper_better: bool) -> Path:
     first = write_sessions(tmp_path / "first", lambda k, i: i < 2, lambda k, i: i < 2)  # AGILE's non-adaptive route
     rule = write_sessions(tmp_path / "rule", lambda k, i: i < 4, lambda k, i: i >= 2)  # asks on 3 of 5, right on 4
     matched = write_sessions(tmp_path / "matched", lambda k, i: i < 3, lambda k, i: i in (0, 4))  # PPO at 2 of 5
+    at_rate = {"at_ppo_rate": {"budget": 2, "helper": str(b_helper), "novelty": str(novelty), "random": str(rand),
+                               "first": str(first)}} if at_ppo_rate else {}
     write_manifest(folder, {0.5: {"ppo": str(ppo), "helper": str(helper), "rule": str(rule),
-                                  "ppo_at_helper_rate": str(matched), "ppo_calls": 284, "helper_calls": 81}},
+                                  "ppo_at_helper_rate": str(matched), "ppo_calls": 284, "helper_calls": 81,
+                                  **at_rate}},
                    [{"budget": 2, "cost": 0.3, "helper": str(b_helper), "novelty": str(novelty), "random": str(rand),
                      "first": str(first), "helper_calls": 81}], {"agent": "constrained", "decide_after": "proposal"})
     return folder
@@ -81,6 +84,24 @@ def test_rows_and_verdicts(tmp_path):
     assert rows[5]["advice rate helper / baseline"] == "0.200 / 0.400"
     same = join_rows("agile", make_join(tmp_path / "tie", helper_better=False), resamples=500)
     assert same[0]["helper − baseline"] == "+0.000 [+0.000, +0.000]" and same[0]["verdict"] == "tie"
+
+
+def test_the_helper_within_ppos_own_rate_against_ppo_and_the_gates_at_that_rate(tmp_path):
+    rows = join_rows("agile", make_join(tmp_path, helper_better=True, at_ppo_rate=True), resamples=500)
+    at_rate = [r for r in rows if r["setting"] == "c = 0.5, at PPO's rate"]
+    assert [r["baseline"] for r in at_rate] == ["PPO (own advice)", "novelty", "random", "first"]
+    # The helper for B = 2: right on 2 of 5, one advised: 2/5 - 0.5 x 1/5 = 0.3; PPO right on 3, all advised: 0.1.
+    assert at_rate[0]["total helper / baseline"] == "0.300 / 0.100"
+    assert at_rate[0]["training human calls helper / baseline"] == "81 / 284"
+    # AGILE's non-adaptive route, its first two advised and right: 2/5 - 0.5 x 2/5 = 0.2, the rest wrong.
+    assert at_rate[3]["total helper / baseline"] == "0.300 / 0.200" and at_rate[3]["helper − baseline"].startswith(
+        "+0.100")
+    assert at_rate[3]["training human calls helper / baseline"] == "81 / 0"
+    # Seeds whose PPO asked at other rates pool into one row: the setting names no B.
+    second = make_join(tmp_path / "s1", helper_better=True, at_ppo_rate=True)
+    pooled = join_rows("agile", [make_join(tmp_path / "s0", helper_better=True, at_ppo_rate=True), second],
+                       resamples=200)
+    assert {r["seeds"] for r in pooled if r["setting"] == "c = 0.5, at PPO's rate"} == {2}
 
 
 def test_a_later_run_adds_its_comparisons_and_keeps_the_others(tmp_path):
