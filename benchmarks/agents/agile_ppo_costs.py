@@ -18,6 +18,7 @@ back, not trained again::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -77,15 +78,22 @@ def by_type(out: Path, tail: int, iterations: int) -> dict[str, tuple[float, flo
             for k, v in groups.items()}
 
 
+@functools.cache
+def question_texts() -> dict[tuple[str, str], str]:
+    """(group, question id) -> the question, every split of the data (read once: a join reads many folders)."""
+    from agile.envs.productqa import load_split
+
+    root = default_productqa_root()
+    return {(g.name, q.id): q.question for split in ("train", "test") for g in load_split(root, split)
+            for q in g.questions}
+
+
 def unseen_advice(eval_dir: Path) -> dict[str, tuple[float, int]]:
     """The greedy PPO agent's advice rate on the groups no training saw (its ``agile eval`` at c, from
     ``agile_productqa.py --stages cost``), by phrasing, and its accuracy and total there."""
     from agile.envs.phrasing import is_yes_no_question
-    from agile.envs.productqa import load_split
 
-    root = default_productqa_root()
-    text = {(g.name, q.id): q.question for split in ("train", "test") for g in load_split(root, split)
-            for q in g.questions}
+    text = question_texts()
     rows = [json.loads(line) for line in (eval_dir / "sessions.jsonl").read_text().splitlines() if line]
     out = {}
     for name, want in (("yes/no-phrased", True), ("not yes/no-phrased", False)):

@@ -60,10 +60,6 @@ class OddsRecorder:
                     self.odds[(e.episode_id, len(e.records))] = sign * c["signals"]["answer_margin"]
         return turns
 
-    @property
-    def generated_tokens(self):
-        return self.policy.generated_tokens
-
 
 def gold_yes(question) -> bool | None:
     gold = str(question.short_answer).strip().lower()
