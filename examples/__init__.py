@@ -5,4 +5,6 @@
 - ``plain_cue``: stepping stones whose risk is said mid-sentence, a base agent that slips with a known
   probability, and ``plain_cue_optimum``: the exact budgeted optimum by brute force (and as a gate).
 - ``plain_cue_sparse``: the same rivers paid only at the end (one reward, at the last crossing made).
+- ``rapids``: a river whose last crossings are mostly dangerous, so when to help matters, and
+  ``rapids_optimum``: its exact budgeted optimum against the best static threshold under the same cap.
 """

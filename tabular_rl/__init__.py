@@ -26,6 +26,9 @@ The rooms, in the order the data meets them:
 - ``label.py``: optimal labels for logged rows.
 - ``evaluate.py``: exact evaluation of a policy in a model; ``simulate.py``: a model rolled out into rows.
 - ``held_out.py``: a whole solve cross-validated on logged episodes it was not fitted on.
+- ``members.py``: the helper's family (the solved table, its variants, the threshold on the same score, priced
+  tables); ``selection.py``: the choice among them on training folds, read by ``replay.py`` (logged episodes
+  replayed where decisions are separate questions) or ``judge.py`` (a held-out fold's own model).
 """
 
 from .discretize import Discretizer

@@ -17,8 +17,15 @@ to the same (state, action) pooled over steps:
 with ``E`` counting rows that end the episode and ``M`` rows that continue (subscript t: at that
 step; no subscript: over all steps). Pooling the end outcome over steps instead would leak the
 last step's certain end into every earlier step and make the solver spend its budget early.
-Mean rewards shrink the per-step mean towards the (state, action) mean over steps, which shrinks
-towards the action's global mean with weight ``smoothing``.
+Rewards (and the success credit) split the same way: a (step, state, action)'s expected reward is
+
+    r_t(s, a) = P_t(end | s, a) * mean reward of its ending rows + (1 - P_t(end | s, a)) * that of its other rows
+
+each mean shrunk per step towards the (state, action) mean over steps of rows of the same kind, which shrinks
+towards the action's global mean of that kind with weight ``smoothing``. A credit paid only when an episode ends
+(TextWorld's win, a plug-in's success) then reaches a step only as often as the model ends episodes there, so a
+policy's expected success is a probability: pooling all rows over steps instead let a step that never ends an
+episode borrow the last step's credit, and expected successes above 1 (1.06 to 1.64) came out of the solve.
 
 ``backoff="auto"`` picks the weight from the data (empirical Bayes, one-way random-effects
 moments): the within-cell variance over the variance of the per-step means around the pooled
@@ -239,10 +246,22 @@ def estimate_from_transitions(
     transitions[-1] = 0.0
     transitions[-1, ..., S] = 1.0
 
-    def mean_table(sums: np.ndarray, weight: float) -> np.ndarray:
-        global_mean = sums.sum((0, 1)) / np.bincount(tr.action, minlength=2)
-        pooled = _shrink(sums.sum(0), counts.sum(0), global_mean, smoothing)
-        return _shrink(sums, counts, pooled, weight)
+    ending = tr.next_state == S
+    end_p_final = transitions[..., S]
+
+    def mean_by_outcome(values: np.ndarray, weight: float) -> np.ndarray:
+        """Expected ``values`` per (step, state, action) as end share x mean over ending rows + the rest x mean
+        over continuing rows (module docstring: a credit paid at the end never leaks into earlier steps)."""
+        table = np.zeros((T, S, 2))
+        for part, rows_of_part, share in ((ending, ends, end_p_final), (~ending, move_counts, 1.0 - end_p_final)):
+            sums = np.bincount(sa, weights=values * part, minlength=T * S * 2).reshape(T, S, 2)
+            n_rows = np.bincount(tr.action[part], minlength=2)
+            total = sums.sum((0, 1))
+            overall = total.sum() / max(n_rows.sum(), 1)
+            global_mean = np.where(n_rows > 0, total / np.maximum(n_rows, 1), overall)
+            pooled = _shrink(sums.sum(0), rows_of_part.sum(0), global_mean, smoothing)
+            table += share * _shrink(sums, rows_of_part, pooled, weight)
+        return table
 
     first = tr.step == 0
     if not first.any():
@@ -250,11 +269,9 @@ def estimate_from_transitions(
     start = np.bincount(tr.state[first], minlength=S) / first.sum()
     return TabularModel(
         transitions=transitions,
-        rewards=mean_table(reward_sums, reward_weight),
+        rewards=mean_by_outcome(tr.reward, reward_weight),
         start=start,
-        success=None
-        if tr.success is None
-        else mean_table(np.bincount(sa, weights=tr.success, minlength=T * S * 2).reshape(T, S, 2), reward_weight),
+        success=None if tr.success is None else mean_by_outcome(tr.success, reward_weight),
         counts=counts,
         next_counts=next_counts,
         discretizer=discretizer,

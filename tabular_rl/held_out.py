@@ -16,39 +16,15 @@ afresh at every crossing); where it does, the figure is a model-based estimate, 
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import polars as pl
 
 from .discretize import Discretizer
-from .estimate import MissingActionError, TabularModel, estimate
+from .estimate import MissingActionError, estimate
 from .evaluate import evaluate
+from .judge import JUDGE_SMOOTHING, shrink_toward
 from .solvers.solve import solve
 from .transitions import DEFAULT_COLUMNS, Columns
-
-
-JUDGE_SMOOTHING = 1e-3
-"""Pseudo-count of the held-out fold's empirical model before the prior below: it only keeps empty cells defined."""
-PRIOR_ROWS = 1.0
-"""Rows' worth of the fitted model's estimate mixed into each (step, state, action) cell of the held-out fold's
-model: a cell the fold never visits is judged by the training folds' estimate instead of a uniform guess (whose
-mass on "episode over" would fine every policy that acts there), one it visits by its own rows."""
-
-
-def _judge(held: TabularModel, fitted: TabularModel) -> TabularModel:
-    """The held-out fold's per-step empirical model (no pooling across steps, whose pull toward other steps would
-    bias the figure), each cell shrunk toward ``fitted`` by ``PRIOR_ROWS`` rows."""
-    if fitted.horizon != held.horizon or held.counts is None:
-        return held
-    n = held.counts[..., None].astype(np.float64)
-    w = n / (n + PRIOR_ROWS)
-
-    def mix(a, b):
-        return None if a is None or b is None else w[..., 0] * a + (1 - w[..., 0]) * b
-
-    return dataclasses.replace(held, transitions=w * held.transitions + (1 - w) * fitted.transitions,
-                               rewards=mix(held.rewards, fitted.rewards), success=mix(held.success, fitted.success))
 
 
 def held_out_values(df: pl.DataFrame, folds: np.ndarray, budgets: list[int], bins: int, binning: str,
@@ -68,7 +44,7 @@ def held_out_values(df: pl.DataFrame, folds: np.ndarray, budgets: list[int], bin
             fit_rows[columns.score], fit_rows[columns.step], None if targets is None else np.asarray(targets)[inside])
         try:
             fitted = estimate(fit_rows, disc, columns=columns, smoothing=smoothing, backoff=backoff, objective="success")
-            judge = _judge(estimate(held_rows, disc, columns=columns, smoothing=JUDGE_SMOOTHING, backoff=0.0,
+            judge = shrink_toward(estimate(held_rows, disc, columns=columns, smoothing=JUDGE_SMOOTHING, backoff=0.0,
                                     objective="success"), fitted)
         except MissingActionError:
             continue

@@ -115,10 +115,17 @@ def naive_pipeline(pdf: pd.DataFrame, bins: int, budgets: list[int]) -> tuple[li
     N = np.zeros((T, S, 2, S + 1))
     for (t, s, a, s2), c in pdf.groupby(["step", "state", "a", "next"]).size().items():
         N[t, s, a, s2] = c
-    rsum = np.zeros((T, S, 2))
-    for (t, s, a), r in pdf.groupby(["step", "state", "a"])["reward"].sum().items():
-        rsum[t, s, a] = r
-    gmean = pdf.groupby("a")["reward"].mean()
+    # Rewards split by whether the row ended its episode (the estimator's end share x ending rows' mean + the rest).
+    pdf["ends"] = pdf["next"] == S
+    rsum = {kind: np.zeros((T, S, 2)) for kind in (True, False)}
+    for (t, s, a, kind), r in pdf.groupby(["step", "state", "a", "ends"])["reward"].sum().items():
+        rsum[kind][t, s, a] = r
+    gmean = {}
+    for kind in (True, False):
+        part = pdf[pdf["ends"] == kind]
+        overall = part["reward"].mean() if len(part) else 0.0
+        by_action = part.groupby("a")["reward"].mean()
+        gmean[kind] = [by_action.get(a, overall) for a in (0, 1)]
 
     P, R = np.zeros((T, S, 2, S + 1)), np.zeros((T, S, 2))
     # Ending backs off to the step's end rate times the (state, action)'s relative risk, moving to
@@ -129,9 +136,9 @@ def naive_pipeline(pdf: pd.DataFrame, bins: int, budgets: list[int]) -> tuple[li
     hazard = [(step_ends[t] + SMOOTHING * overall_end) / (step_rows[t] + SMOOTHING) for t in range(T)]
     for s in range(S):
         for a in range(2):
-            npool = sum(N[t, s, a, s2] for t in range(T) for s2 in range(S + 1))
-            rpool_sum = sum(rsum[t, s, a] for t in range(T))
-            rpool = (rpool_sum + SMOOTHING * gmean[a]) / (npool + SMOOTHING) if npool + SMOOTHING > 0 else gmean[a]
+            counts = {True: [N[t, s, a, S] for t in range(T)], False: [N[t, s, a, :S].sum() for t in range(T)]}
+            rpool = {kind: (sum(rsum[kind][t, s, a] for t in range(T)) + SMOOTHING * gmean[kind][a])
+                     / (sum(counts[kind]) + SMOOTHING) for kind in (True, False)}
             mpool = sum(N[t, s, a, s2] for t in range(T) for s2 in range(S))
             ppool = [(sum(N[t, s, a, s2] for t in range(T)) + SMOOTHING) / (mpool + SMOOTHING * S) for s2 in range(S)]
             # The last step's ends are the horizon's, not a (state, action)'s risk of ending early.
@@ -144,7 +151,10 @@ def naive_pipeline(pdf: pd.DataFrame, bins: int, budgets: list[int]) -> tuple[li
                 for s2 in range(S):
                     P[t, s, a, s2] = (1 - end) * (N[t, s, a, s2] + BACKOFF * ppool[s2]) / (m + BACKOFF)
                 P[t, s, a, S] = end
-                R[t, s, a] = (rsum[t, s, a] + BACKOFF * rpool) / (n + BACKOFF)
+                share = 1.0 if t == T - 1 else end  # the horizon ends every episode at the last step
+                mean = {kind: (rsum[kind][t, s, a] + BACKOFF * rpool[kind]) / (counts[kind][t] + BACKOFF)
+                        for kind in (True, False)}
+                R[t, s, a] = share * mean[True] + (1 - share) * mean[False]
     P[T - 1] = 0.0
     P[T - 1, :, :, S] = 1.0
 

@@ -4,7 +4,8 @@
   learning curve;
   ``online_env.py``: the episode loop as a ``gymnasium`` environment for it.
 - ``exact.py``: the exact optimum on the simulator's true model (``exact_optimal``).
-- ``calibration_folds.py``: the units the router's and knn's threshold calibration folds keep whole.
 - ``knn.py``: the failure rate of the nearest training decision points by the sentence encoder, and its
-  out-of-fold threshold (``knn``).
+  out-of-fold score of every training row (``knn``).
+- ``threshold_levels.py``: the threshold baselines at full strength: the level for each cap chosen on the training
+  folds, and the levels that spend 1, 2, ... an episode with no cap.
 """

@@ -19,10 +19,10 @@ else is read: no annotation, no budget, no PRM.
   (only ``k + 1`` values exist), the similarity-weighted share over ``2k + 2``: less than the gap of
   ``1/k`` between two shares, so it never reorders them. Without the tie-break, every decision at the
   calibrated share would fire, and the cap would spend the budget on an episode's first ones.
-- ``fit``: the scorer on every training point, and its threshold per budget calibrated (``calibrate_threshold``)
-  on out-of-fold scores of every training decision: folds of whole task groups (``router_fold_groups``, as the
-  router's), each scored by the points of the other folds only, so the threshold is set on groups its
-  neighbours did not come from, as the test groups are.
+- ``fit``: the scorer on every training point, and the out-of-fold score of every training decision: folds of
+  whole task groups (``router_fold_groups``, as the router's), each scored by the points of the other folds only,
+  so its levels (``helper.baselines.threshold_levels``) are chosen on groups its neighbours did not come from, as
+  the test groups are.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from agile.gates import calibrate_threshold
 
 EMBEDDED = "minilm"
 """``--knn-encoder`` naming the embedded all-MiniLM-L6-v2."""
@@ -193,11 +192,12 @@ def out_of_fold_scores(vectors: np.ndarray, failed: np.ndarray, used: np.ndarray
     return oof, fold_of
 
 
-def fit(rows: pl.DataFrame, embedder, k: int, budgets: Sequence[int], decide_after: str = "state",
-        settings: dict | None = None, folds: int = 5) -> tuple[KnnScorer, dict[int, float], dict]:
-    """The scorer on every training point of ``rows``, its threshold per budget (out of fold by group),
-    and a report for ``summary.json``."""
-    from helper.baselines.calibration_folds import router_fold_groups
+def fit(rows: pl.DataFrame, embedder, k: int, decide_after: str = "state", settings: dict | None = None,
+        folds: int = 5) -> tuple[KnnScorer, np.ndarray, dict]:
+    """The scorer on every training point of ``rows``, its out-of-fold score of every training row (folds of
+    whole groups: what its levels are chosen on, ``helper.baselines.threshold_levels``), and a report for
+    ``summary.json``."""
+    from helper.gate.training_folds import router_fold_groups
 
     proposals = None
     if decide_after == "proposal":
@@ -212,8 +212,6 @@ def fit(rows: pl.DataFrame, embedder, k: int, budgets: Sequence[int], decide_aft
                          "fail: nothing to rank by.")
     groups, by = router_fold_groups(rows, folds)
     oof, _ = out_of_fold_scores(vectors, failed, used, groups, folds, k)
-    decisions = float(rows.group_by("episode_id").len()["len"].mean())
-    thresholds = {int(c): calibrate_threshold(oof, decisions, int(c)) for c in budgets}
     report = {"k": int(k), "points": int(used.sum()), "failed_share": float(failed[used].mean()), "labels": how,
               "texts": "state and proposal" if proposals else "state", "calibration_folds_by": by}
-    return KnnScorer(embedder, KnnRate(vectors[used], failed[used], k), decide_after), thresholds, report
+    return KnnScorer(embedder, KnnRate(vectors[used], failed[used], k), decide_after), oof, report

@@ -172,7 +172,8 @@ def pool(out: Path, folds: list[list[str]], cfg, only: list[int] | None = None) 
     from helper.evaluation.evaluate import grouped_ci
     from helper.evaluation.metrics import summarize, sweep_columns
     from helper.evaluation.plots import save_sweep_plot
-    from helper.evaluation.sweep import check_c0_rows, spend_matched
+    from helper.evaluation.spend import at_spend
+    from helper.evaluation.sweep import check_c0_rows
 
     frames, summaries = [], []
     for k in only:
@@ -209,7 +210,7 @@ def pool(out: Path, folds: list[list[str]], cfg, only: list[int] | None = None) 
     config = dict(summaries[0]["config"]) | {"data": cfg.spec.data, "out": str(target), "helper": None,
                                              "train_data": None, "cross_fit": len(folds)}
     summary |= {"config": config, "c0_check": check_c0_rows(episodes.to_dict("records")),
-                "spend_matched": spend_matched(episodes.to_dict("records")),
+                "at_spend": at_spend(episodes.to_dict("records")),
                 "cross_fit": {"k": len(folds), "folds": folds, "pooled": only, "pipeline": flat(cfg),
                               "skipped": [s.get("skipped", {}) for s in summaries],
                               "fold_summaries": [str(out / f"fold{k}" / "sweep" / "summary.json")

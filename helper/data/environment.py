@@ -86,8 +86,9 @@ class EnvSpec:
     device: str | None = None
     """Torch device of the LLMs and models (default: cuda when available, else cpu)."""
     agent_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    """Weights of a local LLM base agent: auto (bfloat16 on a GPU, float32 on a CPU), or named. bfloat16 on
-    a CPU with native BF16 collects about 3x faster (benchmarks/RESULTS.md) but is not the same model:
+    """Weights of a local LLM base agent: auto (in the pipeline: bfloat16 on a GPU or a CPU with native BF16,
+    AVX512-BF16 or AMX, else float32; in a single command the loader's default, float32 on any CPU), or named.
+    bfloat16 on a CPU with native BF16 collects about 3x faster (benchmarks/RESULTS.md) but is not the same model:
     some answers change, so keep one dtype for collection and evaluation (the pipeline stores auto as what it
     resolved to, and refuses to resume a folder on a machine where auto means the other one)."""
     data: str | None = None
@@ -184,14 +185,17 @@ class EnvSpec:
                     or is_plugin(self.agent, AGENT_GROUP) or self.agent.startswith(OPENAI_PREFIX))
 
     def resolved_dtype(self) -> str:
-        """``agent_dtype`` with ``auto`` replaced by what it loads on this machine's ``device`` (bfloat16 on a GPU,
-        float32 on a CPU): a run folder stores this, so a resume on another kind of machine cannot quietly swap
-        the agent for another dtype of it."""
+        """``agent_dtype`` with ``auto`` replaced by what the pipeline runs on this machine's ``device``: bfloat16 on a
+        GPU or on a CPU with native BF16, float32 on other CPUs. A run folder stores this, so a resume on another kind
+        of machine cannot quietly swap the agent for another dtype of it."""
         if self.agent_dtype != "auto" or not self.local_llm:
             return self.agent_dtype
-        from agile.models import default_dtype, pick_device
+        from agile.models import default_dtype, native_bf16, pick_device
 
-        return str(default_dtype(pick_device(self.device))).removeprefix("torch.")
+        device = pick_device(self.device)
+        if device.type == "cpu" and native_bf16():
+            return "bfloat16"
+        return str(default_dtype(device)).removeprefix("torch.")
 
     def dtype(self) -> str | None:
         """The base agent's weight type for the model loader (None: its default for the device)."""

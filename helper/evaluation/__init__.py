@@ -4,6 +4,8 @@
 - ``sweep.py``: ``helpgate sweep``: every method over the budgets; ``methods.py``: the registry
   of those methods, one class each.
 - ``metrics.py``: APGR, CPT, paired intervals: the one metrics module.
+- ``spend.py``: the second yardstick: the priced helper against each threshold baseline's no-cap curve at its
+  spend.
 - ``plots.py``: the sweep figure.
 - ``report.py``: ``helpgate report``: the headline table of finished runs.
 - ``headline.py``: ``helpgate report --headline``: RESULTS' headline, one table of every set-up's committed

@@ -48,15 +48,17 @@ class EvaluateConfig(EnvConfig):
 
 
 def evaluate_gate(env: Environment, gate_for_budget: Callable[[int], object], budgets: Sequence[int],
-                  method: str, ci_resamples: int = 2000, counterfactual: bool = False):
-    """``(rows, episode_rows, records)``: one sweep row per budget, one row per episode, raw records."""
+                  method: str, ci_resamples: int = 2000, counterfactual: bool = False, cap: int | None = None):
+    """``(rows, episode_rows, records)``: one sweep row per budget, one row per episode, raw records. ``cap``: the
+    episode's budget for every run instead of each of ``budgets`` (a method set to a spend, with no cap, keys its
+    rows by that spend)."""
     rows, per_episode, all_records = [], [], {}
     for budget in budgets:
         started = time.perf_counter()
         episodes = env.episodes()
         gate = gate_for_budget(int(budget))
         # The held-out seed keys the agent's per-decision seeds: the same draws for every method and budget.
-        records = run_episodes(episodes, env.base, env.strong, gate=gate, budget=int(budget),
+        records = run_episodes(episodes, env.base, env.strong, gate=gate, budget=int(budget if cap is None else cap),
                                counterfactual=counterfactual, rng_seed=int(getattr(getattr(env, "cfg", None), "seed", 0)))
         # The next budget replays these episode ids: a gate keeping per-episode counts forgets them
         # explicitly (run_episodes ends finished episodes; this also covers any it left unfinished).

@@ -14,34 +14,37 @@ measured) and calls
 same, except for the oracle where it is not an upper bound: ``oracle_1step``).
 
 - ``never`` (C = 0) and ``always`` (C = the horizon: every decision): the PGR references.
-- ``helper``: the distilled helper (``HelperGate``).
-- ``helper_priced``: the helper's own solve (the rows, bins and estimator of the solve folder it
-  was distilled from) with a price on each intervention, set on that training model so that the
-  policy expects to spend ``C - 1/2`` (``tabular_rl.solvers.solve_spending``), played by its
-  table (``HelperGate`` ``table`` backend) under the hard budget C. The helper solved for C spends
-  all of it, below-average interventions included; these points lie between its budgets and show
-  its efficient frontier, to read per intervention against methods that spend less than C.
+- ``helper``: the helper (``HelperGate``): under each cap C the member its training folds chose for C
+  (``helper.gate.select``: the solved table, its variants or the threshold on the same score), else the
+  distilled classifier.
+- ``helper_priced``: the helper with no cap, priced to spend s interventions an episode for each s of the budgets
+  (rows keyed by s): among the family's tables priced on the training model to spend about s and the threshold
+  members, the best success on the training folds among those whose mean spend there stays within s
+  (``helper.gate.select.priced_members``), played with the whole horizon as its budget. It is the at-a-spend side
+  of every comparison with a threshold-type baseline's no-cap curve (``helper.evaluation.spend``).
 - ``random``: intervene with a per-decision probability set so that its mean interventions per
   episode match the helper's at the same C on the same episodes: first the helper's interventions
   over the helper's own decisions per episode, then corrected by what random actually used (the
   cap at C and episode lengths move it: a safeguarded search on the rate), up to
   ``random_rounds`` runs, keeping the closest.
 - ``first_k``: the first C decisions.
-- ``prm_threshold``: intervene when the PRM score is at or below a threshold calibrated on the
-  training rows' ``prm_score`` column (as ``prm score`` wrote it: out of fold) so that about C
-  decisions per episode fall there. It decides when the helper does (``decide_after``: a PRM
+- ``prm_threshold``: intervene when the PRM score is at or below a level: under each cap C the level with the
+  best success under C on the training rows' ``prm_score`` column (as ``prm score`` wrote it: out of fold), read
+  on training folds each fitted without it (``helper.baselines.threshold_levels``: the helper's own threshold
+  members and evaluator), and with no cap at the levels that spend 1, 2, ... an episode (rows
+  ``prm_threshold_nocap``, ``helper.evaluation.spend``). It decides when the helper does (``decide_after``: a PRM
   trained with ``--tag-after proposal`` scores the base agent's proposal, for both).
 - ``router``: a classifier of the base agent's failure from what a deployed agent sees (no PRM,
   no budget, no dataset annotation such as the question type unless the sweep runs the
-  ``--gold-features`` ablation), thresholded like
-  ``prm_threshold`` on its out-of-fold predictions for the training rows. In ``proposal`` mode
+  ``--gold-features`` ablation), its levels chosen like
+  ``prm_threshold``'s on its out-of-fold predictions for the training rows. In ``proposal`` mode
   (the sweep's ``decide_after``) it decides after the proposal too: it learns whether the
   proposal is right (``proposal_reward``, logged at every row) and also reads the proposal's
   signals (``proposal_signals``, as ``p_<key>`` features).
 - ``knn``: the share of the ``--knn-k`` nearest training decision points (by the sentence encoder, on what a
   deployed agent sees: the state text, and the proposal in ``proposal`` mode) that failed by the PRM's own
-  training target, thresholded like ``prm_threshold`` on out-of-fold scores of the training rows (folds of
-  task groups, as the router's; ``helper.baselines.knn``).
+  training target, its levels chosen like ``prm_threshold``'s on out-of-fold scores of the training rows (folds
+  of task groups, as the router's; ``helper.baselines.knn``).
 - ``online_rl``: ``helper.baselines.online_rl.train(env, cfg, scorer) -> (policy, report)``, then
   ``OnlineRLGate(policy, C, scorer)``; a report with ``save_curve(path)`` writes
   ``online_rl_curve.png`` beside the sweep.
@@ -71,7 +74,7 @@ import polars as pl
 from agile import gates as B
 from agile.budget import largest_budget
 from helper.baselines import exact
-from helper.baselines.calibration_folds import router_fold_groups
+from helper.gate.training_folds import router_fold_groups
 from helper.data.environment import Environment
 from helper.evaluation.evaluate import evaluate_gate
 from helper.evaluation.metrics import ALWAYS, ORACLE, ORACLE_1STEP
@@ -109,9 +112,10 @@ class SweepContext:
     _train_rows: pl.DataFrame | None | bool = False
 
     def evaluate(self, row: str, gate_for_budget: Callable[[int], object], budgets, keep: bool = True,
-                 counterfactual: bool = False):
-        """Play the held-out episodes with ``gate_for_budget(C)`` for each budget; keep the rows."""
-        result = evaluate_gate(self.env, gate_for_budget, budgets, row, self.cfg.ci_resamples, counterfactual)
+                 counterfactual: bool = False, cap: int | None = None):
+        """Play the held-out episodes with ``gate_for_budget(C)`` for each budget; keep the rows. ``cap``: every run's
+        episode budget instead of C (a method set to spend C on average, with no cap)."""
+        result = evaluate_gate(self.env, gate_for_budget, budgets, row, self.cfg.ci_resamples, counterfactual, cap)
         if keep:
             self.rows.extend(result[0])
             self.per_episode.extend(result[1])
@@ -235,8 +239,7 @@ class HelperPriced(Method):
 
     def prepare(self, ctx):
         from helper.gate.gate import HelperGate
-        from helper.gate.solve_command import parse_backoff
-        from tabular_rl import Discretizer, estimate
+        from helper.gate.select import priced_members
 
         # The solve folder the helper came from, or --train-data when that is one.
         candidates = [resolve_recorded(ctx.cfg.helper, ctx.helper_config, "labels_from"), ctx.cfg.train_data]
@@ -246,23 +249,18 @@ class HelperPriced(Method):
         solved = json.loads((source / "solution.json").read_text()).get("config", {})
         if solved.get("advice_cost") is not None:
             return "the helper was solved at an advice cost (no budget): it is priced already"
-        rows = read_shard(source / "labels.parquet", require=("episode_id", "step", "prm_score"))
-        discretizer = Discretizer.load(source / "discretizer.json")
-        model = estimate(rows, discretizer, smoothing=solved.get("smoothing", 1.0),
-                         backoff=parse_backoff(solved.get("backoff", "auto")),
-                         objective=solved.get("objective", "success"), shaping=solved.get("shaping", 0.0))
-        from tabular_rl.solvers import solve_spending
-
-        self.gates = {}
-        for budget in ctx.budgets:
-            table = solve_spending(model, budget, max(budget - 0.5, 0.0))
-            self.gates[budget] = HelperGate("table", scorer=ctx.scorer, table=table, discretizer=discretizer,
-                                            budget=budget, solved_budget=budget, decide_after=ctx.helper.decide_after)
-        ctx.extra["helper_priced"] = {"target": "C - 1/2 expected interventions on the training model"}
+        self.cap = int(ctx.env.horizon)
+        self.targets = [c for c in ctx.budgets if c > 0]
+        chosen, report = priced_members(source, self.targets, self.cap)
+        self.gates = {s: HelperGate("table", scorer=ctx.scorer, table=m.solution, discretizer=m.discretizer,
+                                    budget=self.cap, solved_budget=m.solution.budget,
+                                    decide_after=ctx.helper.decide_after) for s, m in chosen.items()}
+        ctx.extra["helper_priced"] = report
         return None
 
-    def build(self, ctx, budget):
-        return self.gates[budget]
+    def run(self, ctx):
+        # No cap: each target spend's member plays with the whole horizon as its budget; its rows keyed by the target.
+        ctx.evaluate(self.row, lambda s: self.gates[s], self.targets, cap=self.cap)
 
     def training_calls(self, ctx):
         return ctx.offline_calls
@@ -311,7 +309,36 @@ class Random(Method):
             ctx.records.setdefault(self.row, {}).update(best[2])
 
 
-class PrmThreshold(Method):
+class ThresholdMethod(Method):
+    """A threshold on a score, at full strength under each cap (its level chosen on the training folds for the
+    best success under that cap, ``helper.baselines.threshold_levels.capped_levels``) and, with no cap, at the
+    spends that draw its curve past the priced helper's (``helper.evaluation.spend.play_free``)."""
+
+    decide_after = "state"
+
+    def score_fn(self, ctx):
+        raise NotImplementedError
+
+    def set_levels(self, ctx, rows: pl.DataFrame, train_score: np.ndarray) -> None:
+        from helper.baselines.threshold_levels import capped_levels
+
+        self.train_score = np.asarray(train_score, dtype=np.float64)
+        self.decisions = float(rows.group_by("episode_id").len()["len"].mean())
+        self.thresholds, report = capped_levels(rows, self.train_score, ctx.budgets)
+        ctx.extra.setdefault(self.name, {})["capped_levels"] = report
+
+    def build(self, ctx, budget):
+        return B.ScoreThresholdGate(self.score_fn(ctx), self.thresholds[budget], budget, name=self.name,
+                                    decide_after=self.decide_after)
+
+    def run(self, ctx):
+        from helper.evaluation.spend import play_free
+
+        super().run(ctx)
+        play_free(ctx, self)
+
+
+class PrmThreshold(ThresholdMethod):
     name = "prm_threshold"
     needs = frozenset({"prm", "train_rows", "proposal"})
 
@@ -319,15 +346,14 @@ class PrmThreshold(Method):
         rows = ctx.train_rows()
         if ctx.scorer is None or rows is None or "prm_score" not in rows.columns:
             return "needs a PRM (the helper names none) and scored training rows"
-        decisions = float(rows.group_by("episode_id").len()["len"].mean())
-        # The column as `prm score` wrote it: out of fold, so the threshold is not fitted on scores
-        # of a model that saw those episodes.
-        self.thresholds = {c: B.calibrate_threshold(rows["prm_score"].to_numpy(), decisions, c) for c in ctx.budgets}
+        self.decide_after = getattr(ctx.scorer, "decide_after", "state")
+        # The column as `prm score` wrote it: out of fold, so the level is not chosen on scores of a model that
+        # saw those episodes.
+        self.set_levels(ctx, rows, rows["prm_score"].to_numpy())
         return None
 
-    def build(self, ctx, budget):
-        return B.ScoreThresholdGate(ctx.scorer.score, self.thresholds[budget], budget, name=self.name,
-                                    decide_after=getattr(ctx.scorer, "decide_after", "state"))
+    def score_fn(self, ctx):
+        return ctx.scorer.score
 
     def training_calls(self, ctx):
         return ctx.offline_calls
@@ -337,7 +363,7 @@ NEEDS_TRAINING_ROWS = "needs training rows (--train-data, or a helper distilled 
 """Why a method that learns from the training rows is skipped without them."""
 
 
-class Router(Method):
+class Router(ThresholdMethod):
     name = "router"
     needs = frozenset({"train_rows", "proposal"})
     folds = 5
@@ -393,8 +419,7 @@ class Router(Method):
                 continue
             model = FeatureClassifier("gbm", self.columns, random_state=seed).fit(X[train], fail[train])
             oof[test] = 1.0 - model.predict_proba(X[test])
-        decisions = float(rows.group_by("episode_id").len()["len"].mean())
-        self.thresholds = {c: B.calibrate_threshold(oof, decisions, c) for c in ctx.budgets}
+        self.set_levels(ctx, rows, oof)
         return None
 
     def predicted_success(self, observation, proposal=None) -> float:
@@ -405,15 +430,14 @@ class Router(Method):
                          [[float(signals.get(k, np.nan)) for k in self.signals]]])
         return 1.0 - float(self.model.predict_proba(row)[0])
 
-    def build(self, ctx, budget):
-        return B.ScoreThresholdGate(self.predicted_success, self.thresholds[budget], budget, name=self.name,
-                                    decide_after=self.decide_after)
+    def score_fn(self, ctx):
+        return self.predicted_success
 
     def training_calls(self, ctx):
         return ctx.offline_calls
 
 
-class Knn(Method):
+class Knn(ThresholdMethod):
     name = "knn"
     needs = frozenset({"train_rows", "proposal"})
     folds = 5
@@ -430,16 +454,17 @@ class Knn(Method):
         prm = ctx.cfg.prm or (resolve_recorded(ctx.cfg.helper, helper_config, "prm") if helper_config else None)
         embedder = knn.load_embedder(ctx.cfg.knn_encoder, ctx.cfg.spec.device)
         try:
-            self.scorer, self.thresholds, report = knn.fit(rows, embedder, ctx.cfg.knn_k, ctx.budgets, ctx.decide_after,
-                                                           knn.prm_label_settings(prm), self.folds)
+            self.scorer, oof, report = knn.fit(rows, embedder, ctx.cfg.knn_k, ctx.decide_after,
+                                               knn.prm_label_settings(prm), self.folds)
         except knn.Unusable as error:
             return str(error)
         ctx.extra["knn"] = report | {"encoder": ctx.cfg.knn_encoder}
+        self.decide_after = self.scorer.decide_after
+        self.set_levels(ctx, rows, oof)
         return None
 
-    def build(self, ctx, budget):
-        return B.ScoreThresholdGate(self.scorer.score, self.thresholds[budget], budget, name=self.name,
-                                    decide_after=self.scorer.decide_after)
+    def score_fn(self, ctx):
+        return self.scorer.score
 
     def training_calls(self, ctx):
         return ctx.offline_calls

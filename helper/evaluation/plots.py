@@ -1,4 +1,5 @@
-"""Budget-sweep figure: success against interventions per episode, one line per method.
+"""Budget-sweep figure: success against interventions per episode, one line per method; a second panel for the
+methods played at a spend with no cap.
 
 Built on ``matplotlib.figure.Figure`` directly (no pyplot state), so it renders the same way
 under the Agg backend in scripts and inside notebooks, and never opens a window.
@@ -29,23 +30,50 @@ _STYLE = {
 }
 
 
+FREE = "_nocap"
+"""Rows played with no cap (``helper.evaluation.spend``): drawn on the second panel."""
+
+
+def _draw(axes, rows: pd.DataFrame, method: str, label: str) -> None:
+    rows = rows.sort_values(["interventions", "budget"])
+    style = dict(_STYLE.get(method, {"marker": "."}))
+    x, y = rows["interventions"].to_numpy(), rows["success"].to_numpy()
+    low = y - rows["ci_low"].to_numpy()
+    high = rows["ci_high"].to_numpy() - y
+    axes.errorbar(x, y, yerr=[low, high], label=label, capsize=3, **style)
+
+
 def sweep_figure(frame: pd.DataFrame, title: str | None = None) -> Figure:
-    """A figure of the sweep frame (``sweep.csv`` columns), with each point's 95% interval."""
-    figure = Figure(figsize=(7.5, 5.0), dpi=110)
-    axes = figure.add_subplot()
+    """A figure of the sweep frame (``sweep.csv`` columns), with each point's 95% interval: under a cap C (each
+    method at every budget it played as a cap) and, where the sweep played them, at an average spend with no cap
+    (the priced helper and the ``*_nocap`` curves, with never and always as their ends)."""
+    methods = [str(m) for m in frame["method"]]
+    free = [m for m in sorted(set(methods)) if m.endswith(FREE)]
+    panels = 2 if free else 1
+    figure = Figure(figsize=(7.5 * panels, 5.0), dpi=110)
+    capped = figure.add_subplot(1, panels, 1)
     for method, rows in frame.groupby("method", sort=True):
-        rows = rows.sort_values(["interventions", "budget"])
-        style = dict(_STYLE.get(str(method), {"marker": "."}))
-        x, y = rows["interventions"].to_numpy(), rows["success"].to_numpy()
-        low = y - rows["ci_low"].to_numpy()
-        high = rows["ci_high"].to_numpy() - y
-        axes.errorbar(x, y, yerr=[low, high], label=str(method), capsize=3, **style)
-    axes.set_xlabel("interventions per episode")
-    axes.set_ylabel("success")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8, ncols=2)
+        if str(method).endswith(FREE) or (free and str(method) == "helper_priced"):
+            continue
+        _draw(capped, rows, str(method), str(method))
+    capped.set_title("under a cap C (the point at C is a method's mean spend)" if free else
+                     "success against interventions per episode", fontsize=9)
+    if free:
+        spent = figure.add_subplot(1, panels, 2, sharey=capped)
+        for method, rows in frame.groupby("method", sort=True):
+            name = str(method)
+            if name.endswith(FREE):
+                _draw(spent, rows, name[: -len(FREE)], f"{name[: -len(FREE)]} (no cap)")
+            elif name in ("helper_priced", "never", "always"):
+                _draw(spent, rows, name, name + (" (no cap)" if name == "helper_priced" else ""))
+        spent.set_title("at an average spend, no cap", fontsize=9)
+    for axes in figure.axes:
+        axes.set_xlabel("interventions per episode")
+        axes.set_ylabel("success")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8, ncols=2)
     if title:
-        axes.set_title(title)
+        figure.suptitle(title)
     figure.tight_layout()
     return figure
 

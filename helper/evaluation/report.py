@@ -23,13 +23,16 @@ Per set-up, from the pooled ``episodes.csv`` (one row per method, budget and epi
   metrics of ``helper.evaluation.metrics.summarize`` on the pooled means);
 - with ``--drop-incomplete``, a method and budget some seed did not play (a method its sweep skipped, a
   budget past its range) is left out and named under the table; without it such runs are refused;
-- per baseline and budget, the interventions each used, and where the baseline under-spends the helper, the
-  helper minus the baseline read at the helper's spend on the baseline's own curve (``_at_helper_spend``);
-- the verdict (``metrics.verdict``): one family per set-up, every baseline at every budget, Holm's rule over
-  the p-values of those t intervals (``metrics.holm``, ``metrics.cluster_t_p``); ``win`` where some comparison of the
-  baseline is rejected above 0 and none below, ``loss`` the reverse, ``mixed`` both, ``tie`` none; the
-  family's size is the ``comparisons`` column. ``helper_priced`` (the helper's own variant) and ``online_rl``
-  equal to ``first_k`` on every episode stand beside the family, not in it.
+- per baseline and budget, the interventions each used; every method at budget C plays under the cap C, each
+  threshold-type baseline at the level chosen on its training folds for that cap (``helper.baselines.threshold_levels``);
+- at a spend (no cap), per threshold-type baseline and target s of ``--budgets``: the priced helper set to spend s
+  minus the baseline's no-cap curve read at the priced helper's mean spend (``_at_priced_spend``,
+  ``helper.evaluation.spend``);
+- two verdicts (``metrics.verdict``), one per yardstick: a family per set-up and yardstick (under a cap: every
+  baseline at every budget; at a spend: every no-cap curve at every target), Holm's rule over the p-values of its
+  t intervals (``metrics.holm``, ``metrics.cluster_t_p``); ``win`` where some comparison of the baseline is rejected
+  above 0 and none below, ``loss`` the reverse, ``mixed`` both, ``tie`` none; the families' sizes are the
+  ``comparisons`` column (cap + spend). ``online_rl`` equal to ``first_k`` on every episode stands beside the family.
 
 A ``RUN`` that holds ``join.json`` is an AGILE join (``benchmarks/agents/agile_join.py``): its rows go in a second
 table, the helper against PPO's own advice per cost and against NoveltyGate and random at a budget
@@ -63,6 +66,7 @@ from helper import provenance
 from helper.evaluation import metrics as M
 from helper.evaluation.advice_join import is_join_folder, join_notes, join_rows
 from helper.evaluation.metrics import verdict
+from helper.evaluation.spend import FREE, PRICED
 from helper.stored_config import renamed, same_setting
 
 NOT_BASELINES = (M.NEVER, M.ALWAYS, M.ORACLE, M.EXACT_OPTIMAL, M.HELPER, "counterfactual")
@@ -260,14 +264,21 @@ def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict
         raise ValueError(f"--budgets {' '.join(map(str, unplayed))}: set-up {name!r}'s helper played no such budget "
                          "(its sweeps did not); give --budgets among the budgets of their sweep.csv.")
     spend = pooled.interventions.mean(axis=0)
-    rows, family = [], []  # family: (row, interval, p-value) of every comparison the verdicts control
-    for baseline in sorted(set(summary) - set(NOT_BASELINES)):
-        cells, used, matched, tested = {}, {}, {}, []
+    rows = []
+    # Two families per set-up, each with Holm's rule: under a cap (every baseline at every budget) and at a spend
+    # (the priced helper against every no-cap curve at every target); (row, interval, p-value) of each comparison.
+    capped, at_spend = [], []
+    others = sorted(set(summary) - set(NOT_BASELINES) - {PRICED} - {m for m in summary if m.endswith(FREE)})
+    for baseline in others:
+        cells, used, spent_cells, tested, tested_spend = {}, {}, {}, [], []
         alias = same_as(pooled, baseline)
         for budget in cfg.budgets:
+            spent_cells[budget], reading = _at_priced_spend(pooled, baseline, budget, cfg.level)
+            if reading is not None:
+                tested_spend.append(reading)
             mine, theirs = pooled.index(M.HELPER, budget), pooled.index(baseline, budget)
             if mine is None or theirs is None:
-                cells[budget] = used[budget] = matched[budget] = "–"
+                cells[budget] = used[budget] = "–"
                 continue
             paired = pooled.success[:, mine] - pooled.success[:, theirs]
             diff = paired.mean()
@@ -275,31 +286,32 @@ def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict
             tested.append(((low, high), M.cluster_t_p(paired, pooled.levels)))
             cells[budget] = f"{diff:+.3f} [{low:+.3f}, {high:+.3f}]"
             used[budget] = f"{spend[mine]:.2f} / {spend[theirs]:.2f}"
-            matched[budget] = _at_helper_spend(pooled, baseline, mine, theirs, cfg.level)
         helper, other = summary[M.HELPER], summary[baseline]
         apart = VARIANTS.get(baseline) or (f"= {alias} on every episode" if alias else None)
-        row = {"set-up": name, "seeds": len(runs), "episodes": len(pooled.success), "comparisons": 0,
+        row = {"set-up": name, "seeds": len(runs), "episodes": len(pooled.success), "comparisons": "",
                "baseline": f"{baseline} ({apart})" if apart else baseline,
                **{f"C={c}": cells[c] for c in cfg.budgets},
                **{f"interventions C={c} helper / baseline": used[c] for c in cfg.budgets},
-               **{f"C={c} at the helper's spend": matched[c] for c in cfg.budgets},
+               **{f"s={c} priced helper at its spend": spent_cells[c] for c in cfg.budgets},
                "APGR helper / baseline (completed)": f"{_apgr(helper)} / {_apgr(other)}",
                "CPT(50%) helper / baseline": f"{_cpt(helper, 'cpt50')} / {_cpt(other, 'cpt50')}",
                "CPT(80%) helper / baseline": f"{_cpt(helper, 'cpt80')} / {_cpt(other, 'cpt80')}",
-               "verdict": "–", "certified": certified(runs)}
+               "verdict under a cap": "–", "verdict at a spend": "–", "certified": certified(runs)}
         rows.append(row)
-        if apart:  # the helper's own variant, or a duplicate of another baseline: beside the family, not in it
-            row["verdict"] = "not in the family" if tested else "–"
+        if apart:  # a duplicate of another baseline: beside the families, not in them
+            row["verdict under a cap"] = "not in the family" if tested else "–"
         else:
-            family += [(row, interval, p) for interval, p in tested]
-    # One family per set-up: every (baseline, budget) comparison, Holm at 1 - level; a baseline's verdict reads
-    # only the comparisons the family rule rejects.
-    flags = M.holm([p for _, _, p in family], 1 - cfg.level)
+            capped += [(row, interval, p) for interval, p in tested]
+            at_spend += [(row, interval, p) for interval, p in tested_spend]
+    for family, column in ((capped, "verdict under a cap"), (at_spend, "verdict at a spend")):
+        # A baseline's verdict reads only the comparisons its family's rule rejects.
+        flags = M.holm([p for _, _, p in family], 1 - cfg.level)
+        for row in rows:
+            mine = [(interval, flag) for (owner, interval, _), flag in zip(family, flags) if owner is row]
+            if mine:
+                row[column] = verdict([i for i, _ in mine], [f for _, f in mine])
     for row in rows:
-        row["comparisons"] = len(family)
-        mine = [(interval, flag) for (owner, interval, _), flag in zip(family, flags) if owner is row]
-        if mine:
-            row["verdict"] = verdict([i for i, _ in mine], [f for _, f in mine])
+        row["comparisons"] = f"{len(capped)} + {len(at_spend)}"
     return rows, frame, pooled.dropped
 
 
@@ -335,10 +347,9 @@ def prm_folds_fell_back(run: Run) -> str | None:
     return None
 
 
-VARIANTS = {"helper_priced": "the helper's own variant"}
-"""Methods that are the helper itself in another form: shown beside the baselines, never in the verdict's family."""
-SPEND_TOLERANCE = 0.02
-"""Mean interventions per episode by which a baseline must under-spend the helper to be read at the helper's spend."""
+VARIANTS: dict[str, str] = {}
+"""Methods that are the helper itself in another form: shown beside the baselines, never in a verdict's family (the
+priced helper is the at-a-spend side of every comparison, not a baseline)."""
 
 
 def same_as(pooled: Pooled, method: str) -> str | None:
@@ -355,20 +366,28 @@ def same_as(pooled: Pooled, method: str) -> str | None:
     return None
 
 
-def _at_helper_spend(pooled: Pooled, baseline: str, mine: int, theirs: int, level: float) -> str:
-    """The helper minus the baseline read at the helper's mean spend (``metrics.spend_matched_mix`` on the
-    baseline's pooled curve; per episode, so paired) where the baseline under-spends the helper."""
-    target, theirs_used = pooled.interventions[:, mine].mean(), pooled.interventions[:, theirs].mean()
-    if theirs_used >= target - SPEND_TOLERANCE:
-        return "same spend"
-    curve = {c: pooled.interventions[:, pooled.index(m, c)].mean() for m, c in pooled.columns if m == baseline}
-    mix = M.spend_matched_mix(curve, target)
+def _at_priced_spend(pooled: Pooled, baseline: str, target: int, level: float) -> tuple[str, tuple | None]:
+    """The priced helper set to spend ``target`` minus ``baseline``'s no-cap curve read at the priced helper's mean
+    spend (``metrics.spend_matched_mix`` on the curve, never's C = 0 its zero point; per episode, so paired): the
+    cell and ``(interval, p-value)``, or a cell saying why there is no reading and None."""
+    priced = pooled.index(PRICED, target)
+    points = [c for m, c in pooled.columns if m == baseline + FREE]
+    if priced is None or not points:
+        return "–", None
+    goal = pooled.interventions[:, priced].mean()
+    curve = {c: pooled.interventions[:, pooled.index(baseline + FREE, c)].mean() for c in points}
+    columns = {c: pooled.index(baseline + FREE, c) for c in points}
+    if pooled.index(M.NEVER, 0) is not None:
+        curve[0], columns[0] = 0.0, pooled.index(M.NEVER, 0)
+    mix = M.spend_matched_mix(curve, goal)
     if mix is None:
-        return f"out of reach (spends ≤ {max(curve.values()):.2f})"
-    at = sum(w * pooled.success[:, pooled.index(baseline, c)] for c, w in mix.items())
-    low, high = M.cluster_t_interval(pooled.success[:, mine] - at, pooled.levels, level)
-    mixed = " + ".join(f"{w:.2f}·C={c}" for c, w in mix.items())
-    return f"{pooled.success[:, mine].mean() - at.mean():+.3f} [{low:+.3f}, {high:+.3f}] ({mixed})"
+        return f"out of reach (priced {goal:.2f}/ep, curve ≤ {max(curve.values()):.2f})", None
+    at = sum(w * pooled.success[:, columns[c]] for c, w in mix.items())
+    paired = pooled.success[:, priced] - at
+    low, high = M.cluster_t_interval(paired, pooled.levels, level)
+    mixed = " + ".join(f"{w:.2f}·s={c}" for c, w in mix.items())
+    return (f"{paired.mean():+.3f} [{low:+.3f}, {high:+.3f}] ({goal:.2f}/ep; {mixed})",
+            ((low, high), M.cluster_t_p(paired, pooled.levels)))
 
 
 def markdown_table(rows: list[dict], once: tuple[str, ...] = ("set-up", "seeds", "episodes", "comparisons",
@@ -458,17 +477,20 @@ def run(cfg: ReportConfig) -> str:
         f"the set-up's seeds, [{level} t interval over the clusters: the per-episode differences' group means "
         "(seeds, then groups) with K - 1 degrees of freedom, or where every seed played the same groups a seeds x "
         "groups layout with Satterthwaite's degrees; a percentile bootstrap covers below its level with so few "
-        "clusters]. Verdict: one family per set-up, every baseline at every budget C (its size under "
-        f"'comparisons'), Holm's rule at {100 * (1 - cfg.level):g}% over those intervals' p-values; win where some comparison of the baseline is rejected above 0 and none "
-        "below, loss the reverse, mixed both, tie where none is rejected; the intervals beside it are per "
-        "comparison, not adjusted. The helper's own variant (helper_priced) and a baseline equal to another on "
-        "every episode (online_rl that ends as first_k) are shown beside the family, not in it.",
-        "Interventions C=c: mean interventions per episode each method used at budget c (helper / baseline). "
-        "At the helper's spend: where the baseline under-spends the helper by more than "
-        f"{SPEND_TOLERANCE} interventions, the helper minus the baseline read at the helper's mean spend on the "
-        "baseline's own curve (the two budgets whose mean interventions bracket it, mixed as a gate playing the "
-        "larger on that share of episodes: per episode, so still paired, with the same t interval; the "
-        "weights are the pooled means', taken as known); 'out of reach' where the baseline never spends that much.",
+        "clusters]. Two verdicts, one per yardstick, each over its own family (sizes under 'comparisons': cap + "
+        f"spend) by Holm's rule at {100 * (1 - cfg.level):g}% over those intervals' p-values; win where some "
+        "comparison of the baseline is rejected above 0 and none below, loss the reverse, mixed both, tie where none "
+        "is rejected; the intervals beside it are per comparison, not adjusted. A baseline equal to another on every "
+        "episode (online_rl that ends as first_k) is shown beside the families, not in them.",
+        "Under a cap (C=c, interventions C=c): every method plays at most c interventions an episode, each threshold "
+        "baseline at the level its training folds chose for the best success under c (a level that leaves the cap "
+        "unspent is not at full strength), the helper at the member its training folds chose for c.",
+        "At a spend (s=c): no cap; the priced helper set to spend c interventions an episode on its training rows, "
+        "minus the baseline's no-cap curve (levels set to spend 1, 2, ... an episode, played until the curve reaches "
+        "past the priced helper; never as its zero point) read at the priced helper's mean spend: the two levels "
+        "whose mean spends bracket it, mixed as a gate playing the larger on that share of episodes (per episode, so "
+        "still paired, with the same t interval; the weights are the pooled means', taken as known); "
+        "'out of reach' where a curve stops short (levels some seed did not play are left out).",
         f"APGR (the share of [0, 1] completed to always-intervene's point, not measured); CPT as a share of "
         f"always-intervene's interventions, {COMPLETED} where it falls in the completed part.",
     ]

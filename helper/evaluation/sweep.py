@@ -19,9 +19,16 @@ solve folder the helper was distilled from. Writes ``out``: ``sweep.csv`` (metho
 success, interventions, episodes, ci_low, ci_high, and ``nil_gain_interventions`` where the env counts
 interventions that could gain nothing), ``episodes.csv`` (method, budget, episode_id, group, success,
 interventions: what ``helpgate report`` resamples), ``summary.json``
-(``helper.evaluation.metrics.summarize`` plus training calls, skipped methods, config, and ``spend_matched``:
-each method that under-spends the helper read at the helper's spend, ``spend_matched``), ``sweep.png``, and
-``online_rl_curve.png`` when the online-RL report can draw one.
+(``helper.evaluation.metrics.summarize`` plus training calls, skipped methods, config, each threshold method's
+levels, and ``at_spend``: the priced helper against each threshold-type baseline's no-cap curve at its spend,
+``helper.evaluation.spend``), ``sweep.png`` (under a cap, and at a spend), and ``online_rl_curve.png`` when the
+online-RL report can draw one.
+
+Two yardsticks, each like for like. *Under a cap C*: every method plays with at most C interventions an episode,
+each threshold-type baseline (``prm_threshold``, ``router``, ``knn``) at the level chosen on the training folds for
+the best success under that cap, the helper at the member chosen the same way (``helper.gate.select``). *At an
+average spend*, no cap: ``helper_priced`` priced to spend s interventions an episode against each such baseline's
+no-cap curve (rows ``<method>_nocap``) read at its spend (``helper.evaluation.spend``).
 
 Common random numbers: every method's C = 0 row must be the same outcomes episode by episode; the sweep
 checks it (``check_c0_rows``, ``summary.json``'s ``c0_check``) and warns, naming the spread, where not.
@@ -41,8 +48,9 @@ import pandas as pd
 from helper.data.environment import EnvConfig, Environment
 from helper.evaluation.methods import METHODS as REGISTRY
 from helper.evaluation.methods import SweepContext
-from helper.evaluation.metrics import spend_matched_mix, summarize, sweep_columns
+from helper.evaluation.metrics import summarize, sweep_columns
 from helper.evaluation.plots import save_sweep_plot
+from helper.evaluation.spend import at_spend
 from helper.stored_config import flat
 from trajectories.files import write_json_atomic
 
@@ -144,7 +152,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     summary = summarize(frame, calls)
     summary["skipped"] = skipped
     summary["c0_check"] = check_c0_rows(per_episode)
-    summary["spend_matched"] = spend_matched(per_episode)
+    summary["at_spend"] = at_spend(per_episode)
     summary["budgets"] = ctx.budgets
     summary.update(ctx.extra)
     summary["decide_after"] = ctx.decide_after
@@ -191,31 +199,6 @@ def check_c0_rows(per_episode: list[dict]) -> dict:
                       "per decision (draw from observation.rng(), or seed from observation.episode_id and step), so "
                       "the comparisons are not paired on them.", stacklevel=2)
     return check
-
-
-def spend_matched(per_episode: list[dict], tolerance: float = 0.02) -> dict:
-    """Per method and budget where it under-spends the helper (mean interventions more than ``tolerance`` below
-    the helper's): its success read at the helper's spend on its own curve (``metrics.spend_matched_mix``), paired
-    per episode, and the helper's success minus it (``helpgate report`` adds the interval). None where out of reach."""
-    frame = pd.DataFrame(per_episode)
-    if frame.empty or "helper" not in set(frame["method"]):
-        return {}
-    table = frame.pivot_table(index="episode_id", columns=["method", "budget"], values=["success", "interventions"])
-    out: dict = {}
-    for method in sorted(set(frame["method"]) - {"helper", "never", "always", "counterfactual"}):
-        curve = {int(c): float(table["interventions"][(method, c)].mean()) for m, c in table["success"] if m == method}
-        for budget in sorted(curve):
-            if ("helper", budget) not in table["success"]:
-                continue
-            target = float(table["interventions"][("helper", budget)].mean())
-            if curve[budget] >= target - tolerance:
-                continue
-            mix = spend_matched_mix(curve, target)
-            at = None if mix is None else float(sum(w * table["success"][(method, c)] for c, w in mix.items()).mean())
-            out.setdefault(method, {})[budget] = {
-                "helper_interventions": target, "interventions": curve[budget], "mix": mix, "success_at_helper_spend": at,
-                "helper_minus": None if at is None else float(table["success"][("helper", budget)].mean()) - at}
-    return out
 
 
 def _decide_after(cfg: SweepConfig, ctx: SweepContext) -> str:

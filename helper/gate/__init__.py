@@ -2,7 +2,9 @@
 
 - ``solve_command.py``: ``helpgate solve``: the budgeted MDP solved, optimal labels per budget;
   ``solve_files.py``: what a solve folder holds, read as one unit.
-- ``distill.py``: ``helpgate distill``: the helper classifier trained on those labels.
+- ``distill.py``: ``helpgate distill``: the helper classifier trained on those labels; ``select.py``: the member
+  each cap plays (the solved table, its variants or the threshold on the same score), chosen on the training folds
+  (``training_folds.py``: the units those folds, and the baselines' calibration folds, keep whole).
 - ``features.py``: a decision point's numeric features, and the features-backend classifier;
   ``text_classifier.py``: the text-backend classifier.
 - ``gate.py``: ``HelperGate``: load a helper folder, decide within the budget.

@@ -112,7 +112,7 @@ def fingerprint(rows) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-HELPER_FILES = ("helper.json", "classifier", "fallback", "policy.npz", "discretizer.json")
+HELPER_FILES = ("helper.json", "classifier", "fallback", "policy.npz", "discretizer.json", "members")
 """The files of a helper folder that decide its gates (not its guarantee, calibration or provenance)."""
 
 

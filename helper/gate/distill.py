@@ -83,6 +83,9 @@ class DistillConfig:
     allow_incomplete: bool = False
     """Distill a solve folder made from an unfinished collection (solve --allow-incomplete) instead of refusing
     it; recorded in helper.json."""
+    members: bool = True
+    """Per solved cap, play the member that does best on the training folds among the solved table's variants and
+    the threshold on the same score (helper.gate.select: members/); False plays the classifier at every cap."""
 
 
 def _solved_budget(directory: Path, wanted: int | None) -> int:
@@ -264,6 +267,12 @@ def run(cfg: DistillConfig) -> dict:
                "trained_on": trained_on(logged, solution, _advice_cost(source)),
                "solution": solution.summary(), "distill_config": asdict(cfg)}
     summary |= {"incomplete_input": unfinished} if unfinished else {}
+    shutil.rmtree(out / "members", ignore_errors=True)  # an earlier distill's choice is not this one's
+    if cfg.members and cfg.backend == "features":
+        from helper.gate.select import select_members
+
+        chosen = select_members(source, out)
+        summary["members"] = None if chosen is None else {c: e["member"]["name"] for c, e in chosen["chosen"].items()}
     gate.save(out, prm=None if prm_path is None else str(prm_path), extra=summary)
     _print(report, out)
     return summary

@@ -116,6 +116,12 @@ class HelperGate(ScoredGate):
         self._use_checked = [False]  # a list: gates made by with_budget share it (one warning for all)
         self.degraded: str | None = None
         """Why decisions run on the fallback although the helper has a PRM (None: they do not)."""
+        self.members: dict = {}
+        """``{C: (table, discretizer, name)}``: the member each cap plays, chosen on the training folds
+        (``helper.gate.select``); a cap not in it plays the backend above."""
+        self.member: str | None = None
+        """The member this gate plays (None: the backend's own model)."""
+        self._plain = (backend, table, discretizer, solved_budget)
         self.guarantee: dict | None = None
         """The success guarantee ``helpgate calibrate`` wrote (``guarantee.json``: target, confidence, the certified
         budget and its calibration success and spend); None where the folder has none."""
@@ -164,9 +170,15 @@ class HelperGate(ScoredGate):
         return float(self.classifier.predict_proba(row)[0])
 
     def with_budget(self, budget: int) -> HelperGate:
-        """A gate sharing this one's models (PRM, classifiers) and ``stats`` with its own budget."""
-        gate = HelperGate(self.backend, self.classifier, self.fallback, self.scorer, self.table, self.discretizer,
-                          budget, self.solved_budget, self.threshold, self.decide_after, self.trained_on)
+        """A gate sharing this one's models (PRM, classifiers) and ``stats`` with its own budget: the member chosen
+        for that cap where the folder has one (``helper.gate.select``), else the backend's own model."""
+        backend, table, discretizer, solved_budget = self._plain
+        member = self.members.get(int(budget)) if budget is not None else None
+        if member is not None:
+            backend, table, discretizer, solved_budget = "table", member[0], member[1], member[0].budget
+        gate = HelperGate(backend, self.classifier, self.fallback, self.scorer, table, discretizer,
+                          budget, solved_budget, self.threshold, self.decide_after, self.trained_on)
+        gate.members, gate._plain, gate.member = self.members, self._plain, None if member is None else member[2]
         gate._stats, gate._stats_lock = self._stats, self._stats_lock
         gate.degraded, gate.horizon, gate.guarantee = self.degraded, self.horizon, self.guarantee
         if budget is None or self.budget is None or budget <= self.budget:
@@ -257,7 +269,7 @@ class HelperGate(ScoredGate):
         stored_values.check(config_path, config)  # before any file of the folder is loaded
         if not (backend or config.get("backend")):
             raise ValueError(f"{config_path}: no 'backend' field (features, text or table); re-run `helpgate distill`.")
-        backend = backend or config["backend"]
+        backend_override, backend = backend, backend or config["backend"]
         classifier = fallback = table = discretizer = None
         if backend == "features":
             classifier = FeatureClassifier.load(directory / "classifier")
@@ -272,13 +284,16 @@ class HelperGate(ScoredGate):
 
             discretizer = Discretizer.load(directory / "discretizer.json")
             table = Solution.load(directory / "policy.npz", discretizer)
+        from helper.gate.select import load_members
+
+        members = load_members(directory) if backend_override is None else {}
         identity.check_files(config_path, config, classifier, fallback)
         missing = identity.missing_fields(config)
         if missing:
             warnings.warn(f"{config_path} records no {', '.join(missing)} (written by an older helpgate): loaded "
                           "without those checks. Re-run `helpgate distill` to record them.", stacklevel=2)
         scorer = degraded = None
-        needs_score = backend == "table" or (classifier is not None and SCORE_FEATURE in getattr(
+        needs_score = bool(members) or backend == "table" or (classifier is not None and SCORE_FEATURE in getattr(
             classifier, "feature_names", ()))
         prm_path = prm if isinstance(prm, str) else resolve_recorded(directory, config, "prm")
         if prm is not False and needs_score and prm_path:
@@ -300,7 +315,8 @@ class HelperGate(ScoredGate):
         gate.degraded = degraded
         gate.horizon = identity.horizon_of(config)
         gate.guarantee = _guarantee(directory)
-        return gate
+        gate.members = members
+        return gate.with_budget(gate.budget) if gate.budget in members else gate
 
     def __repr__(self) -> str:
         return (f"HelperGate(backend={self.backend!r}, budget={self.budget}, solved_budget={self.solved_budget}, "

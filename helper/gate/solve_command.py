@@ -25,6 +25,16 @@ logged reward (``--objective reward``). Writes to ``out``:
   rerun deletes the outputs it did not write (an older budget's policy), and ``distill`` reads
   only what this file lists.
 
+The solved table is the helper's first member, not its only one: ``helpgate distill`` then chooses, per cap C, among
+this solve, its variants (finer bins where rows allow, every step pooled, pessimism) and the threshold on the same
+score at 32 levels, the one with the best success on training folds each fitted without it (``helper.gate.select``).
+Why: a threshold on the verifier is what a user has without collection, solve and distillation, and whether the
+budget-aware table beats it depends on the data: where a score's ranking is all there is, a continuous threshold
+loses nothing to bins; where the budget binds and later risk can be read ahead, the table keeps what later steps
+need. Choosing on the training folds keeps the helper at least at the best threshold there, and at the table where
+the table is better. The expected success printed below is this table's on the model it was solved on (in
+sample): the training folds' figures are in the helper's ``members/selection.json``.
+
 Numbers are checked before any work: ``bins`` >= 1, ``smoothing`` and ``shaping`` finite, and the
 memory the model's tables need (about ``horizon x states x 2 x states`` numbers, a few copies) is
 estimated from the options and the data and refused above ``--memory-limit-gb``.

@@ -5,6 +5,8 @@ from collections import Counter
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tabular_rl import (
     Discretizer,
@@ -115,10 +117,13 @@ def test_backoff_to_the_step_pooled_estimate():
     # Intervene in bin 1 at step 0 never happened and never moved: the prior end rate, uniform moves.
     prior = hazard0 * (0 + 1.0) / (0 + 1.0)
     np.testing.assert_allclose(m.transitions[0, 1, 1], [*np.full(S, (1 - prior) / S), prior])
-    # Mean reward: base in bin 0 at step 0 is (1 + 3) / 2, shrunk towards the pooled mean.
-    global_base = (1 + 0 + 3 + 0) / 4  # base rows: a0, a1, b0, c1
-    pooled_r = (4.0 + 1.0 * global_base) / (3 + 1.0)
-    assert m.rewards[0, 0, 0] == pytest.approx((4.0 + 2.0 * pooled_r) / (2 + 2.0))
+    # Mean reward: base in bin 0 at step 0 has two continuing rows, (1 + 3) / 2, shrunk towards the pooled mean
+    # of (bin 0, base)'s continuing rows (the same two) and that towards the base action's continuing rows
+    # (a0, b0); its ending rows (none here; c1 pooled over steps, paying 0) weigh in by its end probability.
+    global_continuing = (1 + 3) / 2
+    pooled_r = (4.0 + 1.0 * global_continuing) / (2 + 1.0)
+    continuing = (4.0 + 2.0 * pooled_r) / (2 + 2.0)
+    assert m.rewards[0, 0, 0] == pytest.approx((1 - end) * continuing + end * 0.0)
     # The last step always ends the episode.
     np.testing.assert_array_equal(m.transitions[-1, ..., -1], 1.0)
 
@@ -303,3 +308,44 @@ def test_an_action_that_never_ends_early_is_not_charged_the_horizons_ends():
     m = estimate(data, disc, smoothing=1.0)
     assert m.transitions[:-1, :3, 1, -1].max() < 0.03  # the fourth state is the unscored one, never seen
     assert m.transitions[:-1, 2, 0, -1].min() > 0.5  # "dangerous" under base (truth 3/4) ends most episodes
+
+
+def end_paid_rows(seed: int, episodes: int, longest: int) -> pl.DataFrame:
+    """Episodes of random lengths whose success (0 or 1) is credited only at their last row, interventions at
+    random: the shape of TextWorld's and the plug-ins' data."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for e in range(episodes):
+        length = int(rng.integers(1, longest + 1))
+        won = float(rng.random() < 0.6)
+        for t in range(length):
+            last = t == length - 1
+            out.append({"episode_id": f"e{e}", "step": t, "intervened": bool(rng.random() < 0.4), "budget_left": 3,
+                        "reward": won if last else 0.0, "done": last, "success": won,
+                        "prm_score": float(rng.random())})
+    return pl.DataFrame(out)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), episodes=st.integers(3, 40), longest=st.integers(1, 15),
+       bins=st.integers(1, 6), budget=st.integers(0, 4))
+def test_expected_success_is_a_probability_when_success_is_paid_at_the_end(seed, episodes, longest, bins, budget):
+    # A step that never ends an episode must not borrow the last step's credit: every value a solve reports
+    # (and every value it compares to decide) lies in [0, 1].
+    df = end_paid_rows(seed, episodes, longest)
+    if df["intervened"].all() or not df["intervened"].any():
+        return
+    model = estimate(df, Discretizer(bins).fit(df["prm_score"], df["step"]), objective="success")
+    assert model.success.max() <= 1.0 + 1e-9 and model.rewards.max() <= 1.0 + 1e-9
+    solution = solve_exact(model, budget)
+    assert -1e-9 <= solution.expected_success <= 1.0 + 1e-9
+    assert solution.values.max() <= 1.0 + 1e-9
+
+
+def test_a_credit_paid_at_the_end_reaches_only_the_steps_that_end():
+    # Two-step episodes, each ending at step 1 with success 1. Step 0 never ends an episode, so it is credited
+    # success only as often as the model's (prior) end rate there, whatever the pooling over steps.
+    df = rows({f"e{i}": [(0.5, i % 2 == 0, 0.0, False), (0.5, i % 3 == 0, 1.0, True)] for i in range(12)})
+    model = estimate(df, Discretizer(2).fit(df["prm_score"], df["step"]), objective="success")
+    assert np.allclose(model.rewards[0], model.transitions[0, ..., -1])
+    assert solve_exact(model, 1).expected_success == pytest.approx(1.0)

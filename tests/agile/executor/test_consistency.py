@@ -171,8 +171,10 @@ def test_samples_change_no_turn_and_prefill_no_prompt():
         (plain.prompts, plain.prefilled_tokens, plain.prompt_tokens) and plain.prefilled_tokens > 0
     for with_samples, without in zip(rows_sampled, rows_plain):
         assert without.proposal_signals.keys().isdisjoint(CONSISTENCY_KEYS)
+        # Equal up to the float noise of forwards batched with other rows (oneDNN's kernels on a CPU with native
+        # BF16 order a sum by the batch's shape): the samples add keys, they change no signal.
         assert {k: v for k, v in with_samples.proposal_signals.items() if k not in CONSISTENCY_KEYS} == \
-            without.proposal_signals
+            pytest.approx(without.proposal_signals, abs=1e-4)
         agree, entropy = (with_samples.proposal_signals[k] for k in CONSISTENCY_KEYS)
         assert agree * 8 == int(agree * 8) and 0.0 <= entropy <= math.log(8) + 1e-9
     assert len({r.proposal_signals["consistency_agree"] for r in rows_sampled}) > 1

@@ -39,7 +39,9 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     (always,) = [v for (m, _), v in by.items() if m == "always"]
     (never,) = [v for (m, _), v in by.items() if m == "never"]
     assert always == (1.0, 4.0) and never[1] == 0.0
-    assert all(by[(m, 0)] == never for m in set(sweep["method"]) - {"always", "never"})
+    # (The priced helper and the no-cap curves play spends of 1 and up, no C = 0.)
+    uncapped = {m for m in set(sweep["method"]) if m.endswith("_nocap")} | {"helper_priced"}
+    assert all(by[(m, 0)] == never for m in set(sweep["method"]) - {"always", "never"} - uncapped)
     summary = json.loads((out / "sweep" / "summary.json").read_text())
     # The summary holds the same numbers as sweep.csv, for every method and budget.
     for (method, budget), (success, interventions) in by.items():
@@ -72,9 +74,12 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     assert "| helper | " in text and "| random | " in text and "Δ " in text
     assert f"| {out.name} | label_proposal | {metrics['oof_auroc']:.3f} |" in text
 
-    # The priced helper is on the default sweep, below its budget; a resweep plays the same episodes.
+    # The priced helper is on the default sweep, at each target spend with no cap, and the threshold baselines' no-cap
+    # curves reach its spend; a resweep plays the same episodes.
     priced = sweep.filter(pl.col("method") == "helper_priced")
-    assert sorted(priced["budget"].to_list()) == [0, 1, 2] and (priced["interventions"] <= priced["budget"]).all()
+    assert sorted(priced["budget"].to_list()) == [1, 2]
+    assert all(r["mix"] is not None for method in ("prm_threshold", "router", "knn")
+               for r in summary["at_spend"][method].values())
     benchmark_module("resweep").main([str(out), "again", "helper", "--backend", "table"])
     episodes = {name: pl.read_csv(out / name / "episodes.csv").filter(pl.col("method") == "helper")
                 for name in ("sweep", "again")}
@@ -103,5 +108,7 @@ def test_gold_features_ablation_reaches_the_helper(tmp_path):
     summary = json.loads((out / "sweep" / "summary.json").read_text())
     assert gold <= set(summary["router"]["features"])  # the ablation switches them on for every reader
     assert summary["decide_after"] == "state"
-    # --methods: the sweep plays those (and never / always, which PGR needs) and nothing else.
-    assert set(pl.read_csv(out / "sweep" / "sweep.csv")["method"]) == {"helper", "router", "never", "always"}
+    # --methods: the sweep plays those (and never / always, which PGR needs; the router also with no cap) and nothing
+    # else.
+    assert set(pl.read_csv(out / "sweep" / "sweep.csv")["method"]) == {"helper", "router", "router_nocap", "never",
+                                                                       "always"}

@@ -357,7 +357,10 @@ def test_served_helper_needs_and_reads_the_proposal(proposal_helper):
     root, _ = proposal_helper
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        helper = HelperGate.load(root / "helper", budget=1)
+        # The classifier: it reads the executor's features (the member chosen for a cap reads the score alone).
+        helper = HelperGate.load(root / "helper", budget=1, backend="features")
+        member = HelperGate.load(root / "helper", budget=1)
+    assert member.backend == "table" and member.member is not None
     client = TestClient(create_app(ServedGate(helper), horizon=3))
     assert client.get("/health").json()["decide_after"] == "proposal"
     request = {"episode_id": "e1", "step": 0, "state_text": "Question 1 of 3.\nCustomer: is it red?"}
@@ -372,6 +375,12 @@ def test_served_helper_needs_and_reads_the_proposal(proposal_helper):
     observation = Observation("fresh", "", "", 0, request["state_text"], 3, request["features"])
     expected = helper.intervene_probability(observation, 1, Action(f"{PREDICT} yes"))
     assert answer.json()["score"] == pytest.approx(expected, abs=1e-6)
+    # The member reads the PRM's score of the proposal: refused without one, the in-process answer with one.
+    client = TestClient(create_app(ServedGate(member), horizon=3))
+    assert client.post("/v1/gate", json=request).status_code == 422
+    answer = client.post("/v1/gate", json=request | {"proposal": f"{PREDICT} yes", "episode_id": "e2"})
+    expected = member.intervene_probability(observation, 1, Action(f"{PREDICT} yes"))
+    assert answer.status_code == 200 and answer.json()["score"] == pytest.approx(expected, abs=1e-6)
 
 
 class AlternatingEpisode:

@@ -89,7 +89,7 @@ def test_seeds_are_a_level_of_the_interval(tmp_path):
                             resamples=4000, figures=False))
     cells = _row(text, "random")
     assert [cells["seeds"], cells["episodes"]] == ["2", "8"]  # two seeds, eight episodes pooled
-    assert cells["C=1"] == "+0.500 [-5.853, +6.853]" and cells["verdict"] == "tie"
+    assert cells["C=1"] == "+0.500 [-5.853, +6.853]" and cells["verdict under a cap"] == "tie"
 
 
 def test_seeds_that_played_the_same_groups_are_crossed_with_them(tmp_path):
@@ -249,7 +249,7 @@ def test_holm_over_the_family_decides_the_win(tmp_path):
     alone = run(ReportConfig([str(_marginal(tmp_path / "one", ("random",)))], out=str(tmp_path / "a.md"),
                              budgets=[1], resamples=4000, figures=False))
     cells = _row(alone, "random")
-    assert cells["comparisons"] == "1" and cells["verdict"] == "win"
+    assert cells["comparisons"] == "1 + 0" and cells["verdict under a cap"] == "win"
     low = float(cells["C=1"].split("[")[1].split(",")[0])
     assert low > 0
     # Four comparisons (two baselines, two budgets), each interval still above 0: Holm's first step asks
@@ -258,29 +258,43 @@ def test_holm_over_the_family_decides_the_win(tmp_path):
                             resamples=4000, figures=False))
     for baseline in ("random", "router"):
         cells = _row(four, baseline)
-        assert cells["comparisons"] == "4" and cells["verdict"] == "tie"
+        assert cells["comparisons"] == "4 + 0" and cells["verdict under a cap"] == "tie"
         assert float(cells["C=1"].split("[")[1].split(",")[0]) > 0
     assert "Holm's rule at 5%" in four
 
 
-def test_a_baseline_that_under_spends_is_read_at_the_helpers_spend(tmp_path):
-    # The helper spends 1 at C=1 and 2 at C=2; random spends 0.5 and 1.5. At C=1 random is read at spend 1:
-    # half C=1, half C=2, per episode: success (0 + 1) / 2 on episodes 0-1, 1 on 2, 0 on 3: mean 0.5; the
-    # helper's 0.75 gives +0.250. At C=2 random never spends 2: out of reach.
+def test_the_priced_helper_is_read_at_its_own_spend_on_each_no_cap_curve(tmp_path):
+    """Hand-computed curves. The priced helper spends 1.0 at s=1 and 2.0 at s=2 (no cap). prm_threshold's no-cap
+    curve spends 0.5 and 1.5 at levels 1 and 2 (under-spends at s=1): read at 1.0, half of each per episode. router's
+    spends 2.0 at level 1 (over-spends): read at 1.0 between never (0) and level 1. knn's stops at 0.5: out of reach
+    at both. Under the cap the same baselines are compared at C=c as before, in a family of their own."""
     outcomes = {("never", 0): [0.0] * 4, ("always", H): [1.0] * 4, ("helper", 1): [1, 1, 1, 0],
-                ("helper", 2): [1, 1, 1, 1], ("random", 1): [0, 0, 1, 0], ("random", 2): [1, 1, 1, 0],
-                ("first_k", 1): [1, 0, 1, 0], ("first_k", 2): [1, 1, 1, 0]}
+                ("helper", 2): [1, 1, 1, 1], ("helper_priced", 1): [1, 1, 1, 0], ("helper_priced", 2): [1, 1, 1, 1],
+                ("prm_threshold", 1): [0, 0, 1, 0], ("prm_threshold", 2): [1, 1, 1, 0],
+                ("prm_threshold_nocap", 1): [0, 0, 1, 0], ("prm_threshold_nocap", 2): [1, 1, 1, 0],
+                ("router", 1): [1, 0, 1, 0], ("router", 2): [1, 1, 1, 0], ("router_nocap", 1): [1, 1, 1, 1],
+                ("knn", 1): [0, 0, 0, 0], ("knn", 2): [0, 0, 0, 0], ("knn_nocap", 1): [0, 0, 0, 0]}
     used = {("never", 0): 0.0, ("always", H): float(H), ("helper", 1): 1.0, ("helper", 2): 2.0,
-            ("random", 1): 0.5, ("random", 2): 1.5, ("first_k", 1): 1.0, ("first_k", 2): 2.0}
+            ("helper_priced", 1): 1.0, ("helper_priced", 2): 2.0, ("prm_threshold", 1): 0.5,
+            ("prm_threshold", 2): 1.5, ("prm_threshold_nocap", 1): 0.5, ("prm_threshold_nocap", 2): 1.5,
+            ("router", 1): 1.0, ("router", 2): 2.0, ("router_nocap", 1): 2.0, ("knn", 1): 0.5, ("knn", 2): 0.5,
+            ("knn_nocap", 1): 0.5}
     folder = _write_run(tmp_path / "s", outcomes, used, ["a", "a", "b", "b"])
     text = run(ReportConfig([str(folder)], out=str(tmp_path / "r.md"), figures=False))
-    cells = _row(text, "random")
-    assert cells["interventions C=1 helper / baseline"] == "1.00 / 0.50"
-    assert cells["C=1"].startswith("+0.500")
-    assert cells["C=1 at the helper's spend"].startswith("+0.250 [") and "(0.50·C=1 + 0.50·C=2)" in cells[
-        "C=1 at the helper's spend"]
-    assert cells["C=2 at the helper's spend"] == "out of reach (spends ≤ 1.50)"
-    assert _row(text, "first_k")["C=1 at the helper's spend"] == "same spend"
+    assert "| helper_priced |" not in text and "| prm_threshold_nocap |" not in text  # sides, not baselines
+    cells = _row(text, "prm_threshold")
+    assert cells["interventions C=1 helper / baseline"] == "1.00 / 0.50" and cells["C=1"].startswith("+0.500")
+    # Half level 1, half level 2 per episode: (0 + 1) / 2 on episodes 0-1, 1 on 2, 0 on 3: 0.5; priced 0.75: +0.250.
+    assert cells["s=1 priced helper at its spend"].startswith("+0.250 [")
+    assert "(1.00/ep; 0.50·s=1 + 0.50·s=2)" in cells["s=1 priced helper at its spend"]
+    assert cells["s=2 priced helper at its spend"] == "out of reach (priced 2.00/ep, curve ≤ 1.50)"
+    # Never and level 1 half each: (0 + 1) / 2 on every episode: 0.5; priced 0.75: +0.250.
+    router = _row(text, "router")["s=1 priced helper at its spend"]
+    assert router.startswith("+0.250 [") and "0.50·s=0 + 0.50·s=1" in router
+    assert _row(text, "knn")["s=1 priced helper at its spend"].startswith("out of reach")
+    # Under a cap: three baselines at two budgets; at a spend: the readings that exist (prm_threshold at s=1, router at
+    # s=1 and at s=2, where its level 1 spends exactly the priced helper's 2.0).
+    assert _row(text, "knn")["comparisons"] == "6 + 3"
 
 
 def test_online_rl_equal_to_first_k_and_the_helpers_variant_stand_apart(tmp_path):
@@ -292,14 +306,13 @@ def test_online_rl_equal_to_first_k_and_the_helpers_variant_stand_apart(tmp_path
             outcomes[(method, c)], used[(method, c)] = values, float(c)
     text = run(ReportConfig([str(_write_run(tmp_path / "s", outcomes, used, ["a", "b", "c", "d"]))],
                             out=str(tmp_path / "r.md"), figures=False))
-    assert _row(text, "online_rl (= first_k on every episode)")["verdict"] == "not in the family"
-    assert _row(text, "helper_priced (the helper's own variant)")["verdict"] == "not in the family"
-    assert _row(text, "first_k")["comparisons"] == "4"  # first_k and random at C = 1 and 2
+    assert _row(text, "online_rl (= first_k on every episode)")["verdict under a cap"] == "not in the family"
+    assert _row(text, "first_k")["comparisons"] == "4 + 0"  # first_k and random at C = 1 and 2
     # Once online_rl differs from first_k on one episode it is a baseline of its own.
     outcomes[("online_rl", 2)] = [1, 1, 0, 0]
     text = run(ReportConfig([str(_write_run(tmp_path / "t", outcomes, used, ["a", "b", "c", "d"]))],
                             out=str(tmp_path / "r2.md"), figures=False))
-    assert "| online_rl |" in text and _row(text, "first_k")["comparisons"] == "6"
+    assert "| online_rl |" in text and _row(text, "first_k")["comparisons"] == "6 + 0"
 
 
 def test_the_cluster_t_interval_is_the_t_interval_of_the_cluster_means_where_groups_are_nested():

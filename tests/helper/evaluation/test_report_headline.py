@@ -75,8 +75,8 @@ def test_headline_from_a_real_run_then_from_its_committed_report(chain_run, tmp_
     stages = json.loads((root / "runs" / "chain0" / "provenance.json").read_text())["stages"]
     for row in reported:
         mine = rows[("chain", row["baseline"])]
-        for column in ("C=1", "C=2", "interventions C=1 helper / baseline", "C=2 at the helper's spend", "verdict",
-                       "comparisons", "episodes"):
+        for column in ("C=1", "C=2", "interventions C=1 helper / baseline", "s=2 priced helper at its spend",
+                       "verdict under a cap", "verdict at a spend", "comparisons", "episodes"):
             assert mine[column] == row[column], column
         assert mine["rules"] == CURRENT
         assert mine["commit"] == stages["pipeline"]["commit"]["describe"]
@@ -87,7 +87,8 @@ def test_headline_from_a_real_run_then_from_its_committed_report(chain_run, tmp_
         assert f"of {stages['pipeline']['machine']['cores']} cores" in mine["machine"]
     # The older report: its own cells, the source's commit, machine and command, marked older, no spend columns.
     old = rows[("old one", "router")]
-    assert (old["rules"], old["verdict"], old["C=1"]) == (OLDER, "win", "+0.062 [+0.010, +0.177]")
+    assert (old["rules"], old["verdict under a cap"], old["C=1"]) == (OLDER, "win", "+0.062 [+0.010, +0.177]")
+    assert old["verdict at a spend"] == "–"
     assert (old["comparisons"], old["interventions C=2 helper / baseline"]) == ("–", "–")
     assert (old["commit"], old["machine"], old["command"]) == ("abc1234", "2-core CPU", "`helpgate pipeline --seed S`")
     assert f"Rules '{OLDER}' (1 set-ups)" in written

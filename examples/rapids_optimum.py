@@ -1,0 +1,171 @@
+"""The exact budgeted optimum of ``examples.rapids``, and how far the best static threshold falls short of it.
+
+    from examples.rapids_optimum import best_threshold, optimum, room
+    success, interventions = optimum(budget=3)     # 0.615: the best any gate reaches under a cap of 3
+    best_threshold(budget=3)                       # process 0.418, outcome 0.323 (the best level of each)
+    room(budget=3)                                 # 0.197 = 0.615 - 0.418
+
+The risks are independent across crossings and a slip ends the episode, so (crossing, risk,
+budget left) is all a gate needs to know: ``optimum`` is backward induction over it, the best
+success any gate that sees the state texts can reach with at most ``budget`` interventions, and
+the expected interventions of that gate when a tie goes to the agent. ``policy_search`` is a
+second, slower brute force for tiny rivers: every deterministic (crossing, risk, budget left)
+policy, each evaluated on every risk sequence. ``true_model`` is the same dynamics as a
+``tabular_rl.TabularModel`` (states: the risk words, their odds depending on the crossing), for
+the solver and for the reference gate (``optimal_gate``).
+
+``best_threshold`` is the yardstick the optimum is read against: a static gate that intervenes,
+while the cap lasts, wherever an ideal step-level verifier's score passes a level, each level
+tried and the best kept. Two verifiers: ``process``, the crossing's own slip probability
+(intervene where it is at least the level), and ``outcome``, the chance that the base agent alone
+makes every crossing from here (intervene where it is at most the level). Neither looks ahead at
+what the budget will be needed for; ``room`` is what that costs.
+
+``SureFootedAgent`` and ``expected_outcome`` are plain-cue's (``examples.plain_cue_optimum``): the
+agent, the slips and the intervention are the same, so they evaluate a gate in expectation over
+the slips here too.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+
+from examples.plain_cue_optimum import RISKS, SureFootedAgent, expected_outcome
+from examples.rapids import HORIZON, SLIP, risk_odds_by_step
+
+__all__ = ["RISKS", "SureFootedAgent", "best_threshold", "expected_outcome", "optimal_gate", "optimum",
+           "outcome_score", "policy_search", "process_score", "room", "threshold_success", "true_model"]
+
+# The odds are decimal (0.3, 0.7, ...), not binary fractions, so two equal values reached along
+# different sums can differ in their last bits: an intervention must win by more than that, and a
+# tie goes to the agent (as in ``tabular_rl.solve_exact``).
+TIE = 1e-12
+
+
+def _wins(helped: float, crossed: float) -> bool:
+    return helped > crossed + TIE * (1.0 + abs(crossed))
+
+
+def optimum(budget: int, horizon: int = HORIZON) -> tuple[float, float]:
+    """(best success, expected interventions of the best gate, ties to the agent) with ``budget``."""
+    budget = int(budget)
+    value = [1.0] * (budget + 1)  # after the last crossing, per budget left
+    spent = [0.0] * (budget + 1)
+    for odds in reversed(risk_odds_by_step(horizon)):
+        new_value, new_spent = [0.0] * (budget + 1), [0.0] * (budget + 1)
+        for left in range(budget + 1):
+            for risk, p in odds.items():
+                keep = 1.0 - SLIP[risk]
+                best = (keep * value[left], keep * spent[left])
+                if left and _wins(value[left - 1], best[0]):
+                    best = (value[left - 1], 1.0 + spent[left - 1])
+                new_value[left] += p * best[0]
+                new_spent[left] += p * best[1]
+        value, spent = new_value, new_spent
+    return value[budget], spent[budget]
+
+
+def policy_search(budget: int, horizon: int) -> float:
+    """Best success over every deterministic (crossing, risk, budget left) -> intervene policy.
+
+    Only the cells a river can reach are enumerated (a risk with odds 0 at that crossing, or more
+    budget spent than crossings passed, never occurs), so a policy differs from another where it matters."""
+    odds = risk_odds_by_step(horizon)
+    cells = [(t, r, b) for t in range(horizon) for r in RISKS if odds[t][r] > 0
+             for b in range(max(1, budget - t), budget + 1)]
+    sequences = []
+    for seq in itertools.product(RISKS, repeat=horizon):
+        weight = float(np.prod([odds[t][r] for t, r in enumerate(seq)]))
+        if weight > 0:
+            sequences.append((seq, weight))
+    best = 0.0
+    for choice in itertools.product((False, True), repeat=len(cells)):
+        policy = dict(zip(cells, choice))
+        value = 0.0
+        for seq, weight in sequences:
+            left, survive = budget, 1.0
+            for t, risk in enumerate(seq):
+                if left and policy[(t, risk, left)]:
+                    left -= 1
+                else:
+                    survive *= 1.0 - SLIP[risk]
+            value += weight * survive
+        best = max(best, value)
+    return best
+
+
+def true_model(horizon: int = HORIZON):
+    """The dynamics as a ``TabularModel``: state = the crossing's risk word; return = success."""
+    from tabular_rl import TabularModel
+
+    S = len(RISKS)
+    odds = np.array([[step[r] for r in RISKS] for step in risk_odds_by_step(horizon)])
+    slip = np.array([SLIP[r] for r in RISKS])
+    transitions = np.zeros((horizon, S, 2, S + 1))
+    for t in range(horizon - 1):  # the next crossing's risk follows that crossing's odds
+        transitions[t, :, 0, :S] = (1.0 - slip)[:, None] * odds[t + 1][None, :]
+        transitions[t, :, 0, S] = slip
+        transitions[t, :, 1, :S] = odds[t + 1]
+    transitions[horizon - 1, :, :, S] = 1.0
+    rewards = np.zeros((horizon, S, 2))
+    rewards[horizon - 1, :, 0] = 1.0 - slip  # success is credited when the last crossing is made
+    rewards[horizon - 1, :, 1] = 1.0
+    return TabularModel(transitions=transitions, rewards=rewards, start=odds[0].copy(), success=rewards.copy())
+
+
+def optimal_gate(budget: int, horizon: int = HORIZON):
+    """The exact optimum as a gate: backward induction on ``true_model``, reading the risk annotation."""
+    from helper.baselines.exact import exact_optimal_gate
+
+    return exact_optimal_gate(true_model(horizon), RISKS, lambda o: o.annotations.get("risk"), budget)
+
+
+def threshold_success(budget: int, wants: Callable[[int, str], bool], horizon: int = HORIZON) -> float:
+    """Exact success of the gate that intervenes, while the cap lasts, at every crossing where ``wants(t, risk)``."""
+    budget = int(budget)
+    value = [1.0] * (budget + 1)
+    for t, odds in reversed(list(enumerate(risk_odds_by_step(horizon)))):
+        value = [sum(p * (value[left - 1] if left and wants(t, risk) else (1.0 - SLIP[risk]) * value[left])
+                     for risk, p in odds.items()) for left in range(budget + 1)]
+    return value[budget]
+
+
+def process_score(t: int, risk: str, horizon: int = HORIZON) -> float:
+    """The ideal process verifier: this crossing's slip probability (higher = help here). It reads the risk
+    alone; the crossing and the horizon are there so that both verifiers are called alike."""
+    return SLIP[risk]
+
+
+def outcome_score(t: int, risk: str, horizon: int = HORIZON) -> float:
+    """The ideal outcome verifier: the chance the base agent alone makes this crossing and every later one."""
+    ahead = 1.0
+    for odds in risk_odds_by_step(horizon)[t + 1:]:
+        ahead *= sum(p * (1.0 - SLIP[r]) for r, p in odds.items())
+    return (1.0 - SLIP[risk]) * ahead
+
+
+def best_threshold(budget: int, horizon: int = HORIZON) -> dict[str, float]:
+    """Per ideal verifier (``process``, ``outcome``), the best success of a static threshold under the cap."""
+    odds = risk_odds_by_step(horizon)
+    best = {}
+    for name, score, helps_above in (("process", process_score, True), ("outcome", outcome_score, False)):
+        scores = {(t, r): score(t, r, horizon) for t in range(horizon) for r in RISKS}
+        # Every level that splits the scores a river can show differently, "never" included.
+        levels = sorted({scores[t, r] for t in range(horizon) for r in RISKS if odds[t][r] > 0})
+        levels.append(np.inf if helps_above else -np.inf)
+        best[name] = max(threshold_success(budget, _threshold(scores, level, helps_above), horizon) for level in levels)
+    return best
+
+
+def _threshold(scores: dict, level: float, helps_above: bool) -> Callable[[int, str], bool]:
+    if helps_above:
+        return lambda t, risk: scores[t, risk] >= level
+    return lambda t, risk: scores[t, risk] <= level
+
+
+def room(budget: int, horizon: int = HORIZON) -> float:
+    """How much success the optimum gains over the best threshold of either verifier under the same cap."""
+    return optimum(budget, horizon)[0] - max(best_threshold(budget, horizon).values())

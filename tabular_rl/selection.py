@@ -1,0 +1,165 @@
+"""Choose among members on training folds only: each fold held out once, every member fitted without it.
+
+    table = cross_fitted(rows, folds, specs, budgets=[1, 2, 3])     # success and spend per member and cap
+    best = table.best()                                            # {cap: index of the chosen member}
+
+For each fold ``k`` every member of ``specs`` is fitted (``tabular_rl.members.fit_member``) on the rows of the
+other folds, exactly as on all of them, and read on fold ``k`` under each cap C:
+
+- ``replay`` (``tabular_rl.replay``), where the rows log the base agent's outcome at every decision and decisions
+  are separate questions: the member played on fold ``k``'s logged episodes, no model;
+- ``judge`` (``tabular_rl.judge``) otherwise: fold ``k``'s own model on a grid of every member's edges.
+
+A member's figure is the mean over every held-out episode (each is held out once). ``best`` takes the highest
+success per cap; a tie (within ``TIE``) goes to the member listed first, so the configured solve keeps its place
+unless another member does better on data it was not fitted on. Nothing here reads a test group: ``rows`` are
+training rows and the folds split them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from .estimate import MissingActionError
+from .judge import grid_of, judge_model, judged
+from .members import Member, MemberSpec, fit_member
+from .replay import ReplayEpisodes, replay, replayable
+from .transitions import DEFAULT_COLUMNS, Columns
+
+TIE = 1e-9
+EVALUATORS = ("replay", "judge")
+
+
+@dataclass
+class CrossFitted:
+    """Per member (rows) and cap (columns): mean held-out success and interventions per episode."""
+
+    specs: list[MemberSpec]
+    budgets: list[int]
+    success: np.ndarray
+    interventions: np.ndarray
+    evaluator: str
+    folds: int
+    episodes: int = 0
+    skipped_folds: list = field(default_factory=list)
+
+    def best(self, among: list[int] | None = None) -> dict[int, int]:
+        """Per cap, the index (into ``specs``) of the member with the highest success (ties: listed first), among
+        the indices ``among`` (default: all)."""
+        candidates = list(range(len(self.specs))) if among is None else list(among)
+        out = {}
+        for j, c in enumerate(self.budgets):
+            values = self.success[candidates, j]
+            if np.all(np.isnan(values)):
+                out[c] = candidates[0]
+                continue
+            top = np.nanmax(values)
+            out[c] = next(i for i, v in zip(candidates, values) if np.isfinite(v) and v >= top - TIE)
+        return out
+
+    def best_within(self, spend: float, budget: int, tolerance: float = 0.02) -> int:
+        """The index of the member with the highest success under cap ``budget`` among those whose mean
+        interventions stay within ``spend`` (+ ``tolerance``): the best at that average spend; the one that spends
+        least where none does."""
+        j = self.budgets.index(int(budget))
+        spent, success = self.interventions[:, j], self.success[:, j]
+        inside = np.flatnonzero(np.isfinite(success) & (spent <= spend + tolerance))
+        if inside.size == 0:
+            return int(np.nanargmin(spent)) if np.isfinite(spent).any() else 0
+        top = success[inside].max()
+        return int(next(i for i in inside if success[i] >= top - TIE))
+
+    def kind_indices(self, kind: str) -> list[int]:
+        return [i for i, s in enumerate(self.specs) if s.kind == kind]
+
+    def to_dict(self) -> dict:
+        return {"evaluator": self.evaluator, "folds": self.folds, "episodes": self.episodes,
+                "skipped_folds": self.skipped_folds, "budgets": self.budgets,
+                "members": [s.name for s in self.specs],
+                "success": np.round(self.success, 6).tolist(), "interventions": np.round(self.interventions, 6).tolist()}
+
+
+def choose_evaluator(rows: pl.DataFrame, evaluator: str = "auto") -> str:
+    if evaluator == "auto":
+        return "replay" if replayable(rows) else "judge"
+    if evaluator not in EVALUATORS:
+        raise ValueError(f"evaluator={evaluator!r}: choose auto, {', '.join(EVALUATORS)}")
+    if evaluator == "replay" and not replayable(rows):
+        raise ValueError("evaluator='replay' needs rows that log the base agent's outcome at every decision "
+                         "(proposal_reward) with success the mean reward of an episode; use judge or auto.")
+    return evaluator
+
+
+def cross_fitted(rows: pl.DataFrame, folds: np.ndarray, specs: list[MemberSpec], budgets: list[int], *,
+                 evaluator: str = "auto", targets: np.ndarray | None = None, score: np.ndarray | None = None,
+                 columns: Columns = DEFAULT_COLUMNS, smoothing: float = 1.0, objective: str = "success",
+                 shaping: float = 0.0) -> CrossFitted:
+    """Every member's held-out success and spend per cap (module docstring). ``folds``: one fold id per row (an
+    episode's rows share one); ``targets``: per row, for supervised bins; ``score``: per row, a score to read
+    instead of ``columns.score`` (a router's or kNN's out-of-fold score, for their thresholds)."""
+    folds = np.asarray(folds)
+    if folds.shape != (rows.height,):
+        raise ValueError(f"folds: {folds.size} fold ids for {rows.height} rows; give one per row")
+    if score is not None:
+        rows = rows.with_columns(pl.Series(columns.score, np.asarray(score, dtype=np.float64)))
+    evaluator = choose_evaluator(rows, evaluator)
+    budgets = sorted({int(c) for c in budgets})
+    if len(np.unique(folds)) < 2:  # nothing to hold out: no choice can be read on unseen rows
+        nan = np.full((len(specs), len(budgets)), np.nan)
+        return CrossFitted(list(specs), budgets, nan, nan.copy(), evaluator, 1, 0, [{"fold": "all",
+                           "why": "one fold only"}])
+    top = max(budgets)
+    horizon = int(rows[columns.step].max()) + 1
+    total = np.zeros((len(specs), len(budgets)))
+    spent = np.zeros((len(specs), len(budgets)))
+    weight, skipped = 0, []
+    for k in np.unique(folds):
+        inside = folds != k
+        fit_rows, held_rows = rows.filter(pl.Series(inside)), rows.filter(pl.Series(~inside))
+        fit_targets = None if targets is None else np.asarray(targets)[inside]
+        try:
+            members = [fit_member(s, fit_rows, top, targets=fit_targets, columns=columns, smoothing=smoothing,
+                                  objective=objective, shaping=shaping, horizon=horizon) for s in specs]
+        except MissingActionError as error:
+            skipped.append({"fold": str(k), "why": str(error).split(":")[0]})
+            continue
+        held_episodes = held_rows[columns.episode].n_unique()
+        try:
+            values = _read_fold(evaluator, members, budgets, held_rows, fit_rows, columns, smoothing, objective,
+                                shaping)
+        except MissingActionError as error:
+            skipped.append({"fold": str(k), "why": str(error).split(":")[0]})
+            continue
+        total += values[0] * held_episodes
+        spent += values[1] * held_episodes
+        weight += held_episodes
+    if weight == 0:
+        nan = np.full((len(specs), len(budgets)), np.nan)
+        return CrossFitted(list(specs), budgets, nan, nan.copy(), evaluator, len(np.unique(folds)), 0, skipped)
+    return CrossFitted(list(specs), budgets, total / weight, spent / weight, evaluator, len(np.unique(folds)), weight,
+                       skipped)
+
+
+def _read_fold(evaluator: str, members: list[Member], budgets: list[int], held_rows: pl.DataFrame,
+               fit_rows: pl.DataFrame, columns: Columns, smoothing: float, objective: str,
+               shaping: float) -> tuple[np.ndarray, np.ndarray]:
+    """(success, interventions) per member and cap on one held-out fold."""
+    success = np.zeros((len(members), len(budgets)))
+    spent = np.zeros_like(success)
+    if evaluator == "replay":
+        episodes = ReplayEpisodes.from_rows(held_rows, score_column=columns.score)
+        for i, member in enumerate(members):
+            for j, c in enumerate(budgets):
+                outcome = replay(episodes, member.decide, c)
+                success[i, j], spent[i, j] = outcome.success.mean(), outcome.interventions.mean()
+        return success, spent
+    grid = grid_of([m.edges for m in members])
+    judge = judge_model(held_rows, fit_rows, grid, columns=columns, smoothing=smoothing, objective=objective,
+                        shaping=shaping)
+    for i, member in enumerate(members):
+        for j, c in enumerate(budgets):
+            success[i, j], spent[i, j] = judged(judge, grid, member.decide, c)
+    return success, spent
