@@ -129,8 +129,10 @@ def run(cfg, pipeline) -> dict:
         fold_cfg = replace(cfg, out=str(fold_out), spec=replace(cfg.spec, data=str(root)), cross_fit=0,
                            episodes=_episodes(out / "trajectories", held_out))
         print(f"\n[pipeline] === fold {k} of {cfg.cross_fit}: held-out groups {', '.join(held_out)} ===", flush=True)
+        # One feature cache for every fold: a frozen backbone's features of an episode are the same in each.
         pipeline._stage(out, f"fold{k}", cfg.redo, lambda c=fold_cfg, h=held_out, t=trained_on: pipeline.run(
-            c, collected=lambda: write_fold_rows(out / "trajectories", t, h)))
+            c, collected=lambda: write_fold_rows(out / "trajectories", t, h),
+            feature_cache=str(out / "prm-features.npz")))
 
     # 3. The folds pooled.
     pipeline._stage(out, "sweep", cfg.redo, lambda: pool(out, folds, cfg))

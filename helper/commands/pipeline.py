@@ -129,12 +129,19 @@ class PipelineConfig:
     sweep: for an ablation that changes only some of them."""
     seed: int = 0
     """Seed of collection (evaluation uses seed + 1000 on the test groups)."""
-    cross_fit: int = 0
-    """Folds of product groups (ProductQA; 0: off): one collection over every group of the data's train/ and test/,
-    then per fold the PRM, solve, distill and sweep on the other folds' groups, the sweep on the fold's own
-    (--eval-episodes per fold); the folds' sweeps pooled in <out>/sweep (helper.commands.cross_fit)."""
+    cross_fit: int | None = None
+    """Folds of product groups (ProductQA): one collection over every group of the data's train/ and test/, then per
+    fold the PRM, solve, distill and sweep on the other folds' groups, the sweep on the fold's own (--eval-episodes
+    per fold); the folds' sweeps pooled in <out>/sweep (helper.commands.cross_fit). Default: 4 for ProductQA (0 with
+    --quick), 0 elsewhere; 0: the data's own train / test split."""
     redo: bool = False
     """Run every stage again even if its folder is marked finished."""
+
+    def fold_count_cross_fit(self) -> int:
+        """``cross_fit``, or its default for this environment (none with --quick)."""
+        if self.cross_fit is not None:
+            return int(self.cross_fit)
+        return 0 if self.quick else self.spec.kind.cross_fit_folds
 
     def decide_mode(self) -> str:
         """``decide_after``, or its default for this environment."""
@@ -279,9 +286,10 @@ def collect_stage(cfg: PipelineConfig, out: Path, budget: int) -> None:
     _stage(out, "collect", cfg.redo, lambda: collect.run(config))
 
 
-def run(cfg: PipelineConfig, collected=None) -> dict:
+def run(cfg: PipelineConfig, collected=None, feature_cache: str | None = None) -> dict:
     """Every stage in ``cfg.out``; ``collected``: the collect stage's work instead of a collection (cross-fitting
-    writes a fold's training rows from the shared collection)."""
+    writes a fold's training rows from the shared collection); ``feature_cache``: a frozen-backbone feature cache
+    shared with other runs of the same rows (cross-fitting's folds: each episode's features computed once)."""
     from helper.commands.choose import choose, load_choice
     from helper.evaluation import sweep
     from helper.gate import distill, solve_command
@@ -289,7 +297,7 @@ def run(cfg: PipelineConfig, collected=None) -> dict:
     from prm.training import train as prm_train
     from prm.verifiers.backbones import check_backbone, is_encoder
 
-    cfg = replace(cfg, decide_after=cfg.decide_mode())
+    cfg = replace(cfg, decide_after=cfg.decide_mode(), cross_fit=cfg.fold_count_cross_fit())
     check_backbone(cfg.prm_model, "--prm-model")  # before collection, not after it
     if cfg.prm_lora and is_encoder(cfg.prm_model):
         raise ValueError(f"--prm-lora with --prm-model {cfg.prm_model}: an encoder is fine-tuned whole; "
@@ -331,7 +339,7 @@ def run(cfg: PipelineConfig, collected=None) -> dict:
     def train_prm() -> None:
         # Left to choose: every candidate tried on the training folds first; the chosen PRM then reads the
         # chosen pooling's cached features (no second backbone pass).
-        changes = {}
+        changes = {"feature_cache": feature_cache} if feature_cache else {}
         if cfg.chooses():
             choice = choose(cfg, trajectories, out / "choose", solved)
             changes = dict(target=choice["target"], pooling=choice["pooling"],

@@ -36,6 +36,9 @@ class EnvKind:
     """The pipeline's default for the PRM head reading the backbone's hidden state."""
     train_episodes = 64
     """The pipeline's default number of training episodes to collect (without --episodes or --quick)."""
+    cross_fit_folds = 0
+    """The pipeline's default --cross-fit: folds of task groups, each held out once (0: the data's own train / test
+    split)."""
     exact_optimum = False
     """Whether its simulator agent's dynamics are a known model (per question type): then, with no memory
     boost and the human as the strong actor, the exact optimum is computed and the oracle is exact."""
@@ -86,6 +89,8 @@ class ProductQA(EnvKind):
     # A question's proposal is a cheap call of the base agent next to a human's answer.
     decide_after = "proposal"
     exact_optimum = True
+    # Every product group held out once: 2-4 fixed test groups leave intervals as wide as the groups differ.
+    cross_fit_folds = 4
 
     def check(self, spec) -> None:
         super().check(spec)

@@ -20,6 +20,11 @@ budget is spent, whatever the order of the calls, and it is safe to call from ma
 count restarts only for a new ``episode_id`` or after ``gate.end_episode(episode_id)`` /
 ``gate.reset()`` (``run_episodes`` ends each episode when it finishes).
 
+Under a cap C that ``helpgate distill`` chose a member for (``helper.gate.select``: the solved table, one of its
+variants, or the threshold on the same score, whichever did best on the training folds; ``members/``),
+``load(dir, budget=C)`` and ``with_budget(C)`` play that member through the table backend (``gate.member`` names
+it); a cap with no member, or a backend named at load time, plays the backend below.
+
 Backends (chosen by ``helpgate distill --backend``; ``table`` can be forced at load time):
 
 - ``features``: a gradient-boosting / logistic-regression classifier on the PRM score, step,

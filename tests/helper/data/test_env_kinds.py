@@ -64,6 +64,11 @@ def test_the_pipeline_takes_its_defaults_from_the_kind(env, decide_after, defaul
             cfg.sizes()[0]) == defaults
     # --quick and --episodes win over the kind's size.
     assert PipelineConfig(spec=EnvSpec(env=env), quick=True).sizes()[0] == 16
+    # Every product group held out once by default on ProductQA (not in a first look), none elsewhere.
+    folds = PipelineConfig(spec=EnvSpec(env=env)).fold_count_cross_fit()
+    assert folds == (4 if EnvSpec(env=env).kind.question_sessions else 0)
+    assert PipelineConfig(spec=EnvSpec(env=env), quick=True).fold_count_cross_fit() == 0
+    assert PipelineConfig(spec=EnvSpec(env=env), cross_fit=2).fold_count_cross_fit() == 2
     assert PipelineConfig(spec=EnvSpec(env=env), episodes=5).sizes()[0] == 5
 
 
