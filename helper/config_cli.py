@@ -12,12 +12,17 @@ one line, ``PROG: error: MESSAGE``, with exit code 2; ``--debug`` shows the trac
 Any other exception is also one line, naming its type and the innermost frame outside the
 libraries: raised in a plug-in's own code (or out of memory) it is the user's to fix (exit 2);
 raised in this project's code it is reported as an internal error, a bug (exit 1). ``--debug``
-shows the traceback of either.
+shows the traceback of either. The user's Ctrl-C stops a command with one line, exit 130; a
+``KeyboardInterrupt`` a plug-in raises itself is its error (``user_interrupted`` tells them apart). A
+reader that closes the pipe (``helpgate ... --help | head -1``) ends the command quietly (``quiet_pipe``).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 
 USER_ERRORS: tuple[type[BaseException], ...] = (
@@ -135,14 +140,67 @@ def check_finite(config) -> None:
             raise ValueError(f"--{item.name.replace('_', '-')} {bad[0]}: give a finite number.")
 
 
+INTERRUPTED_EXIT = 130
+"""The exit code of a command stopped by the user's Ctrl-C (128 + SIGINT, as a shell reports it)."""
+SIGPIPE_EXIT = 141
+"""The exit code of a command whose output's reader went away (128 + SIGPIPE, as a shell reports a
+tool killed by it): ``helpgate prm train --help | head -1`` ends quietly."""
+_ctrl_c = {"watching": False, "pressed": False}
+
+
+def user_interrupted() -> bool:
+    """Whether a ``KeyboardInterrupt`` is the user's: a Ctrl-C (SIGINT) reached this process while a command ran
+    (``run_reporting_errors`` watches), or nothing watches (outside the CLI, any is taken as the user's)."""
+    return not _ctrl_c["watching"] or _ctrl_c["pressed"]
+
+
+def _on_ctrl_c(signum, frame):
+    _ctrl_c["pressed"] = True
+    raise KeyboardInterrupt
+
+
+def _watch_ctrl_c() -> Callable[[], None]:
+    """Note a SIGINT before it raises (the default handler only raises); the function that stops watching."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not \
+            signal.default_int_handler:  # a handler of the caller's own stays
+        return lambda: None
+    signal.signal(signal.SIGINT, _on_ctrl_c)
+    _ctrl_c.update(watching=True, pressed=False)
+
+    def stop() -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _ctrl_c["watching"] = False
+    return stop
+
+
+def quiet_pipe(main: Callable[[], int]) -> int:
+    """``main()``, ending quietly with ``SIGPIPE_EXIT`` when the reader of stdout went away (``| head -1``)."""
+    try:
+        return main()
+    except BrokenPipeError:
+        # Whatever is still buffered for the closed pipe would raise again at exit: send it nowhere.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):  # a stdout with no file behind it (a test's capture)
+            pass
+        return SIGPIPE_EXIT
+
+
 def run_reporting_errors(prog: str, run: Callable, config, debug: bool = False) -> tuple[int, object]:
     """``(0, run(config))``; a user error prints ``PROG: error: MESSAGE`` and gives ``(2, None)``."""
     from helper import option_ranges
 
+    stop_watching = _watch_ctrl_c()
     try:
         check_finite(config)
         option_ranges.check(config)  # every numeric option in its range, before any work
         return 0, run(config)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"{prog}: interrupted (Ctrl-C); what finished is kept (a collection resumes when run again with "
+              "the same arguments).", file=sys.stderr)
+        return INTERRUPTED_EXIT, None
     except USER_ERRORS as error:
         if debug:
             raise
@@ -159,9 +217,11 @@ def run_reporting_errors(prog: str, run: Callable, config, debug: bool = False) 
         print(f"{prog}: error: {type(error).__name__} raised at {where}: {one_line(error)} "
               "(--debug shows the traceback)", file=sys.stderr)
         return 2, None
+    finally:
+        stop_watching()
 
 
-PACKAGES = ("agile", "helper", "prm", "tabular_rl")
+PACKAGES = ("agile", "helper", "prm", "tabular_rl", "trajectories")
 """This project's packages: an exception raised in them that is not a user error is a bug."""
 
 

@@ -104,7 +104,9 @@ RANGES: dict[str, Range] = {
     "ci_resamples": Range(1, 10_000_000), "resamples": Range(1, 10_000_000),
     # machines and servers
     "ray_workers": COUNT, "cpu_threads": NONNEG, "log_every": COUNT, "port": Range(1, 65_535),
-    "max_body_bytes": COUNT,
+    "max_body_bytes": COUNT, "idle_episode_s": RATE,
+    # plug-ins' limits
+    "plugin_timeout_s": RATE, "plugin_max_steps": COUNT,
 }
 """Every numeric option of every command, by field name, and its range (see the module docstring)."""
 

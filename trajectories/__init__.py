@@ -8,5 +8,10 @@ nothing of theirs.
 - ``rows.py``: the one row builder (``StepRecord``) and rows as a shard's frame (``frame_of``).
 - ``shards.py``: finding, reading and writing shards (validated, atomic).
 - ``manifest.py``: what a folder's finished shards are, for resuming and for checking a folder.
-- ``files.py``: files written whole or not at all; JSON objects read back with a one-line refusal.
+- ``manifest_fields.py``: the types of a manifest's fields, checked when it is read.
+- ``content.py``: each shard's SHA-256 as its manifests recorded it; a shard whose bytes differ is refused.
+- ``scored_by.py``: which PRM scored each shard; a folder read for its scores is one PRM's, none pending.
+- ``outputs.py``: where a command may write: never '', its own input, or another run's folder.
+- ``files.py``: files written whole or not at all, and their hashes; JSON objects read back with a one-line
+  refusal.
 """

@@ -1,11 +1,13 @@
-"""Files written whole or not at all, and JSON objects read back with a one-line refusal.
+"""Files written whole or not at all, their content hashes, and JSON objects read back with a one-line refusal.
 
 Writes go to a temp file in the same folder, fsynced, then renamed over the target: a reader sees
-the old file or the new one, never half of one.
+the old file or the new one, never half of one. ``sha256_of``: a file's content address, which the
+manifests record for each shard (``trajectories.content``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -28,6 +30,15 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
         if os.path.exists(temp):
             os.unlink(temp)
     return path
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    """The hex SHA-256 of a file's bytes, read in blocks (a shard may be large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_json_atomic(obj, path: str | os.PathLike) -> Path:

@@ -6,6 +6,8 @@ duplicating a shard. ``check_manifests``: a folder's shards are what its manifes
 ``require_complete``: a folder read as a collection has a manifest that says it is complete (a
 collection killed part way, or shards without a manifest, are refused unless the caller allows them
 and records that it did); ``trajectories.shards.mark_complete`` declares shards written by one's own code finished.
+Each finished shard is recorded with the SHA-256 of its bytes (``trajectories.content`` checks them); every
+field is checked for its type when a manifest is read (``trajectories.manifest_fields``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any, Literal
 
 import polars as pl
 
-from trajectories.files import write_json_atomic
+from trajectories.files import sha256_of, write_json_atomic
+from trajectories.manifest_fields import check_fields
 from trajectories.schema import DECIDE_AFTER_DEFAULT, SchemaError
 
 MANIFEST = "manifest.json"
@@ -92,6 +95,7 @@ def load_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("shards", {}), dict):
         raise SchemaError(f"{path}: a JSON {type(data).__name__}, not a manifest (an object whose 'shards' maps each "
                           "finished shard to what was recorded); delete it and rerun the command that wrote the folder.")
+    check_fields(path, data)  # a field of the wrong type is refused, never read as "no check"
     return data
 
 
@@ -108,7 +112,6 @@ def check_manifests(data: Path, frames: dict[Path, pl.DataFrame]) -> None:
             continue
         manifest = load_manifest(path)
         for shard, info in manifest.get("shards", {}).items():
-            info = info if isinstance(info, dict) else {}
             if shard not in by_name:
                 raise SchemaError(f"{data / shard}: listed as finished in {path} but missing; restore it, or delete "
                                   f"{path} and rerun the command that wrote {data}.")
@@ -170,10 +173,11 @@ def decide_after_of(data: str | os.PathLike) -> str:
     if not path.exists():
         return DECIDE_AFTER_DEFAULT
     try:
-        config = json.loads(path.read_text()).get("config", {})
+        data = json.loads(path.read_text())
     except json.JSONDecodeError:
         return DECIDE_AFTER_DEFAULT
-    return str(config.get("decide_after", DECIDE_AFTER_DEFAULT))
+    config = data.get("config") if isinstance(data, dict) else None  # a malformed file is refused by its readers
+    return str((config if isinstance(config, dict) else {}).get("decide_after", DECIDE_AFTER_DEFAULT))
 
 
 @dataclass
@@ -235,9 +239,12 @@ class Manifest:
         )
 
     def mark_done(self, name: str, **info) -> None:
-        """Record shard ``name`` (relative to the folder) as finished, with ``info``."""
+        """Record shard ``name`` (relative to the folder) as finished, with ``info`` and its content hash."""
+        target = self.path.parent / name
+        if target.is_file():
+            info |= {"sha256": sha256_of(target)}
         if self.stamp:
-            stat = (self.path.parent / name).stat()
+            stat = target.stat()
             info |= {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
         self.shards[name] = info
         self.save()

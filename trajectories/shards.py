@@ -12,6 +12,9 @@ Every stage goes through it: collection writes shards with ``write_shard`` (and 
 - A folder is read only as a finished collection: its ``manifest.json`` must say ``complete: true``
   (``trajectories.manifest.require_complete``); ``allow_incomplete=True`` (a command's
   ``--allow-incomplete``) reads it anyway with a warning. A single shard file is read as named.
+- A folder's shards must hold the bytes its manifests recorded (``trajectories.content``: another run's
+  shard copied over one of ours is refused); a folder read for its scores must be scored by one PRM
+  (``trajectories.scored_by``).
 - Every shard read or written is validated (``trajectories.schema.validate``); writes are atomic
   (``trajectories.files.write_atomic``).
 """
@@ -25,10 +28,12 @@ from typing import Any
 
 import polars as pl
 
-from trajectories.files import write_atomic
+from trajectories.content import check_content
+from trajectories.files import sha256_of, write_atomic
 from trajectories.manifest import MANIFEST, Manifest, check_manifests, require_complete
 from trajectories.schema import (PROPOSAL_DEFAULTS, EmptyDataset, SchemaError, check_episodes, validate,
                                  with_proposal_defaults)
+from trajectories.scored_by import check_one_prm
 
 
 def shard_paths(data: str | os.PathLike, allow_incomplete: bool | None = False) -> list[Path]:
@@ -76,6 +81,10 @@ def read_trajectories(data: str | os.PathLike, require: Iterable[str] | None = N
     frames = [read_shard(path, require, whole_episodes) for path in paths]
     if Path(data).is_dir():
         check_manifests(Path(data), dict(zip(paths, frames)))
+        check_content(Path(data), paths)  # after the columns: a shard's own fault is named first
+        if "prm_score" in (require or ()):  # scores read: one PRM's, to the end
+            check_one_prm(Path(data), [p.relative_to(data).as_posix() for p, f in zip(paths, frames)
+                                       if "prm_score" in f.columns])
     if any(name in f.columns for f in frames for name in PROPOSAL_DEFAULTS):
         # Shards from before the proposal columns keep their rows next to newer ones.
         frames = [with_proposal_defaults(f) for f in frames]
@@ -102,7 +111,7 @@ def mark_complete(data: str | os.PathLike, config: dict[str, Any] | None = None)
     shards = {}
     for shard in shard_paths(data, allow_incomplete=None):
         frame = read_shard(shard, require=())  # types checked; the columns are the readers' to require
-        info: dict[str, Any] = {"rows": frame.height}
+        info: dict[str, Any] = {"rows": frame.height, "sha256": sha256_of(shard)}
         if "episode_id" in frame.columns:
             ids = frame["episode_id"].unique(maintain_order=True).to_list()
             info |= {"count": len(ids), "episodes": ids}

@@ -122,7 +122,8 @@ def helper_stage(args, out: Path, name: str, advice_cost: float | None, budget: 
     folder = joined(args, out) / name
     data = folder.parent / "trajectories"
     stage(folder / "solve.json", lambda: solve(SolveConfig(
-        data=str(data), budgets=[budget or 0], bins=6, advice_cost=advice_cost, out=str(folder / "solve"))))
+        data=str(data), budgets=None if advice_cost is not None else [budget or 0], bins=6, advice_cost=advice_cost,
+        out=str(folder / "solve"))))
     stage(folder / "distill.json", lambda: distill(DistillConfig(
         labels=str(folder / "solve"), prm=str(folder.parent / "prm"), out=str(folder / "helper"), seed=args.seed,
         device="cpu")))

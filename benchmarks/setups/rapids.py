@@ -24,10 +24,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
 
-from agile.gates import ScoreThresholdGate  # noqa: E402
+from agile.gates import NeverGate, ScoreThresholdGate  # noqa: E402
 from examples.plain_cue_optimum import SureFootedAgent, expected_outcome  # noqa: E402
 from examples.rapids_optimum import best_threshold, optimal_gate, optimum  # noqa: E402
 from helper.data.environment import Environment  # noqa: E402
@@ -50,6 +51,25 @@ def room_table(budgets: list[int]) -> dict[int, dict]:
     return out
 
 
+class ScoresOnce:
+    """The run's PRM score of every held-out state, computed once per episode (one batched pass): a rapids text and
+    the answers before it do not depend on who gave them (the expert names the same marker), so a gate's score at a
+    state is the same whatever it decided before."""
+
+    decide_after = "state"
+
+    def __init__(self, prm, records) -> None:
+        from prm.scoring.score import score_frame
+
+        frame = pl.DataFrame([{"episode_id": r.episode_id, "step": r.step, "state_text": r.state_text,
+                               "action_text": r.action_text} for steps in records for r in steps])
+        scored = score_frame(prm, frame)
+        self.scores = dict(zip(zip(scored["episode_id"], scored["step"]), scored["prm_score"]))
+
+    def score(self, observation, proposal=None) -> float:
+        return float(self.scores[(observation.episode_id, observation.step)])
+
+
 def expected_run(run: Path, budgets: list[int], episodes: int) -> dict[str, dict[int, np.ndarray]]:
     """Per method and C, each held-out episode's success probability, with the slips taken out of the draw."""
     summary_path = run / "sweep" / "summary.json"
@@ -58,12 +78,13 @@ def expected_run(run: Path, budgets: list[int], episodes: int) -> dict[str, dict
     env = Environment(cfg)
     env.base = SureFootedAgent()
     helper = load_helper(cfg, cfg.helper_backend)
+    _, _, walked = evaluate_gate(env, lambda c: NeverGate(c), [0], "sure-footed walk", ci_resamples=10)
+    helper.scorer = ScoresOnce(helper.scorer.prm, walked[0])
     levels = {int(c): entry["level"] for c, entry in summary["prm_threshold"]["capped_levels"]["levels"].items()}
     risks = [episode.risks for episode in env.episodes()]
 
     def threshold(c: int):
-        return ScoreThresholdGate(helper.scorer.score, levels[c], c, name="prm_threshold",
-                                  decide_after=helper.decide_after)
+        return ScoreThresholdGate(helper.scorer.score, levels[c], c, name="prm_threshold")
 
     out = {}
     for method, gate in (("helper", helper.with_budget), ("prm_threshold", threshold), ("optimum", optimal_gate)):

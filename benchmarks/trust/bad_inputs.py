@@ -8,8 +8,9 @@ Good inputs are made first with the project's own commands on tiny sizes (a simu
 a PRM on the random-initialised ``tiny`` backbone, its scores, a solve, a helper). Each bad input
 is derived from them and handed to the real command in a fresh process (``python -m helper.commands.cli``),
 offline. The cases come in groups (``CASE_GROUPS``: the first table's cases, shard columns,
-manifests, numeric options, solve folders, helper and PRM folders, plug-ins); a new feature's
-refusals are one more group. Each case is judged: exit code 2 (0 for the one input handled with a
+manifests, numeric options, solve folders, helper and PRM folders, plug-ins, then issue 61's families:
+files, outputs, budget lists and kills, then serving, plug-ins and reports); a new feature's refusals are
+one more group. Each case is judged: exit code 2 (0 for the one input handled with a
 warning), no traceback, the message names the file, field or option (``Case.names``), and the
 file a later run would trust (``solve.json``, ``helper.json``, a shard, a manifest) is not left
 behind. The table gives the exit code, the verdict and the line a user reads.
@@ -67,11 +68,27 @@ def build_good(root: Path) -> dict[str, Path]:
 
 
 def variant(good: Path, out: Path, change) -> Path:
-    """A copy of the trajectory folder ``good`` whose shards are passed through ``change``."""
+    """A copy of the trajectory folder ``good`` whose shards are passed through ``change``, recorded in its
+    manifests as written so (their hashes: the folder is consistent, the values in its shards are what is wrong)."""
     shutil.copytree(good, out)
     for shard in sorted(out.glob("*.parquet")):
         change(pl.read_parquet(shard)).write_parquet(shard)
+    rehash(out)
     return out
+
+
+def rehash(folder: Path) -> None:
+    """Record each shard's current SHA-256 in the folder's manifests (as its writer would have)."""
+    from trajectories.files import sha256_of
+
+    for name in ("manifest.json", "prm_score.manifest.json"):
+        path = folder / name
+        if path.is_file():
+            manifest = json.loads(path.read_text())
+            for shard, entry in manifest.get("shards", {}).items():
+                if isinstance(entry, dict) and "sha256" in entry and (folder / shard).is_file():
+                    entry["sha256"] = sha256_of(folder / shard)
+            path.write_text(json.dumps(manifest))
 
 
 @dataclass
@@ -86,6 +103,8 @@ class Case:
     """A file that must not exist afterwards (what a later run would trust: solve.json, helper.json, ...)."""
     expect: int = 2
     """The exit code: 2 (refused) unless the input is handled with a warning (0)."""
+    after: Callable[[], str | None] | None = None
+    """A check run after the command, for a case whose right answer is to redo its work: None, or what is wrong."""
 
 
 def _set_row0(column: str, value) -> Callable[[pl.DataFrame], pl.DataFrame]:
@@ -528,9 +547,304 @@ def round_two_cases(root: Path, good: dict[str, Path]) -> list[Case]:
     return cases
 
 
+PIPELINE_TINY = ["--quick", "--agent", "simulator", "--prm-model", "tiny", "--episodes", "16", "--eval-episodes", "4",
+                 "--questions-per-episode", "3", "--budgets", "1", "--methods", "helper", "--prm-folds", "1"]
+"""A pipeline small enough to run three times in a case (about 20 s a run on a 2-core CPU)."""
+
+
+def redo_killed_after_collect(out: Path) -> None:
+    """``out``: a finished tiny pipeline run, then ``--redo --bins 3`` stopped in its prm stage (its second)."""
+    from helper.commands.cli import main as helpgate
+    from prm.training import train
+
+    assert helpgate(["pipeline", *PIPELINE_TINY, "--out", str(out)]) == 0
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    original, train.run_train = train.run_train, killed
+    try:
+        helpgate(["pipeline", *PIPELINE_TINY, "--out", str(out), "--redo", "--bins", "3"])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        train.run_train = original
+
+
+def round_three_a_cases(root: Path, good: dict[str, Path]) -> list[Case]:
+    """Files, outputs, budget lists and kills of issue 61 (part A): another run's shard copied over ours or an edited
+    one (content hashes), a manifest field of the wrong type, a re-score cut off between two PRMs, ``--out`` empty,
+    equal to the input, another collection, a link to the input or another run's finished sweep, a budget list that
+    is empty or would be ignored, and a pipeline rerun after a ``--redo`` killed after its first stage."""
+    from helper.data.collect import CollectConfig
+    from helper.data.collect import run as collect
+    from helper.stored_config import config_of
+    from prm.scoring.score import ScoreConfig, run_score
+
+    bad, catalog, prm = root / "bad", str(good["catalog"]), str(good["prm"])
+    traj, scored, solve_dir, helper = good["trajectories"], good["scored"], good["solve"], good["helper"]
+    # Another run of the same episodes (same ids, same rows) at another intervention rate, scored by the same PRM.
+    theirs = bad / "r3a-theirs"
+    collect(config_of(CollectConfig, data=catalog, out=str(theirs), episodes=24, questions_per_episode=4,
+                      shard_size=12, explore_p=[0.5], seed=3))
+    run_score(ScoreConfig(data=str(theirs), model=prm, out=str(bad / "r3a-theirs-scored"), progress=False))
+
+    def copy(source: Path, name: str) -> Path:
+        return Path(shutil.copytree(source, bad / f"r3a-{name}"))
+
+    def foreign(source: Path, name: str, donor: Path) -> Path:
+        folder = copy(source, name)
+        shutil.copy(donor / "shard-00000.parquet", folder / "shard-00000.parquet")
+        return folder
+
+    def edited_manifest(source: Path, name: str, edit, file: str = "manifest.json") -> Path:
+        folder = copy(source, name)
+        manifest = json.loads((folder / file).read_text())
+        edit(manifest)
+        (folder / file).write_text(json.dumps(manifest))
+        return folder
+
+    foreign_traj = foreign(traj, "foreign", theirs)
+    foreign_resume = foreign(traj, "foreign-resume", theirs)
+    foreign_scored = foreign(scored, "foreign-scored", bad / "r3a-theirs-scored")
+    edited = copy(scored, "edited")
+    shard = edited / "shard-00001.parquet"
+    pl.read_parquet(shard).with_columns(pl.col("success").reverse()).write_parquet(shard)
+    entry_five = edited_manifest(scored, "entry-5", lambda m: m["shards"].update({"shard-00000.parquet": 5}))
+    text_true = edited_manifest(traj, "complete-text", lambda m: m.update(complete="true"))
+    rows_text = edited_manifest(traj, "rows-text", lambda m: m["shards"]["shard-00001.parquet"].update(rows="48"))
+    score_five = edited_manifest(scored, "score-entry-5", lambda m: m["shards"].update({"shard-00001.parquet": 5}),
+                                 "prm_score.manifest.json")
+    other_prm = "sha256:" + "0" * 64  # what a re-score with another PRM, cut off after shard 1, records
+    two_prms = edited_manifest(scored, "two-prms", lambda m: m["shards"]["shard-00001.parquet"].update(prm=other_prm),
+                               "prm_score.manifest.json")
+    pending = edited_manifest(scored, "pending", lambda m: m["shards"].update(
+        {"shard-00001.parquet": {"prm": other_prm, "pending": True}}), "prm_score.manifest.json")
+    unlisted = edited_manifest(scored, "unlisted", lambda m: m["shards"].pop("shard-00001.parquet"),
+                               "prm_score.manifest.json")
+    in_place = copy(traj, "in-place")  # prm score --out '' used to score it in place
+    link_source = copy(traj, "link-source")
+    link = bad / "r3a-link"
+    link.symlink_to(link_source, target_is_directory=True)
+    own = copy(traj, "own-input")
+    other = copy(theirs, "other-collection")
+    run = bad / "r3a-run"
+    (run / "sweep").mkdir(parents=True)
+    (run / "pipeline.json").write_text("{}")
+    (run / "sweep" / ".done").write_text('{"seconds": 1.0}')
+    killed = bad / "r3a-killed"
+    redo_killed_after_collect(killed)
+
+    def agrees() -> str | None:
+        bins = json.loads((killed / "solve" / "solution.json").read_text())["config"]["bins"]
+        said = json.loads((killed / "pipeline.json").read_text())["bins"]
+        return None if bins == said else f"solve used --bins {bins}, pipeline.json says {said}"
+
+    def solve(what, folder, names):
+        out = bad / f"{folder.name}-solve"
+        return Case(what, ["solve", "--data", str(folder), "--budgets", "1", "2", "--bins", "3", "--out", str(out)],
+                    names, out / "solve.json")
+
+    resume = ["collect", "--data", catalog, "--questions-per-episode", "4", "--episodes", "24", "--shard-size", "12",
+              "--explore-p", "0", "0.3", "0.6", "--seed", "3"]
+    sweep = ["sweep", "--helper", str(helper), "--methods", "never", "--episodes", "2", "--budgets", "0"]
+    empty_out = [
+        ("collect", ["collect", "--data", catalog, "--questions-per-episode", "4", "--episodes", "4"], REPO / "manifest.json"),
+        ("solve", ["solve", "--data", str(scored), "--budgets", "1", "--bins", "3"], REPO / "solve.json"),
+        ("distill", ["distill", "--labels", str(solve_dir), "--prm", prm], REPO / "helper.json"),
+        ("evaluate", ["evaluate", "--helper", str(helper), "--episodes", "2"], REPO / "evaluate.csv"),
+        ("prm train", ["prm", "train", "--data", str(traj), "--model", "tiny"], REPO / "prm_config.json"),
+        ("prm score", ["prm", "score", "--data", str(in_place), "--model", prm], in_place / "prm_score.manifest.json"),
+        ("sweep", sweep, REPO / "sweep.csv"),
+    ]
+    return [
+        Case("another run's shard copied over ours: prm export", ["prm", "export", "--data", str(foreign_traj), "--out", str(bad / "r3a-e1.jsonl")], "shard-00000.parquet", bad / "r3a-e1.jsonl"),
+        Case("another run's shard copied over ours: collect resumed over it", [*resume, "--out", str(foreign_resume)], "shard-00000.parquet"),
+        Case("another run's shard copied over ours: prm score", ["prm", "score", "--data", str(foreign_traj), "--model", prm, "--out", str(bad / "r3a-s1")], "shard-00000.parquet", bad / "r3a-s1" / "shard-00000.parquet"),
+        solve("another run's scored shard copied over ours: solve", foreign_scored, "shard-00000.parquet"),
+        solve("a scored shard edited (success reversed, same rows and ids): solve", edited, "shard-00001.parquet"),
+        solve("manifest.json: a shard's entry set to 5", entry_five, "shards['shard-00000.parquet']=5"),
+        Case("manifest.json: complete \"true\" (text): prm train", ["prm", "train", "--data", str(text_true), "--model", "tiny", "--out", str(bad / "r3a-t1")], "complete='true'", bad / "r3a-t1"),
+        Case("manifest.json: rows \"48\" (text): prm export", ["prm", "export", "--data", str(rows_text), "--out", str(bad / "r3a-e2.jsonl")], ".rows='48'", bad / "r3a-e2.jsonl"),
+        solve("prm_score.manifest.json: a shard's entry set to 5", score_five, "shards['shard-00001.parquet']=5"),
+        solve("a re-score cut off between shards (two PRMs)", two_prms, "two PRMs"),
+        solve("a re-score killed while it rewrote a shard (pending)", pending, "pending"),
+        solve("a scored shard that prm_score.manifest.json does not list", unlisted, "shard-00001.parquet"),
+        *[Case(f"{name} --out ''", [*argv, "--out", ""], "out=''", left) for name, argv, left in empty_out],
+        Case("solve --out equal to --data", ["solve", "--data", str(own), "--budgets", "1", "--out", str(own)], "own input", own / "solve.json"),
+        Case("solve --out inside --data", ["solve", "--data", str(own), "--budgets", "1", "--out", str(own / "solve")], "own input", own / "solve"),
+        Case("prm train --out equal to --data", ["prm", "train", "--data", str(own), "--model", "tiny", "--out", str(own)], "own input", own / "prm_config.json"),
+        Case("prm score --out another collection", ["prm", "score", "--data", str(scored), "--model", prm, "--out", str(other)], "holds another collection", other / "prm_score.manifest.json"),
+        Case("prm score --out a link to its --data", ["prm", "score", "--data", str(link_source), "--model", prm, "--out", str(link)], "under another name", link_source / "prm_score.manifest.json"),
+        Case("sweep --out another run's finished sweep/", [*sweep, "--out", str(run / "sweep")], "finished sweep stage", run / "sweep" / "summary.json"),
+        Case("evaluate --budgets (an empty list)", ["evaluate", "--helper", str(helper), "--episodes", "2", "--budgets", "--out", str(bad / "r3a-ev")], "budgets=[]", bad / "r3a-ev"),
+        Case("solve --advice-cost 0.1 --budgets 1 2", ["solve", "--data", str(scored), "--advice-cost", "0.1", "--budgets", "1", "2", "--out", str(bad / "r3a-priced")], "drop --budgets or --advice-cost", bad / "r3a-priced"),
+        Case("pipeline rerun after --redo --bins 3 was killed in its prm stage (redoes; settings and solve agree)", ["pipeline", *PIPELINE_TINY, "--out", str(killed), "--bins", "3"], "", expect=0, after=agrees),
+    ]
+
+
+MISBEHAVING = '''"""Plug-ins that exit, interrupt, hang, never end or return the wrong thing (issue 61)."""
+import sys
+import time
+
+from examples.arith_chain import ChainAgent, ChainEpisode, make_episodes
+
+
+def env_exits(split, count, seed):
+    sys.exit(0)
+
+
+def env_interrupts(split, count, seed):
+    raise KeyboardInterrupt
+
+
+class _NoOutcome(ChainEpisode):
+    def success(self):
+        return None
+
+
+class _Endless(ChainEpisode):
+    @property
+    def done(self):
+        return False
+
+    def observe(self):
+        self.position = min(self.position, len(self.operations) - 1)
+        return super().observe()
+
+    def step(self, action):
+        result = super().step(action)
+        self.position = min(self.position, len(self.operations) - 1)
+        return result
+
+
+def _as(cls):
+    def factory(split, count, seed):
+        episodes = make_episodes(split, count, seed)
+        for episode in episodes:
+            episode.__class__ = cls
+        return episodes
+    return factory
+
+
+env_no_outcome = _as(_NoOutcome)
+env_endless = _as(_Endless)
+
+
+def env_ids_by_count(split, count, seed):
+    episodes = make_episodes(split, count, seed)
+    for i, episode in enumerate(episodes):
+        episode.episode_id = f"chain-{count - 1 - i}"
+    return episodes
+
+
+class _Sleepy(ChainAgent):
+    def act(self, observations):
+        time.sleep(600)
+        return super().act(observations)
+
+
+def agent_sleeps():
+    return _Sleepy()
+
+
+def agent_class():
+    return ChainAgent
+'''
+
+
+def round_three_b_cases(root: Path, good: dict[str, Path]) -> list[Case]:
+    """Serving, plug-ins, guarantees, reports and helper folders of issue 61 (part B): a plug-in that exits,
+    interrupts itself, hangs, never ends, returns None or a class, or whose ids collide across batches; a port in
+    use or a file that is no ledger; a calibration on a helper whose PRM is missing; one run pooled twice; a
+    guarantee.json cut short or without ``member`` (handled with a warning); a classifier of another distill."""
+    import socket
+
+    from helper.gate.distill import DistillConfig
+    from helper.gate.distill import run as distill
+
+    bad = root / "bad"
+    (root / "plugins").mkdir(exist_ok=True)
+    (root / "plugins" / "misbehaving_plugins.py").write_text(MISBEHAVING)
+    env, agent = "examples.arith_chain:make_episodes", "examples.arith_chain:make_agent"
+
+    def collect(what, env_name, agent_name, names, *extra):
+        out = bad / f"r3-{env_name.split(':')[1]}-{agent_name.split(':')[1]}"
+        return Case(what, ["collect", "--env", env_name, "--agent", agent_name, "--episodes", "4", "--shard-size", "4",
+                           "--batch-size", "2", "--explore-p", "0.5", "--out", str(out), *extra], names,
+                    out / "shard-00000.parquet")
+
+    def helper(name: str) -> Path:
+        return Path(shutil.copytree(good["helper"], bad / name, ignore=shutil.ignore_patterns("serve-ledger.sqlite*")))
+
+    no_prm = helper("r3-no-prm")
+    config = json.loads((no_prm / "helper.json").read_text())
+    (no_prm / "helper.json").write_text(json.dumps(config | {"prm": str(bad / "gone"), "prm_absolute": str(bad / "gone")}))
+    no_member, cut = helper("r3-no-member"), helper("r3-cut")
+    from helper.gate.certify import helper_fingerprint
+
+    record = {"kind": "helpgate.guarantee", "eps": 0.1, "delta": 0.1, "target": 0.9, "n": 40,
+              "data_fingerprint": "sha256:x", "helper_fingerprint": helper_fingerprint(no_member)}
+    (no_member / "guarantee.json").write_text(json.dumps(record))
+    (cut / "guarantee.json").write_text(json.dumps(record | {"member": {"budget": 1}})[:60])
+    distill(DistillConfig(labels=str(good["solve"]), prm=str(good["prm"]), out=str(bad / "r3-seed1"), seed=1,
+                          members=False))
+    mixed = helper("r3-mixed")
+    shutil.rmtree(mixed / "classifier")
+    shutil.copytree(bad / "r3-seed1" / "classifier", mixed / "classifier")  # the same feature names, other weights
+    run = bad / "r3-run"
+    (run / "sweep").mkdir(parents=True)
+    played = {("never", 0): [0, 0, 0, 0], ("always", 4): [1, 1, 1, 1], ("helper", 1): [1, 1, 0, 1],
+              ("random", 1): [0, 1, 0, 1]}  # a finished sweep of four episodes in two groups
+    pl.DataFrame([{"method": m, "budget": c, "episode_id": f"e{k}", "group": "ab"[k // 2], "success": float(v),
+                   "interventions": float(min(c, 4))} for (m, c), values in played.items()
+                  for k, v in enumerate(values)]).write_csv(run / "sweep" / "episodes.csv")
+    (run / "sweep" / "summary.json").write_text(json.dumps({"config": {"env": "toy", "agent": "simulator"}}))
+    copy = Path(shutil.copytree(run, bad / "r3-run-copy"))
+    (run / "helper").mkdir()
+    (run / "helper" / "guarantee.json").write_text(json.dumps(record))  # without member
+    busy = socket.socket()  # held open while the cases run: a port in use
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    _HELD.append(busy)
+    port = str(busy.getsockname()[1])
+    not_a_ledger = bad / "r3-notes.txt"
+    not_a_ledger.write_text("these are notes, not a SQLite database; " * 10)
+
+    def evaluate(what, folder, names, expect=2):  # as the helper was trained: no other warning than the case's
+        return Case(what, ["evaluate", "--helper", str(folder), "--episodes", "2", "--questions-per-episode", "4",
+                           "--budgets", "0", "1", "2", "--out", str(folder) + "-ev"], names, expect=expect)
+
+    report = ["report", "--no-figures", "--resamples", "20", "--budgets", "1", "--out", str(bad / "r3-report.md")]
+    return [
+        collect("env factory calls sys.exit(0)", "misbehaving_plugins:env_exits", agent, "misbehaving_plugins:env_exits"),
+        collect("env factory raises KeyboardInterrupt itself", "misbehaving_plugins:env_interrupts", agent, "misbehaving_plugins:env_interrupts"),
+        collect("episode success() returns None", "misbehaving_plugins:env_no_outcome", agent, "misbehaving_plugins:env_no_outcome"),
+        collect("agent factory returns a class", env, "misbehaving_plugins:agent_class", "misbehaving_plugins:agent_class"),
+        collect("agent act() sleeps past --plugin-timeout-s 2", env, "misbehaving_plugins:agent_sleeps", "--plugin-timeout-s", "--plugin-timeout-s", "2"),
+        collect("episode that never ends (its horizon caps it)", "misbehaving_plugins:env_endless", agent, "--plugin-max-steps"),
+        collect("episode ids that collide across batches", "misbehaving_plugins:env_ids_by_count", agent, "misbehaving_plugins:env_ids_by_count"),
+        Case("serve-gate on a port already in use", ["serve-gate", "--helper", str(good["helper"]), "--port", port, "--ledger", str(bad / "r3-l1.sqlite")], f"port={port}"),
+        Case("serve-gate --ledger on a file that is no ledger", ["serve-gate", "--helper", str(good["helper"]), "--ledger", str(not_a_ledger)], "r3-notes.txt"),
+        Case("serve-gate --idle-episode-s 0", ["serve-gate", "--helper", str(good["helper"]), "--idle-episode-s", "0"], "idle_episode_s="),
+        Case("calibrate on a helper whose PRM is missing", ["calibrate", "--helper", str(no_prm), "--episodes", "4", "--questions-per-episode", "4"], "--allow-fallback", no_prm / "guarantee.json"),
+        evaluate("evaluate, guarantee.json without `member` (warned, goes on)", no_member, "guarantee.json", expect=0),
+        evaluate("evaluate, guarantee.json cut short (warned, goes on)", cut, "guarantee.json", expect=0),
+        evaluate("classifier/ of another distill, same feature names", mixed, "(classifier_files)"),
+        Case("report R R (one run pooled twice)", [*report, str(copy), str(copy)], "are one run"),
+        Case("report R R/sweep", [*report, str(copy), str(copy / "sweep")], "are one run"),
+        Case("report R COPY_OF_R", [*report, str(run), str(copy)], "are one run"),
+        Case("report, guarantee.json without `member` (warned, goes on)", [*report, str(run)], "guarantee.json", expect=0),
+    ]
+
+
+_HELD: list = []
+"""Sockets held open while the cases run (a port in use)."""
+
+
 CASE_GROUPS: list[Callable[[Path, dict[str, Path]], list[Case]]] = [
     earlier_cases, column_cases, manifest_cases, option_cases, solve_folder_cases, helper_folder_cases, plugin_cases,
-    round_two_cases,
+    round_two_cases, round_three_a_cases, round_three_b_cases,
 ]
 """Every group of bad inputs, in table order; a new feature's refusals are one more group here."""
 
@@ -547,7 +861,7 @@ def message(stderr: str) -> str:
              if line.strip() and not re.search(r"\d+%\|", line)]
     if any(line.startswith("Traceback") for line in lines):
         return "TRACEBACK: " + lines[-1].strip()
-    errors = re.findall(r"((?:helpgate|collect-offline-trajectories)[\w ]*: error: .*)", "\n".join(lines))
+    errors = re.findall(r"((?:helpgate|collect-offline-trajectories)[\w -]*: error: .*)", "\n".join(lines))
     if errors:
         return errors[-1].strip()
     warnings = [line for line in lines if re.search(r"\w+Warning: ", line)]
@@ -585,6 +899,8 @@ def judge(case: Case, code: int, text: str, stderr: str) -> str:
         return f"does not name {case.names!r}"
     if case.untrusted is not None and case.untrusted.exists():
         return f"left {case.untrusted.name}"
+    if case.after is not None and (problem := case.after()):
+        return problem
     return "ok"
 
 

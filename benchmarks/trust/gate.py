@@ -33,6 +33,15 @@ Each 413 is timed twice: when its first byte arrives (the server's answer; the d
 sender reads while it writes) and when the body is written and the reply read (what a client that
 writes first waits; ``--large-client httpx`` times that client, whose own write loop adds its
 cost). The goal: 413 in under 100 ms, and small requests keep their latency.
+
+Trust (``--trust``, on by default; ``--trust-only`` alone, no model needed): a helper folder (no PRM) that wants every
+decision is served by ``serve-gate`` on a ledger (``helper.serve.ledger``), killed with SIGKILL mid-traffic
+``--kill-rounds`` times and restarted on the same ledger; the baseline, in the same run, restarts each time on a fresh
+ledger, as a server that kept budgets in memory did. The fourth table gives, for both, the interventions granted and
+the episodes granted more than their budget (the goal: 0 with the ledger), then the bad requests and starts
+``serve-gate`` must refuse (an episode id with ``/`` or of 300 KB, a step of 10^18 or past the horizon at
+``/actions``, a port in use) and what it must survive (a guarantee.json cut short, an episode idle past
+``--idle-episode-s``): each with what it answered.
 """
 
 from __future__ import annotations
@@ -107,7 +116,15 @@ def main() -> None:
     parser.add_argument("--large-mb", type=float, default=4.0, help="size of each large body in MB")
     parser.add_argument("--large-client", choices=("socket", "httpx"), default="socket",
                         help="senders of large bodies: a raw socket (reads the reply while writing) or httpx")
+    parser.add_argument("--trust", action=argparse.BooleanOptionalAction, default=True,
+                        help="also kill serve-gate mid-traffic and send it bad requests (the fourth table)")
+    parser.add_argument("--trust-only", action="store_true", help="only the trust table")
+    parser.add_argument("--kill-rounds", type=int, default=3, help="SIGKILLs mid-traffic per server life cycle")
     args = parser.parse_args()
+    if args.trust_only:
+        print_trust(serving_trust(args.kill_rounds))
+        return
+    trust = serving_trust(args.kill_rounds) if args.trust else None
 
     from dataclasses import replace
 
@@ -179,6 +196,9 @@ def main() -> None:
         print_http(served)
         print()
         print_large(large, args.large_senders, args.large_mb, args.large_client)
+    if trust is not None:
+        print()
+        print_trust(trust)
 
 
 def free_port() -> int:
@@ -376,6 +396,187 @@ def print_large(results: dict[str, np.ndarray], senders: int, megabytes: float, 
     alone, busy = results["cache hit path, alone"], results["cache hit path, with large bodies"]
     print(f"{'with large bodies / alone':40s} {'':6s} {np.percentile(busy, 50) / np.percentile(alone, 50):7.2f}x "
           f"{np.percentile(busy, 99) / np.percentile(alone, 99):7.2f}x")
+
+
+TRUST_BUDGET, TRUST_HORIZON, TRUST_EPISODES = 2, 6, 24
+
+
+def always_helper(folder: str) -> None:
+    """A helper folder (no PRM, threshold 0: it wants every decision) on one observation feature ``x``."""
+    import polars as pl
+
+    from helper.gate.features import FeatureClassifier
+
+    rng = np.random.default_rng(0)
+    frame = pl.DataFrame({"step": np.arange(200) % TRUST_HORIZON, "horizon": [TRUST_HORIZON] * 200,
+                          "budget_left": rng.integers(1, 3, 200), "features": ['{"x": 1.0}'] * 200})
+    names = ["step", "budget_left", "f_x"]
+    fallback = FeatureClassifier("logreg", names).fit(frame_features(frame, names), rng.integers(0, 2, 200))
+    HelperGate("features", fallback, fallback, solved_budget=TRUST_BUDGET, threshold=0.0,
+               trained_on={"horizon": TRUST_HORIZON}).save(folder)
+
+
+def start_server(args: list[str], port: int):
+    """``helpgate serve-gate ARGS --port PORT`` in its own process; returns it once /health answers (None: it exited,
+    with its exit code and the last line it wrote)."""
+    import os
+    import subprocess
+    import tempfile
+
+    import httpx
+
+    root = Path(__file__).resolve().parents[2]
+    env = os.environ | {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+    log = tempfile.TemporaryFile(mode="w+")
+    server = subprocess.Popen([sys.executable, "-m", "helper.commands.cli", "serve-gate", *args, "--port", str(port)],
+                              cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    for _ in range(1200):
+        if server.poll() is not None:
+            log.seek(0)
+            lines = [line for line in log.read().splitlines() if line.strip()]
+            return None, server.returncode, lines[-1] if lines else ""
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0).status_code == 200:
+                return server, None, ""
+        time.sleep(0.1)
+    server.kill()
+    raise RuntimeError("serve-gate did not answer /health within 120 s")
+
+
+def run_to_exit(args: list[str]) -> tuple[int, list[str]]:
+    """``helpgate serve-gate ARGS`` run to its end (one that is refused): its exit code and the lines it wrote."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "helper.commands.cli", "serve-gate", *args], cwd=root,
+                          env=os.environ | {"PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=300,
+                          check=False)
+    return done.returncode, [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+
+
+def crash_traffic(helper: str, rounds: int, fresh_ledger: bool, tmp: str) -> dict:
+    """Interventions granted per episode over ``rounds`` SIGKILLs mid-traffic and a last full life: on one ledger,
+    or (the baseline) on a fresh ledger at every restart, as a server that kept budgets in memory."""
+    import signal
+    import threading
+    from collections import defaultdict
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    granted, answered, port = defaultdict(set), set(), free_port()
+    total = TRUST_EPISODES * TRUST_HORIZON
+
+    def client(c: int) -> None:
+        order = [(e, s) for s in range(TRUST_HORIZON) for e in range(TRUST_EPISODES)]
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            for e, s in order[c * 7:] + order[:c * 7]:
+                if (e, s) in answered:
+                    continue  # an agent goes on with its episode: a step answered is not asked again
+                try:
+                    answer = http.post("/v1/gate", json={"episode_id": f"ep-{e}", "step": s, "state_text": f"s{s}",
+                                                         "features": {"x": 1.0}}).json()
+                except httpx.HTTPError:
+                    return
+                if answer["intervene"]:
+                    granted[e].add(s)
+                answered.add((e, s))
+
+    for life in range(rounds + 1):
+        ledger = f"{tmp}/ledger-{life if fresh_ledger else 0}.sqlite"
+        server, _, _ = start_server(["--helper", helper, "--budget", str(TRUST_BUDGET), "--ledger", ledger], port)
+        killer = None
+        if life < rounds:
+            def kill(before=len(answered), server=server):
+                while len(answered) < before + total // (rounds + 2) and server.poll() is None:
+                    time.sleep(0.002)
+                server.send_signal(signal.SIGKILL)
+
+            killer = threading.Thread(target=kill)
+            killer.start()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(client, range(8)))
+        if killer is not None:
+            killer.join()
+        server.kill()
+        server.wait(timeout=10)
+    counts = [len(granted[e]) for e in range(TRUST_EPISODES)]
+    return {"granted": sum(counts), "over": sum(c > TRUST_BUDGET for c in counts), "most": max(counts),
+            "answered": len(answered)}
+
+
+def serving_trust(rounds: int) -> dict:
+    """The fourth table's rows: crashes with and without the ledger, then bad requests and starts."""
+    import tempfile
+
+    import httpx
+
+    out: dict = {"rounds": rounds}
+    with tempfile.TemporaryDirectory() as tmp:
+        helper = f"{tmp}/helper"
+        always_helper(helper)
+        out["ledger"] = crash_traffic(helper, rounds, fresh_ledger=False, tmp=tmp)
+        out["baseline"] = crash_traffic(helper, rounds, fresh_ledger=True, tmp=tmp)
+        cases = []
+        port = free_port()
+        server, _, _ = start_server(["--helper", helper, "--budget", "2", "--ledger", f"{tmp}/cases.sqlite",
+                                     "--idle-episode-s", "1"], port)
+        try:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+                def gate(**changes):
+                    body = {"episode_id": "e", "step": 0, "state_text": "s", "features": {"x": 1.0}} | changes
+                    return http.post("/v1/gate", json=body)
+
+                gate(horizon=3).raise_for_status()
+                for what, answer, field in (
+                    ("episode id with '/'", gate(episode_id="a/b"), "episode_id"),
+                    ("episode id of 300 KB", gate(episode_id="x" * 300_000), "episode_id"),
+                    ("step 10^18 at /v1/gate", gate(step=10**18), "step"),
+                    ("step 10^18 at /actions", http.post("/v1/episodes/e/actions", json={"step": 10**18,
+                                                                                       "action_text": "x"}), "step"),
+                    ("step past the horizon at /actions", http.post("/v1/episodes/e/actions", json={
+                        "step": 3, "action_text": "x"}), "horizon 3"),
+                ):
+                    cases.append((what, "422 naming it", f"{answer.status_code}",
+                                  answer.status_code == 422 and field in answer.text))
+                time.sleep(2.5)
+                gate(episode_id="later").raise_for_status()  # a request reaps what has been idle past the limit
+                ended = http.post("/v1/episodes/e/end")
+                cases.append(("episode idle past --idle-episode-s 1", "ended (404 at /end)", f"{ended.status_code}",
+                              ended.status_code == 404))
+            code, lines = run_to_exit(["--helper", helper, "--ledger", f"{tmp}/busy.sqlite", "--port", str(port)])
+            cases.append(("a port in use", "exit 2, one line naming it", f"exit {code}: {lines[-1] if lines else ''}",
+                          code == 2 and len(lines) == 1 and f"port={port}" in lines[0]))
+        finally:
+            server.kill()
+            server.wait(timeout=10)
+        Path(helper, "guarantee.json").write_text('{"kind": "helpgate.guarantee", "eps": 0.1, "del')
+        port = free_port()
+        started, code, line = start_server(["--helper", helper, "--ledger", f"{tmp}/cut.sqlite"], port)
+        shown = None if started is None else httpx.get(f"http://127.0.0.1:{port}/health").json()["guarantee"]
+        cases.append(("guarantee.json cut short", "starts, no guarantee", "started" if started else f"exit {code}",
+                      started is not None and shown is None))
+        if started is not None:
+            started.kill()
+            started.wait(timeout=10)
+    out["cases"] = cases
+    return out
+
+
+def print_trust(trust: dict) -> None:
+    print(f"serve-gate killed with SIGKILL mid-traffic {trust['rounds']} times, restarted each time; budget "
+          f"{TRUST_BUDGET} per episode, {TRUST_EPISODES} episodes of {TRUST_HORIZON} steps, 8 clients, a gate that "
+          "wants every decision")
+    print(f"{'restarted on':40s} {'granted':>8s} {'most per episode':>17s} {'episodes over budget':>21s}")
+    for name, key in (("the same ledger", "ledger"), ("a fresh ledger (no ledger: baseline)", "baseline")):
+        row = trust[key]
+        print(f"{name:40s} {row['granted']:8d} {row['most']:17d} {row['over']:21d}")
+    print()
+    print("| case | expected | answered | ok |")
+    print("|---|---|---|---|")
+    for what, expected, got, ok in trust["cases"]:
+        print(f"| {what} | {expected} | {got[:120]} | {'ok' if ok else 'NOT OK'} |")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ same seed before and after it and comparing the two folders here. What is left o
 
 - ``provenance.json`` (command line, commit, machine, start times, wall times) and the ``seconds`` of every
   stage's ``.done`` and of ``prm/metrics.json``: when and where a run ran, not what it computed.
-- ``mtime_ns`` and the PRM's ``model`` fingerprint (``trajectories/prm_score.manifest.json``): the shards' and
-  the PRM files' modification times and the PRM folder's path (``prm.scoring.score.model_fingerprint``).
+- ``mtime_ns``, and in ``trajectories/prm_score.manifest.json`` the ``model`` key of an older release (the PRM
+  files' modification times and folder path) and the PRM fingerprint ``prm`` (it hashes ``prm_config.json``,
+  which may name a path of the run).
 - ``solve/solve.json``'s raw SHA-256 of each file it wrote, and their ``fingerprint``: ``solution.json`` records
   the run's path; each of those files is compared here on its own, as below.
 - the run folder's own path, wherever a file records it, is written ``<run>``: two runs need two folders.
@@ -34,7 +35,7 @@ TIMING_KEYS = {"seconds", "started", "mtime_ns"}
 """JSON keys that record when a run ran or how long it took."""
 LEFT_OUT = {"provenance.json"}
 """Files that record only where and when a run ran (command, commit, machine, times)."""
-DERIVED_KEYS = {"prm_score.manifest.json": {"model"}, "solve.json": {"files", "fingerprint"}}
+DERIVED_KEYS = {"prm_score.manifest.json": {"model", "prm"}, "solve.json": {"files", "fingerprint"}}
 """Keys, by file name, that hash paths or modification times, or hash the run's other files."""
 
 

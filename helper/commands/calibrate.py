@@ -29,6 +29,12 @@ episode's group (ProductQA group, TextWorld game, a plug-in's task) is one the t
 collects the train split with ``--seed S`` and sweeps the test split with S + 1000; the default here, the test split
 with seed 2000, is disjoint from both for S < 1000.
 
+A helper whose PRM is missing, broken or not the one it was distilled with is refused in one line: its decisions
+would fall back to the classifier without the PRM score, and a guarantee of that gate is none of the helper's.
+``--allow-fallback`` certifies the fallback anyway and records why in ``guarantee.json`` (``fallback``);
+``HelperGate.load`` then shows the guarantee only on a gate that decides on its fallback too, never on the
+PRM-scored helper once its PRM is back (and a guarantee certified with the PRM never on a gate without it).
+
 Writes into the helper folder ``guarantee.json`` (eps, delta, n, the chosen member's budget, calibration success and
 spend, every tested member's p-value, a fingerprint of the calibration data and of the helper's files) and
 ``calibration/episodes.csv`` (one row per member and episode). ``HelperGate.load`` exposes it as ``gate.guarantee``
@@ -79,6 +85,9 @@ class CalibrateConfig(EnvConfig):
     budget Cmax, from price 0 up: its efficient frontier, helper.gate.priced_family)."""
     prices: int = 21
     """priced: prices tried from 0 to the one that stops every intervention (equal policies are one member)."""
+    allow_fallback: bool = False
+    """Certify a helper whose PRM is missing, broken or not its own on its fallback classifier (guarantee.json says
+    so, and it then covers only a gate that decides the same way, not the PRM-scored helper)."""
 
 
 def family(cfg: CalibrateConfig, solved_budget: int | None) -> list[int]:
@@ -222,17 +231,34 @@ def guarantee(cfg: CalibrateConfig, frame: pd.DataFrame, members: list[dict], he
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def run(cfg: CalibrateConfig) -> dict:
-    from helper.evaluation.evaluate import load_helper
+def load_helper(cfg: CalibrateConfig):
+    """``(helper, why it decides on its fallback classifier or None)``: a helper whose PRM is missing, broken or not
+    its own is refused unless ``--allow-fallback`` (a guarantee of the fallback is no guarantee of the helper)."""
+    from helper.gate.gate import HelperGate
+    from helper.gate.identity import UntrustedPrm
 
+    common = dict(backend=cfg.backend, device=cfg.spec.device)
+    try:
+        helper = HelperGate.load(cfg.helper, allow_fallback=False, **common)
+        reason = "helper.json records no PRM" if helper.unscored else None
+    except UntrustedPrm as error:
+        helper, reason = None, str(error)
+    if reason and not cfg.allow_fallback:
+        raise ValueError(f"{reason.rstrip('.')}; calibrate would certify the helper's fallback classifier, not "
+                         "the PRM-scored helper. Restore its PRM, or pass --allow-fallback to certify the fallback "
+                         "(guarantee.json then says so).")
+    return helper or HelperGate.load(cfg.helper, prm=False, **common), reason
+
+
+def run(cfg: CalibrateConfig) -> dict:
     check(cfg)
     helper_dir = Path(cfg.helper)
     env = Environment(cfg)
     check_disjoint(cfg, env, helper_dir)
-    helper = load_helper(cfg, cfg.backend)
+    helper, fallback = load_helper(cfg)
     members = members_of(cfg, helper, helper_dir)
     frame = rollouts(cfg, env, members)
-    record = guarantee(cfg, frame, members, helper_dir)
+    record = guarantee(cfg, frame, members, helper_dir) | {"fallback": fallback}
     (helper_dir / "calibration").mkdir(exist_ok=True)
     chosen = members[[m is record["member"] for m in record["members"]].index(True)]
     if chosen["family"] == "priced":  # the certified table itself: the gate the guarantee covers

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import importlib
 import itertools
-import os
 import sys
 import time
 from pathlib import Path
 
-from helper.config_cli import parse_config, run_reporting_errors, split_debug
+from helper.config_cli import parse_config, quiet_pipe, run_reporting_errors, split_debug
 from helper.provenance import write_stage
 from helper.stored_config import renamed_flag
 
@@ -76,21 +75,8 @@ def _command_path(argv: list[str]) -> tuple[tuple[str, ...] | None, list[str]]:
     return None, argv
 
 
-SIGPIPE_EXIT = 141
-"""The exit code of a command whose output's reader went away (128 + SIGPIPE, as a shell reports a
-tool killed by it): ``helpgate prm train --help | head -1`` ends quietly."""
-
-
 def main(argv: list[str] | None = None) -> int:
-    try:
-        return _main(argv)
-    except BrokenPipeError:
-        # Whatever is still buffered for the closed pipe would raise again at exit: send it nowhere.
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError):  # a stdout with no file behind it (a test's capture)
-            pass
-        return SIGPIPE_EXIT
+    return quiet_pipe(lambda: _main(argv))
 
 
 def _main(argv: list[str] | None = None) -> int:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from agile.budget import largest_budget
-from helper.commands.resume import STAGES, stale_stage
+from helper.commands.resume import STAGES, forget_finished, stale_stage
 from helper.data.environment import ENV_FIELD, EnvSpec
 from helper.provenance import write_stage
 from helper.stored_config import flat
@@ -319,6 +319,8 @@ def run(cfg: PipelineConfig, collected=None, feature_cache: str | None = None) -
     if stale:
         raise ValueError(stale)
     out.mkdir(parents=True, exist_ok=True)
+    if cfg.redo:  # the old stages' markers go before the new settings are written (helper.commands.resume)
+        forget_finished(out)
     write_json_atomic(flat(cfg), out / "pipeline.json")
     if cfg.cross_fit:
         from helper.commands import cross_fit

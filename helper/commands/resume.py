@@ -7,6 +7,12 @@ before any work the new settings are compared with the folder's ``pipeline.json`
 the last run that worked there, which every earlier run matched on its finished stages): a changed
 setting makes its first stage and every later one stale, and a stale stage that is already finished
 is refused in one line naming the setting, both values and what to do.
+
+``--redo`` skips that comparison, so ``forget_finished`` deletes every stage's ``.done`` before the new
+settings are written to ``pipeline.json``: a redo killed after its first stage used to leave the old
+markers beside the new settings, and the next run skipped every stage (``pipeline.json`` said 3 bins while
+the solve had used 6). Killed at any moment, the folder holds markers only of stages finished with the
+settings ``pipeline.json`` names.
 """
 
 from __future__ import annotations
@@ -53,3 +59,10 @@ def stale_stage(out: Path, config) -> str | None:
                     f"{now[key]!r}, so its files would not match the command; give a new --out, --redo (every "
                     f"stage again), or delete the .done file of {stale[0]} and of every later stage to redo from there.")
     return None
+
+
+def forget_finished(out: Path) -> None:
+    """Delete the ``.done`` of every stage in ``out`` (a cross-fitted run's folds included); the settings go to
+    ``pipeline.json`` only after this, so no marker outlives the settings it was made with."""
+    for marker in sorted(out.glob("*/.done")):
+        marker.unlink(missing_ok=True)

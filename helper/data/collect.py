@@ -20,7 +20,9 @@ Episode ``i`` is fully determined by ``(seed, i)`` (its group or game, its quest
 probability ``explore_p[i % len(explore_p)]``, every random draw), and episodes are written in whole shards
 of ``shard_size`` consecutive indices. ``manifest.json`` lists the shards that are complete. Kill the run
 at any moment and rerun it with the same arguments: the listed shards are skipped, the others are
-(re)written, and the folder ends up identical to an uninterrupted run.
+(re)written, and the folder ends up identical to an uninterrupted run. Each listed shard is recorded with
+its SHA-256; a listed shard whose bytes differ (another run's shard copied over it, an edited one) is
+refused on the rerun, naming it (``trajectories.content``).
 With ``--ray`` the shards are spread over Ray workers (``helper.data.ray_collect``); the folder is the
 same as without it, since every episode is fixed by ``(seed, index)``.
 A rerun with other arguments is refused with the name of the field that differs.
@@ -41,10 +43,12 @@ from typing import Literal
 
 import polars as pl
 
-from helper.data.env_kinds import ENV_KINDS
+from helper.data.env_kinds import ENV_KINDS, PLUGIN
 from helper.data.environment import ENV_FIELD, OPENAI_PREFIX, EnvSetup, EnvSpec
 from helper.stored_config import flat
+from trajectories.content import check_content
 from trajectories.manifest import Manifest
+from trajectories.outputs import out_folder
 from trajectories.rows import frame_of
 from trajectories.schema import PROPOSAL_DEFAULTS
 from trajectories.shards import read_trajectories, write_shard
@@ -93,13 +97,14 @@ class CollectConfig:
 
 MAX_SHARDS = 100_000
 """Shards one collection folder may hold (its manifest lists each one)."""
-IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url", "base_agent")
+IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url", "base_agent",
+                     "plugin_timeout_s")
 """Fields that may change between a run and its resumption (they do not change the data), and ``base_agent``,
 recorded for the reader: it follows from ``agent`` and ``model``, which are compared (a folder from before it
 was recorded resumes)."""
 ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto", "consistency_samples": 0, "decoding": "free",
                "memory": "embedding", "restate_question": False, "list_advice_with_gate": False,
-               "yes_no_threshold": 0.0}
+               "yes_no_threshold": 0.0, "plugin_max_steps": None}
 """Fields added since older folders were collected, with the value those folders had."""
 
 
@@ -148,10 +153,15 @@ def agent_line(setup: EnvSetup) -> str:
     return f"[collect] base agent {what}; strong actor {setup.spec.strong}"
 
 
+NOT_IDENTITY = {"plugin_timeout_s"}
+"""Fields that change no row: a resume under another value goes on."""
+
+
 def identity(config: CollectConfig, setup: EnvSetup) -> dict:
     """What the manifest compares on resume: the config, less the fields only another environment reads."""
-    others = {name for kind in ENV_KINDS.values() for name in kind.fields}
+    others = {name for kind in (*ENV_KINDS.values(), PLUGIN) for name in kind.fields}
     others -= set(config.spec.kind.fields)  # a field two environments share stays when either runs
+    others |= NOT_IDENTITY
     values = {k: v for k, v in flat(config).items() if k not in others}
     if setup.root is not None:
         values["data"] = str(setup.root)  # the resolved root: the same data under any spelling
@@ -200,6 +210,7 @@ def run(config: CollectConfig) -> dict:
     from tqdm import tqdm
 
     check(config)
+    out = out_folder(config.out, "runs/demo/trajectories")  # '' would collect into the current folder
     if config.ray:
         from helper.data.ray_collect import require_ray
 
@@ -207,7 +218,6 @@ def run(config: CollectConfig) -> dict:
     setup = env_setup(config)
     print(agent_line(setup), flush=True)
     setup.source()  # a bad data root or group is refused before any file is written
-    out = Path(config.out)
     ident = identity(config, setup)
     # A default fills a field only where this run has it (another env's field is left out of both).
     manifest = Manifest.open(out, ident, ignore=IGNORED_ON_RESUME,
@@ -215,18 +225,23 @@ def run(config: CollectConfig) -> dict:
     manifest.config["base_agent"] = setup.spec.agent  # the resolved name: --agent llm is its --model
     for stale in out.glob(".*.tmp"):  # a shard or manifest write cut short by a kill
         stale.unlink(missing_ok=True)
+    # A finished shard is skipped on a rerun: it must still be ours (another run's shard copied over it is refused).
+    check_content(out, [out / name for name in manifest.shards if (out / name).is_file()])
     n_shards = -(-config.episodes // config.shard_size)
     todo = [k for k in range(n_shards) if not manifest.is_done(shard_name(k))]
     done_episodes = config.episodes - sum(shard_episodes(config, k)[1] for k in todo)
 
+    owners = {episode: name for name, info in manifest.shards.items() if isinstance(info, dict)
+              for episode in info.get("episodes", ())}  # which listed shard holds each episode id
+
     def save(k: int, frame: pl.DataFrame) -> None:
         # Only this process writes shards and the manifest, so a worker's shard is on disk
         # before the manifest lists it, whichever worker made it.
+        ids = check_new_ids(frame, shard_name(k), owners, setup.spec.env)
         write_shard(frame, out / shard_name(k))
         first, count = shard_episodes(config, k)
         manifest.mark_done(shard_name(k), first=first, count=count, rows=frame.height,
-                           human_calls=human_calls(frame),
-                           episodes=frame["episode_id"].unique(maintain_order=True).to_list())
+                           human_calls=human_calls(frame), episodes=ids)
 
     with tqdm(total=config.episodes, initial=done_episodes, unit="ep", desc="collect", file=sys.stderr) as bar:
         if todo and config.ray:
@@ -244,6 +259,19 @@ def run(config: CollectConfig) -> dict:
     manifest.complete = True
     manifest.save()
     return summarize(out)
+
+
+def check_new_ids(frame: pl.DataFrame, name: str, owners: dict[str, str], env: str) -> list[str]:
+    """The shard's episode ids, recorded in ``owners`` (id -> shard); one that another listed shard holds (a plug-in
+    whose ids depend on more than ``(split, seed, i)``) is refused before the shard is written and marked complete:
+    readers would refuse the folder later."""
+    ids = frame["episode_id"].unique(maintain_order=True).to_list()
+    clash = next((i for i in ids if owners.get(i, name) != name), None)
+    if clash is not None:
+        raise ValueError(f"env={env}: {name} would hold episode {clash!r}, which {owners[clash]} already holds; an "
+                         "episode's id must depend only on (split, seed, index).")
+    owners.update(dict.fromkeys(ids, name))
+    return ids
 
 
 def print_sampling_cost(agent) -> None:
@@ -296,6 +324,12 @@ def print_summary(summary: dict, seconds: float | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from helper.config_cli import quiet_pipe
+
+    return quiet_pipe(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None = None) -> int:
     from helper.config_cli import parse_config, run_reporting_errors, split_debug
 
     prog = "collect-offline-trajectories"

@@ -200,8 +200,10 @@ class PluginEnv(EnvKind):
     """An env of the user's own (``helper.data.plugins``): its factory builds the episodes, a plug-in agent
     plays them, and its horizon is known once they are built."""
 
+    fields = ("plugin_max_steps",)
+
     def source(self, setup, split: str):
-        return PluginSource(setup.spec.env, split)
+        return PluginSource(setup.spec.env, split, setup.spec.plugin_timeout_s, setup.spec.plugin_max_steps)
 
     def horizon(self, setup) -> int:
         if not setup.source().max_horizon:

@@ -133,6 +133,12 @@ class EnvSpec:
     tw_quest_length_feature: bool = False
     """TextWorld: give the game's quest length as a feature (an ablation: a generator setting a deployed agent does
     not know; off, features are only what the agent sees)."""
+    plugin_timeout_s: float = 300.0
+    """Plug-ins: seconds one call of a plug-in episode (step, observe, ...) or agent (act on a batch) may take before
+    the run is stopped, naming it."""
+    plugin_max_steps: int | None = None
+    """Plug-in env: decisions after which an episode that is not done stops the run, naming it (default: the
+    episode's own horizon)."""
     consistency_samples: int = 0
     """ProductQA LLM base agent (constrained decoding): k turns sampled from the same log-probabilities beside
     each greedy one, sharing its prefill, read as the consistency_agree / consistency_entropy signals of the PRM
@@ -252,7 +258,7 @@ class EnvSetup:
     def base_agent(self):
         s = self.spec
         if is_plugin(s.agent, AGENT_GROUP):
-            return make_agent(s.agent)
+            return make_agent(s.agent, timeout_s=s.plugin_timeout_s)
         if s.agent.startswith(OPENAI_PREFIX):
             return self._openai_agent(s.agent, BASE, self.agent_seed)
         return self.kind.base_agent(self)
@@ -267,7 +273,7 @@ class EnvSetup:
 
             return HumanCLIAgent()
         if is_plugin(s.strong, AGENT_GROUP):
-            return make_agent(s.strong, actor=STRONG)
+            return make_agent(s.strong, actor=STRONG, timeout_s=s.plugin_timeout_s)
         if s.strong.startswith(OPENAI_PREFIX):
             return self._openai_agent(s.strong, STRONG, self.strong_seed)
         return self.kind.strong_actor(self)

@@ -16,7 +16,11 @@ command's working folder imports without installing it.
   ``episode.horizon`` when an episode has that attribute, else of ``episode.observe().horizon``.
 
 Every refusal names the reference and what is wrong: not importable, not callable, a wrong return
-type, an episode or agent missing a method.
+type (a class where an instance is due), an episode or agent missing a method, two episodes with one id (also
+across batches: episode ``i``'s id may depend only on ``(split, seed, i)``), a ``sys.exit`` or a
+``KeyboardInterrupt`` of its own (the user's Ctrl-C still stops the run). Once built, episodes and agents run under
+``helper.data.plugin_limits``: a time limit per call (``--plugin-timeout-s``) and per episode a cap on its decisions
+(``--plugin-max-steps``, default its horizon), with their returns checked.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from agile.protocol import STRONG, Action, Observation
+from helper.data.plugin_limits import DEFAULT_TIMEOUT_S, LimitedAgent, LimitedEpisode, PluginError, limited_call
 
 ENV_GROUP = "helpgate.envs"
 AGENT_GROUP = "helpgate.agents"
@@ -38,10 +43,6 @@ MODEL_SCHEMES = ("openai:",)
 """Prefixes that name a model behind an endpoint (``openai:MODEL``), never a plug-in module."""
 EPISODE_METHODS = ("observe", "step", "expert_action", "success", "clone")
 EPISODE_ATTRIBUTES = ("episode_id", "done")
-
-
-class PluginError(ValueError):
-    """A plug-in name that cannot be used; the message names it and what is wrong."""
 
 
 def is_plugin(name: str | None, group: str) -> bool:
@@ -77,6 +78,8 @@ def resolve(name: str, group: str) -> Callable:
         except Exception as error:  # the module's own code failed on import (a SyntaxError, a raise)
             raise PluginError(f"{name}: importing module {module_name!r} raised {describe(error)}; fix the "
                               "module.") from error
+        except (SystemExit, KeyboardInterrupt) as error:
+            _not_an_exit(name, f"importing module {module_name!r}", error)
         factory = module
         for part in attribute.split("."):
             if not hasattr(factory, part):
@@ -100,19 +103,40 @@ def describe(error: BaseException) -> str:
 
 
 def call_factory(name: str, factory: Callable, *args):
-    """``factory(*args)``; what the user's factory raises is reported naming it (a bug of theirs)."""
+    """``factory(*args)``; what the user's factory raises is reported naming it (a bug of theirs): an exception, a
+    ``sys.exit`` or a ``KeyboardInterrupt`` it raises itself (the user's Ctrl-C still stops the run)."""
     try:
         return factory(*args)
     except PluginError:
         raise
     except Exception as error:
         raise PluginError(f"{name}: the factory raised {describe(error)}.") from error
+    except (SystemExit, KeyboardInterrupt) as error:
+        _not_an_exit(name, "the factory", error)
+
+
+def _not_an_exit(name: str, what: str, error: BaseException) -> None:
+    """Raise the one-line refusal of a plug-in's ``sys.exit`` or own ``KeyboardInterrupt``; the user's Ctrl-C goes on
+    up (``helper.config_cli.user_interrupted``)."""
+    from helper.config_cli import user_interrupted
+
+    if isinstance(error, SystemExit):
+        raise PluginError(f"{name}: {what} called sys.exit({error.code!r}); a plug-in returns or raises an "
+                          "exception, it does not end the process.") from None
+    if user_interrupted():
+        raise error
+    raise PluginError(f"{name}: {what} raised KeyboardInterrupt itself (no Ctrl-C was pressed); raise an Exception "
+                      "for an error.") from None
 
 
 def check_episodes(name: str, episodes, count: int) -> list:
     """``episodes`` as a list, or raise naming the factory and the first problem found."""
     if not isinstance(episodes, (list, tuple)):
         raise PluginError(f"{name}: returned {type(episodes).__name__}, expected a list of agile.protocol.Episode.")
+    made = next((e for e in episodes if isinstance(e, type)), None)
+    if made is not None:
+        raise PluginError(f"{name}: returned the class {made.__name__}, not an episode; return instances, "
+                          f"{made.__name__}(...).")
     if len(episodes) != count:
         raise PluginError(f"{name}: returned {len(episodes)} episodes for count={count}; return exactly count.")
     seen: dict[str, int] = {}
@@ -129,11 +153,15 @@ def check_episodes(name: str, episodes, count: int) -> list:
             raise PluginError(f"{name}: episodes {seen[episode.episode_id]} and {i} share the episode_id "
                               f"{episode.episode_id!r}; give every episode its own id.")
         seen[episode.episode_id] = i
+    return list(episodes)
+
+
+def check_observation(name: str, episodes) -> None:
+    """Refuse an ``observe()`` that returns no ``Observation`` (asked of the first live episode)."""
     live = next((e for e in episodes if not e.done), None)
     if live is not None and not isinstance(observation := live.observe(), Observation):
         raise PluginError(f"{name}: observe() returned {type(observation).__name__}, expected an "
                           "agile.protocol.Observation.")
-    return list(episodes)
 
 
 def episode_horizon(episode) -> int:
@@ -143,13 +171,17 @@ def episode_horizon(episode) -> int:
 
 
 class PluginSource:
-    """The episodes of an env factory, with the interface of the built-in episode sources."""
+    """The episodes of an env factory, with the interface of the built-in episode sources; each is a
+    ``helper.data.plugin_limits.LimitedEpisode`` (its calls timed, its decisions capped)."""
 
-    def __init__(self, name: str, split: str):
+    def __init__(self, name: str, split: str, timeout_s: float | None = None, max_steps: int | None = None):
         self.name, self.split = name, split
+        self.timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
+        self.max_steps = max_steps
         self.factory = resolve(name, ENV_GROUP)
         self.max_horizon = 0
         """The longest horizon among the episodes built so far."""
+        self._ids: dict[int, dict[str, int]] = {}  # seed -> episode id -> the index that first had it
 
     def episodes(self, indices, seed: int) -> list:
         """Fresh episodes ``indices`` (episode ``i`` of ``factory(split, max(indices) + 1, seed)``)."""
@@ -158,14 +190,34 @@ class PluginSource:
             return []
         count = max(indices) + 1
         built = check_episodes(self.name, call_factory(self.name, self.factory, self.split, count, seed), count)
-        chosen = [built[i] for i in indices]
-        self.max_horizon = max([self.max_horizon] + [episode_horizon(e) for e in chosen])
+        self._check_ids(built, seed)
+        horizons = limited_call(self.name, "episode horizon", self.timeout_s,
+                                lambda: [episode_horizon(built[i]) for i in indices])
+        chosen = [LimitedEpisode(built[i], self.name, self.timeout_s, self.max_steps, h)
+                  for i, h in zip(indices, horizons)]
+        check_observation(self.name, chosen)
+        self.max_horizon = max([self.max_horizon, *horizons])
         return chosen
 
+    def _check_ids(self, built: list, seed: int) -> None:
+        """Episode ``i`` must be the same episode in every call (its id depends only on ``(split, seed, i)``): an id
+        another index had in an earlier batch is refused when first seen, before any row of it is written."""
+        known = self._ids.setdefault(int(seed), {})
+        for i, episode in enumerate(built):
+            first = known.setdefault(episode.episode_id, i)
+            if first != i:
+                raise PluginError(f"{self.name}: episode {i} has the id {episode.episode_id!r} that episode {first} "
+                                  f"had in an earlier batch (split {self.split!r}, seed {seed}); an episode's id "
+                                  "must depend only on (split, seed, index), not on count.")
 
-def make_agent(name: str, actor: str | None = None):
-    """The agent an agent factory returns (checked); ``actor`` relabels its actions (a strong actor)."""
+
+def make_agent(name: str, actor: str | None = None, timeout_s: float | None = None):
+    """The agent an agent factory returns (checked; its ``act`` timed, ``helper.data.plugin_limits``); ``actor``
+    relabels its actions (a strong actor)."""
     agent = call_factory(name, resolve(name, AGENT_GROUP))
+    if isinstance(agent, type):
+        raise PluginError(f"{name}: returned the class {agent.__name__}, not an agent; return an instance, "
+                          f"{agent.__name__}().")
     if not callable(getattr(agent, "act", None)):
         raise PluginError(f"{name}: returned {type(agent).__name__}, which has no act(observations) method "
                           "(agile.protocol.Agent).")
@@ -174,6 +226,7 @@ def make_agent(name: str, actor: str | None = None):
             agent.name = name
         except AttributeError:
             pass
+    agent = LimitedAgent(agent, name, DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s)
     return agent if actor is None else AsActor(agent, actor)
 
 

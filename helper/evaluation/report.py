@@ -52,7 +52,9 @@ into the headline block of ``--out`` (``benchmarks/RESULTS.md``'s, from ``benchm
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +112,8 @@ class Run:
     """Whether episodes.csv has the group column (runs before it resample episodes alone)."""
     config: dict = field(default_factory=dict)
     """The sweep's config (summary.json)."""
+    digest: str = ""
+    """SHA-256 of its episodes.csv: the same run under another path (a copy) is the same run."""
 
 
 def sweep_folder(path: Path) -> Path:
@@ -137,6 +141,7 @@ def load_run(spec: str) -> Run:
     if not path.is_dir():
         raise FileNotFoundError(f"run {path}: not a folder")
     sweep = sweep_folder(path)
+    digest = hashlib.sha256((sweep / "episodes.csv").read_bytes()).hexdigest()
     frame = pd.read_csv(sweep / "episodes.csv")
     missing = {"method", "budget", "episode_id", "success", "interventions"} - set(frame.columns)
     if missing:
@@ -148,16 +153,24 @@ def load_run(spec: str) -> Run:
     if not grouped:
         frame["group"] = frame["episode_id"]
     frame["group"] = frame["group"].astype(str)
-    return Run(path, sweep, name or setup_name(config), frame, grouped, config)
+    return Run(path, sweep, name or setup_name(config), frame, grouped, config, digest)
 
 
-PER_SEED = ("seed", "agent_seed", "strong_seed", "out", "helper", "train_data", "prm", "title", "device")
+PER_SEED = ("seed", "agent_seed", "strong_seed", "out", "helper", "train_data", "prm", "title", "device",
+            "plugin_timeout_s")
 """Sweep settings that may differ between the seeds of one set-up (paths, seeds, where it ran)."""
 
 
 def check_pooled(name: str, runs: list[Run], drop_incomplete: bool = False) -> None:
     """Refuse to pool runs whose sweeps differ in more than their seed: they are other set-ups. With
     ``drop_incomplete`` their method lists may differ too (what some seed did not play is left out, named)."""
+    for k, one in enumerate(runs):  # the same run twice would count one seed as two
+        for other in runs[k + 1:]:
+            same = ("the same sweep folder" if one.sweep.resolve() == other.sweep.resolve() else
+                    "identical episodes.csv (a copy)" if one.digest == other.digest else None)
+            if same:
+                raise ValueError(f"runs {one.path} and {other.path} are one run ({same}): pooled as seeds they would "
+                                 "count it twice; give each run once.")
     first = runs[0]
     for other in runs[1:]:
         keys = (set(first.config) | set(other.config)) - set(PER_SEED) - ({"methods"} if drop_incomplete else set())
@@ -318,20 +331,47 @@ def setup_rows(name: str, runs: list[Run], cfg: ReportConfig) -> tuple[list[dict
 def certified(runs: list[Run]) -> str:
     """The set-up's guarantees (``helpgate calibrate``'s ``guarantee.json`` in each run's helper folder): per seed
     that has one, the target success and confidence, the calibration episodes n, the cheapest certified budget and
-    its calibration spend per episode; "–" where no run has one."""
-    from helper.gate.certify import read_guarantee
+    its calibration spend per episode, marked where it was certified on the fallback classifier (no PRM); a
+    guarantee of other helper files (re-distilled since) or one that cannot be read is named as such, with a
+    warning; "–" where no run has one."""
+    import warnings
+
+    from helper.gate.certify import GUARANTEE_FILE, helper_fingerprint, read_guarantee
 
     cells = []
     for one in runs:
-        # The helper the sweep played, else a pipeline folder's own (RUN may be the pipeline's folder or its sweep's).
-        candidates = [Path(one.config["helper"])] if one.config.get("helper") else []
-        folder = next((c for c in [*candidates, one.path / "helper", one.path.parent / "helper"] if c.is_dir()), None)
-        record = read_guarantee(folder) if folder else None
-        if record:
-            member = record["member"]
-            cells.append(f"{record['target']:.2f} at {1 - record['delta']:.0%}, n {record['n']}: C={member['budget']}, "
-                         f"{member['interventions']:.2f}/ep")
+        folder = run_helper(one)
+        try:
+            record = read_guarantee(folder) if folder else None
+        except (ValueError, OSError) as error:
+            warnings.warn(f"{error} The report shows no guarantee for {one.path}.", stacklevel=2)
+            cells.append(f"unreadable {GUARANTEE_FILE}")
+            continue
+        if not record:
+            continue
+        if record.get("helper_fingerprint") != helper_fingerprint(folder):
+            warnings.warn(f"{folder / GUARANTEE_FILE} was calibrated on other helper files (helper_fingerprint "
+                          "differs: re-distilled since); the report does not show it. Re-run `helpgate calibrate`.",
+                          stacklevel=2)
+            cells.append("stale (helper re-distilled since)")
+            continue
+        member = record["member"]
+        on_fallback = ", on the fallback (no PRM)" if record.get("fallback") else ""
+        cells.append(f"{record['target']:.2f} at {1 - record['delta']:.0%}, n {record['n']}: C={member['budget']}, "
+                     f"{member['interventions']:.2f}/ep{on_fallback}")
     return "; ".join(cells) or "–"
+
+
+def run_helper(one: Run) -> Path | None:
+    """The helper folder of the run the report was given: the sweep's recorded helper found from the run's own
+    folder (as recorded relative to the sweep, so a copied run reads its copy), else its pipeline's ``helper/``,
+    else the recorded absolute path (a sweep of a helper that lies elsewhere)."""
+    recorded, out = one.config.get("helper"), one.config.get("out")
+    candidates = []
+    if recorded and out:
+        candidates.append(one.sweep / os.path.relpath(Path(recorded), Path(out)))
+    candidates += [one.path / "helper", one.sweep.parent / "helper"] + ([Path(recorded)] if recorded else [])
+    return next((c.resolve() for c in candidates if c.is_dir()), None)
 
 
 def prm_folds_fell_back(run: Run) -> str | None:

@@ -128,16 +128,40 @@ def helper_fingerprint(directory: str | Path) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+NUMBERS = ("eps", "delta", "target", "n")
+MEMBER_NUMBERS = ("budget", "success", "interventions")
+"""What every reader of a guarantee shows: a record without one of them is refused naming it."""
+
+
 def read_guarantee(directory: str | Path) -> dict | None:
-    """The guarantee a helper folder holds (``guarantee.json``), or None where it has none."""
+    """The guarantee a helper folder holds (``guarantee.json``), or None where it has none; a file that is cut
+    short, of another kind or without a field its readers show is refused in one line naming the file."""
+    from trajectories.files import read_json_object
+
     path = Path(directory) / GUARANTEE_FILE
     if not path.is_file():
         return None
-    record = json.loads(path.read_text())
-    kind = record.get("kind") if isinstance(record, dict) else None
+    record = read_json_object(path, "helpgate calibrate", "re-run `helpgate calibrate`")
+    kind = record.get("kind")
     if kind != KIND:
         raise ValueError(f"{path}: not a helpgate guarantee (kind={kind!r}); re-run `helpgate calibrate`.")
+    member = record.get("member")
+    lacking = [k for k in NUMBERS if not _number(record.get(k))] + ([] if isinstance(member, dict) else ["member"])
+    lacking += [f"member.{k}" for k in MEMBER_NUMBERS if isinstance(member, dict) and not _number(member.get(k))]
+    if lacking:
+        raise ValueError(f"{path}: no valid {', '.join(lacking)} (a file cut short or edited); re-run "
+                         "`helpgate calibrate`.")
     return record
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def on_fallback(record: dict) -> str | None:
+    """Why the guarantee's helper decided on its fallback classifier (its PRM missing or not its own), or None: it
+    holds for the gate that decides the same way only (``HelperGate.load`` compares)."""
+    return record.get("fallback")
 
 
 def member_name(member: dict) -> str:
@@ -153,6 +177,7 @@ def describe(record: dict) -> str:
     where = (f"budget C = {member['budget']}" if member.get("family", "budget") == "budget" else
              f"budget C = {member['budget']} with price {member['price']:.4g} per intervention (the table "
              f"{member.get('policy_file', '?')})")
+    fallback = f"; on its fallback classifier, no PRM ({record['fallback']})" if record.get("fallback") else ""
     return (f"success >= {record['target']:g} with confidence {1 - record['delta']:g} at {where} "
             f"(calibrated on {record['n']} episodes: success {member['success']:.3f}, "
-            f"{member['interventions']:.2f} interventions an episode)")
+            f"{member['interventions']:.2f} interventions an episode{fallback})")

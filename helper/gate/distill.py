@@ -40,6 +40,7 @@ from helper.gate import solve_files
 from helper.gate.features import SCORE_FEATURE, FeatureClassifier, default_feature_names, frame_features
 from helper.gate.gate import HelperGate, recorded_path
 from helper.gate.trained_on import trained_on
+from trajectories.outputs import out_folder
 from trajectories.shards import read_shard
 
 LABEL = "optimal_intervene"
@@ -209,6 +210,7 @@ def _check_numbers(cfg: DistillConfig) -> None:
 
 def run(cfg: DistillConfig) -> dict:
     """Label, split, fit, report, save; returns the report written into ``helper.json``."""
+    out_folder(cfg.out, "runs/demo/helper")  # '' would write the helper into the current folder
     source = Path(cfg.labels)
     labels_path = source / "labels.parquet"
     if not labels_path.exists():

@@ -190,6 +190,11 @@ class HelperGate(ScoredGate):
             gate._use_checked = self._use_checked  # a larger budget is a new use, checked on its own
         return gate
 
+    @property
+    def unscored(self) -> bool:
+        """Whether it decides on its fallback classifier although it reads a PRM score (no PRM loaded)."""
+        return self.scorer is None and reads_score(self._plain[0], self.classifier, self.members)
+
     def stats(self) -> dict[str, int]:
         with self._stats_lock:
             return dict(self._stats)
@@ -248,6 +253,7 @@ class HelperGate(ScoredGate):
                   "threshold": self.threshold, "decide_after": self.decide_after} | prm_ref
         config |= {"trained_on": trained} if trained else {}
         config |= identity.recorded(trained.get("horizon"), self.classifier, self.fallback, prm) | (extra or {})
+        config["classifier_files"] = identity.classifier_files(directory)  # the files just saved, not an older one's
         write_json_atomic(config, directory / CONFIG_FILE)
         return directory
 
@@ -298,8 +304,7 @@ class HelperGate(ScoredGate):
             warnings.warn(f"{config_path} records no {', '.join(missing)} (written by an older helpgate): loaded "
                           "without those checks. Re-run `helpgate distill` to record them.", stacklevel=2)
         scorer = degraded = None
-        needs_score = bool(members) or backend == "table" or (classifier is not None and SCORE_FEATURE in getattr(
-            classifier, "feature_names", ()))
+        needs_score = reads_score(backend, classifier, members)
         prm_path = prm if isinstance(prm, str) else resolve_recorded(directory, config, "prm")
         if prm is not False and needs_score and prm_path:
             try:
@@ -319,13 +324,18 @@ class HelperGate(ScoredGate):
                    config.get("threshold", 0.5), decide_after, config.get("trained_on"))
         gate.degraded = degraded
         gate.horizon = identity.horizon_of(config)
-        gate.guarantee = _guarantee(directory)
+        gate.guarantee = _guarantee(directory, on_fallback=needs_score and scorer is None)
         gate.members = members
         return gate.with_budget(gate.budget) if gate.budget in members else gate
 
     def __repr__(self) -> str:
         return (f"HelperGate(backend={self.backend!r}, budget={self.budget}, solved_budget={self.solved_budget}, "
                 f"prm={'yes' if self.scorer is not None else 'no'}, decide_after={self.decide_after!r})")
+
+
+def reads_score(backend: str, classifier, members: dict) -> bool:
+    """Whether a helper's decisions read the PRM score: a member or the table plays it, or the classifier reads it."""
+    return bool(members) or backend == "table" or SCORE_FEATURE in getattr(classifier, "feature_names", ())
 
 
 def recorded_path(directory: str | Path, path: str | Path, key: str = "prm") -> dict[str, str]:
@@ -347,15 +357,27 @@ def resolve_recorded(directory: str | Path, config: dict, key: str = "prm") -> s
     return str(next((c for c in candidates if c.exists()), first))
 
 
-def _guarantee(directory: Path) -> dict | None:
-    """The folder's ``guarantee.json`` when it measured these helper files; one that measured others is ignored
-    with a warning (a re-distilled helper needs a new calibration)."""
+def _guarantee(directory: Path, on_fallback: bool = False) -> dict | None:
+    """The folder's ``guarantee.json`` when it measured these helper files deciding as this gate does (on the PRM's
+    score, or on the fallback classifier: ``on_fallback``); one that measured others, or that cannot be read, is
+    ignored with a one-line warning naming the file (a re-distilled helper needs a new calibration)."""
     from helper.gate.certify import GUARANTEE_FILE, helper_fingerprint, read_guarantee
 
-    record = read_guarantee(directory)
+    path = directory / GUARANTEE_FILE
+    try:
+        record = read_guarantee(directory)
+    except (ValueError, OSError) as error:
+        warnings.warn(f"{error} Going on without a guarantee.", stacklevel=3)
+        return None
     if record is not None and record.get("helper_fingerprint") != helper_fingerprint(directory):
-        warnings.warn(f"{directory / GUARANTEE_FILE} was calibrated on other helper files (helper_fingerprint differs); "
+        warnings.warn(f"{path} was calibrated on other helper files (helper_fingerprint differs); "
                       "it is ignored. Re-run `helpgate calibrate`.", stacklevel=3)
+        return None
+    if record is not None and bool(record.get("fallback")) != on_fallback:
+        how = ("on the fallback classifier (no PRM), and this gate reads its PRM" if record.get("fallback") else
+               "with its PRM, and this gate decides on its fallback classifier (no PRM score)")
+        warnings.warn(f"{path} was certified {how}: it does not cover this gate and is ignored. Re-run "
+                      "`helpgate calibrate` on the gate you serve.", stacklevel=3)
         return None
     return record
 

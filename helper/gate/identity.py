@@ -1,19 +1,17 @@
 """What makes a helper folder one unit: the horizon, the feature names and the PRM it was built with.
 
-``HelperGate.save`` records three fields in ``helper.json`` and ``HelperGate.load`` checks them:
+``HelperGate.save`` records four fields in ``helper.json`` and ``HelperGate.load`` checks them:
 
 - ``horizon``: the longest episode (decision points) of the training rows (``trained_on``);
   ``serve-gate`` takes its horizon from it and refuses longer requests;
 - ``feature_names`` / ``fallback_feature_names``: the inputs of ``classifier/`` and ``fallback/``;
   a folder whose classifier files read other inputs (files of two distills mixed) is refused;
-- ``prm_fingerprint``: a hash of the PRM folder's files that decide its scores (``prm_config.json``,
-  the head, the calibration map, the adapter and a saved backbone); a PRM that loads but is not
-  the one the helper was distilled with is refused, since its scores would be read as if they were.
-
-A file of at most ``FULL_HASH_BYTES`` is hashed whole; a larger one (a saved backbone's weights)
-by its size and its first and last MiB, so a load never reads gigabytes to check a folder: a
-retrained or replaced backbone changes those (its header and its last tensors), while rehashing
-all of it would cost seconds on every start.
+- ``prm_fingerprint``: a hash of the PRM folder's files that decide its scores
+  (``prm.verifiers.fingerprint``); a PRM that loads but is not the one the helper was distilled with is
+  refused, since its scores would be read as if they were;
+- ``classifier_files``: a hash of each file of ``classifier/`` and ``fallback/`` as saved (big files by their
+  size and edges, as the PRM's); a folder where one differs (files of two distills mixed, even with the same
+  feature names, or a file edited) is refused naming the file.
 
 A folder written before these fields existed has none of them: it loads with one warning naming
 the missing fields and is checked for nothing it does not record (refusing it would strand every
@@ -26,37 +24,38 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-FIELDS = ("horizon", "feature_names", "prm_fingerprint")
-FULL_HASH_BYTES = 64 << 20
-EDGE_BYTES = 1 << 20
-# The PRM files that decide its scores; metrics, plots and out-of-fold tables do not.
-PRM_FILES = ("prm_config.json", "head.safetensors", "calibration.json")
-PRM_FOLDERS = ("adapter", "backbone")
+# prm_fingerprint's home: prm score records it too; imported from here still.
+from prm.verifiers.fingerprint import EDGE_BYTES, FULL_HASH_BYTES, prm_fingerprint
+
+FIELDS = ("horizon", "feature_names", "prm_fingerprint", "classifier_files")
+MODEL_FOLDERS = ("classifier", "fallback")
+"""The folders of a helper's classifiers, whose files ``classifier_files`` records."""
 
 
 class UntrustedPrm(ValueError):
     """The helper's PRM is missing, does not load, or is not the one it was distilled with."""
 
 
-def prm_fingerprint(directory: str | Path) -> str:
-    """``sha256:<hex>`` over the PRM folder's score-deciding files (names, sizes, contents)."""
-    directory = Path(directory)
-    files = [directory / name for name in PRM_FILES if (directory / name).is_file()]
-    for folder in PRM_FOLDERS:
-        if (directory / folder).is_dir():
-            files += sorted(p for p in (directory / folder).rglob("*") if p.is_file())
-    digest = hashlib.sha256()
-    for path in files:
-        size = path.stat().st_size
-        digest.update(f"{path.relative_to(directory).as_posix()}\0{size}\0".encode())
-        with path.open("rb") as handle:
-            if size <= FULL_HASH_BYTES:
-                digest.update(handle.read())
-            else:
-                digest.update(handle.read(EDGE_BYTES))
-                handle.seek(size - EDGE_BYTES)
-                digest.update(handle.read(EDGE_BYTES))
+def file_digest(path: Path) -> str:
+    """``sha256:<hex>`` of one file: its size and its bytes (its first and last MiB past ``FULL_HASH_BYTES``)."""
+    size = path.stat().st_size
+    digest = hashlib.sha256(f"{size}\0".encode())
+    with path.open("rb") as handle:
+        if size <= FULL_HASH_BYTES:
+            digest.update(handle.read())
+        else:
+            digest.update(handle.read(EDGE_BYTES))
+            handle.seek(size - EDGE_BYTES)
+            digest.update(handle.read(EDGE_BYTES))
     return "sha256:" + digest.hexdigest()
+
+
+def classifier_files(directory: str | Path) -> dict[str, str]:
+    """``{path relative to the helper folder: file_digest}`` of every file of its classifier folders."""
+    directory = Path(directory)
+    return {path.relative_to(directory).as_posix(): file_digest(path)
+            for folder in MODEL_FOLDERS if (directory / folder).is_dir()
+            for path in sorted((directory / folder).rglob("*")) if path.is_file()}
 
 
 def read_features(names: Sequence[str] | None) -> list[str]:
@@ -101,6 +100,24 @@ def check_files(config_path: Path, config: dict, classifier, fallback) -> None:
         if list(wanted) != list(names):
             raise ValueError(f"{config_path}: {field}={list(wanted)} but {folder}/ reads {list(names)}: the folder "
                              "mixes files of two distills; re-run `helpgate distill` into an empty folder.")
+    check_contents(config_path, config)
+
+
+def check_contents(config_path: Path, config: dict) -> None:
+    """Refuse a classifier file that is not the one ``helper.json`` recorded (none recorded: an older folder)."""
+    wanted = config.get("classifier_files")
+    if wanted is None:
+        return
+    if not isinstance(wanted, dict):
+        raise ValueError(f"{config_path}: classifier_files={wanted!r} is not a mapping of files to hashes; re-run "
+                         "`helpgate distill` into an empty folder.")
+    found = classifier_files(config_path.parent)
+    for name in sorted(set(wanted) | set(found)):
+        if wanted.get(name) != found.get(name):
+            what = ("is missing" if name not in found else "was not saved with this helper.json" if name not in wanted
+                    else f"hashes to {found[name][:19]}… where helper.json records {wanted[name][:19]}…")
+            raise ValueError(f"{config_path}: {name} {what} (classifier_files): the folder mixes files of two "
+                             "distills or was edited; re-run `helpgate distill` into an empty folder.")
 
 
 def check_prm(config_path: Path, config: dict, prm_path: str) -> None:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -59,18 +59,21 @@ from tabular_rl.solvers.pessimism import check_pessimism
 from tabular_rl.transitions import OBJECTIVES, Columns
 from trajectories.files import write_json_atomic
 from trajectories.manifest import incompleteness
+from trajectories.outputs import out_folder, outside_inputs
 from trajectories.shards import read_trajectories, shard_paths, write_shard
 
 REQUIRED = ("episode_id", "step", "intervened", "budget_left", "reward", "done", "prm_score")
 THIN = 10  # a (step, state, action) cell with fewer rows than this is reported as thin
+DEFAULT_BUDGETS = (1, 2, 3)
 
 
 @dataclass
 class SolveConfig:
     data: str = "runs/default/trajectories"
     """Directory of scored Parquet shards (must have prm_score)."""
-    budgets: list[int] = field(default_factory=lambda: [1, 2, 3])
-    """Intervention budgets C per episode; one solution and one label column each."""
+    budgets: list[int] | None = None
+    """Intervention budgets C per episode; one solution and one label column each. Default: 1 2 3. Not with
+    --advice-cost, which solves no budget."""
     method: str = "exact"
     """Solver: exact (hard budget), lagrangian or lp (both: budget in expectation)."""
     bins: int = 10
@@ -119,7 +122,10 @@ def _validate(config: SolveConfig) -> list[int]:
         raise ValueError(f"objective={config.objective!r}: choose one of {', '.join(OBJECTIVES)}")
     if config.binning not in BINNINGS:
         raise ValueError(f"binning={config.binning!r}: choose one of {', '.join(BINNINGS)}")
-    budgets = sorted({int(b) for b in config.budgets})
+    if config.advice_cost is not None and config.budgets is not None:
+        raise ValueError(f"budgets={config.budgets!r} with advice_cost={config.advice_cost!r}: a priced solve has no "
+                         "budget, so the budgets would be ignored; drop --budgets or --advice-cost.")
+    budgets = sorted({int(b) for b in (DEFAULT_BUDGETS if config.budgets is None else config.budgets)})
     if not budgets or budgets[0] < 0:
         raise ValueError(f"budgets={config.budgets!r}: give one or more budgets >= 0, e.g. --budgets 1 2 3")
     if config.bins < 1:
@@ -140,6 +146,7 @@ def _validate(config: SolveConfig) -> list[int]:
                          "and no --advice-cost; drop --pessimism or those options.")
     if not str(config.data).strip():
         raise ValueError("data='': name the folder of scored shards, e.g. --data runs/demo/scored")
+    outside_inputs(out_folder(config.out, "runs/demo/solve"), {"--data": config.data})  # never into its input
     return budgets
 
 

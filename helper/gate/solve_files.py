@@ -23,20 +23,13 @@ import hashlib
 import json
 from pathlib import Path
 
+from trajectories.files import sha256_of as sha256
 from trajectories.files import write_json_atomic
 
 SOLVE_MANIFEST = "solve.json"
 POLICY_GLOB = "policy_c*.npz"
 FIXED_OUTPUTS = ("discretizer.json", "counts.csv", "labels.parquet", "solution.json")
 VERSION = 1
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _outputs(out: Path) -> list[Path]:

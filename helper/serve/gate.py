@@ -10,7 +10,14 @@
     GET  /health
 
 The server holds each episode's budget: per ``episode_id`` it grants at most ``--budget``
-interventions, whatever the number of concurrent requests, until ``/end`` frees the id.
+interventions, whatever the number of concurrent requests, until ``/end`` frees the id. The budgets live in a
+ledger (``helper.serve.ledger``: SQLite in WAL mode, ``--ledger``, default ``serve-ledger.sqlite`` in the helper
+folder, so it moves with the helper whose episodes it counts and needs no global cache): a grant is committed before
+it is answered, so a server killed at any moment (SIGKILL included) and restarted on the same ledger never grants
+an episode more than its budget, and answers a retry as before. ``--ledger-sync full`` also survives a power loss,
+at an fsync per decision. After a restart the PRM's memory of an episode's earlier states and actions is gone:
+later decisions of a resumed episode read what the server saw since. An episode no request has touched for
+``--idle-episode-s`` (default an hour) is ended as ``/end`` would (its id starts afresh).
 ``budget_left`` is what is left after this decision; ``score`` is the gate's probability of
 intervening (null when no decision was needed: the budget was already spent). The helper's PRM
 reads earlier actions: a ``proposal`` that the gate lets through is recorded as the action of
@@ -40,28 +47,49 @@ Retries: the gate is idempotent per ``(episode_id, step)``: a request repeated (
 a timeout) gets the first answer again and spends nothing (the same step asked with another body is a
 further decision point at that step, decided anew). Types are strict: ``step`` a JSON integer, each feature a JSON number (not text, not a boolean).
 
+Ids and steps: an ``episode_id`` is 1 to 256 letters, digits and ``_.:@+=~-`` (one URL path segment, so every
+live episode can be ended); a step is below the episode's horizon, at ``/actions`` too (at most 10^9 anywhere).
+
 Errors: an invalid body is a 422 naming the field, an unknown episode at ``/end`` or
-``/actions`` a 404, and more live episodes than the gate can track a 503 (end your episodes).
+``/actions`` a 404, and more live episodes than the gate can track a 503 (end your episodes). A port already in
+use is refused in one line naming it (exit 2).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from agile.budget import BudgetedGate
 from agile.protocol import Action, Observation
 from helper.serve.guard import DEFAULT_MAX_BODY, BodyLimit, utf8_text
+from helper.serve.ledger import Ledger
 
 Text = Annotated[str, AfterValidator(utf8_text)]
 # Strict: a JSON number only (an integer is one), never text or a boolean; JSON's NaN would be imputed as a
 # missing feature.
 Number = Annotated[float, Field(allow_inf_nan=False, strict=True)]
+EPISODE_ID = r"^[A-Za-z0-9_.:@+=~-]{1,256}$"
+"""An episode id: 1 to 256 letters, digits and ``_.:@+=~-``, never ``.`` or ``..`` (``not_dots``): one path segment
+as it is, so every live episode can be ended at ``/v1/episodes/{episode_id}/end``."""
+
+
+def not_dots(value: str) -> str:
+    """``value``, unless it is ``.`` or ``..`` (a client would resolve it out of the URL)."""
+    if value in (".", ".."):
+        raise ValueError("'.' and '..' are not episode ids (a URL path resolves them away); use letters or digits")
+    return value
+
+
+EpisodeId = Annotated[str, Field(pattern=EPISODE_ID), AfterValidator(not_dots)]
+MAX_STEP = 10**9
+"""A step or horizon past this is refused before the helper's horizon is read (the ledger stores 64-bit integers)."""
+Step = Annotated[int, Field(ge=0, le=MAX_STEP, strict=True)]
 
 
 @dataclass
@@ -78,6 +106,13 @@ class ServeGateConfig:
     """Serve a helper whose PRM is missing, broken or not its own on its fallback classifier (/health: degraded)."""
     max_body_bytes: int = DEFAULT_MAX_BODY
     """Largest request body in bytes; a larger one is answered 413 without being parsed."""
+    ledger: str | None = None
+    """SQLite file of every live episode's used budget and answers, kept across restarts (default:
+    serve-ledger.sqlite in the helper folder)."""
+    ledger_sync: Literal["normal", "full"] = "normal"
+    """normal: a grant survives the server's death (SIGKILL); full: also a power loss (an fsync per decision)."""
+    idle_episode_s: float = 3600.0
+    """End an episode no request has touched for this many seconds (its id then starts afresh)."""
     backend: Literal["features", "text", "table"] | None = None
     """Override the helper's saved backend (table follows the solved policy table)."""
     device: str | None = None
@@ -95,12 +130,12 @@ class GateRequest(BaseModel):
     number (not "14", not true); anything else is a 422 naming the field."""
 
     model_config = ConfigDict(extra="forbid")
-    episode_id: Text = Field(min_length=1)
-    step: int = Field(ge=0, strict=True)
+    episode_id: EpisodeId
+    step: Step
     state_text: Text
     features: dict[Text, Number] = Field(default_factory=dict)
     proposal: Text | None = None
-    horizon: int | None = Field(default=None, ge=1, strict=True)
+    horizon: int | None = Field(default=None, ge=1, le=MAX_STEP, strict=True)
     env: Text = ""
     task_id: Text = ""
 
@@ -109,37 +144,37 @@ class ActionReport(BaseModel):
     """What was played at a step (the PRM of the helper reads it at later steps)."""
 
     model_config = ConfigDict(extra="forbid")
-    step: int = Field(ge=0, strict=True)
+    step: Step
     action_text: Text
     state_text: Text = ""
 
 
-class ServedGate(BudgetedGate):
-    """Holds the per-episode budgets in front of any gate; ``decide`` also returns the gate's score.
+class ServedGate:
+    """Holds the per-episode budgets in front of any gate, in a ``Ledger`` (``helper.serve.ledger``: a SQLite file
+    that survives a restart, or memory); ``decide`` also returns the gate's score.
 
     Idempotent per ``(episode_id, step)`` and request body: a decision point asked again (a client's retry after a
-    timeout) gets the answer it was given the first time, and spends nothing (no budget, no PRM
-    pass, no action recorded twice); the decisions of one episode are made one at a time, so a
-    retry racing its original waits for it. The answers are kept until the episode ends.
+    timeout, also across a restart on the same ledger) gets the answer it was given the first time, and spends
+    nothing (no budget, no PRM pass, no action recorded twice); the decisions of one episode are made one at a
+    time, so a retry racing its original waits for it. The answers are kept until the episode ends or is reaped.
 
     The wrapped gate is asked ``intervene_probability`` (a ``HelperGate``), else ``wants`` (any
     ``BudgetedGate``: their own count is never spent), else ``should_intervene`` (any
     ``agile.protocol.Gate``), so there is exactly one budget per episode: this one.
     """
 
-    def __init__(self, gate, budget: int | None = None):
+    def __init__(self, gate, budget: int | None = None, ledger: Ledger | None = None):
         budget = getattr(gate, "budget", None) if budget is None else budget
         if budget is None:
             raise ValueError("serve-gate needs a per-episode budget: pass --budget C.")
-        super().__init__(budget)
+        self.ledger = ledger or Ledger(None, budget)
+        self.budget = self.ledger.budget  # what new episodes get (an episode keeps the budget it started with)
         self.gate = gate
         self.decide_after = getattr(gate, "decide_after", "state")
         self.name = f"served:{getattr(gate, 'name', type(gate).__name__)}"
         self._scores = threading.local()  # the score of the decision this thread is making
-        self._open: set[str] = set()
-        self._open_lock = threading.Lock()
-        self._answers: dict[str, dict[tuple, tuple[str | None, tuple]]] = {}  # episode -> (step, request) -> answer
-        self._locks: dict[str, threading.Lock] = {}  # one per open episode
+        self._locks: dict[str, threading.Lock] = {}  # one per episode this process has decided
+        self._locks_lock = threading.Lock()
 
     def wants(self, observation: Observation, budget_left: int, proposal=None) -> bool:
         reads = {"proposal": proposal} if self.decide_after == "proposal" else {}
@@ -162,38 +197,57 @@ class ServedGate(BudgetedGate):
         to every repeat; ``request`` (a fingerprint of the request body) tells a repeat from a
         further decision point at the same step (an environment that decides several times per
         step, as ProductQA's executor does within one question): another body is decided anew."""
-        episode = observation.episode_id
-        key = (observation.step, request)
-        with self._open_lock:
-            self._open.add(episode)
-            lock = self._locks.setdefault(episode, threading.Lock())
-        with lock:
-            first = self._answers.get(episode, {}).get(key)
+        self.reap()
+        episode, step, request = observation.episode_id, observation.step, request or ""
+        with self._lock_of(episode):
+            first = self.ledger.answer(episode, step, request)
             if first is not None:
-                return first[1]
+                return first
+            left = self.ledger.left(episode)
+            wanted = None
             self._scores.value = None
-            granted = self.should_intervene(observation, proposal=proposal)
-            answer = (granted, self.budget - self.used(episode), self._scores.value)
-            if proposal is not None and not granted:
+            if left > 0:  # the gate decides outside the ledger's transaction (a PRM pass takes a while)
+                wanted = self.wants(observation, left, proposal)
+            answer = self.ledger.record(episode, step, request, wanted, self._scores.value, observation.horizon)
+            if proposal is not None and not answer[0]:
                 self.record_action(observation, proposal.text)  # the proposal is what will be played
-            with self._open_lock:
-                self._answers.setdefault(episode, {})[key] = (request, answer)
             return answer
 
-    def is_open(self, episode_id: str) -> bool:
-        with self._open_lock:
-            return episode_id in self._open
+    def _lock_of(self, episode: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._locks.setdefault(episode, threading.Lock())
 
-    def end_episode(self, episode_id: str) -> None:
-        with self._open_lock:
-            self._open.discard(episode_id)
-            self._answers.pop(episode_id, None)
+    def used(self, episode_id: str) -> int:
+        """Interventions granted so far in this episode (0 for an unknown or ended id)."""
+        return self.ledger.used(episode_id)
+
+    def live_episodes(self) -> int:
+        return self.ledger.live()
+
+    def is_open(self, episode_id: str) -> bool:
+        return self.ledger.is_open(episode_id)
+
+    def end_episode(self, episode_id: str) -> int | None:
+        """Forget the episode (its id starts afresh); the interventions it used, None when it was not open."""
+        used = self.ledger.end(episode_id)
+        self._forget(episode_id)
+        return used
+
+    def reap(self) -> list[str]:
+        """End the episodes idle past the ledger's ``idle_s`` (checked at most every second)."""
+        ended = self.ledger.reap(every_s=min(1.0, self.ledger.idle_s / 2))
+        for episode_id in ended:
+            self._forget(episode_id)
+        return ended
+
+    def _forget(self, episode_id: str) -> None:
+        with self._locks_lock:
             self._locks.pop(episode_id, None)
-        super().end_episode(episode_id)
         if hasattr(self.gate, "end_episode"):
             self.gate.end_episode(episode_id)
 
     def record_action(self, observation: Observation, action_text: str) -> None:
+        self.ledger.touch(observation.episode_id)
         if hasattr(self.gate, "record_action"):
             self.gate.record_action(observation, action_text)
 
@@ -210,6 +264,14 @@ def create_app(gate: ServedGate, horizon: int, features: list[str] | None = None
     from fastapi.responses import JSONResponse
 
     app = FastAPI(title="helpgate gate server")
+
+    def path_id(episode_id: str) -> str:
+        """The id of a URL path, checked as /v1/gate checks it (422 naming the field)."""
+        if re.fullmatch(EPISODE_ID, episode_id) is None or episode_id in (".", ".."):
+            shown = episode_id if len(episode_id) <= 40 else f"{episode_id[:40]}... ({len(episode_id)} characters)"
+            raise HTTPException(422, f"episode_id={shown!r}: an episode id is 1 to 256 letters, digits and _.:@+=~- "
+                                     "(not '.' or '..').")
+        return episode_id
     wanted = None if features is None else set(features)
 
     @app.exception_handler(RequestValidationError)
@@ -270,18 +332,19 @@ def create_app(gate: ServedGate, horizon: int, features: list[str] | None = None
 
     @app.post("/v1/episodes/{episode_id}/actions")
     def record(episode_id: str, body: ActionReport) -> dict:
-        if not gate.is_open(episode_id):
+        played = gate.ledger.horizon(path_id(episode_id))
+        if played is None:
             raise HTTPException(404, f"episode {episode_id!r} is not open: ask /v1/gate for it first.")
-        gate.record_action(observation(episode_id, body.step, body.state_text, request_horizon=body.step + 1),
+        gate.record_action(observation(episode_id, body.step, body.state_text, request_horizon=played),
                            body.action_text)
         return {"episode_id": episode_id, "step": body.step}
 
     @app.post("/v1/episodes/{episode_id}/end")
     def end(episode_id: str) -> dict:
-        if not gate.is_open(episode_id):
-            raise HTTPException(404, f"episode {episode_id!r} is not open (never asked, or already ended).")
-        used = gate.used(episode_id)
-        gate.end_episode(episode_id)
+        used = gate.end_episode(path_id(episode_id))
+        if used is None:
+            raise HTTPException(404, f"episode {episode_id!r} is not open (never asked, ended, or idle past "
+                                     "--idle-episode-s).")
         return {"episode_id": episode_id, "used": used}
 
     return BodyLimit(app, max_body_bytes)
@@ -340,6 +403,32 @@ def load_helper(config: ServeGateConfig):
     return helper, horizon or config.horizon, degraded
 
 
+LEDGER_FILE = "serve-ledger.sqlite"
+"""The default ledger, in the helper folder: it moves with the helper whose episodes it counts, and needs no
+global cache (a helper folder that cannot be written takes --ledger)."""
+
+
+def listening_socket(host: str, port: int):
+    """A socket bound to ``host:port`` for uvicorn; a port in use or not ours is refused in one line."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a restart need not wait for TIME_WAIT
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        if error.errno == errno.EADDRINUSE:
+            raise ValueError(f"port={port}: already in use on {host} (another server, or an earlier serve-gate still "
+                             "running); stop it or pass another --port.") from None
+        raise ValueError(f"port={port} on host={host!r}: cannot listen there ({error.strerror or error}); pass "
+                         "another --port or --host.") from None
+    sock.listen(2048)
+    return sock
+
+
 def run(config: ServeGateConfig) -> None:
     """Load the helper folder and serve it until interrupted."""
     import uvicorn
@@ -351,9 +440,16 @@ def run(config: ServeGateConfig) -> None:
     if config.max_body_bytes < 1:
         raise ValueError(f"max_body_bytes={config.max_body_bytes}: must be at least 1 byte.")
     helper, horizon, degraded = load_helper(config)
-    gate = ServedGate(helper, config.budget)
+    budget = helper.budget if config.budget is None else config.budget
+    if budget is None:
+        raise ValueError("serve-gate needs a per-episode budget: pass --budget C.")
+    ledger = Ledger(config.ledger or f"{config.helper}/{LEDGER_FILE}", budget, idle_s=config.idle_episode_s,
+                    sync=config.ledger_sync)
+    gate = ServedGate(helper, config.budget, ledger)
+    sock = listening_socket(config.host, config.port)  # before the line that says it serves
     state = f"DEGRADED ({degraded})" if degraded else "ok"
     print(f"serving {helper!r} on http://{config.host}:{config.port}/v1/gate (budget {gate.budget} per episode, "
-          f"horizon {horizon}); status {state}", flush=True)
+          f"horizon {horizon}, ledger {ledger.path}, {ledger.live()} live episodes); status {state}", flush=True)
     app = create_app(gate, horizon, served_features(helper), degraded, config.max_body_bytes)
-    uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level)
+    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level))
+    server.run(sockets=[sock])

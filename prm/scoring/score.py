@@ -10,10 +10,16 @@ are length-bucketed into batches of about ``batch_tokens`` padded tokens and run
 
 Shards are streamed one at a time. By default the output is the input folder: each shard is
 rewritten in place atomically (temp file + rename) with a ``prm_score`` column added (an existing
-one is replaced). With ``--out`` the scored shards go to that folder and the input is untouched.
-A progress manifest, ``prm_score.manifest.json`` in the output folder, records each finished
-shard with the model it was scored by, so a killed run resumes where it stopped; scoring with a
-different model starts over.
+one is replaced). With ``--out`` the scored shards go to that folder and the input is untouched; an
+``--out`` that is the input under another name, another collection or a folder of other files is
+refused (``trajectories.outputs.score_out``).
+A progress manifest, ``prm_score.manifest.json`` in the output folder, records each finished shard
+with the fingerprint of the PRM that scored it (``prm.verifiers.fingerprint``) and its SHA-256, and
+marks a shard pending while it is rewritten, so a killed run resumes where it stopped: a rerun scores
+every shard this PRM did not (a re-score with another PRM cut off between shards is finished by one
+PRM, never left mixed), and readers of the scores refuse a folder that names two PRMs or a pending
+shard (``trajectories.scored_by``). Input shards whose bytes their manifests did not record (another
+run's shard copied in, an edited one) are refused before any scoring (``trajectories.content``).
 
 Training episodes get their out-of-fold score: ``prm train`` saved, in ``oof_scores.parquet``,
 each training episode's scores from the fold head that did not see it, and an episode found
@@ -32,9 +38,9 @@ train`` saves those calibrated), so the table's bins and the gate's scores mean 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
+from contextlib import contextmanager
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,9 +52,13 @@ import torch
 
 from prm.data.episodes import FEATURES_FILE, OOF_FILE, Validator, episodes_of, score_columns
 from prm.inputs.signals import signal_matrix
-from trajectories.files import write_atomic
+from prm.verifiers.fingerprint import prm_fingerprint
+from trajectories.content import check_content, collection_id
+from trajectories.files import sha256_of, write_atomic
 from trajectories.manifest import MANIFEST as COLLECTION_MANIFEST
 from trajectories.manifest import SCORE_MANIFEST, Manifest
+from trajectories.outputs import out_folder, score_out
+from trajectories.scored_by import check_one_prm
 from trajectories.shards import read_shard, shard_paths, write_shard
 
 MANIFEST = SCORE_MANIFEST
@@ -83,16 +93,6 @@ class ScoreConfig:
     allow_incomplete: bool = False
     """Read a trajectory folder whose manifest is missing or says complete: false (a collection killed part way)
     as it is, instead of refusing it; recorded in the output."""
-
-
-def model_fingerprint(directory: str | os.PathLike) -> str:
-    """Identify a saved PRM by its files' names, sizes and modification times (cheap to compute)."""
-    directory = Path(directory)
-    digest = hashlib.sha256(str(directory.resolve()).encode())
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        stat = path.stat()
-        digest.update(f"{path.relative_to(directory)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:16]
 
 
 def score_frame(prm, frame: pl.DataFrame, batch_tokens: int = 16384, progress: bool = False,
@@ -205,30 +205,71 @@ def score_shard(
 def plan(cfg: ScoreConfig) -> tuple[Path, list[tuple[Path, Path]], list[Path], Manifest]:
     """(output folder, shards to score as (source, target), shards skipped, progress manifest).
 
-    The manifest (``trajectories.manifest.Manifest``) is keyed by the model's fingerprint: scoring with
-    another model starts over; a shard rewritten since it was scored (re-collected) is scored again."""
+    Checked before any work: the input's shards hold the bytes their manifests recorded, and ``--out`` is this
+    collection's own output (``trajectories.outputs.score_out``). A shard counts as scored when the manifest
+    records it, not pending, scored by this PRM (its fingerprint in ``config.prm``), with the bytes it holds:
+    another PRM's shard, or one rewritten since (re-collected), is scored again."""
     data = Path(cfg.data)
-    out = Path(cfg.out) if cfg.out else data
+    out = data if cfg.out is None else out_folder(cfg.out, "runs/demo/scored")  # '' is refused, not read as in place
     sources = shard_paths(cfg.data, cfg.allow_incomplete)  # the text as given: '' is refused, not read as the current folder
+    if data.is_dir():
+        check_content(data, sources)  # another run's shard copied over one of ours is refused before it is scored
+    score_out(out, data)
     if out != data and out.resolve().is_relative_to(data.resolve()):  # --out inside --data: not a source
         sources = [s for s in sources if not s.resolve().is_relative_to(out.resolve())]
-    manifest = Manifest.open(out, {"model": model_fingerprint(cfg.model)}, name=MANIFEST, on_change="restart",
-                             own_folder=False, stamp=True)
-    if not cfg.resume:
-        manifest.forget()
+    fingerprint = prm_fingerprint(cfg.model)
+    # Keyed by nothing that changes: each shard records its own PRM; an older release's "model" key is dropped.
+    manifest = Manifest.open(out, {}, name=MANIFEST, ignore=("model", "collection", "prm"), own_folder=False)
+    targets = {source: out / (source.relative_to(data) if data.is_dir() else source.name) for source in sources}
+    names = {target.relative_to(out).as_posix() for target in targets.values()}
+    # What this run writes: entries of shards no longer there are not part of it.
+    manifest.shards = {name: entry for name, entry in manifest.shards.items() if name in names}
+    manifest.config = {"collection": collection_id(data), "prm": fingerprint}
+    manifest.save()
     jobs, skipped = [], []
-    for source in sources:
-        target = out / (source.relative_to(data) if data.is_dir() else source.name)
-        if manifest.is_done(target.relative_to(out).as_posix()):
+    for source, target in targets.items():
+        if cfg.resume and _scored(manifest, target.relative_to(out).as_posix(), target, fingerprint):
             skipped.append(target)
         else:
             jobs.append((source, target))
     return out, jobs, skipped, manifest
 
 
+def _scored(manifest: Manifest, name: str, target: Path, fingerprint: str) -> bool:
+    entry = manifest.shards.get(name) or {}
+    return (not entry.get("pending") and entry.get("prm") == fingerprint and target.is_file()
+            and entry.get("sha256") == sha256_of(target))
+
+
+@contextmanager
+def pending(manifest: Manifest, out: Path, targets: list[Path]):
+    """Mark ``targets`` pending (being rewritten: a kill leaves the mark, which readers of the scores refuse and a
+    rerun scores again); on an error, put back what was recorded before for a shard whose bytes did not change
+    (one rewritten before the error stays pending: its old record would call it edited)."""
+    before = {}
+    for target in targets:
+        name = target.relative_to(out).as_posix()
+        before[name] = (manifest.shards.get(name), sha256_of(target) if target.is_file() else None, target)
+        manifest.shards[name] = {"prm": manifest.config["prm"], "pending": True}
+    manifest.save()
+    try:
+        yield
+    except BaseException:
+        for name, (entry, bytes_before, target) in before.items():
+            unchanged = (sha256_of(target) if target.is_file() else None) == bytes_before
+            if (manifest.shards.get(name) or {}).get("pending") and unchanged:
+                if entry is None:
+                    manifest.shards.pop(name, None)
+                else:
+                    manifest.shards[name] = entry
+        manifest.save()
+        raise
+
+
 def record(manifest: Manifest, out: Path, target: Path, stats: dict) -> None:
-    """Mark one shard finished (called by the single driver process only, so no write races)."""
-    manifest.mark_done(target.relative_to(out).as_posix(), rows=stats["rows"])
+    """Mark one shard finished, with the PRM that scored it (called by the single driver process only, so no
+    write races); its SHA-256 is recorded by ``Manifest.mark_done``."""
+    manifest.mark_done(target.relative_to(out).as_posix(), rows=stats["rows"], prm=manifest.config["prm"])
 
 
 def carry_collection_manifest(data: Path, out: Path) -> None:
@@ -253,22 +294,25 @@ def run_score(cfg: ScoreConfig, validate: Validator | None = None) -> dict:
     if jobs and cfg.ray:
         from prm.scoring.ray_score import score_with_ray
 
-        for target, stats in score_with_ray(cfg, jobs, score_shard, validate):
-            record(manifest, out, target, stats)
-            totals["rows"] += stats["rows"]
-            totals["tokens"] += stats["tokens"]
+        with pending(manifest, out, [target for _, target in jobs]):  # workers write; the driver alone records
+            for target, stats in score_with_ray(cfg, jobs, score_shard, validate):
+                record(manifest, out, target, stats)
+                totals["rows"] += stats["rows"]
+                totals["tokens"] += stats["tokens"]
     elif jobs:
         prm = load_prm(cfg.model, device=cfg.device, dtype=parse_dtype(cfg.dtype), merge_lora=True)
         if cfg.max_length:
             prm.settings.max_length = cfg.max_length
         for source, target in jobs:
-            stats = score_shard(prm, source, target, cfg.batch_tokens, validate, cfg.progress,
-                                saved_features=Path(cfg.model) / FEATURES_FILE,
-                                out_of_fold=Path(cfg.model) / OOF_FILE)
-            record(manifest, out, target, stats)
+            with pending(manifest, out, [target]):
+                stats = score_shard(prm, source, target, cfg.batch_tokens, validate, cfg.progress,
+                                    saved_features=Path(cfg.model) / FEATURES_FILE,
+                                    out_of_fold=Path(cfg.model) / OOF_FILE)
+                record(manifest, out, target, stats)
             totals["rows"] += stats["rows"]
             totals["tokens"] += stats["tokens"]
     seconds = time.perf_counter() - start
+    check_one_prm(out)  # what it leaves is one PRM's scores, none pending
     carry_collection_manifest(Path(cfg.data), out)
     summary = {
         "scored": len(jobs),

@@ -9,4 +9,5 @@
 - ``calibration.py``: ``Calibrator``: an isotonic or Platt map fitted on out-of-fold scores, saved as
   ``calibration.json`` and applied wherever the PRM scores.
 - ``load.py``: ``load_prm``: a saved PRM folder of either kind.
+- ``fingerprint.py``: ``prm_fingerprint``: a hash of the files that decide a saved PRM's scores.
 """

@@ -71,8 +71,8 @@ def test_scores_in_place_and_resumes(tmp_path, model_dir):
     manifest = json.loads((data / MANIFEST).read_text())
     assert sorted(manifest["shards"]) == ["part-000.parquet", "part-001.parquet", "part-002.parquet"]
 
-    # A killed run: shard 1 lost its manifest entry (it was being written). Resume scores only it.
-    del manifest["shards"]["part-001.parquet"]
+    # A killed run: shard 1 was being rewritten (marked pending). Resume scores only it.
+    manifest["shards"]["part-001.parquet"] = {"prm": manifest["config"]["prm"], "pending": True}
     (data / MANIFEST).write_text(json.dumps(manifest))
     untouched = (data / "part-000.parquet").stat().st_mtime_ns
     summary = run_score(cfg)

@@ -66,12 +66,16 @@ def test_an_unreadable_pipeline_json_is_named(tmp_path):
     assert str(out / "pipeline.json") in stale_stage(out, now(out))
 
 
-def test_auto_is_stored_as_what_it_loaded_so_a_resume_on_another_kind_of_machine_is_refused(tmp_path):
+def test_auto_is_stored_as_what_it_loaded_so_a_resume_on_another_kind_of_machine_is_refused(tmp_path, monkeypatch):
     from dataclasses import replace
 
+    import agile.models
     from helper.data.environment import EnvSpec
 
     cpu = EnvSpec(agent="smollm2", device="cpu")
+    monkeypatch.setattr(agile.models, "native_bf16", lambda: True)
+    assert cpu.resolved_dtype() == "bfloat16"  # a CPU with native BF16 runs the agent in bf16
+    monkeypatch.setattr(agile.models, "native_bf16", lambda: False)
     assert cpu.resolved_dtype() == "float32"
     assert EnvSpec(agent="smollm2", device="cuda").resolved_dtype() == "bfloat16"  # no GPU needed to name it
     assert replace(cpu, agent_dtype="bfloat16").resolved_dtype() == "bfloat16"

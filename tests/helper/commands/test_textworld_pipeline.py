@@ -95,3 +95,25 @@ def test_sweep_covers_methods_and_budgets_within_bounds(run_dir):
     assert "exact_optimal" not in methods and "textworld" in summary["skipped"]["exact_optimal"]
     # "always" may intervene at every move: its budget is the longest episode a game allows
     assert int(sweep.loc[sweep["method"] == "always", "budget"].iloc[0]) == default_horizon(3)
+
+
+def test_the_llm_agent_runs_the_pipeline_on_two_tiny_games(tmp_path):
+    """TextWorld played by ``TextWorldLLMAgent`` (a tiny random model ranking the admissible commands), every stage
+    end to end on two games, the sweep with the helper, the full-strength threshold (under a cap and with no cap)
+    and random: the set-up of the LLM TextWorld benchmark, small."""
+    out = tmp_path / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OMP_NUM_THREADS", "1")
+        code = main(["pipeline", "--out", str(out), "--env", "textworld", "--agent", "tiny", "--tw-games", "2",
+                     "--tw-quest-lengths", "1", "--quick", "--episodes", "16", "--eval-episodes", "2", "--budgets",
+                     "1", "--prm-model", "tiny", "--methods", "helper", "helper_priced", "prm_threshold", "random",
+                     "--device", "cpu"])
+    assert code == 0
+    sweep = pd.read_csv(out / "sweep" / "sweep.csv")
+    assert {"helper", "prm_threshold", "prm_threshold_nocap", "helper_priced", "random"} <= set(sweep["method"])
+    capped = sweep[sweep["method"].isin(["helper", "prm_threshold", "random"])]
+    assert (capped["interventions"] <= capped["budget"]).all() and sweep["success"].between(0, 1).all()
+    frame = read_trajectories(out / "trajectories")
+    assert frame["episode_id"].n_unique() == 16 and set(frame["env"]) == {"textworld"}
+    assert json.loads((out / "pipeline.json").read_text())["agent"] == "tiny"
+    assert (out / "helper" / "members" / "selection.json").is_file()

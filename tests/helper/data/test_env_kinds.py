@@ -40,9 +40,9 @@ def test_each_kinds_own_fields_are_fields_of_the_collection_config():
 
 
 @pytest.mark.parametrize("env, own", [("productqa", PRODUCTQA_ONLY), ("textworld", TEXTWORLD_ONLY),
-                                      ("examples.arith_chain:make_episodes", [])])
+                                      ("examples.arith_chain:make_episodes", ["plugin_max_steps"])])
 def test_collection_identity_keeps_the_shared_fields_and_only_its_own(env, own):
-    agent = "examples.arith_chain:make_agent" if own == [] else "simulator"
+    agent = "examples.arith_chain:make_agent" if own == ["plugin_max_steps"] else "simulator"
     config = CollectConfig(spec=EnvSpec(env=env, agent=agent, data=str(SLICE)))
     ident = identity(config, env_setup(config))
     assert set(ident) == set(SHARED) | set(own)

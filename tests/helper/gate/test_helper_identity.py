@@ -104,3 +104,39 @@ def test_an_older_folder_loads_with_one_warning(tmp_path, prm_dir):
     (message,) = [str(w.message) for w in seen]
     assert "records no horizon, feature_names, prm_fingerprint" in message
     assert gate.scorer is not None and gate.horizon == 4  # trained_on still says it
+
+
+
+def another_distills(names):
+    """A classifier on the same inputs as ``helper_data.classifier(names)``, fitted on other labels."""
+    import numpy as np
+    import polars as pl
+
+    from helper.gate.features import FeatureClassifier, frame_features
+
+    rng = np.random.default_rng(1)
+    frame = pl.DataFrame({"episode_id": ["e"] * 40, "step": np.arange(40) % 4, "horizon": [4] * 40,
+                          "budget_left": rng.integers(1, 3, 40), "prm_score": rng.random(40),
+                          "features": ['{"memory_hits": 1.0}'] * 40})
+    return FeatureClassifier("logreg", names).fit(frame_features(frame, names), rng.integers(0, 2, 40))
+
+
+def test_a_classifier_of_another_distill_with_the_same_feature_names_is_refused(tmp_path, prm_dir):
+    """Feature names cannot tell two distills apart when they read the same inputs: helper.json records each
+    classifier file's hash (classifier_files) and a file that differs is refused naming it."""
+    ours = helper(tmp_path, prm_dir, "ours")
+    for name, names in (("classifier", NAMES), ("fallback", NAMES[1:])):
+        mixed = shutil.copytree(ours, tmp_path / f"mixed-{name}")
+        another_distills(names).save(mixed / name)  # the same inputs, other weights
+        with pytest.raises(ValueError, match=rf"helper\.json: {name}/model\.skops hashes to sha256:\w+… where "
+                                             r"helper\.json records sha256:\w+… \(classifier_files\)") as error:
+            HelperGate.load(mixed)
+        assert "\n" not in str(error.value)
+    # An older folder, without the record, loads with the warning that names what it lacks.
+    older = shutil.copytree(ours, tmp_path / "older")
+    another_distills(NAMES).save(older / "classifier")
+    config = json.loads((older / "helper.json").read_text())
+    config.pop("classifier_files")
+    (older / "helper.json").write_text(json.dumps(config))
+    with pytest.warns(UserWarning, match="records no classifier_files"):
+        assert HelperGate.load(older).scorer is not None

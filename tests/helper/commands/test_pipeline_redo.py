@@ -1,0 +1,38 @@
+"""`helpgate pipeline --redo` killed after its first stage: the next run never skips stages made with the old
+settings while pipeline.json names the new ones (it redoes them or refuses)."""
+
+import json
+
+import prm.training.train as prm_train
+from helper.commands.cli import main
+from helper.commands.pipeline import STAGES
+
+TINY = ["pipeline", "--quick", "--agent", "simulator", "--prm-model", "tiny", "--episodes", "16", "--eval-episodes",
+        "4", "--questions-per-episode", "3", "--budgets", "1", "--methods", "helper", "--prm-folds", "1"]
+
+
+def solved_bins(out) -> int:
+    return json.loads((out / "solve" / "solution.json").read_text())["config"]["bins"]
+
+
+def test_a_redo_killed_after_its_first_stage_leaves_no_stage_of_the_old_settings(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    assert main([*TINY, "--out", str(out)]) == 0
+    assert solved_bins(out) == 6 and all((out / stage / ".done").exists() for stage in STAGES)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the redo is stopped in its second stage, the PRM's
+
+    monkeypatch.setattr(prm_train, "run_train", killed)
+    try:  # the command reports Ctrl-C in one line and exits non-zero (or lets it through)
+        code = main([*TINY, "--out", str(out), "--redo", "--bins", "3"])
+    except KeyboardInterrupt:
+        code = None
+    assert code != 0
+    monkeypatch.undo()
+    assert json.loads((out / "pipeline.json").read_text())["bins"] == 3
+    # Only the stage the redo finished is marked finished: no marker outlives the settings it was made with.
+    assert [stage for stage in STAGES if (out / stage / ".done").exists()] == ["collect"]
+
+    code = main([*TINY, "--out", str(out), "--bins", "3"])  # the same command, without --redo
+    assert code == 0 and solved_bins(out) == json.loads((out / "pipeline.json").read_text())["bins"] == 3
