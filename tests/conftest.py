@@ -15,8 +15,15 @@ import os
 if os.environ.get("HELPGATE_TEST_DEVICE", "cpu") == "cpu":
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
+# Under pytest-xdist each worker gets one core: two workers at default threads on 2 cores stall each other.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
