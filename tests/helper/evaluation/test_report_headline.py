@@ -133,3 +133,31 @@ def test_results_headline_is_the_generated_block():
     assert block(text) == headline_block(REPO / "benchmarks" / "headline.toml", refresh=False), (
         "RESULTS.md's headline block differs from its source: run "
         "`helpgate report --headline benchmarks/headline.toml --out benchmarks/RESULTS.md`")
+
+
+def test_every_headline_row_is_recomputed_from_committed_episodes():
+    """Each headline set-up's runs are committed (benchmarks/data/): the block regenerated from them equals RESULTS',
+    and one cell's point estimate, recomputed here from the committed per-episode rows with nothing of the report's
+    code, is the number RESULTS prints."""
+    import tomllib
+
+    import pandas as pd
+
+    source = REPO / "benchmarks" / "headline.toml"
+    setups = tomllib.loads(source.read_text())["setup"]
+    for setup in setups:
+        assert all((REPO / run / "sweep" / "episodes.csv").is_file() for run in setup["runs"]), setup["name"]
+    text = (REPO / "benchmarks" / "RESULTS.md").read_text()
+    assert block(text) == headline_block(source, refresh=True), (
+        "RESULTS.md's headline differs from the committed runs: run "
+        "`helpgate report --headline benchmarks/headline.toml --out benchmarks/RESULTS.md`")
+    first = setups[0]
+    frames = [pd.read_csv(REPO / run / "sweep" / "episodes.csv") for run in first["runs"]]
+    diffs = []
+    for seed, frame in enumerate(frames):
+        at = frame[frame["budget"] == 1].set_index(["method", "episode_id"])["success"]
+        diffs.append((at["helper"] - at["prm_threshold"]).to_numpy())
+    expected = float(pd.Series([d for part in diffs for d in part]).mean())
+    rows = _rows(text)
+    cell = rows[(first["name"], "prm_threshold")]["C=1"]
+    assert float(cell.split()[0]) == pytest.approx(expected, abs=5e-4), (cell, expected)
