@@ -683,74 +683,8 @@ def round_three_a_cases(root: Path, good: dict[str, Path]) -> list[Case]:
     ]
 
 
-MISBEHAVING = '''"""Plug-ins that exit, interrupt, hang, never end or return the wrong thing (issue 61)."""
-import sys
-import time
-
-from examples.arith_chain import ChainAgent, ChainEpisode, make_episodes
-
-
-def env_exits(split, count, seed):
-    sys.exit(0)
-
-
-def env_interrupts(split, count, seed):
-    raise KeyboardInterrupt
-
-
-class _NoOutcome(ChainEpisode):
-    def success(self):
-        return None
-
-
-class _Endless(ChainEpisode):
-    @property
-    def done(self):
-        return False
-
-    def observe(self):
-        self.position = min(self.position, len(self.operations) - 1)
-        return super().observe()
-
-    def step(self, action):
-        result = super().step(action)
-        self.position = min(self.position, len(self.operations) - 1)
-        return result
-
-
-def _as(cls):
-    def factory(split, count, seed):
-        episodes = make_episodes(split, count, seed)
-        for episode in episodes:
-            episode.__class__ = cls
-        return episodes
-    return factory
-
-
-env_no_outcome = _as(_NoOutcome)
-env_endless = _as(_Endless)
-
-
-def env_ids_by_count(split, count, seed):
-    episodes = make_episodes(split, count, seed)
-    for i, episode in enumerate(episodes):
-        episode.episode_id = f"chain-{count - 1 - i}"
-    return episodes
-
-
-class _Sleepy(ChainAgent):
-    def act(self, observations):
-        time.sleep(600)
-        return super().act(observations)
-
-
-def agent_sleeps():
-    return _Sleepy()
-
-
-def agent_class():
-    return ChainAgent
-'''
+MISBEHAVING = REPO / "tests" / "misbehaving_plugins.py"
+"""Plug-ins that exit, interrupt, hang, never end or return the wrong thing (issue 61), shared with the tests."""
 
 
 def round_three_b_cases(root: Path, good: dict[str, Path]) -> list[Case]:
@@ -765,7 +699,7 @@ def round_three_b_cases(root: Path, good: dict[str, Path]) -> list[Case]:
 
     bad = root / "bad"
     (root / "plugins").mkdir(exist_ok=True)
-    (root / "plugins" / "misbehaving_plugins.py").write_text(MISBEHAVING)
+    (root / "plugins" / "misbehaving_plugins.py").write_text(MISBEHAVING.read_text())
     env, agent = "examples.arith_chain:make_episodes", "examples.arith_chain:make_agent"
 
     def collect(what, env_name, agent_name, names, *extra):
@@ -817,13 +751,13 @@ def round_three_b_cases(root: Path, good: dict[str, Path]) -> list[Case]:
 
     report = ["report", "--no-figures", "--resamples", "20", "--budgets", "1", "--out", str(bad / "r3-report.md")]
     return [
-        collect("env factory calls sys.exit(0)", "misbehaving_plugins:env_exits", agent, "misbehaving_plugins:env_exits"),
-        collect("env factory raises KeyboardInterrupt itself", "misbehaving_plugins:env_interrupts", agent, "misbehaving_plugins:env_interrupts"),
-        collect("episode success() returns None", "misbehaving_plugins:env_no_outcome", agent, "misbehaving_plugins:env_no_outcome"),
+        collect("env factory calls sys.exit(0)", "misbehaving_plugins:exits", agent, "misbehaving_plugins:exits"),
+        collect("env factory raises KeyboardInterrupt itself", "misbehaving_plugins:interrupts", agent, "misbehaving_plugins:interrupts"),
+        collect("episode success() returns None", "misbehaving_plugins:no_outcome", agent, "misbehaving_plugins:no_outcome"),
         collect("agent factory returns a class", env, "misbehaving_plugins:agent_class", "misbehaving_plugins:agent_class"),
-        collect("agent act() sleeps past --plugin-timeout-s 2", env, "misbehaving_plugins:agent_sleeps", "--plugin-timeout-s", "--plugin-timeout-s", "2"),
-        collect("episode that never ends (its horizon caps it)", "misbehaving_plugins:env_endless", agent, "--plugin-max-steps"),
-        collect("episode ids that collide across batches", "misbehaving_plugins:env_ids_by_count", agent, "misbehaving_plugins:env_ids_by_count"),
+        collect("agent act() sleeps past --plugin-timeout-s 2", env, "misbehaving_plugins:sleepy", "--plugin-timeout-s", "--plugin-timeout-s", "2"),
+        collect("episode that never ends (its horizon caps it)", "misbehaving_plugins:endless", agent, "--plugin-max-steps"),
+        collect("episode ids that collide across batches", "misbehaving_plugins:ids_by_count", agent, "misbehaving_plugins:ids_by_count"),
         Case("serve-gate on a port already in use", ["serve-gate", "--helper", str(good["helper"]), "--port", port, "--ledger", str(bad / "r3-l1.sqlite")], f"port={port}"),
         Case("serve-gate --ledger on a file that is no ledger", ["serve-gate", "--helper", str(good["helper"]), "--ledger", str(not_a_ledger)], "r3-notes.txt"),
         Case("serve-gate --idle-episode-s 0", ["serve-gate", "--helper", str(good["helper"]), "--idle-episode-s", "0"], "idle_episode_s="),

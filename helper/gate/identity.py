@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 # prm_fingerprint's home: prm score records it too; imported from here still.
-from prm.verifiers.fingerprint import EDGE_BYTES, FULL_HASH_BYTES, prm_fingerprint
+from prm.verifiers.fingerprint import add_contents, prm_fingerprint  # noqa: F401 (prm_fingerprint re-exported)
 
 FIELDS = ("horizon", "feature_names", "prm_fingerprint", "classifier_files")
 MODEL_FOLDERS = ("classifier", "fallback")
@@ -37,16 +37,10 @@ class UntrustedPrm(ValueError):
 
 
 def file_digest(path: Path) -> str:
-    """``sha256:<hex>`` of one file: its size and its bytes (its first and last MiB past ``FULL_HASH_BYTES``)."""
+    """``sha256:<hex>`` of one file: its size and its bytes (its first and last MiB past ``prm.verifiers.fingerprint.FULL_HASH_BYTES``)."""
     size = path.stat().st_size
     digest = hashlib.sha256(f"{size}\0".encode())
-    with path.open("rb") as handle:
-        if size <= FULL_HASH_BYTES:
-            digest.update(handle.read())
-        else:
-            digest.update(handle.read(EDGE_BYTES))
-            handle.seek(size - EDGE_BYTES)
-            digest.update(handle.read(EDGE_BYTES))
+    add_contents(digest, path, size)
     return "sha256:" + digest.hexdigest()
 
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from agile.budget import MAX_EPISODES, TooManyEpisodes
@@ -123,35 +125,27 @@ class Ledger:
         ``wanted=None``: nothing was decided (no budget was left). An answer another process recorded meanwhile
         for the same request wins."""
         now = self.clock()
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                first = db.execute("SELECT intervene, budget_left, score FROM answers WHERE episode_id = ? AND "
-                                   "step = ? AND request = ?", (episode, int(step), request)).fetchone()
-                if first is not None:
-                    db.execute("COMMIT")
-                    return bool(first[0]), int(first[1]), first[2]
-                row = db.execute("SELECT budget, used FROM episodes WHERE episode_id = ?", (episode,)).fetchone()
-                if row is None:
-                    live = db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
-                    if live >= self.max_episodes:
-                        raise TooManyEpisodes(
-                            f"serve-gate holds {live} live episodes (max_episodes={self.max_episodes}): end each "
-                            "episode with POST /v1/episodes/{episode_id}/end when it finishes.")
-                    db.execute("INSERT INTO episodes VALUES (?, ?, 0, ?, ?)", (episode, self.budget, int(horizon), now))
-                    row = (self.budget, 0)
-                budget, used = int(row[0]), int(row[1])
-                granted = bool(wanted) and used < budget
-                used += granted
-                db.execute("UPDATE episodes SET used = ?, last_seen = ? WHERE episode_id = ?", (used, now, episode))
-                answer = (granted, budget - used, None if wanted is None else score)
-                db.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?)",
-                           (episode, int(step), request, int(answer[0]), answer[1], answer[2]))
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        with self._transaction() as db:
+            first = db.execute("SELECT intervene, budget_left, score FROM answers WHERE episode_id = ? AND "
+                               "step = ? AND request = ?", (episode, int(step), request)).fetchone()
+            if first is not None:
+                return bool(first[0]), int(first[1]), first[2]
+            row = db.execute("SELECT budget, used FROM episodes WHERE episode_id = ?", (episode,)).fetchone()
+            if row is None:
+                live = db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+                if live >= self.max_episodes:
+                    raise TooManyEpisodes(
+                        f"serve-gate holds {live} live episodes (max_episodes={self.max_episodes}): end each "
+                        "episode with POST /v1/episodes/{episode_id}/end when it finishes.")
+                db.execute("INSERT INTO episodes VALUES (?, ?, 0, ?, ?)", (episode, self.budget, int(horizon), now))
+                row = (self.budget, 0)
+            budget, used = int(row[0]), int(row[1])
+            granted = bool(wanted) and used < budget
+            used += granted
+            db.execute("UPDATE episodes SET used = ?, last_seen = ? WHERE episode_id = ?", (used, now, episode))
+            answer = (granted, budget - used, None if wanted is None else score)
+            db.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?)",
+                       (episode, int(step), request, int(answer[0]), answer[1], answer[2]))
         return answer
 
     def touch(self, episode: str) -> None:
@@ -161,17 +155,9 @@ class Ledger:
 
     def end(self, episode: str) -> int | None:
         """Forget the episode (its id starts afresh); the interventions it used, None when it was not open."""
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                row = db.execute("SELECT used FROM episodes WHERE episode_id = ?", (episode,)).fetchone()
-                db.execute("DELETE FROM episodes WHERE episode_id = ?", (episode,))
-                db.execute("DELETE FROM answers WHERE episode_id = ?", (episode,))
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        with self._transaction() as db:
+            row = db.execute("SELECT used FROM episodes WHERE episode_id = ?", (episode,)).fetchone()
+            forget(db, episode)
         return None if row is None else int(row[0])
 
     def reap(self, every_s: float | None = None) -> list[str]:
@@ -181,21 +167,33 @@ class Ledger:
         if every_s is not None and now - self._reaped_at < every_s:
             return []
         self._reaped_at = now
+        with self._transaction() as db:  # one transaction: an episode touched meanwhile is not idle
+            idle = [row[0] for row in db.execute("SELECT episode_id FROM episodes WHERE last_seen < ?",
+                                                 (now - self.idle_s,))]
+            for episode in idle:
+                forget(db, episode)
+        return idle
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction under this process's lock, taken before any read (BEGIN IMMEDIATE: another
+        process's grant cannot slip between our read and our write); committed on exit, rolled back on any error."""
         with self._lock:
             db = self._db
-            db.execute("BEGIN IMMEDIATE")  # one transaction: an episode touched meanwhile is not idle
+            db.execute("BEGIN IMMEDIATE")
             try:
-                idle = [row[0] for row in db.execute("SELECT episode_id FROM episodes WHERE last_seen < ?",
-                                                     (now - self.idle_s,))]
-                for episode in idle:
-                    db.execute("DELETE FROM episodes WHERE episode_id = ?", (episode,))
-                    db.execute("DELETE FROM answers WHERE episode_id = ?", (episode,))
-                db.execute("COMMIT")
+                yield db
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        return idle
+            db.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def forget(db: sqlite3.Connection, episode: str) -> None:
+    """Delete an episode's budget and answers (inside the caller's transaction)."""
+    db.execute("DELETE FROM episodes WHERE episode_id = ?", (episode,))
+    db.execute("DELETE FROM answers WHERE episode_id = ?", (episode,))

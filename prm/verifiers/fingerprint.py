@@ -34,11 +34,16 @@ def prm_fingerprint(directory: str | Path) -> str:
     for path in files:
         size = path.stat().st_size
         digest.update(f"{path.relative_to(directory).as_posix()}\0{size}\0".encode())
-        with path.open("rb") as handle:
-            if size <= FULL_HASH_BYTES:
-                digest.update(handle.read())
-            else:
-                digest.update(handle.read(EDGE_BYTES))
-                handle.seek(size - EDGE_BYTES)
-                digest.update(handle.read(EDGE_BYTES))
+        add_contents(digest, path, size)
     return "sha256:" + digest.hexdigest()
+
+
+def add_contents(digest, path: Path, size: int) -> None:
+    """Feed ``path``'s bytes to ``digest``: all of them up to ``FULL_HASH_BYTES``, else its first and last MiB."""
+    with path.open("rb") as handle:
+        if size <= FULL_HASH_BYTES:
+            digest.update(handle.read())
+        else:
+            digest.update(handle.read(EDGE_BYTES))
+            handle.seek(size - EDGE_BYTES)
+            digest.update(handle.read(EDGE_BYTES))

@@ -21,86 +21,8 @@ REPO = Path(__file__).resolve().parents[3]
 AGENT = "examples.arith_chain:make_agent"
 ENV = "examples.arith_chain:make_episodes"
 
-PLUGINS = '''"""Plug-ins that misbehave in the ways a user's own code can."""
-import os
-import signal
-import sys
-import time
-
-from examples.arith_chain import ChainAgent, ChainEpisode, make_agent, make_episodes
-
-
-def exits(split, count, seed):
-    sys.exit(0)
-
-
-def interrupts(split, count, seed):
-    raise KeyboardInterrupt
-
-
-def presses_ctrl_c(split, count, seed):
-    os.kill(os.getpid(), signal.SIGINT)  # what the user's Ctrl-C does
-    time.sleep(30)
-
-
-class NoOutcome(ChainEpisode):
-    def success(self):
-        return None
-
-
-def no_outcome(split, count, seed):
-    episodes = make_episodes(split, count, seed)
-    for episode in episodes:
-        episode.__class__ = NoOutcome
-    return episodes
-
-
-class Endless(ChainEpisode):
-    @property
-    def done(self):
-        return False
-
-    def observe(self):
-        self.position = min(self.position, len(self.operations) - 1)
-        return super().observe()
-
-    def step(self, action):
-        result = super().step(action)
-        self.position = min(self.position, len(self.operations) - 1)
-        return result
-
-
-def endless(split, count, seed):
-    episodes = make_episodes(split, count, seed)
-    for episode in episodes:
-        episode.__class__ = Endless
-    return episodes
-
-
-def ids_by_count(split, count, seed):
-    """Unique ids within a call, but episode i's id depends on count: batches collide."""
-    episodes = make_episodes(split, count, seed)
-    for i, episode in enumerate(episodes):
-        episode.episode_id = f"chain-{count - 1 - i}"
-    return episodes
-
-
-class Sleepy(ChainAgent):
-    def act(self, observations):
-        try:
-            time.sleep(60)
-        except Exception:  # a plug-in that swallows what it can: the limit still holds
-            pass
-        return super().act(observations)
-
-
-def sleepy():
-    return Sleepy()
-
-
-def agent_class():
-    return ChainAgent
-'''
+PLUGINS = (Path(__file__).resolve().parents[2] / "misbehaving_plugins.py").read_text()
+"""The misbehaving plug-ins, written as ``misbehaving.py`` where the runs import them."""
 
 
 @pytest.fixture()

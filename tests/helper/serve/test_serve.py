@@ -45,7 +45,21 @@ def free_port() -> int:
 def cli_server(args: list[str], timeout: float = 120.0):
     """``python -m helper.commands.cli ARGS --port P`` in a subprocess; yields its base URL once /health answers."""
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    with served_process(args, port, timeout) as process:
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass  # served_process kills it
+
+
+@contextlib.contextmanager
+def served_process(args: list[str], port: int, timeout: float = 120.0):
+    """``python -m helper.commands.cli ARGS --port PORT`` in a subprocess; yields the process once /health answers,
+    and kills it (SIGKILL) when the block ends if it is still running."""
     # A file, not a pipe: a server that logs more than a pipe holds would block on a full pipe.
     with tempfile.TemporaryFile(mode="w+") as log:
         process = subprocess.Popen([sys.executable, "-m", "helper.commands.cli", *args, "--port", str(port)], cwd=ROOT,
@@ -59,17 +73,14 @@ def cli_server(args: list[str], timeout: float = 120.0):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"server {args} did not answer /health within {timeout} s")
                 with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0).status_code == 200:
                         break
                 time.sleep(0.2)
-            yield url
+            yield process
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
+            if process.poll() is None:
                 process.kill()
-                process.wait(timeout=10)
+            process.wait(timeout=10)
 
 
 @contextlib.contextmanager

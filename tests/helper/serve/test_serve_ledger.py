@@ -8,9 +8,6 @@ import contextlib
 import signal
 import socket
 import sqlite3
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -21,7 +18,7 @@ import numpy as np
 import polars as pl
 import pytest
 from one_line_errors import one_error_line
-from test_serve import ENV, ROOT, free_port, thread_server
+from test_serve import free_port, served_process, thread_server
 
 from agile.budget import BudgetedGate
 from helper.commands.cli import main
@@ -48,32 +45,6 @@ def always(tmp_path_factory):
     HelperGate("features", fallback, fallback, solved_budget=BUDGET, threshold=0.0,
                trained_on={"horizon": HORIZON}).save(folder)
     return folder
-
-
-@contextlib.contextmanager
-def killable_server(args: list[str], port: int, timeout: float = 120.0):
-    """``helpgate serve-gate ARGS --port PORT`` in a subprocess on 127.0.0.1; yields the process once /health
-    answers. Killed (SIGKILL) when the block ends, if the test has not killed it already."""
-    with tempfile.TemporaryFile(mode="w+") as log:
-        process = subprocess.Popen([sys.executable, "-m", "helper.commands.cli", *args, "--port", str(port)],
-                                   cwd=ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT, text=True)
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                if process.poll() is not None:
-                    log.seek(0)
-                    raise RuntimeError(f"server exited with {process.returncode}: {log.read()}")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"server {args} did not answer /health within {timeout} s")
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0).status_code == 200:
-                        break
-                time.sleep(0.2)
-            yield process
-        finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait(timeout=10)
 
 
 def body(episode: int, step: int) -> dict:
@@ -115,7 +86,7 @@ def test_a_server_killed_mid_traffic_and_restarted_never_grants_more_than_the_bu
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     for round_ in range(3):
-        with killable_server(args, port) as process:
+        with served_process(args, port) as process:  # SIGKILLed at the end if still running
             if round_ < 2:  # SIGKILL once some answers are in: mid-traffic, decisions in flight
                 def kill(process=process, before=len(answered)):
                     while len(answered) < before + 2 * EPISODES and process.poll() is None:
