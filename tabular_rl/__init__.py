@@ -25,6 +25,8 @@ The rooms, in the order the data meets them:
 - ``solution.py``: ``Solution``, what every solver returns, its lookups and persistence.
 - ``label.py``: optimal labels for logged rows.
 - ``evaluate.py``: exact evaluation of a policy in a model; ``simulate.py``: a model rolled out into rows.
+- ``tiered/``: which of several kinds of help to call, each at its price, under a cost budget and
+  per-kind caps (its own model, estimator, exact and Lagrangian solvers; the wing's map names its rooms).
 - ``held_out.py``: a whole solve cross-validated on logged episodes it was not fitted on.
 - ``members.py``: the helper's family (the solved table, its variants, the threshold on the same score, priced
   tables); ``selection.py``: the choice among them on training folds, read by ``replay.py`` (logged episodes

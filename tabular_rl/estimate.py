@@ -155,8 +155,8 @@ MAX_POOLING_WEIGHT = 1e6
 def pooling_weight(sums: np.ndarray, squares: np.ndarray, counts: np.ndarray) -> float:
     """Empirical-Bayes weight of the step-pooled mean in a per-step mean, shared by all cells.
 
-    ``sums`` (T, S, 2, D) are per-cell sums of D-dimensional outcomes, ``squares`` (T, S, 2) the
-    per-cell sums of their squared norms, ``counts`` (T, S, 2) the rows. With groups g = (s, a)
+    ``sums`` (T, S, A, D) are per-cell sums of D-dimensional outcomes, ``squares`` (T, S, A) the
+    per-cell sums of their squared norms, ``counts`` (T, S, A) the rows. With groups g = (s, a)
     and their per-step cells, the one-way random-effects moments are
 
         MSW = sum of within-cell squared deviations / (N - cells)
@@ -205,16 +205,31 @@ def estimate_from_transitions(
     action_column: str = "intervened",
 ) -> TabularModel:
     """Counts and smoothed estimates from flat transition arrays (see module docstring)."""
+    check_estimator_weights(smoothing, backoff)
+    if not np.isin(tr.action, (0, 1)).all():
+        raise ValueError(f"column {action_column!r} must be boolean (0 = base, 1 = intervene)")
+    _check_actions(tr.action, action_column)
+    tables = estimate_tables(tr, n_actions=2, smoothing=smoothing, backoff=backoff)
+    return TabularModel(**tables, discretizer=discretizer, smoothing=float(smoothing), n_truncated=tr.n_truncated)
+
+
+def check_estimator_weights(smoothing: float, backoff: float | str) -> None:
     if backoff != "auto" and not (isinstance(backoff, (int, float)) and backoff >= 0):
         raise ValueError(f"backoff={backoff!r}: use a weight >= 0 or 'auto' (chosen from the data)")
     if smoothing < 0:
         raise ValueError(f"smoothing={smoothing}: must be >= 0")
-    if not np.isin(tr.action, (0, 1)).all():
-        raise ValueError(f"column {action_column!r} must be boolean (0 = base, 1 = intervene)")
-    _check_actions(tr.action, action_column)
+
+
+def estimate_tables(tr: Transitions, *, n_actions: int, smoothing: float, backoff: float | str) -> dict:
+    """The estimator's arrays for actions ``0 .. n_actions - 1`` (``tr.action`` already checked to lie there).
+
+    Shared by the two-action model (``estimate_from_transitions``) and the tiered one
+    (``tabular_rl.tiered``, one action per kind of help): every formula of the module docstring is
+    per (step, state, action) or per action, so nothing in it depends on there being two."""
+    A = int(n_actions)
     T, S = tr.horizon, tr.n_states
-    sa = (tr.step * S + tr.state) * 2 + tr.action
-    next_counts = np.bincount(sa * (S + 1) + tr.next_state, minlength=T * S * 2 * (S + 1)).reshape(T, S, 2, S + 1)
+    sa = (tr.step * S + tr.state) * A + tr.action
+    next_counts = np.bincount(sa * (S + 1) + tr.next_state, minlength=T * S * A * (S + 1)).reshape(T, S, A, S + 1)
     counts = next_counts.sum(-1)
 
     ends, moves = next_counts[..., S], next_counts[..., :S]
@@ -231,9 +246,9 @@ def estimate_from_transitions(
     move_counts = moves.sum(-1)
     pooled_moves = _shrink(moves.sum(0), move_counts.sum(0)[..., None], 1.0 / S, smoothing * S)
 
-    reward_sums = np.bincount(sa, weights=tr.reward, minlength=T * S * 2).reshape(T, S, 2)
+    reward_sums = np.bincount(sa, weights=tr.reward, minlength=T * S * A).reshape(T, S, A)
     if backoff == "auto":
-        reward_squares = np.bincount(sa, weights=tr.reward**2, minlength=T * S * 2).reshape(T, S, 2)
+        reward_squares = np.bincount(sa, weights=tr.reward**2, minlength=T * S * A).reshape(T, S, A)
         move_weight = pooling_weight(moves, move_counts, move_counts)
         reward_weight = pooling_weight(reward_sums[..., None], reward_squares, counts)
     else:
@@ -252,10 +267,10 @@ def estimate_from_transitions(
     def mean_by_outcome(values: np.ndarray, weight: float) -> np.ndarray:
         """Expected ``values`` per (step, state, action) as end share x mean over ending rows + the rest x mean
         over continuing rows (module docstring: a credit paid at the end never leaks into earlier steps)."""
-        table = np.zeros((T, S, 2))
+        table = np.zeros((T, S, A))
         for part, rows_of_part, share in ((ending, ends, end_p_final), (~ending, move_counts, 1.0 - end_p_final)):
-            sums = np.bincount(sa, weights=values * part, minlength=T * S * 2).reshape(T, S, 2)
-            n_rows = np.bincount(tr.action[part], minlength=2)
+            sums = np.bincount(sa, weights=values * part, minlength=T * S * A).reshape(T, S, A)
+            n_rows = np.bincount(tr.action[part], minlength=A)
             total = sums.sum((0, 1))
             overall = total.sum() / max(n_rows.sum(), 1)
             global_mean = np.where(n_rows > 0, total / np.maximum(n_rows, 1), overall)
@@ -267,19 +282,16 @@ def estimate_from_transitions(
     if not first.any():
         raise ValueError("no row has step == 0: the start distribution is estimated from step-0 rows")
     start = np.bincount(tr.state[first], minlength=S) / first.sum()
-    return TabularModel(
-        transitions=transitions,
-        rewards=mean_by_outcome(tr.reward, reward_weight),
-        start=start,
-        success=None if tr.success is None else mean_by_outcome(tr.success, reward_weight),
-        counts=counts,
-        next_counts=next_counts,
-        discretizer=discretizer,
-        smoothing=float(smoothing),
-        backoff=float(reward_weight),
-        transition_backoff=float(move_weight),
-        n_truncated=tr.n_truncated,
-    )
+    return {
+        "transitions": transitions,
+        "rewards": mean_by_outcome(tr.reward, reward_weight),
+        "start": start,
+        "success": None if tr.success is None else mean_by_outcome(tr.success, reward_weight),
+        "counts": counts,
+        "next_counts": next_counts,
+        "backoff": float(reward_weight),
+        "transition_backoff": float(move_weight),
+    }
 
 
 def estimate(

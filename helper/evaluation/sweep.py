@@ -37,6 +37,7 @@ checks it (``check_c0_rows``, ``summary.json``'s ``c0_check``) and warns, naming
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,10 +136,11 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     ctx.scorer = scorer or (ctx.helper.scorer if ctx.helper is not None else None)
     ctx.decide_after = _decide_after(cfg, ctx)
 
-    calls, skipped = {}, {}
+    calls, skipped, seconds = {}, {}, {}
     for name, kind in REGISTRY.items():
         if name not in wanted:
             continue
+        started = time.perf_counter()
         method = kind()
         reason = method.prepare(ctx)
         if reason:
@@ -146,6 +148,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
             continue
         method.run(ctx)
         calls[method.row] = method.training_calls(ctx)
+        seconds[name] = round(time.perf_counter() - started, 1)
 
     rows, per_episode, helper = ctx.rows, ctx.per_episode, ctx.helper
     frame = pd.DataFrame(rows, columns=sweep_columns(rows))
@@ -156,6 +159,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     summary["c0_check"] = check_c0_rows(per_episode)
     summary["at_spend"] = at_spend(per_episode)
     summary["budgets"] = ctx.budgets
+    summary["method_seconds"] = seconds  # wall time per method (prepare and play), where a sweep's time goes
     summary.update(ctx.extra)
     summary["decide_after"] = ctx.decide_after
     summary["config"] = flat(cfg)
