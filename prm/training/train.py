@@ -200,7 +200,10 @@ def episode_features(prm, frame: pl.DataFrame, cfg: TrainConfig) -> dict[str, np
     last = frame.group_by("episode_id", maintain_order=True).agg(pl.col("prefix_key").last())
     content = dict(zip(last["episode_id"], last["prefix_key"]))
     path = Path(cfg.feature_cache) if cfg.feature_cache else None
-    cache = load_features(path, key, content) if path and path.exists() else {}
+    # Every episode the file holds is kept when it is saved again: folds of a cross-fit share one cache, each
+    # fold reading its own training episodes, so a fold never drops what the next one reads.
+    stored = load_features(path, key, None) if path and path.exists() else {}
+    cache = {e: entry for e, entry in stored.items() if content.get(e) == entry[0]}
     todo = [e for e in content if e not in cache]
     # Chunks of episodes, each saved as it completes: a killed run keeps what it computed.
     chunk = 64 if path else max(len(todo), 1)
@@ -210,7 +213,7 @@ def episode_features(prm, frame: pl.DataFrame, cfg: TrainConfig) -> dict[str, np
         for e, x in zip(ids, prm.episode_features(episodes, cfg.batch_tokens, cfg.progress)):
             cache[e] = (content[e], x)
         if path:
-            save_features(path, key, cache)
+            save_features(path, key, stored | cache)
     print(f"prm train: features of {len(content)} episodes ({len(content) - len(todo)} from the cache).")
     return {e: cache[e][1] for e in content}
 
@@ -234,8 +237,9 @@ def feature_key(prm, model: str, seed: int) -> str:
     )
 
 
-def load_features(path: Path, key: str | None, content: dict[str, str]) -> dict[str, tuple[str, np.ndarray]]:
-    """Cached features of the episodes whose rendered-text hash still matches ``content``.
+def load_features(path: Path, key: str | None, content: dict[str, str] | None) -> dict[str, tuple[str, np.ndarray]]:
+    """Cached features of the episodes whose rendered-text hash still matches ``content`` (``None``: every episode
+    the file holds, under a matching key).
 
     ``key=None`` trusts the file's key (a cache inside the PRM folder, written with that PRM)."""
     cache: dict[str, tuple[str, np.ndarray]] = {}
@@ -243,7 +247,7 @@ def load_features(path: Path, key: str | None, content: dict[str, str]) -> dict[
         if key is None or str(stored["key"]) == key:
             parts = np.split(stored["features"], stored["offsets"][1:-1])
             for e, h, x in zip(stored["ids"].tolist(), stored["hashes"].tolist(), parts):
-                if content.get(e) == h:
+                if content is None or content.get(e) == h:
                     cache[e] = (h, x)
     return cache
 

@@ -112,3 +112,19 @@ def test_gold_features_ablation_reaches_the_helper(tmp_path):
     # else.
     assert set(pl.read_csv(out / "sweep" / "sweep.csv")["method"]) == {"helper", "router", "router_nocap", "never",
                                                                        "always"}
+
+
+def test_online_rl_is_left_out_only_for_an_llm_agent_by_default():
+    from dataclasses import replace
+
+    from helper.commands.pipeline import PipelineConfig, llm_agent, sweep_methods
+
+    main = PipelineConfig()
+    assert llm_agent(main.spec) and "online_rl" not in sweep_methods(main, llm_agent(main.spec))
+    named = replace(main, methods=["helper", "online_rl"])
+    assert sweep_methods(named, llm_agent(named.spec)) == ["helper", "online_rl"]
+    plugin = replace(main, spec=replace(main.spec, env="examples.rapids:make_episodes",
+                                        agent="examples.rapids:make_agent"))
+    assert not llm_agent(plugin.spec) and "online_rl" in sweep_methods(plugin, llm_agent(plugin.spec))
+    simulator = replace(main, spec=replace(main.spec, agent="simulator"))
+    assert "online_rl" in sweep_methods(simulator, llm_agent(simulator.spec))
