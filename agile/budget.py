@@ -42,6 +42,9 @@ lock so that many episodes are decided in parallel; the budget check and the cou
 under the count's lock, and the budget is re-checked there (``EpisodeBudget.spend``), so
 concurrent calls for the same episode can never spend more than its budget.
 
+Several kinds of help, each at its price, under a total budget and per-kind caps: ``agile.tiered_budget``
+(``TieredBudget``, the same guarantee with kinds).
+
 ``largest_budget(horizon, always_used=None)`` is the default top of every budget range (the
 pipeline's collection and solve, the sweep): what always-intervene spends per episode.
 """

@@ -81,7 +81,11 @@ class Episode(Protocol):
     def step(self, action: Action) -> StepResult: ...
 
     def expert_action(self) -> Action:
-        """The intervention: the human / gold answer or the expert's move at this point."""
+        """The intervention: the human / gold answer or the expert's move at this point.
+
+        An episode that offers several kinds of help of its own also lists their names in an attribute
+        ``help_kinds`` and answers ``expert_action(kind=name)`` for each; called with no kind it stays its one
+        expert (``agile.helps``)."""
         ...
 
     @property

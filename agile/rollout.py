@@ -2,6 +2,8 @@
 
     records = run_episodes(episodes, base_agent, strong=None, gate=None, budget=2,
                            explore_p=0.3, rng_seed=0)
+    records = run_episodes(episodes, base_agent, helps=[Help("compute", price=1), Help("human", price=4)],
+                           budget=6, explore_p=0.3)              # several kinds of help, each at its price
 
 At every decision point of every live episode, in this order:
 
@@ -42,6 +44,18 @@ where an intervention replaced it too) and ``proposal_signals``; where no budget
 agent acts directly and its action is logged as the proposal. In ``state`` mode these columns are
 empty (``""``, null, no signals).
 
+Kinds of help (``helps=[agile.helps.Help(name, agent, price, cap, weight), ...]`` in place of ``strong``):
+``budget`` is then a cost per episode in the unit of the prices, counted exactly by
+``agile.tiered_budget.TieredBudget``. A kind is affordable while its price fits in the budget left and its calls are
+under its cap; the gate is asked and the draw is made only where one is. An exploration draw that says
+yes (``explore_p`` as above) then picks the kind among the affordable ones, weighted by ``Help.weight``
+(uniform by default), by a second pure draw of ``(rng_seed, episode_id, step)``; a gate names the kind
+itself (its answer: a kind's name, or false). So no episode ever spends past its budget or a kind past its
+cap, and every row says which help it called and what it cost (``help_kind``, ``help_cost``; ``""`` and 0
+where the agent acted; ``budget_left`` is the cost left, rounded down). A kind with no agent is the
+episode's own expert of that kind (``agile.helps.expert_action``). Counterfactual rollouts take one strong
+actor and are refused with several kinds.
+
 ``counterfactual=True`` adds, for every decision point, ``cf_base_success`` and
 ``cf_intervene_success``: the episode is cloned before the decision, the base action (resp. the
 intervention) is taken, and the clone continues with the base agent alone to the end. All
@@ -53,12 +67,14 @@ the simulator; for an LLM agent expect roughly ``horizon`` times the plain run's
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from agile.budget import EpisodeBudget
+from agile.helps import EpisodeExpert, Help, as_helps, draw_kind, prices_and_caps
 from agile.protocol import BASE, DECIDE_AFTER, Action, Agent, Episode, Gate, Observation, StepResult, gate_decides_after
 from agile.seeding import derive_seed, stable_uniform  # noqa: F401  (re-exported: older imports)
+from agile.tiered_budget import TieredBudget
 from trajectories.rows import StepRecord
 
 MAX_TOOL_ROUNDS = 8
@@ -181,15 +197,28 @@ def run_episodes(
     rng_seed: int = 0,
     counterfactual: bool = False,
     decide_after: str | None = None,
+    helps: Sequence[Help] | Mapping | None = None,
 ) -> list[list[StepRecord]]:
     """Run ``episodes`` (mutated in place) to the end; one list of records per episode. ``rng_seed`` keys the
     exploration draws and the seeds handed to the agents (``decision_seed``).
 
     ``decide_after``: ``"state"`` or ``"proposal"`` (see the module docstring); default: the
-    gate's own ``decide_after``, else ``"state"``."""
+    gate's own ``decide_after``, else ``"state"``. ``helps``: several kinds of help in place of ``strong``
+    (see "Kinds of help" in the module docstring); ``budget`` is then in the unit of their prices."""
     episodes = list(episodes)
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget}.")
+    if helps is not None:
+        if strong is not None:
+            raise ValueError("run_episodes: give strong (one kind of help) or helps (several), not both.")
+        if counterfactual:
+            raise ValueError("run_episodes: counterfactual rollouts replay one intervention; with several helps "
+                             "there is no one intervention to replay. Collect them without counterfactual.")
+        helps = as_helps(helps)
+        prices, caps = prices_and_caps(helps)
+        spend = TieredBudget(prices, budget, caps, owner="run_episodes")
+        # One answering agent per kind, so episodes calling the same kind are batched together.
+        answer = {h.name: h.agent if h.agent is not None else EpisodeExpert(h.name) for h in helps}
     gate_mode = gate_decides_after(gate)
     mode = decide_after or gate_mode
     if mode not in DECIDE_AFTER:
@@ -211,28 +240,45 @@ def run_episodes(
         if counterfactual:
             for i in live:
                 branches.append((i, len(records[i]), episodes[i].clone(), episodes[i].clone()))
-        left = {i: count.left(i) for i in live}
-        proposals = _propose(episodes, live, left, base_agent, rng_seed) if mode == "proposal" else {}
+        if helps is None:
+            left = {i: count.left(i) for i in live}
+            room = left
+        else:  # the record's budget_left is the cost left, rounded down; room: the kinds still affordable
+            allowed = {i: spend.affordable(i) for i in live}
+            affordable = {i: [h for h in helps if h.name in allowed[i]] for i in live}
+            left = {i: int(spend.left(i)) for i in live}
+            room = {i: len(affordable[i]) for i in live}
+        proposals = _propose(episodes, live, room, base_agent, rng_seed) if mode == "proposal" else {}
         direct = {i: d for i, (d, on_clone) in proposals.items() if not on_clone}  # no budget: already played
         chosen: list[Agent | None] = []
         intervene: dict[int, bool] = {}
+        called: dict[int, Help] = {}
         for i in live:
             obs = observations[i]
             wants = False
-            if left[i] > 0:
+            if room[i] > 0:
                 if gate is not None:
                     if gate_mode == "proposal":
-                        wants = bool(gate.should_intervene(obs, left[i], proposal=proposal_action(proposals[i][0])))
+                        wants = gate.should_intervene(obs, left[i], proposal=proposal_action(proposals[i][0]))
                     else:
-                        wants = bool(gate.should_intervene(obs, left[i]))
+                        wants = gate.should_intervene(obs, left[i])
+                    if helps is not None:
+                        wants = _named_kind(gate, wants, affordable[i])
+                        if wants:
+                            called[i] = wants
+                    wants = bool(wants)
                 p = ps[i]
                 if p and stable_uniform(rng_seed, obs.episode_id, obs.step, "explore") < p:
                     wants = True
+                    if helps is not None and i not in called:
+                        called[i] = draw_kind(affordable[i], stable_uniform(rng_seed, obs.episode_id, obs.step,
+                                                                            "kind"))
             intervene[i] = wants
-            chosen.append(strong if wants else base_agent)
+            chosen.append((strong if helps is None else answer[called[i].name]) if wants else base_agent)
         if mode == "proposal":
             acting = [i for i in live if intervene[i]]
-            decisions = dict(zip(acting, decide([episodes[i] for i in acting], [strong] * len(acting), rng_seed)))
+            helpers = [strong if helps is None else answer[called[i].name] for i in acting]
+            decisions = dict(zip(acting, decide([episodes[i] for i in acting], helpers, rng_seed)))
             for i in live:
                 if i in direct:
                     decisions[i] = direct[i]
@@ -243,16 +289,22 @@ def run_episodes(
             decisions = decide([episodes[i] for i in live], chosen, rng_seed)
         for i, decision in zip(live, decisions):
             obs = observations[i]
+            kind = called.get(i) if intervene[i] else None
             record = StepRecord.of(obs, decision.action_text, decision.actor, intervene[i], left[i],
                                    decision.result.reward, decision.result.done, ps[i] or 0.0,
-                                   getattr(episodes[i], "seed", rng_seed))
+                                   getattr(episodes[i], "seed", rng_seed),
+                                   # rows of several kinds name theirs ("" for the agent); one kind's name none
+                                   kind=None if helps is None else kind.name if kind else "",
+                                   cost=None if helps is None else kind.price if kind else 0.0)
             if mode == "proposal":
                 proposed = proposals[i][0]
                 record.proposal_text = proposed.action_text
                 record.proposal_reward = float(proposed.result.reward)
                 record.proposal_signals = dict(proposal_action(proposed).signals)
             records[i].append(record)
-            if intervene[i]:
+            if kind is not None and not spend.spend(i, kind.name):  # the kind was affordable when drawn
+                raise RuntimeError(f"episode {obs.episode_id!r}: help {kind.name!r} was chosen but is not affordable")
+            elif intervene[i]:
                 count.spend(i)
             # Optional gate hooks: a PRM-backed gate reads earlier actions, and frees per-episode state.
             if gate is not None and hasattr(gate, "record_action"):
@@ -261,6 +313,8 @@ def run_episodes(
                 gate.end_episode(obs.episode_id)
             if episodes[i].done:
                 count.end(i)
+                if helps is not None:
+                    spend.end(i)
         live = [i for i in live if not episodes[i].done]
     for i, episode in enumerate(episodes):
         outcome = float(episode.success())
@@ -269,6 +323,17 @@ def run_episodes(
     if counterfactual and branches:
         _fill_counterfactuals(branches, records, base_agent, strong, rng_seed)
     return records
+
+
+def _named_kind(gate, answer, affordable: list[Help]) -> Help | None:
+    """The kind a gate's answer names among several helps: a kind's name (played if affordable, else the agent acts:
+    the loop keeps the budget whatever the gate says), or a false answer; a bare True names none and is refused."""
+    if not answer:
+        return None
+    if answer is True or not isinstance(answer, str):
+        raise ValueError(f"gate {getattr(gate, 'name', type(gate).__name__)!r} answered {answer!r} with several kinds "
+                         "of help; answer the name of the kind to call, or a false value for the agent.")
+    return next((h for h in affordable if h.name == answer), None)
 
 
 def _propose(episodes: list[Episode], live: list[int], left: dict[int, int],

@@ -3,6 +3,9 @@
     from examples.tiered_rapids import KINDS, make_episodes, make_agent, make_helpers
     episodes, agent, helps = make_episodes("train", 100, 0), make_agent(), make_helpers()
 
+    collect-offline-trajectories --env examples.tiered_rapids:make_episodes \
+        --agent examples.tiered_rapids:make_agent --help-kinds compute:1 stronger:2 human:4 --budget 6
+
 The river, its texts and its base agent are ``examples.rapids``' (six crossings, the last two mostly
 dangerous, each text saying the crossing's risk word). What changes is the help: instead of one
 intervention that always says the marker, there are three kinds (``KINDS``), each a price per call
@@ -11,6 +14,11 @@ and a chance ``fix`` of catching the agent's slip:
 - ``compute`` (price 1, fix 0.5): the agent's own second pass; it catches half of its slips.
 - ``stronger`` (price 2, fix 0.8): a stronger model; it catches four slips in five.
 - ``human`` (price 4, fix 1.0): always right.
+
+Each episode offers the three kinds itself (the plug-in contract of ``agile.helps``): it lists them in
+``help_kinds`` and answers ``expert_action(kind=...)`` with that kind's help; ``expert_action()`` with no kind
+is the rapids' one expert, the human. So a collection names the kinds and their prices on its command line
+(above) and needs no agent for them; the prices there are the user's, ``KINDS``' are the example's defaults.
 
 A helped crossing is lost only when the agent would have slipped (probability ``SLIP[risk]``) and the
 help misses it (``1 - fix``), so its slip probability is ``SLIP[risk] * (1 - fix)``. Each help is an
@@ -32,10 +40,11 @@ from dataclasses import dataclass
 from agile.protocol import HUMAN, STRONG, Action, Observation
 from agile.seeding import derive_seed, stable_uniform
 from examples.plain_cue import SLIP, CrossingAgent
-from examples.rapids import HORIZON, RISK_ODDS_BY_STEP, make_episodes
+from examples.rapids import HORIZON, RISK_ODDS_BY_STEP, RapidsEpisode
+from examples.rapids import make_episodes as rapids_episodes
 
-__all__ = ["HORIZON", "KINDS", "RISK_ODDS_BY_STEP", "RISKS", "SLIP", "Help", "HelpAgent", "make_agent",
-           "make_episodes", "make_helpers", "risk_of", "risk_score"]
+__all__ = ["HORIZON", "KINDS", "RISK_ODDS_BY_STEP", "RISKS", "SLIP", "Help", "HelpAgent", "TieredEpisode",
+           "make_agent", "make_episodes", "make_helpers", "make_stronger", "risk_of", "risk_score"]
 
 RISKS = tuple(SLIP)
 """The risk words, calm to dangerous: a state's index in the tiered model."""
@@ -93,9 +102,34 @@ class HelpAgent:
         return marker + (1 if derive_seed(observation.episode_id, observation.step, "stone", self.name) % 2 else -1)
 
 
+class TieredEpisode(RapidsEpisode):
+    """A rapids river whose episode offers the three kinds of help itself (``help_kinds``)."""
+
+    help_kinds = tuple(KINDS)
+
+    def expert_action(self, kind: str | None = None) -> Action:
+        """The help of ``kind`` at this crossing (the same keyed draws as ``HelpAgent``); no kind: the human."""
+        if kind is None:
+            return super().expert_action()
+        return HelpAgent(kind).act([self.observe()])[0]
+
+
+def make_episodes(split: str, count: int, seed: int) -> list[TieredEpisode]:
+    """The env factory: the rapids' episodes (episode ``i`` depends only on ``(split, seed, i)``), each offering
+    the three kinds."""
+    return [TieredEpisode(e.episode_id, e.task_id, e.risks, e.markers, e.texts)
+            for e in rapids_episodes(split, count, seed)]
+
+
 def make_agent() -> CrossingAgent:
     """The agent factory: the rapids' (plain-cue's) base agent."""
     return CrossingAgent()
+
+
+def make_stronger() -> HelpAgent:
+    """An agent factory for the stronger kind, the same help as the episode's own: a kind may also be an actor named
+    on the command line (``--help-kinds compute:1 examples.tiered_rapids:make_stronger:2 human:4``)."""
+    return HelpAgent("stronger")
 
 
 def make_helpers() -> dict[str, HelpAgent]:

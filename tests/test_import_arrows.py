@@ -20,10 +20,10 @@ HELPER_FLOORS = {"option_ranges": -1, "config_cli": 0, "provenance": 0, "stored_
 (``helper/__init__.py``, the public face, imports lazily and stands above all)."""
 PRM_FLOORS = {"inputs": 0, "data": 1, "verifiers": 1, "training": 2, "scoring": 3}
 """prm's wings by floor, the same rule (``prm/__init__.py``, the public face, stands above all)."""
-AGILE_FLOORS = {"protocol": 0, "functions": 0, "seeding": 0, "models": 0, "budget": 1, "envs": 1, "gates": 2,
-                "rollout": 2, "agents": 2, "executor": 3, "train": 4}
+AGILE_FLOORS = {"protocol": 0, "functions": 0, "seeding": 0, "models": 0, "budget": 1, "helps": 1, "envs": 1,
+                "tiered_budget": 2, "gates": 2, "agents": 2, "rollout": 3, "executor": 4, "train": 5}
 """agile's core rooms and wings by floor: the contracts, the function tokens, seeds and model loading at
-the ground; the agents below the executor that runs them (an agent speaks the executor's function tokens
+the ground; the counts (one kind, then priced kinds on it) below the episode loop that keeps them; the agents below the executor that runs them (an agent speaks the executor's function tokens
 through ``agile.functions``, never through the executor), the training of the executor's policy on top."""
 FLOORS = {"agile": AGILE_FLOORS, "helper": HELPER_FLOORS, "prm": PRM_FLOORS}
 

@@ -76,11 +76,14 @@ def test_every_import_is_declared():
         assert any(Requirement(r).name == dist for r in project["optional-dependencies"][extra]), (module, extra)
     missing = {}
     test_modules = {path.stem for path in (REPO / "tests").rglob("*.py")}  # a test importing another by name
+    scripts = {path.stem for path in (REPO / "benchmarks").rglob("*.py")}  # a benchmark script importing its sibling
     for folder in ("agile", "helper", "prm", "tabular_rl", "trajectories", "tests", "benchmarks"):
         for path in (REPO / folder).rglob("*.py"):
             for name in imported_modules(path):
                 top = name.split(".")[0]
                 if top in sys.stdlib_module_names or top in OURS or top == "__future__" or top in test_modules:
+                    continue
+                if folder == "benchmarks" and top in scripts and (path.parent / f"{top}.py").is_file():
                     continue
                 dists = {canonicalize_name(d) for d in by_module.get(top, [])}
                 optional = top in OPTIONAL_IMPORTS and folder == "benchmarks"

@@ -8,6 +8,8 @@ nothing of theirs.
 - ``rows.py``: the one row builder (``StepRecord``) and rows as a shard's frame (``frame_of``).
 - ``shards.py``: finding, reading and writing shards (validated, atomic).
 - ``manifest.py``: what a folder's finished shards are, for resuming and for checking a folder.
+- ``helps.py``: the kinds of help a collection called (prices, caps) as its manifest records them, and the spend
+  its rows must keep.
 - ``manifest_fields.py``: the types of a manifest's fields, checked when it is read.
 - ``content.py``: each shard's SHA-256 as its manifests recorded it; a shard whose bytes differ is refused.
 - ``scored_by.py``: which PRM scored each shard; a folder read for its scores is one PRM's, none pending.

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import polars as pl
 
 from trajectories.files import sha256_of, write_json_atomic
+from trajectories.helps import HelpKind, check_spend, kinds_in
 from trajectories.manifest_fields import check_fields
 from trajectories.schema import DECIDE_AFTER_DEFAULT, SchemaError
 
@@ -152,6 +153,11 @@ def _check_complete(data: Path, path: Path, manifest: dict, by_name: dict[str, p
                           "episodes): a shard copied over another; delete the copy and rerun the collect to "
                           "re-create it.")
     budget = manifest.get("config", {}).get("budget")
+    if "helps" in manifest.get("config", {}):  # priced kinds: the budget is spent in cost, not in calls
+        kinds = kinds_in(manifest["config"], str(path))
+        for name in listed:
+            check_spend(by_name[name], kinds, budget, data / name)
+        return
     if not isinstance(budget, int) or not all({"budget_left", "intervened"} <= set(f.columns) for f in frames):
         return
     for name in listed:
@@ -163,6 +169,17 @@ def _check_complete(data: Path, path: Path, manifest: dict, by_name: dict[str, p
             raise SchemaError(f"{data / name}: episode {row['episode_id']!r} has {row['used']} interventions and "
                               f"budget_left up to {row['start']}, but {path} says budget={budget}: a shard of "
                               "another collection; move it out of the folder.")
+
+
+def helps_of(data: str | os.PathLike) -> list[HelpKind]:
+    """The kinds of help a trajectory folder's collection called, with their prices and caps (its
+    ``manifest.json``, ``trajectories.helps``); a folder without one, or of one kind, called its strong actor."""
+    path = Path(data)
+    path = path / MANIFEST if path.is_dir() else path.parent / MANIFEST
+    if not path.is_file():
+        return kinds_in({})
+    config = load_manifest(path).get("config", {})
+    return kinds_in(config if isinstance(config, dict) else {}, str(path))
 
 
 def decide_after_of(data: str | os.PathLike) -> str:

@@ -9,6 +9,7 @@ is accepted as before (a folder written by an older release records fewer).
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -49,6 +50,13 @@ def check_fields(path: Path, data: dict) -> None:
                           f"text or a number); {redo}.")
     if "config" in data and not isinstance(data["config"], dict):
         raise SchemaError(f"{path}: config={_shown(data['config'])} is not an object of settings; {redo}.")
+    config = data.get("config")
+    if isinstance(config, dict) and config.get("budget") is not None:  # a budget of text switched its check off
+        budget = config["budget"]
+        whole = isinstance(budget, int) and not isinstance(budget, bool)
+        priced = "helps" in config and isinstance(budget, float) and math.isfinite(budget)  # spent in cost units
+        if not (whole or priced) or budget < 0:
+            raise SchemaError(f"{path}: config.budget={_shown(budget)}, expected a whole number >= 0; {redo}.")
     for name, entry in data.get("shards", {}).items():
         if not isinstance(entry, dict):
             raise SchemaError(f"{path}: shards[{name!r}]={_shown(entry)} is not an object of what was recorded for "

@@ -7,6 +7,10 @@ Every command that writes a folder calls these before any work, with ``--out`` a
 - ``outside_inputs(out, inputs)``: refused when ``out`` is an input folder or lies inside one (links
   followed): ``solve --out`` or ``prm train --out`` equal to ``--data`` wrote Parquet into the collection,
   which every reader then refused.
+- ``not_another_run(out, kind)``: refused when ``out`` is a folder another kind of command wrote (a collection, a
+  PRM, a solve, a helper, a sweep or an evaluation: its marker file is there), or lies inside a collection, PRM,
+  solve or helper folder: ``solve --out`` a helper folder overwrote its ``policy.npz``, ``distill --out`` a collection
+  left Parquet that every reader then refused, ``sweep --out`` a helper mixed its tables with the helper's files.
 - ``score_out(out, data)``: ``prm score --out``: not ``--data`` under another name (a link to it scored nothing
   and said done), not another collection (its shards and manifest were overwritten), not a folder of other files.
 - ``not_a_finished_stage(out)``: not a pipeline run's finished stage (``pipeline.json`` beside it and its
@@ -46,6 +50,31 @@ def outside_inputs(out: Text, inputs: dict[str, Text | None]) -> None:
             where = "" if target == source else "inside "
             raise ValueError(f"out={str(out)!r} is {where}{option} {value}: the command would write its files into its "
                              f"own input, which every reader would then refuse; choose an --out outside {value}.")
+
+
+MARKERS = {"collection": (MANIFEST, SCORE_MANIFEST), "PRM": ("prm_config.json",), "solve": ("solve.json",),
+           "helper": ("helper.json",), "sweep": ("sweep.csv", "summary.json"), "evaluation": ("evaluate.csv",)}
+"""Each kind of output folder and the files that mark it (written by ``collect``/``prm score``, ``prm train``,
+``solve``, ``distill``, ``sweep``, ``evaluate``)."""
+HOLDS_OTHERS = ("collection", "PRM", "solve", "helper")
+"""Kinds whose folders no other command's output may lie inside (their readers list or hash what they hold)."""
+
+
+def not_another_run(out: Text, kind: str) -> Path:
+    """``out`` as a path, or ``ValueError`` (one line) when it is a folder of another kind than ``kind`` (a key of
+    ``MARKERS``: its marker file is there) or lies inside a folder of one of ``HOLDS_OTHERS`` (links followed)."""
+    target = Path(out).resolve()
+    for folder in (target, *target.parents):
+        for other, markers in MARKERS.items():
+            if folder == target and other == kind or folder != target and other not in HOLDS_OTHERS:
+                continue
+            marker = next((folder / name for name in markers if (folder / name).is_file()), None)
+            if marker is not None:
+                where = "" if folder == target else "inside "
+                raise ValueError(f"out={str(out)!r} is {where}{folder}, a {other} folder ({marker.name} is there): "
+                                 f"the {kind} would overwrite or mix with another command's files; choose a new or "
+                                 "empty --out.")
+    return Path(out)
 
 
 def score_out(out: Path, data: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from trajectories.number_maps import NUMBER_MAP_COLUMNS, entries, number_map_column
-from trajectories.schema import OPTIONAL, SCHEMA
+from trajectories.schema import HELP_COLUMNS, OPTIONAL, SCHEMA
 
 
 @dataclass
@@ -51,25 +51,35 @@ class StepRecord:
     """The proposal's final action's ``signals``: numbers by name."""
     cf_base_success: float | None = None
     cf_intervene_success: float | None = None
+    help_kind: str | None = None
+    """The kind of help this intervention called (several kinds); ``""`` where the agent acted; None: a loop of one
+    kind, whose rows name none (``to_row`` leaves the help columns out, as shards of one kind have none)."""
+    help_cost: float | None = None
+    """What the call cost, in the unit of the episode's budget; 0 where the agent acted; None as ``help_kind``."""
 
     def to_row(self) -> dict[str, Any]:
         """The record as a row of a shard's frame: the number maps as ``{key, value}`` entries."""
         row = asdict(self)
         for name in NUMBER_MAP_COLUMNS:
             row[name] = entries(row[name], name)
+        if self.help_kind is None:  # one kind: no help columns (an empty kind on an intervention would be refused)
+            for name in HELP_COLUMNS:
+                row.pop(name)
         return row
 
     @classmethod
     def of(cls, observation, action_text: str, actor: str, intervened: bool, budget_left: int, reward: float,
-           done: bool, explore_p: float, seed: int) -> StepRecord:
+           done: bool, explore_p: float, seed: int, kind: str | None = None, cost: float | None = None
+           ) -> StepRecord:
         """The row of a decision at ``observation`` (an ``agile.protocol.Observation``, read by its
-        attributes); ``success`` is 0 until the episode ends."""
+        attributes); ``success`` is 0 until the episode ends. ``kind`` / ``cost``: the help called, if any."""
         return cls(
             episode_id=observation.episode_id, step=int(observation.step), env=observation.env,
             task_id=observation.task_id, state_text=observation.state_text, action_text=str(action_text),
             actor=str(actor), intervened=bool(intervened), budget_left=int(budget_left), reward=float(reward),
             done=bool(done), success=0.0, explore_p=float(explore_p), seed=int(seed),
             horizon=int(observation.horizon), features=dict(observation.features or {}),
+            help_kind=None if kind is None else str(kind), help_cost=None if cost is None else float(cost),
         )
 
 

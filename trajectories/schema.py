@@ -48,6 +48,8 @@ OPTIONAL: dict[str, pl.DataType] = {
     "proposal_text": pl.String,
     "proposal_reward": pl.Float64,
     "proposal_signals": NUMBER_MAP,
+    "help_kind": pl.String,
+    "help_cost": pl.Float64,
 }
 """Columns added by later stages or by counterfactual collection; typed when present.
 
@@ -62,7 +64,12 @@ of names to numbers), also where an intervention replaced it (``collect-offline-
 cell a list of ``{key, value}`` entries); shards written as JSON text before are converted on read.
 ``cf_*_success`` hold the counterfactual outcomes (base acts / intervention here, then the
 same continuation policy) recorded by ``collect-offline-trajectories --counterfactual``.
+``help_kind`` / ``help_cost`` (tiered help): which kind of help an intervention called and what it cost,
+``""`` and 0 where the agent acted; written by a collection with several kinds (``--help-kinds``). A dataset without
+them is one kind, the strong actor's, at price 1 (``with_help_defaults``; ``trajectories.helps``).
 """
+
+HELP_COLUMNS = ("help_kind", "help_cost")
 
 ALL_COLUMNS = {**SCHEMA, **OPTIONAL}
 
@@ -139,10 +146,48 @@ def validate(frame: pl.DataFrame, source: str | os.PathLike = "<frame>",
                         else "a probability or a mean outcome")
                 raise SchemaError(f"{source}: column {name!r} has {outside} values outside [0, 1]; "
                                   f"{'a decision' if name == 'prm_score' else 'an episode'}'s {name} is {what} in [0, 1].")
+    _check_help(frame, source)
     for name, low in (("step", 0), ("budget_left", 0), ("horizon", 1)):
         if name in frame.columns and frame.height and (smallest := frame[name].min()) is not None and smallest < low:
             raise SchemaError(f"{source}: column {name!r} holds {smallest}; every {name} must be >= {low}.")
     return frame
+
+
+def _check_help(frame: pl.DataFrame, source) -> None:
+    """A row calls a kind exactly when it intervened, at a finite price >= 0; the agent's own rows cost nothing.
+    Nulls are refused: ``""`` and 0 say "the agent acted", so a lost value never reads as the agent."""
+    present = [name for name in HELP_COLUMNS if name in frame.columns]
+    for name in present:
+        if nulls := frame[name].null_count():
+            raise SchemaError(f"{source}: column {name!r} has {nulls} null values; write \"\" and 0 where the agent "
+                              "acted.")
+    if "help_cost" in present:
+        cost = frame["help_cost"]
+        if (~cost.is_finite()).any() or (cost < 0).any():
+            bad = cost.filter(~cost.is_finite() | (cost < 0))[0]
+            raise SchemaError(f"{source}: column 'help_cost' holds {bad}; a call's cost is a finite number >= 0.")
+    if "help_kind" not in present:
+        return
+    called = frame["help_kind"] != ""
+    if "intervened" in frame.columns and (wrong := frame.filter(called != frame["intervened"])).height:
+        row = wrong.row(0, named=True)
+        raise SchemaError(f"{source}: column 'help_kind' is {row['help_kind']!r} on a row with intervened="
+                          f"{row['intervened']} ({wrong.height} such rows); a row names a kind exactly when it "
+                          "intervened.")
+    if "help_cost" in present and (free := frame.filter(~called & (frame["help_cost"] != 0))).height:
+        raise SchemaError(f"{source}: column 'help_cost' is {free['help_cost'][0]} on a row that called no help "
+                          f"({free.height} such rows); the agent's own action costs 0.")
+
+
+def with_help_defaults(frame: pl.DataFrame, kind: str, price: float = 1.0) -> pl.DataFrame:
+    """``frame`` with the help columns; a frame of one kind (an older or one-kind collection, none of them) gets
+    ``kind`` at ``price`` on its interventions, ``""`` and 0 elsewhere."""
+    if "intervened" not in frame.columns:
+        raise SchemaError("a frame without 'intervened' cannot be read as one kind of help")
+    called = pl.col("intervened")
+    missing = {"help_kind": pl.when(called).then(pl.lit(str(kind))).otherwise(pl.lit("")),
+               "help_cost": pl.when(called).then(pl.lit(float(price))).otherwise(pl.lit(0.0))}
+    return frame.with_columns(value.alias(name) for name, value in missing.items() if name not in frame.columns)
 
 
 def with_proposal_defaults(frame: pl.DataFrame) -> pl.DataFrame:

@@ -30,9 +30,9 @@ import polars as pl
 
 from trajectories.content import check_content
 from trajectories.files import sha256_of, write_atomic
-from trajectories.manifest import MANIFEST, Manifest, check_manifests, require_complete
-from trajectories.schema import (PROPOSAL_DEFAULTS, EmptyDataset, SchemaError, check_episodes, validate,
-                                 with_proposal_defaults)
+from trajectories.manifest import MANIFEST, Manifest, check_manifests, helps_of, require_complete
+from trajectories.schema import (HELP_COLUMNS, PROPOSAL_DEFAULTS, EmptyDataset, SchemaError, check_episodes,
+                                 validate, with_help_defaults, with_proposal_defaults)
 from trajectories.scored_by import check_one_prm
 
 
@@ -88,6 +88,10 @@ def read_trajectories(data: str | os.PathLike, require: Iterable[str] | None = N
     if any(name in f.columns for f in frames for name in PROPOSAL_DEFAULTS):
         # Shards from before the proposal columns keep their rows next to newer ones.
         frames = [with_proposal_defaults(f) for f in frames]
+    if any(name in f.columns for f in frames for name in HELP_COLUMNS):
+        # Shards of one kind (an older release's) read as that kind beside shards that name theirs.
+        kind = helps_of(data)[0]
+        frames = [with_help_defaults(f, kind.name, kind.price) for f in frames]
     columns = [c for c in frames[0].columns if all(c in f.columns for f in frames)]
     frame = pl.concat([f.select(columns) for f in frames], how="vertical_relaxed")
     if frame.height == 0:

@@ -188,6 +188,7 @@ def _generate(spec: GameSpec, folder: Path) -> dict:
     if spec.dense:
         _add_milestones(game, policy)
     compile_game(game, options)
+    _fix_serial(folder / "game.z8")
     return {
         "spec": asdict(spec),
         "seconds": round(time.perf_counter() - start, 3),
@@ -196,6 +197,18 @@ def _generate(spec: GameSpec, folder: Path) -> dict:
         "walkthrough": list(game.walkthrough or []),
         "max_score": int(game.max_score),
     }
+
+
+SERIAL = slice(0x12, 0x18)
+"""The story file header's serial number: six ASCII digits the compiler sets to the compile date (YYMMDD)."""
+
+
+def _fix_serial(story: Path) -> None:
+    """Set the serial to 000000, so a game is a function of its spec alone, whatever the day it was compiled on
+    (the Z-machine's checksum covers the bytes after the header, so it still holds)."""
+    data = bytearray(story.read_bytes())
+    data[SERIAL] = b"000000"
+    story.write_bytes(bytes(data))
 
 
 def _add_milestones(game, policy) -> None:

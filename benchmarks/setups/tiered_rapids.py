@@ -4,10 +4,11 @@
 
 ``examples/tiered_rapids.py``: the rapids river with three kinds of help (compute: price 1, catches half
 of the agent's slips; stronger: price 2, four in five; human: price 4, all). Per seed, ``--episodes``
-training episodes are played by the example's own agent and helps, driven here directly (no LLM; the
-episode loop ``agile.rollout`` calls one strong actor, not a kind per step), each decision calling a
-uniformly drawn kind with the episode's exploration probability (collection's default mixture, 0, 0.1,
-0.3 and 0.5 in turn; ``--explore-p``) and no budget.
+training episodes are collected by the real collection path (``collect-offline-trajectories --help-kinds
+compute:1 stronger:2 human:4``, the example's episodes answering each kind themselves; no LLM), each
+decision calling a uniformly drawn kind with the episode's exploration probability (collection's default
+mixture, 0, 0.1, 0.3 and 0.5 in turn; ``--explore-p``) under a budget no episode can reach (six calls of
+the dearest kind), so the data are those of no budget.
 The rows are discretised on the example's own cue (the risk word in the text, ``risk_score``; no PRM),
 estimated with the defaults (``estimate_tiered``, objective success) and solved under each cost
 budget B (``solve_tiered_exact``; the Lagrangian beside it). Each solved table is then evaluated
@@ -19,7 +20,10 @@ the solved helper >= 0.95 x the optimum at every budget.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +31,9 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
 
-from agile.seeding import stable_uniform  # noqa: E402
-from examples.tiered_rapids import HORIZON, KINDS, make_agent, make_episodes, make_helpers, risk_score  # noqa: E402
+from examples.tiered_rapids import HORIZON, KINDS, risk_score  # noqa: E402
+from helper.data.collect import CollectConfig, run  # noqa: E402
+from helper.stored_config import config_of  # noqa: E402
 from examples.tiered_rapids_optimum import best_one_kind, optimum, true_model  # noqa: E402
 from tabular_rl import Discretizer  # noqa: E402
 from tabular_rl.tiered import (  # noqa: E402
@@ -38,6 +43,7 @@ from tabular_rl.tiered import (  # noqa: E402
     solve_tiered_exact,
     solve_tiered_lagrangian,
 )
+from trajectories.shards import read_trajectories  # noqa: E402
 
 GOAL = 0.95
 EXPLORE_P = (0.0, 0.1, 0.3, 0.5)
@@ -45,24 +51,18 @@ EXPLORE_P = (0.0, 0.1, 0.3, 0.5)
 
 
 def collect(count: int, seed: int, explore_p=EXPLORE_P) -> pl.DataFrame:
-    """One row per decision point, with the kind of help called (null where the agent acted) and its price."""
-    agent, helps, kinds = make_agent(), make_helpers(), list(KINDS)
-    rows = []
-    for i, episode in enumerate(make_episodes("train", count, seed)):
-        p, first = explore_p[i % len(explore_p)], len(rows)
-        while not episode.done:
-            obs = episode.observe()
-            called = stable_uniform(seed, obs.episode_id, obs.step, "explore") < p
-            kind = kinds[int(stable_uniform(seed, obs.episode_id, obs.step, "kind") * len(kinds))] if called else None
-            action = (helps[kind] if kind else agent).act([obs])[0]
-            result = episode.step(action)
-            rows.append({"episode_id": obs.episode_id, "step": obs.step, "state_text": obs.state_text,
-                         "action_text": action.text, "intervened": called, "help_kind": kind,
-                         "cost": float(KINDS[kind].price) if kind else 0.0, "reward": result.reward,
-                         "done": result.done, "explore_p": p, "prm_score": risk_score(obs.state_text)})
-        for row in rows[first:]:
-            row["success"] = episode.success()
-    return pl.DataFrame(rows, schema_overrides={"help_kind": pl.String})
+    """One row per decision point, collected as ``helpgate collect`` does, naming the kind of help called ("" where
+    the agent acted) and its price, scored by the example's cue (``prm_score``: the risk word, no PRM)."""
+    unbounded = HORIZON * max(help.price for help in KINDS.values())  # every kind affordable at every step
+    with tempfile.TemporaryDirectory() as out:
+        config = config_of(CollectConfig, env="examples.tiered_rapids:make_episodes",
+                           agent="examples.tiered_rapids:make_agent", out=out, episodes=count, seed=seed,
+                           explore_p=list(explore_p), budget=int(unbounded), shard_size=count, batch_size=256,
+                           help_kinds=[f"{kind}:{help.price:g}" for kind, help in KINDS.items()])
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            run(config)  # its progress bar and summary would bury the table
+        rows = read_trajectories(out)
+    return rows.with_columns(prm_score=rows["state_text"].map_elements(risk_score, return_dtype=pl.Float64))
 
 
 def played(table_solution, truth, resources) -> float:
@@ -101,7 +101,7 @@ def main() -> None:
         rows = collect(args.episodes, seed, args.explore_p)
         per_seed[seed] = measure(rows, args.budgets)
         print(f"seed {seed}: {rows.height} rows from {args.episodes} episodes, calls per kind "
-              f"{dict(rows['help_kind'].drop_nulls().value_counts().iter_rows())}")
+              f"{dict(rows.filter(pl.col('help_kind') != '')['help_kind'].value_counts().iter_rows())}")
     kinds = list(KINDS)
     print(f"\nexact success in the true river; helper = the table solved from data (mean over {len(args.seeds)} "
           "seed(s), worst seed in brackets); optimum and one-kind bests from the known dynamics")

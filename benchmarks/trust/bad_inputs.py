@@ -9,12 +9,15 @@ a PRM on the random-initialised ``tiny`` backbone, its scores, a solve, a helper
 is derived from them and handed to the real command in a fresh process (``python -m helper.commands.cli``),
 offline. The cases come in groups (``CASE_GROUPS``: the first table's cases, shard columns,
 manifests, numeric options, solve folders, helper and PRM folders, plug-ins, then issue 61's families:
-files, outputs, budget lists and kills, then serving, plug-ins and reports); a new feature's refusals are
-one more group. Each case is judged: exit code 2 (0 for the one input handled with a
-warning), no traceback, the message names the file, field or option (``Case.names``), and the
+files, outputs, budget lists and kills, then serving, plug-ins and reports; then round four,
+``hostile.GROUPS``: files, kills, serving, CLI and plug-ins as a hostile user tries them); a new feature's
+refusals are one more group. Each case is judged: exit code 2 (0 for an input handled with a
+warning or rightly redone), no traceback, the message names the file, field or option (``Case.names``), and the
 file a later run would trust (``solve.json``, ``helper.json``, a shard, a manifest) is not left
-behind. The table gives the exit code, the verdict and the line a user reads.
-Takes about 14 minutes on a shared 2-core CPU (each case is a fresh process that imports torch).
+behind; a request to a served gate (``Case.call``) by its HTTP status (a 4xx naming the field, or 200 with
+budgets kept). The table gives the exit code (or status), the verdict and the line a user reads.
+Takes about 35 minutes on a shared 2-core CPU (each case is a fresh process that imports torch).
+``--groups cli_cases,serving_cases`` builds and runs only those groups.
 """
 
 from __future__ import annotations
@@ -105,6 +108,12 @@ class Case:
     """The exit code: 2 (refused) unless the input is handled with a warning (0)."""
     after: Callable[[], str | None] | None = None
     """A check run after the command, for a case whose right answer is to redo its work: None, or what is wrong."""
+    call: Callable[[], tuple[int, str, str]] | None = None
+    """Instead of ``helpgate ARGV``: a call returning (exit code or HTTP status, the line a user reads, the log) (a
+    request to a served gate, a pipe); ``expect`` is then the status (an HTTP 4xx for a refusal, 200 for a right
+    answer)."""
+    shown: str | None = None
+    """How the table shows a ``call`` case's command."""
 
 
 def _set_row0(column: str, value) -> Callable[[pl.DataFrame], pl.DataFrame]:
@@ -780,13 +789,17 @@ CASE_GROUPS: list[Callable[[Path, dict[str, Path]], list[Case]]] = [
     earlier_cases, column_cases, manifest_cases, option_cases, solve_folder_cases, helper_folder_cases, plugin_cases,
     round_two_cases, round_three_a_cases, round_three_b_cases,
 ]
+
 """Every group of bad inputs, in table order; a new feature's refusals are one more group here."""
 
 
-def bad_inputs(root: Path, good: dict[str, Path]) -> list[Case]:
-    """Every case of every group."""
+def bad_inputs(root: Path, good: dict[str, Path], only: str | None = None) -> list[Case]:
+    """Every case of every group (of the groups named in ``only``, comma-separated, when given)."""
+    import hostile  # round four: files, kills, serving, CLI and plug-ins (it builds on this module's names)
+
     (root / "bad").mkdir(exist_ok=True)
-    return [case for group in CASE_GROUPS for case in group(root, good)]
+    groups = [g for g in [*CASE_GROUPS, *hostile.GROUPS] if not only or g.__name__ in only.split(",")]
+    return [case for group in groups for case in group(root, good)]
 
 
 def message(stderr: str) -> str:
@@ -823,13 +836,17 @@ def run_case(argv: list[str], plugins: Path | None = None) -> tuple[int, str, st
     return done.returncode, message(done.stderr), done.stderr
 
 
+HANDLED = (0, 200)
+"""Expected codes of inputs handled rightly (a warning, a redo, an answer within budget); any other is a refusal."""
+
+
 def judge(case: Case, code: int, text: str, stderr: str) -> str:
     """``ok``, or what the refusal lacks."""
     if "Traceback" in stderr:
         return "traceback"
     if code != case.expect:
         return f"exit {code}"
-    if case.expect == 2 and case.names not in text:
+    if case.expect not in HANDLED and case.names not in text:
         return f"does not name {case.names!r}"
     if case.untrusted is not None and case.untrusted.exists():
         return f"left {case.untrusted.name}"
@@ -842,40 +859,49 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", help="Build in this folder and keep it (default: a temporary folder).")
     parser.add_argument("--only", help="Run only the cases whose description contains this text.")
+    parser.add_argument("--groups", help="Build only these groups (comma-separated function names, e.g. cli_cases).")
     args = parser.parse_args(argv)
     os.environ.update(OFFLINE)
     root = Path(args.keep or tempfile.mkdtemp(prefix="helpgate-bad-"))
     root.mkdir(parents=True, exist_ok=True)
     try:
         good = build_good(root)
-        cases = [c for c in bad_inputs(root, good) if not args.only or args.only in c.what]
+        cases = [c for c in bad_inputs(root, good, args.groups) if not args.only or args.only in c.what]
         print("| # | bad input | command | exit | names it | message |")
         print("|---|---|---|---|---|---|")
         verdicts, one_line, slow, several = [], 0, 0, []
         for number, case in enumerate(cases, start=1):
             started = time.perf_counter()
-            code, text, stderr = run_case(case.argv, root / "plugins")
+            try:
+                code, text, stderr = case.call() if case.call else run_case(case.argv, root / "plugins")
+            except Exception as error:  # the harness's own failure (a server that did not start): the case's verdict
+                code, text, stderr = -1, f"harness: {type(error).__name__}: {' '.join(str(error).split())[:300]}", ""
             seconds = time.perf_counter() - started
             verdicts.append(judge(case, code, text, stderr))
             one_line += case.expect == 2 and code == 2 and len(error_lines(stderr)) == 1
             if case.expect == 2 and len(error_lines(stderr)) > 1:
                 several.append(number)
             slow += case.expect == 2 and seconds > 1.0
-            shown = " ".join(a if a else "''" for a in case.argv)
+            shown = case.shown or "helpgate " + " ".join(a if a else "''" for a in case.argv)
             shown = shown.replace(str(good["catalog"]), "CATALOG").replace(str(root), "…")
             text = text.replace(str(root), "…").replace("|", "\\|")
             what = case.what.replace("|", "\\|")
-            print(f"| {number} | {what} | `helpgate {shown}` | {code} | {verdicts[-1]} | {text} |", flush=True)
+            print(f"| {number} | {what} | `{shown}` | {code} | {verdicts[-1]} | {text} |", flush=True)
         refused = sum(v == "ok" and c.expect == 2 for v, c in zip(verdicts, cases))
-        warned = sum(v == "ok" and c.expect == 0 for v, c in zip(verdicts, cases))
+        served = sum(v == "ok" and c.expect not in (2, *HANDLED) for v, c in zip(verdicts, cases))
+        handled = sum(v == "ok" and c.expect in HANDLED for v, c in zip(verdicts, cases))
         print(f"\n{refused} of {sum(c.expect == 2 for c in cases)} bad inputs are refused with exit code 2 in one "
               f"line naming the file, field or option, with no traceback and no file a later run would trust "
-              f"left behind; {warned} of {sum(c.expect == 0 for c in cases)} handled with a warning. "
+              f"left behind; {served} of {sum(c.expect not in (2, *HANDLED) for c in cases)} bad requests to the "
+              f"served gate are refused with an HTTP 4xx naming the field; {handled} of "
+              f"{sum(c.expect in HANDLED for c in cases)} handled rightly (a warning, a redo, budgets kept). "
               f"Not ok: {[(n, v) for n, v in enumerate(verdicts, 1) if v != 'ok'] or 'none'}.")
         print(f"{len(cases)} cases; {one_line} of {sum(c.expect == 2 for c in cases)} refused with exactly one line on "
               f"stderr (more than one: cases {several or 'none'}); {slow} took longer than a second to refuse (a fresh "
               f"process each, its imports included).")
     finally:
+        if "hostile" in sys.modules:
+            sys.modules["hostile"].stop_servers()  # servers the cases started
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -304,6 +304,7 @@ def run(cfg: PipelineConfig, collected=None, feature_cache: str | None = None) -
                          "drop --prm-lora.")
     cfg = replace(cfg, spec=replace(cfg.spec, agent_dtype=cfg.spec.resolved_dtype()))
     spec = cfg.spec
+    spec.check()  # an unknown env or agent is refused before pipeline.json is written (a rerun would be held to it)
     solved = _solved_budgets(cfg)
     if cfg.prm_target == "mc" and not cfg.counterfactual:
         raise ValueError("--prm-target mc learns from the cloned branches of each decision; add --counterfactual "

@@ -6,6 +6,8 @@
 - ``plugins.py``: envs and agents of the user's own (``module:factory`` or an entry point).
 - ``plugin_limits.py``: what a plug-in may not do to a run: hang (a time limit per call), run past its horizon,
   exit, or return the wrong thing.
+- ``help_kinds.py``: several kinds of help on collection's command line (``--help-kinds NAME:PRICE``, caps,
+  weights): parsed, checked, resolved to who answers each.
 - ``collect.py``: ``collect-offline-trajectories``: random interventions, resumable shards.
 - ``ray_collect.py``: the same shards spread over Ray workers.
 - ``recorder.py``: ``Recorder``, for an agent that runs its own loop.

@@ -9,6 +9,8 @@
         --agent examples.arith_chain:make_agent --episodes 64 --out traj-chain     # a plug-in env
     helpgate collect --agent openai:smollm2 --base-url http://127.0.0.1:8000/v1 --out traj-served
     collect-offline-trajectories --out traj-prop --decide-after proposal   # log the base agent's proposals
+    collect-offline-trajectories --env examples.tiered_rapids:make_episodes --agent examples.tiered_rapids:make_agent \
+        --help-kinds compute:1 stronger:2 human:4 --help-caps human=1 --budget 6 --out traj-tiered   # kinds of help
 
 Episodes and agents come from ``helper.data.environment.EnvSetup``, the builder online evaluation
 uses too. The base agent is the simulator (a scripted agent, no model) unless ``--agent`` names another, as
@@ -31,6 +33,14 @@ A rerun with other arguments is refused with the name of the field that differs.
 (``agile.rollout``) and logs ``proposal_text``, ``proposal_reward`` and ``proposal_signals`` at every
 decision point, also where an intervention replaced the proposal; the manifest records the mode
 (``decide_after``; a folder from before the option reads as ``state``).
+
+``--help-kinds NAME:PRICE ...`` collects with several kinds of help in place of the one strong actor
+(``helper.data.help_kinds``: the flags, who answers each kind): ``--budget`` is then a cost per episode, each
+exploratory call draws its kind among those the budget and caps (``--help-caps``) still allow, weighted by
+``--help-weights``, and every row names the kind called and its cost (``help_kind``, ``help_cost``). The kinds are
+part of the folder's identity (a rerun with others is refused) and its manifest records them with their prices
+and caps (``config.helps``, read by ``trajectories.manifest.helps_of``). Without the flag the shards are the
+one-kind shards they always were.
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ from typing import Literal
 
 import polars as pl
 
+from helper.data import help_kinds
 from helper.data.env_kinds import ENV_KINDS, PLUGIN
 from helper.data.environment import ENV_FIELD, OPENAI_PREFIX, EnvSetup, EnvSpec
 from helper.stored_config import flat
@@ -50,7 +61,7 @@ from trajectories.content import check_content
 from trajectories.manifest import Manifest
 from trajectories.outputs import out_folder
 from trajectories.rows import frame_of
-from trajectories.schema import PROPOSAL_DEFAULTS
+from trajectories.schema import HELP_COLUMNS, PROPOSAL_DEFAULTS
 from trajectories.shards import read_trajectories, write_shard
 
 
@@ -72,7 +83,16 @@ class CollectConfig:
     episodes: int = 200
     """Number of episodes to collect."""
     budget: int = 2
-    """Interventions allowed per episode."""
+    """Interventions allowed per episode; with --help-kinds, the cost allowed per episode, in the unit of their
+    prices."""
+    help_kinds: list[str] = field(default_factory=list)
+    """Several kinds of help, each NAME:PRICE (e.g. compute:1 stronger:2 human:4): the env's episodes' own kinds
+    (their help_kinds), human (the episode's expert) or any actor --strong takes; an exploration draw calls a kind
+    drawn among those the budget and caps still allow. Default: one kind, --strong, at price 1."""
+    help_caps: list[str] = field(default_factory=list)
+    """Most calls of a kind per episode, each KIND=CALLS (e.g. human=1); default: only the budget limits it."""
+    help_weights: list[str] = field(default_factory=list)
+    """A kind's share of the exploration draws, each KIND=WEIGHT (default: 1 each, uniform)."""
     seed: int = 0
     """Master seed: every episode and every random draw (the actors' too) derives from (seed, episode index)."""
     out: str = "trajectories"
@@ -98,13 +118,14 @@ class CollectConfig:
 MAX_SHARDS = 100_000
 """Shards one collection folder may hold (its manifest lists each one)."""
 IGNORED_ON_RESUME = ("out", "device", "ray", "ray_address", "ray_workers", "base_url", "base_agent",
-                     "plugin_timeout_s")
-"""Fields that may change between a run and its resumption (they do not change the data), and ``base_agent``,
-recorded for the reader: it follows from ``agent`` and ``model``, which are compared (a folder from before it
-was recorded resumes)."""
+                     "plugin_timeout_s", "helps")
+"""Fields that may change between a run and its resumption (they do not change the data), and ``base_agent`` and
+``helps``, recorded for the reader: they follow from ``agent`` and ``model`` (resp. the ``help_*`` flags), which
+are compared (a folder from before they were recorded resumes)."""
 ADDED_SINCE = {"decide_after": "state", "agent_dtype": "auto", "consistency_samples": 0, "decoding": "free",
                "memory": "embedding", "restate_question": False, "list_advice_with_gate": False,
-               "yes_no_threshold": 0.0, "plugin_max_steps": None}
+               "yes_no_threshold": 0.0, "plugin_max_steps": None, "help_kinds": [], "help_caps": [],
+               "help_weights": []}
 """Fields added since older folders were collected, with the value those folders had."""
 
 
@@ -125,6 +146,13 @@ def check(config: CollectConfig) -> None:
                          f"shards, more than {MAX_SHARDS:,} per folder; raise --shard-size or lower --episodes.")
     if not config.explore_p or any(not 0.0 <= p <= 1.0 for p in config.explore_p):
         raise ValueError(f"explore_p must be one or more values in [0, 1], got {config.explore_p}.")
+    if help_kinds.parse(config.help_kinds, config.help_caps, config.help_weights, config.budget):
+        if config.counterfactual:
+            raise ValueError("--counterfactual replays one intervention per decision; with --help-kinds there are "
+                             "several, so collect them without --counterfactual.")
+        if config.spec.strong != "human":
+            raise ValueError(f"--strong {config.spec.strong} names the one strong actor; with --help-kinds name every "
+                             f"help there instead (e.g. --help-kinds {config.spec.strong}:2 human:4).")
 
 
 def env_setup(config: CollectConfig) -> EnvSetup:
@@ -135,7 +163,7 @@ def env_setup(config: CollectConfig) -> EnvSetup:
     return EnvSetup(spec, config.split, config.groups, agent_seed=config.seed, strong_seed=config.seed)
 
 
-def agent_line(setup: EnvSetup) -> str:
+def agent_line(setup: EnvSetup, kinds=()) -> str:
     """What collect prints first: the base agent it runs (the simulator unless told; ``helpgate pipeline``'s
     default is the embedded LLM) and the strong actor, so that no default passes unsaid."""
     from helper.data.plugins import AGENT_GROUP, is_plugin
@@ -150,6 +178,9 @@ def agent_line(setup: EnvSetup) -> str:
         what = f"{agent}: a plug-in agent"
     else:
         what = f"{agent}: a local LLM"
+    if kinds:  # several kinds of help stand where the one strong actor stood
+        helps = ", ".join(f"{k.name} at {k.price:g}" + (f" (cap {k.cap})" if k.cap is not None else "") for k in kinds)
+        return f"[collect] base agent {what}; kinds of help {helps}"
     return f"[collect] base agent {what}; strong actor {setup.spec.strong}"
 
 
@@ -172,15 +203,27 @@ def shard_name(index: int) -> str:
     return f"shard-{index:05d}.parquet"
 
 
-def records_frame(records, counterfactual: bool) -> pl.DataFrame:
+def records_frame(records, counterfactual: bool, kinds: bool = False) -> pl.DataFrame:
     optional = ("horizon", "features", *PROPOSAL_DEFAULTS)
     if counterfactual:
         optional += ("cf_base_success", "cf_intervene_success")
+    if kinds:  # a one-kind collection writes the shards it always wrote
+        optional += HELP_COLUMNS
     return frame_of((record for episode in records for record in episode), optional)
 
 
+def actors(setup: EnvSetup, config: CollectConfig) -> tuple:
+    """``(base agent, strong)``: ``strong`` the strong actor (None: the human), or with --help-kinds the kinds of help
+    (``agile.helps.Help``s)."""
+    kinds = help_kinds.parse(config.help_kinds, config.help_caps, config.help_weights, config.budget)
+    if not kinds:
+        return setup.base_agent(), setup.strong_actor()
+    return setup.base_agent(), help_kinds.resolve(setup, kinds, help_kinds.own_kinds(setup, config.seed))
+
+
 def collect_shard(setup: EnvSetup, config: CollectConfig, k: int, base, strong, progress=None) -> pl.DataFrame:
-    """The rows of shard ``k`` (episodes ``k * shard_size`` onwards), played in batches."""
+    """The rows of shard ``k`` (episodes ``k * shard_size`` onwards), played in batches; ``strong`` as ``actors``
+    gives it."""
     from agile.rollout import run_episodes
 
     first = k * config.shard_size
@@ -190,13 +233,15 @@ def collect_shard(setup: EnvSetup, config: CollectConfig, k: int, base, strong, 
         chunk = indices[start:start + config.batch_size]
         episodes = setup.episodes(chunk, config.seed)
         ps = [config.explore_p[i % len(config.explore_p)] for i in chunk]
+        several = isinstance(strong, tuple)
         records += run_episodes(
-            episodes, base, strong=strong, budget=config.budget, explore_p=ps,
+            episodes, base, strong=None if several else strong, budget=config.budget, explore_p=ps,
             rng_seed=config.seed, counterfactual=config.counterfactual, decide_after=config.decide_after,
+            helps=strong if several else None,
         )
         if progress is not None:
             progress(len(chunk))
-    return records_frame(records, config.counterfactual)
+    return records_frame(records, config.counterfactual, kinds=bool(config.help_kinds))
 
 
 def shard_episodes(config: CollectConfig, k: int) -> tuple[int, int]:
@@ -216,13 +261,18 @@ def run(config: CollectConfig) -> dict:
 
         require_ray()
     setup = env_setup(config)
-    print(agent_line(setup), flush=True)
+    kinds = help_kinds.parse(config.help_kinds, config.help_caps, config.help_weights, config.budget)
+    print(agent_line(setup, kinds), flush=True)
     setup.source()  # a bad data root or group is refused before any file is written
+    if kinds:
+        help_kinds.check_names(setup, kinds, help_kinds.own_kinds(setup, config.seed))
     ident = identity(config, setup)
     # A default fills a field only where this run has it (another env's field is left out of both).
     manifest = Manifest.open(out, ident, ignore=IGNORED_ON_RESUME,
                              defaults={k: v for k, v in ADDED_SINCE.items() if k in ident})
     manifest.config["base_agent"] = setup.spec.agent  # the resolved name: --agent llm is its --model
+    if kinds:  # what readers of the folder take the kinds from (trajectories.helps)
+        manifest.config["helps"] = [kind.as_entry() for kind in kinds]
     for stale in out.glob(".*.tmp"):  # a shard or manifest write cut short by a kill
         stale.unlink(missing_ok=True)
     # A finished shard is skipped on a rerun: it must still be ours (another run's shard copied over it is refused).
@@ -247,11 +297,11 @@ def run(config: CollectConfig) -> dict:
         if todo and config.ray:
             from helper.data.ray_collect import collect_with_ray
 
-            for k, frame in collect_with_ray(config, todo, env_setup, collect_shard):
+            for k, frame in collect_with_ray(config, todo, env_setup, collect_shard, actors):
                 save(k, frame)
                 bar.update(shard_episodes(config, k)[1])
         elif todo:
-            base, strong = setup.base_agent(), setup.strong_actor()  # models load only when work is left
+            base, strong = actors(setup, config)  # models load only when work is left
             for k in todo:
                 save(k, collect_shard(setup, config, k, base, strong, progress=bar.update))
                 if config.spec.consistency_samples:  # after every shard: a long run shows its cost early
@@ -300,7 +350,12 @@ def summarize(out: str | Path) -> dict:
     by_p = episodes.group_by("explore_p").agg(
         pl.len().alias("episodes"), pl.col("success").mean(), pl.col("intervened").mean()
     ).sort("explore_p")
-    return {
+    kinds = {}
+    if "help_kind" in frame.columns:  # what each kind of help was called, and the cost per episode
+        called = frame.filter(pl.col("help_kind") != "")
+        kinds = {"calls_by_kind": dict(sorted(called.group_by("help_kind").len().iter_rows())),
+                 "cost_per_episode": float(frame["help_cost"].sum() / max(episodes.height, 1))}
+    return kinds | {
         "episodes": episodes.height,
         "decision_points": frame.height,
         "interventions": int(frame["intervened"].sum()),
@@ -316,6 +371,9 @@ def print_summary(summary: dict, seconds: float | None = None) -> None:
           f"interventions: {summary['interventions']} (human calls {summary['human_calls']}) "
           f"(rate {summary['intervention_rate']:.3f} per decision)  "
           f"mean success: {summary['mean_success']:.3f}")
+    if "calls_by_kind" in summary:
+        calls = ", ".join(f"{kind} {n}" for kind, n in summary["calls_by_kind"].items()) or "none"
+        print(f"help calls by kind: {calls}; cost per episode {summary['cost_per_episode']:.3f}")
     for row in summary["by_explore_p"]:
         print(f"  explore_p={row['explore_p']:.2f}: {row['episodes']} episodes, "
               f"success {row['success']:.3f}, interventions/episode {row['intervened']:.2f}")

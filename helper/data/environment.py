@@ -168,6 +168,7 @@ class EnvSpec:
             raise ValueError(f"agent_dtype={self.agent_dtype!r}: it sets a local LLM base agent's weights, and "
                              f"agent={self.agent!r} on env={self.env!r} is none; leave it at auto.")
         if self.plugin:
+            resolve(self.env, ENV_GROUP)  # not importable or no such factory: refused before any file is written
             if self.agent == "simulator":
                 raise PluginError(f"env={self.env!r} is a plug-in environment, which has no built-in simulator: "
                                   "name its base agent with --agent module:factory (or a helpgate.agents entry point).")

@@ -22,6 +22,7 @@ outermost one's limit holds, and its name is the one reported.
 from __future__ import annotations
 
 import math
+import numbers
 import signal
 import threading
 
@@ -94,6 +95,24 @@ def check_success(name: str, episode_id: str, value) -> float:
     return float(value)
 
 
+def check_observation_fields(name: str, observation: Observation) -> None:
+    """Refuse an observation a row cannot hold as it is, naming the plug-in and the field: ``state_text`` not text,
+    a feature not a number, or ``step`` not an integer >= 0."""
+    where = f"episode {observation.episode_id!r} observe()"
+    if not isinstance(observation.state_text, str):
+        raise PluginError(f"{name}: {where} returned a state_text of type {type(observation.state_text).__name__}; "
+                          "state_text must be a str.")
+    features = observation.features if isinstance(observation.features, dict) else {None: observation.features}
+    for key, value in features.items():
+        if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise PluginError(f"{name}: {where} returned the feature {key!r}: {value!r} ({type(value).__name__}); "
+                              "features map names to numbers (NaN for a missing one).")
+    step = observation.step
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+        raise PluginError(f"{name}: {where} returned step={step!r}; a step is the decision's index in its episode, "
+                          "an integer >= 0.")
+
+
 class LimitedEpisode:
     """A plug-in episode whose calls are timed and checked (see the module docstring); attributes pass through."""
 
@@ -118,6 +137,7 @@ class LimitedEpisode:
         if not isinstance(observation, Observation):
             raise PluginError(f"{self._name}: observe() returned {type(observation).__name__}, expected an "
                               f"agile.protocol.Observation (episode {self._inner.episode_id!r}).")
+        check_observation_fields(self._name, observation)
         return observation
 
     def step(self, action):
@@ -134,8 +154,11 @@ class LimitedEpisode:
                                   "within its horizon, or raise --plugin-max-steps.")
         return result
 
-    def expert_action(self):
-        action = self._call("expert_action")
+    def expert_action(self, kind: str | None = None):
+        # A kind of the episode's own (``help_kinds``) is asked by name; the one expert with no argument, as ever.
+        action = self._call("expert_action") if kind is None else limited_call(
+            self._name, lambda: f"episode {self._inner.episode_id!r} expert_action(kind={kind!r})", self._timeout,
+            lambda: self._inner.expert_action(kind=kind))
         if not isinstance(getattr(action, "text", None), str):
             raise PluginError(f"{self._name}: episode {self._inner.episode_id!r} expert_action() returned "
                               f"{type(action).__name__}, expected an agile.protocol.Action with a text.")

@@ -11,6 +11,9 @@ command's working folder imports without installing it.
 - An env factory is called as ``factory(split, count, seed)`` and returns a list of ``count``
   ``agile.protocol.Episode``. Episode ``i`` must depend only on ``(split, seed, i)``: a resumed
   collection calls the factory again with a larger ``count`` and keeps the episodes it needs.
+- An episode may offer kinds of help of its own (``--help-kinds``): it lists their names in ``help_kinds`` (distinct,
+  non-empty str) and answers ``expert_action(kind=name)`` for each; ``expert_action()`` with no kind stays its one
+  expert (``agile.helps``). ``examples.tiered_rapids`` is one.
 - An agent factory is called with no arguments and returns an ``agile.protocol.Agent``.
 - The horizon (the budget of "always intervene" in a sweep) is the largest, over the episodes, of
   ``episode.horizon`` when an episode has that attribute, else of ``episode.observe().horizon``.
@@ -26,6 +29,9 @@ across batches: episode ``i``'s id may depend only on ``(split, seed, i)``), a `
 from __future__ import annotations
 
 import importlib
+import inspect
+import math
+import numbers
 import os
 import re
 import sys
@@ -149,11 +155,34 @@ def check_episodes(name: str, episodes, count: int) -> list:
             if not hasattr(episode, attribute):
                 raise PluginError(f"{name}: episode {i} ({type(episode).__name__}) has no attribute {attribute!r} "
                                   "(agile.protocol.Episode).")
+        if not isinstance(episode.episode_id, str) or not episode.episode_id:
+            raise PluginError(f"{name}: episode {i} has the episode_id {episode.episode_id!r} "
+                              f"({type(episode.episode_id).__name__}); an episode_id is a non-empty str.")
+        check_help_kinds(name, i, episode)
         if episode.episode_id in seen:
             raise PluginError(f"{name}: episodes {seen[episode.episode_id]} and {i} share the episode_id "
                               f"{episode.episode_id!r}; give every episode its own id.")
         seen[episode.episode_id] = i
     return list(episodes)
+
+
+def check_help_kinds(name: str, i: int, episode) -> None:
+    """An episode's own kinds of help (``help_kinds``, optional): distinct non-empty names, and an ``expert_action``
+    that takes the ``kind`` to answer (else the first call of a kind would fail deep in the loop)."""
+    kinds = getattr(episode, "help_kinds", None)
+    if kinds is None:
+        return
+    names = list(kinds) if isinstance(kinds, (list, tuple)) else None
+    if names is None or not all(isinstance(k, str) and k for k in names) or len(set(names)) != len(names):
+        raise PluginError(f"{name}: episode {i} has help_kinds={kinds!r}; list the kinds of help it offers as distinct "
+                          "non-empty names (a tuple of str).")
+    try:
+        inspect.signature(episode.expert_action).bind(kind=names[0] if names else "")
+    except TypeError:
+        raise PluginError(f"{name}: episode {i} lists help_kinds {names} but its expert_action() takes no kind; "
+                          "define expert_action(self, kind=None) answering each kind.") from None
+    except ValueError:  # a builtin without a signature: called as it is
+        pass
 
 
 def check_observation(name: str, episodes) -> None:
@@ -164,10 +193,16 @@ def check_observation(name: str, episodes) -> None:
                           "agile.protocol.Observation.")
 
 
-def episode_horizon(episode) -> int:
-    """The decisions an episode may take: ``episode.horizon`` if set, else its observation's horizon."""
+def episode_horizon(episode, name: str = "the env plug-in") -> int:
+    """The decisions an episode may take: ``episode.horizon`` if set, else its observation's horizon; refused naming
+    ``name`` unless an integer >= 1."""
     horizon = getattr(episode, "horizon", None)
-    return int(horizon if horizon is not None else episode.observe().horizon)
+    horizon = horizon if horizon is not None else episode.observe().horizon
+    whole = isinstance(horizon, numbers.Real) and math.isfinite(horizon) and float(horizon).is_integer()
+    if isinstance(horizon, bool) or not whole or horizon < 1:
+        raise PluginError(f"{name}: episode {episode.episode_id!r} has horizon={horizon!r}; a horizon is the most "
+                          "decisions the episode takes, an integer >= 1.")
+    return int(horizon)
 
 
 class PluginSource:
@@ -192,7 +227,7 @@ class PluginSource:
         built = check_episodes(self.name, call_factory(self.name, self.factory, self.split, count, seed), count)
         self._check_ids(built, seed)
         horizons = limited_call(self.name, "episode horizon", self.timeout_s,
-                                lambda: [episode_horizon(built[i]) for i in indices])
+                                lambda: [episode_horizon(built[i], self.name) for i in indices])
         chosen = [LimitedEpisode(built[i], self.name, self.timeout_s, self.max_steps, h)
                   for i, h in zip(indices, horizons)]
         check_observation(self.name, chosen)

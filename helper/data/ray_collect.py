@@ -19,7 +19,7 @@ from dataclasses import replace
 class ShardCollector:
     """A Ray actor body: builds the environment and actors once, then plays whole shards."""
 
-    def __init__(self, config, env_setup: Callable, collect_shard: Callable):
+    def __init__(self, config, env_setup: Callable, collect_shard: Callable, actors: Callable):
         if config.spec.device == "cpu":
             import torch
 
@@ -28,11 +28,12 @@ class ShardCollector:
         self.config = config
         self.setup = env_setup(config)
         self.collect_shard = collect_shard
+        self.make_actors = actors
         self.actors = None
 
     def collect(self, k: int):
         if self.actors is None:
-            self.actors = self.setup.base_agent(), self.setup.strong_actor()
+            self.actors = self.make_actors(self.setup, self.config)
         return k, self.collect_shard(self.setup, self.config, k, *self.actors)
 
 
@@ -45,10 +46,11 @@ def require_ray():
     return ray
 
 
-def collect_with_ray(config, shards: list[int], env_setup: Callable, collect_shard: Callable
+def collect_with_ray(config, shards: list[int], env_setup: Callable, collect_shard: Callable, actors: Callable
                      ) -> Iterator[tuple[int, object]]:
     """Yield ``(shard index, rows)`` for each shard of ``shards`` as workers finish them; each worker
-    builds ``env_setup(config)`` once and plays a shard with ``collect_shard(setup, config, k, base, strong)``."""
+    builds ``env_setup(config)`` and ``actors(setup, config)`` (base, strong or helps) once and plays a shard with
+    ``collect_shard(setup, config, k, base, strong)``."""
     ray = require_ray()
     from ray.util import ActorPool
 
@@ -64,10 +66,10 @@ def collect_with_ray(config, shards: list[int], env_setup: Callable, collect_sha
         n_workers = max(1, min(wanted, len(shards)))
         worker = ray.remote(num_gpus=1 if use_gpu else 0, num_cpus=1)(ShardCollector)
         worker_config = replace(config, spec=replace(config.spec, device="cuda" if use_gpu else "cpu"), ray=False)
-        actors = [worker.remote(worker_config, env_setup, collect_shard) for _ in range(n_workers)]
-        pool = ActorPool(actors)
+        workers = [worker.remote(worker_config, env_setup, collect_shard, actors) for _ in range(n_workers)]
+        pool = ActorPool(workers)
         yield from pool.map_unordered(lambda actor, k: actor.collect.remote(k), shards)
-        for actor in actors:
+        for actor in workers:
             ray.kill(actor)
     finally:
         if started_here:

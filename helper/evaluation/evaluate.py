@@ -29,7 +29,7 @@ import pandas as pd
 from agile.rollout import run_episodes
 from helper.data.environment import EnvConfig, Environment
 from helper.evaluation.metrics import NIL_GAIN, grouped_ci, sweep_columns
-from trajectories.outputs import out_folder
+from trajectories.outputs import not_another_run, out_folder
 
 
 @dataclass
@@ -105,7 +105,7 @@ def load_helper(cfg: EvaluateConfig | object, backend: str | None = None):
 
 
 def run(cfg: EvaluateConfig) -> pd.DataFrame:
-    out_folder(cfg.out, "runs/demo/evaluate")  # '' would write the tables into the current folder
+    not_another_run(out_folder(cfg.out, "runs/demo/evaluate"), "evaluation")  # not '', nor a helper's folder
     if not cfg.budgets:  # no budget: no row, and empty tables that read as a finished evaluation
         raise ValueError("budgets=[]: give one or more budgets C to evaluate at, e.g. --budgets 0 1 2 3")
     env = Environment(cfg)

@@ -122,9 +122,10 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     if cfg.budgets is not None and (not cfg.budgets or min(cfg.budgets) < 0):
         raise ValueError(f"budgets={cfg.budgets}: give one or more budgets >= 0 (e.g. --budgets 0 1 2), or leave "
                          "them out for 0 up to always-intervene's interventions.")
-    from trajectories.outputs import not_a_finished_stage, out_folder
+    from trajectories.outputs import not_a_finished_stage, not_another_run, out_folder
 
     out = not_a_finished_stage(out_folder(cfg.out, "runs/demo/sweep"))  # never '' nor another run's finished sweep/
+    not_another_run(out, "sweep")  # nor a helper's, a collection's or an evaluation's folder
     out.mkdir(parents=True, exist_ok=True)
     ctx = SweepContext(cfg=cfg, env=Environment(cfg), out=out)
     wanted = set(cfg.methods) | {"never", "always"}

@@ -26,7 +26,6 @@ method and advice cost, which the gate compares with its use), ``classifier/``, 
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,12 +34,12 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from agile.seeding import stable_uniform
 from helper.gate import solve_files
 from helper.gate.features import SCORE_FEATURE, FeatureClassifier, default_feature_names, frame_features
+from helper.gate.distill_inputs import held_out_mask, prm_decide_after  # noqa: F401 (re-exported)
 from helper.gate.gate import HelperGate, recorded_path
 from helper.gate.trained_on import trained_on
-from trajectories.outputs import out_folder
+from trajectories.outputs import not_another_run, out_folder
 from trajectories.shards import read_shard
 
 LABEL = "optimal_intervene"
@@ -128,15 +127,6 @@ def expand_labels(frame: pl.DataFrame, solution) -> pl.DataFrame:
     return label(pl.concat(parts), solution, column=LABEL)
 
 
-def held_out_mask(episode_ids: pl.Series, fraction: float, seed: int) -> np.ndarray:
-    """Held-out rows: a row's episode is in the test set when its seeded hash falls below ``fraction``."""
-    unique = episode_ids.unique().to_list()
-    chosen = {e for e in unique if stable_uniform(seed, e, "distill-split") < fraction}
-    if fraction > 0 and not chosen and len(unique) > 1:
-        chosen = {min(unique)}  # tiny data: keep at least one episode out
-    return episode_ids.is_in(list(chosen)).to_numpy()
-
-
 def agreement(y_true: np.ndarray, y_pred: np.ndarray, budget_left: np.ndarray) -> dict:
     """Agreement with the optimal labels, overall and per budget left."""
     def one(t, p):
@@ -185,15 +175,6 @@ def _text_inputs(frame: pl.DataFrame) -> list[str]:
             zip(frame["state_text"], frame["step"], horizon, frame["budget_left"])]
 
 
-def prm_decide_after(prm_path: Path | None) -> str:
-    """``proposal`` for a PRM trained with ``--tag-after proposal`` (its score reads the base agent's
-    proposal, so the helper must decide after it), else ``state``."""
-    if prm_path is None:
-        return "state"
-    settings = json.loads((prm_path / "prm_config.json").read_text())
-    return "proposal" if settings.get("tag_after") == "proposal" else "state"
-
-
 def _check_numbers(cfg: DistillConfig) -> None:
     """Refuse counts and rates that cannot work, naming the option."""
     if cfg.max_rows is not None and cfg.max_rows < 1:
@@ -211,6 +192,7 @@ def _check_numbers(cfg: DistillConfig) -> None:
 def run(cfg: DistillConfig) -> dict:
     """Label, split, fit, report, save; returns the report written into ``helper.json``."""
     out_folder(cfg.out, "runs/demo/helper")  # '' would write the helper into the current folder
+    not_another_run(cfg.out, "helper")  # nor into its solve folder, its PRM or a collection
     source = Path(cfg.labels)
     labels_path = source / "labels.parquet"
     if not labels_path.exists():
@@ -222,12 +204,17 @@ def run(cfg: DistillConfig) -> dict:
     if not 0 <= cfg.test_fraction < 1:
         raise ValueError(f"test_fraction={cfg.test_fraction}: must lie in [0, 1)")
     _check_numbers(cfg)
-    unfinished = solve_files.verify(source).get("incomplete_input")
+    record = solve_files.verify(source)
+    unfinished = record.get("incomplete_input")
     if unfinished and not cfg.allow_incomplete:
         raise ValueError(f"{source / solve_files.SOLVE_MANIFEST}: solved from an unfinished collection "
                          f"({unfinished.get('data')}: manifest {unfinished.get('manifest')}, read with "
                          "--allow-incomplete); finish the collection and solve again, or pass --allow-incomplete "
                          "here too (recorded in helper.json).")
+    if record.get("tiered"):  # which help to call: a classifier over the kinds (helper.gate.tiered_distill)
+        from helper.gate.tiered_distill import distill_tiered
+
+        return distill_tiered(cfg, source, record, prm_path)
     discretizer, solution = load_solution(source, cfg.solved_budget)
     logged = read_shard(labels_path, require=("episode_id", "step", "budget_left"))
     data = expand_labels(logged.drop([c for c in logged.columns if c.startswith(LABEL)]), solution)

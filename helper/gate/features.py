@@ -105,11 +105,12 @@ def default_feature_names(frame: pl.DataFrame, use_score: bool = True) -> list[s
 
 
 def balanced_weights(y: np.ndarray) -> np.ndarray:
-    """Per-row weights n / (2 * n_class): each class carries half the total weight."""
+    """Per-row weights n / (classes * n_class): each class present carries an equal share of the total weight (half
+    each for two; ``helper.gate.kind_classifier`` has one class per kind of help and the agent)."""
     y = np.asarray(y).astype(int)
     counts = np.bincount(y, minlength=2).astype(np.float64)
     present = counts > 0
-    weights = np.zeros(2)
+    weights = np.zeros(counts.size)
     weights[present] = y.size / (present.sum() * counts[present])
     return weights[y]
 

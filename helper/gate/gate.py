@@ -25,6 +25,11 @@ variants, or the threshold on the same score, whichever did best on the training
 ``load(dir, budget=C)`` and ``with_budget(C)`` play that member through the table backend (``gate.member`` names
 it); a cap with no member, or a backend named at load time, plays the backend below.
 
+Which help: ``gate.choose(observation)`` names the kind of help to call, or None for the agent; a one-kind
+helper's kind is ``"intervene"`` (``choose(...) is not None`` is ``should_intervene(...)``). A folder whose
+``helper.json`` names several kinds (``backend: tiered_table``) loads as a ``TieredHelperGate``
+(``helper.gate.tiered_gate``): the solved tiered table, each kind at its price under a cost budget and caps.
+
 Backends (chosen by ``helpgate distill --backend``; ``table`` can be forced at load time):
 
 - ``features``: a gradient-boosting / logistic-regression classifier on the PRM score, step,
@@ -72,6 +77,17 @@ from helper.gate.trained_on import mismatch
 from trajectories.files import read_json_object
 
 BACKENDS = ("features", "text", "table")
+
+
+def folder_owner(backend: str | None) -> type | None:
+    """The subclass of ``HelperGate`` whose folders name ``backend`` (None: HelperGate's own backends)."""
+    pending = list(HelperGate.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        if backend in cls.folder_backends:
+            return cls
+        pending.extend(cls.__subclasses__())
+    return None
 CONFIG_FILE = "helper.json"
 KIND = "helpgate.helper"
 
@@ -80,6 +96,9 @@ class HelperGate(ScoredGate):
     """See the module docstring. Build with ``HelperGate.load(dir)`` (or the constructor in tests)."""
 
     name = "helper"
+    folder_backends: tuple[str, ...] = ()
+    """helper.json backends a subclass loads itself (``load_folder``): ``load`` hands such a folder to it, found among
+    the subclasses, so this room never imports the rooms built on it (``helper/gate/__init__.py`` imports them)."""
 
     def __init__(self, backend: str = "features", classifier=None, fallback: FeatureClassifier | None = None,
                  scorer=None, table=None, discretizer=None, budget: int | None = None,
@@ -131,7 +150,20 @@ class HelperGate(ScoredGate):
         """The success guarantee ``helpgate calibrate`` wrote (``guarantee.json``: target, confidence, the certified
         budget and its calibration success and spend); None where the folder has none."""
 
+    kinds: tuple[str, ...] = ("intervene",)
+    """The kinds of help this gate chooses among; a one-kind helper's one is its intervention
+    (``helper.gate.tiered_gate.TieredHelperGate`` names several, each at its price)."""
+
     # -- decision --------------------------------------------------------------------------------
+    def choose(self, observation: Observation, budget_left: int | None = None, calls_left: dict | None = None,
+               proposal=None) -> str | None:
+        """Which help to call here (None: the agent acts). A one-kind helper's answer is ``should_intervene``'s:
+        its one kind or None; ``calls_left`` of that kind binds as ``budget_left`` does (every call costs 1)."""
+        kind = self.kinds[0]
+        if calls_left and kind in calls_left:
+            budget_left = int(calls_left[kind]) if budget_left is None else min(int(budget_left), int(calls_left[kind]))
+        return kind if self.should_intervene(observation, budget_left, proposal) else None
+
     def should_intervene(self, observation: Observation, budget_left: int | None = None, proposal=None) -> bool:
         self._check_use(observation)
         return super().should_intervene(observation, budget_left, proposal)
@@ -278,6 +310,13 @@ class HelperGate(ScoredGate):
         if config.get("kind") != KIND:
             raise ValueError(f"{config_path}: kind={config.get('kind')!r}, expected {KIND!r}")
         stored_values.check(config_path, config)  # before any file of the folder is loaded
+        owner = folder_owner(config.get("backend"))
+        if owner is not None:  # a subclass's folder (several kinds of help, each at its price: tiered_gate)
+            if backend not in (None, owner.folder_backends[0], config["backend"]):
+                raise ValueError(f"backend={backend!r}: {config_path} is a tiered helper (kinds "
+                                 f"{config.get('kinds')}); leave the backend out, or play its table: "
+                                 f"{owner.folder_backends[0]}.")
+            return owner.load_folder(directory, config, budget, prm, device, allow_fallback, backend)
         if not (backend or config.get("backend")):
             raise ValueError(f"{config_path}: no 'backend' field (features, text or table); re-run `helpgate distill`.")
         backend_override, backend = backend, backend or config["backend"]

@@ -35,6 +35,9 @@ need. Choosing on the training folds keeps the helper at least at the best thres
 the table is better. The expected success printed below is this table's on the model it was solved on (in
 sample): the training folds' figures are in the helper's ``members/selection.json``.
 
+With ``--kinds compute:1 stronger:2 human:4`` (and ``--caps human=1``) on rows that name the help they called
+(``help_kind``), the solve decides which help to call under a cost budget: ``helper.gate.tiered_solve``.
+
 Numbers are checked before any work: ``bins`` >= 1, ``smoothing`` and ``shaping`` finite, and the
 memory the model's tables need (about ``horizon x states x 2 x states`` numbers, a few copies) is
 estimated from the options and the data and refused above ``--memory-limit-gb``.
@@ -47,10 +50,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
-import polars as pl
-
 from helper.gate import solve_files
+from helper.gate.solve_inputs import DEFAULT_BUDGETS, one_outcome, own_rewards, parse_backoff  # noqa: F401 (re-exported)
 from tabular_rl.discretize import BINNINGS, Discretizer
 from tabular_rl.estimate import estimate
 from tabular_rl.label import label
@@ -59,12 +60,11 @@ from tabular_rl.solvers.pessimism import check_pessimism
 from tabular_rl.transitions import OBJECTIVES, Columns
 from trajectories.files import write_json_atomic
 from trajectories.manifest import incompleteness
-from trajectories.outputs import out_folder, outside_inputs
+from trajectories.outputs import not_another_run, out_folder, outside_inputs
 from trajectories.shards import read_trajectories, shard_paths, write_shard
 
 REQUIRED = ("episode_id", "step", "intervened", "budget_left", "reward", "done", "prm_score")
 THIN = 10  # a (step, state, action) cell with fewer rows than this is reported as thin
-DEFAULT_BUDGETS = (1, 2, 3)
 
 
 @dataclass
@@ -105,6 +105,13 @@ class SolveConfig:
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json, solve.json."""
     memory_limit_gb: float | None = None
     """Refuse settings whose model tables would need more memory than this (default: half of this machine's)."""
+    kinds: list[str] | None = None
+    """Kinds of help with their prices, NAME:PRICE each (e.g. compute:1 stronger:2 human:4): solve which help to call
+    on rows that name it (help_kind), --budgets then in the unit of the prices; writes tiered_policy_c{B}.npz and an
+    optimal_kind_c{B} label per budget (helper.gate.tiered_solve). Unset: the one-kind solve."""
+    caps: list[str] | None = None
+    """With --kinds: calls per episode of some kinds, KIND=CALLS each (e.g. human=1); unset kinds are limited by the
+    budget only."""
     allow_incomplete: bool = False
     """Read a trajectory folder whose manifest is missing or says complete: false (a collection killed part way)
     as it is, instead of refusing it; recorded in the output."""
@@ -144,9 +151,17 @@ def _validate(config: SolveConfig) -> list[int]:
         raise ValueError("pessimism: bounds a gain by the range of an episode's success and compares intervening with "
                          "giving the intervention up, so it needs --objective success, --method exact, no --shaping "
                          "and no --advice-cost; drop --pessimism or those options.")
+    if config.caps is not None and config.kinds is None:
+        raise ValueError(f"caps={' '.join(config.caps)}: caps limit kinds of help; name them with their prices, "
+                         "e.g. --kinds compute:1 human:4 --caps human=1")
+    if config.kinds is not None:
+        from helper.gate.tiered_solve import check_options
+
+        check_options(config)
     if not str(config.data).strip():
         raise ValueError("data='': name the folder of scored shards, e.g. --data runs/demo/scored")
     outside_inputs(out_folder(config.out, "runs/demo/solve"), {"--data": config.data})  # never into its input
+    not_another_run(config.out, "solve")  # nor into or inside another command's folder (a helper, a collection)
     return budgets
 
 
@@ -180,42 +195,18 @@ def total_score(solution, config: SolveConfig, model) -> float:
     return float(value - solution.lam * solution.expected_interventions)
 
 
-def parse_backoff(value: str | float) -> str | float:
-    """``auto`` or a weight >= 0 (the CLI passes text)."""
-    if value == "auto":
-        return value
-    try:
-        weight = float(value)
-    except (TypeError, ValueError):
-        weight = -1.0
-    if not 0 <= weight < float("inf"):
-        raise ValueError(f"backoff={value!r}: give a finite weight >= 0 (e.g. --backoff 5) or --backoff auto")
-    return weight
-
-
-def own_rewards(df: pl.DataFrame, cols: Columns) -> np.ndarray:
-    """Each row's outcome where the agent acted, NaN where an intervention did (its outcome is the helper's, not
-    the agent's): what supervised bins separate. The outcome is the step's reward where the environment rewards
-    steps; where only the end is rewarded (every non-final reward 0) and episodes have a success column, whether
-    the agent survived its step: 0 on the step a failed episode ended on, 1 on any other (``label_fatal``)."""
-    from prm.data.labels import has_process_rewards
-
-    outcome = pl.col(cols.reward).cast(pl.Float64)
-    if cols.success in df.columns and not has_process_rewards(df):
-        fatal = ((pl.col(cols.success).cast(pl.Float64) < 0.5)
-                 & (pl.col(cols.step) == pl.col(cols.step).max().over(cols.episode)))
-        outcome = pl.when(fatal).then(0.0).otherwise(1.0)
-    return df.select(pl.when(pl.col(cols.action).cast(pl.Boolean)).then(None)
-                     .otherwise(outcome)).to_series().to_numpy()
-
-
 def run(config: SolveConfig) -> dict:
     """Discretize, estimate, solve for every budget, label; write ``config.out``; return the summary."""
     budgets = _validate(config)
+    if config.kinds is not None:  # which help to call, each kind at its price
+        from helper.gate import tiered_solve
+
+        return tiered_solve.run(config, REQUIRED, THIN)
     backoff = parse_backoff(config.backoff)
     shards = shard_paths(config.data, allow_incomplete=None)  # read_trajectories refuses an unfinished one
     df = read_trajectories(config.data, require=REQUIRED, allow_incomplete=config.allow_incomplete)
     unfinished = incompleteness(config.data) if Path(config.data).is_dir() else None
+    one_outcome(df, config.data)
     longest = int(df.group_by("episode_id").len()["len"].max())
     if config.advice_cost is not None:
         advice_price(config.advice_cost, config.objective, 1)  # a bad cost is refused before any work

@@ -9,7 +9,8 @@ Hence:
   leaves a folder that ``distill`` refuses rather than one that looks finished.
 - ``finish(out, written, budgets)`` (solve, after writing): deletes every solve output that this
   run did not write (an older ``policy_c{C}.npz``), then writes ``solve.json`` atomically: each
-  file with its SHA-256, the budgets, and a fingerprint of the whole set.
+  file with its SHA-256, the budgets, and a fingerprint of the whole set (a tiered solve's, ``tiered_policy_c{B}.npz``,
+  also its kinds, prices and caps under ``tiered``).
 - ``verify(directory)`` (distill): ``solve.json`` must be there and a JSON object; every listed
   file must exist with its recorded hash; no ``policy_c*.npz`` may be there that it does not list.
   Each refusal names the files.
@@ -28,13 +29,15 @@ from trajectories.files import write_json_atomic
 
 SOLVE_MANIFEST = "solve.json"
 POLICY_GLOB = "policy_c*.npz"
+TIERED_GLOB = "tiered_policy_c*.npz"
+"""A tiered solve's tables (``helper.gate.tiered_solve``), one per cost budget."""
 FIXED_OUTPUTS = ("discretizer.json", "counts.csv", "labels.parquet", "solution.json")
 VERSION = 1
 
 
 def _outputs(out: Path) -> list[Path]:
     """Every file in ``out`` that some solve writes."""
-    return sorted([p for p in out.glob(POLICY_GLOB) if p.is_file()]
+    return sorted([p for glob in (POLICY_GLOB, TIERED_GLOB) for p in out.glob(glob) if p.is_file()]
                   + [out / name for name in FIXED_OUTPUTS if (out / name).is_file()])
 
 
@@ -44,7 +47,7 @@ def begin(out: Path) -> None:
 
 
 def finish(out: Path, written: list[str], budgets: list[int], advice_cost: float | None,
-           incomplete_input: dict | None = None) -> dict:
+           incomplete_input: dict | None = None, tiered: dict | None = None) -> dict:
     """Delete the solve outputs this run did not write, then record what it wrote (and, where the
     trajectories were an unfinished collection read with --allow-incomplete, what was unfinished)."""
     for stale in _outputs(out):
@@ -54,6 +57,7 @@ def finish(out: Path, written: list[str], budgets: list[int], advice_cost: float
     fingerprint = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
     record = {"version": VERSION, "files": files, "budgets": sorted(budgets), "advice_cost": advice_cost,
               "fingerprint": fingerprint} | ({"incomplete_input": incomplete_input} if incomplete_input else {})
+    record |= {"tiered": tiered} if tiered else {}  # kinds, prices and caps: a tiered solve's tables read by them
     write_json_atomic(record, out / SOLVE_MANIFEST)
     return record
 

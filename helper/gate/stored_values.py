@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-BACKENDS = ("features", "text", "table")
+BACKENDS = ("features", "text", "table", "tiered_table", "tiered_features")
 DECIDE_AFTER = ("state", "proposal")
 
 
@@ -34,6 +34,13 @@ RULES: dict[str, tuple[str, callable]] = {
     "decide_after": (f"one of {', '.join(DECIDE_AFTER)}", lambda v: v in DECIDE_AFTER),
     "feature_names": ("a list of names", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v)),
     "fallback_feature_names": ("a list of names", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v)),
+    "kinds": ("a list of distinct non-empty names", lambda v: isinstance(v, list) and len(v) > 0
+              and all(isinstance(n, str) and n for n in v) and len(set(v)) == len(v)),
+    "prices": ("an object of finite prices > 0, one per kind", lambda v: isinstance(v, dict) and len(v) > 0
+               and all(_number(p) and math.isfinite(p) and p > 0 for p in v.values())),
+    "caps": ("an object of whole numbers of calls >= 0", lambda v: isinstance(v, dict)
+             and all(_whole(c) and c >= 0 for c in v.values())),
+    "cost_budget": ("a finite number >= 0", lambda v: _number(v) and math.isfinite(v) and v >= 0),
     "trained_on.horizon": ("a whole number >= 1", lambda v: _whole(v) and v >= 1),
     "trained_on.budget": ("a whole number >= 0", lambda v: _whole(v) and v >= 0),
 }
@@ -52,3 +59,10 @@ def check(config_path: str | Path, config: dict) -> None:
         if value is not None and not test(value):
             raise ValueError(f"{config_path}: {name}={value!r} must be {rule}; the file was edited or damaged: "
                              "re-run `helpgate distill` to write the folder again.")
+    kinds = config.get("kinds")
+    for field in ("prices", "caps"):  # a tiered helper's prices name every kind, its caps only kinds it has
+        named = set(config.get(field) or {})
+        if kinds is not None and (named - set(kinds) or (field == "prices" and named != set(kinds))):
+            which = "every" if field == "prices" else "only"
+            raise ValueError(f"{config_path}: {field}={config.get(field)!r} must name {which} kind of {kinds}; the "
+                             "file was edited or damaged: write the helper folder again.")

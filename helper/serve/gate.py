@@ -43,6 +43,13 @@ with does not start, unless ``--allow-fallback``: then it decides on its fallbac
 Limits: a body over ``--max-body-bytes`` (default 1 MiB) is a 413 before it is parsed
 (``helper.serve.guard``); text that is not UTF-8 (a lone surrogate) a 422 naming the field.
 
+A tiered helper (``helper.json`` names kinds, ``helper.gate.tiered_gate``) answers which help to call:
+``{"intervene": true, "kind": "stronger", "budget_left": 4.0, "calls_left": {"human": 1}, "score": 0.31, ...}``
+(``kind`` null: the agent acts; ``budget_left`` in the unit of the prices, after this call; ``calls_left`` per
+capped kind). ``--budget`` is then the cost per episode; its ledger (``helper.serve.tiered_ledger``) keeps each
+episode's spend and each kind's calls, so a restart never grants more than the budget or a cap; ``/end`` answers
+the cost the episode spent; ``/health`` lists the kinds, prices and caps.
+
 Retries: the gate is idempotent per ``(episode_id, step)``: a request repeated (a client's retry after
 a timeout) gets the first answer again and spends nothing (the same step asked with another body is a
 further decision point at that step, decided anew). Types are strict: ``step`` a JSON integer, each feature a JSON number (not text, not a boolean).
@@ -113,8 +120,8 @@ class ServeGateConfig:
     """normal: a grant survives the server's death (SIGKILL); full: also a power loss (an fsync per decision)."""
     idle_episode_s: float = 3600.0
     """End an episode no request has touched for this many seconds (its id then starts afresh)."""
-    backend: Literal["features", "text", "table"] | None = None
-    """Override the helper's saved backend (table follows the solved policy table)."""
+    backend: Literal["features", "text", "table", "tiered_table"] | None = None
+    """Override the helper's saved backend (table follows the solved policy table; tiered_table a tiered helper's)."""
     device: str | None = None
     """Torch device of the PRM / text classifier (default: GPU when there is one)."""
     host: str = "127.0.0.1"
@@ -167,8 +174,17 @@ class ServedGate:
         budget = getattr(gate, "budget", None) if budget is None else budget
         if budget is None:
             raise ValueError("serve-gate needs a per-episode budget: pass --budget C.")
-        self.ledger = ledger or Ledger(None, budget)
-        self.budget = self.ledger.budget  # what new episodes get (an episode keeps the budget it started with)
+        self.tiered = hasattr(gate, "pick_scored")  # several kinds of help, each at its price (TieredHelperGate)
+        if self.tiered:
+            from helper.serve.tiered_ledger import TieredLedger
+
+            self.ledger = ledger or TieredLedger(None, gate.prices, budget, gate.caps)
+            if not isinstance(self.ledger, TieredLedger):
+                raise ValueError("a tiered helper keeps its spends in a TieredLedger (helper.serve.tiered_ledger)")
+            self.budget = self.ledger.cost_budget
+        else:
+            self.ledger = ledger or Ledger(None, budget)
+            self.budget = self.ledger.budget  # what new episodes get (an episode keeps the budget it started with)
         self.gate = gate
         self.decide_after = getattr(gate, "decide_after", "state")
         self.name = f"served:{getattr(gate, 'name', type(gate).__name__)}"
@@ -213,13 +229,32 @@ class ServedGate:
                 self.record_action(observation, proposal.text)  # the proposal is what will be played
             return answer
 
+    def decide_kind(self, observation: Observation, proposal=None, request: str | None = None
+                    ) -> tuple[str | None, float, dict[str, int], float | None]:
+        """A tiered helper's ``decide``: ``(kind or None, budget left after it, calls left per capped kind, score)``,
+        the kind spent in the ledger (``helper.serve.tiered_ledger``) in the transaction that records the answer;
+        idempotent per request as ``decide``."""
+        self.reap()
+        episode, step, request = observation.episode_id, observation.step, request or ""
+        with self._lock_of(episode):
+            first = self.ledger.kind_answer(episode, step, request)
+            if first is not None:
+                return first
+            left, calls = self.ledger.state(episode)
+            # decided outside the ledger's transaction (a PRM pass takes a while); the ledger re-checks the spend
+            kind, score = self.gate.pick_scored(observation, left, calls, proposal)
+            answer = self.ledger.record_kind(episode, step, request, kind, score, observation.horizon)
+            if proposal is not None and answer[0] is None:
+                self.record_action(observation, proposal.text)  # the proposal is what will be played
+            return answer
+
     def _lock_of(self, episode: str) -> threading.Lock:
         with self._locks_lock:
             return self._locks.setdefault(episode, threading.Lock())
 
-    def used(self, episode_id: str) -> int:
-        """Interventions granted so far in this episode (0 for an unknown or ended id)."""
-        return self.ledger.used(episode_id)
+    def used(self, episode_id: str) -> float:
+        """Interventions granted so far in this episode (a tiered helper: the cost spent); 0 for an unknown id."""
+        return self.ledger.spent(episode_id)[0] if self.tiered else self.ledger.used(episode_id)
 
     def live_episodes(self) -> int:
         return self.ledger.live()
@@ -307,6 +342,8 @@ def create_app(gate: ServedGate, horizon: int, features: list[str] | None = None
     def health() -> dict:
         out = {"status": "degraded" if degraded else "ok", "gate": gate.name, "budget": gate.budget,
                "decide_after": gate.decide_after, "horizon": horizon, "features": features, "guarantee": promise}
+        if gate.tiered:  # which help it may name, at what price, how often
+            out |= {"kinds": list(gate.gate.kinds), "prices": gate.gate.prices, "caps": gate.ledger.caps}
         return out | ({"reason": degraded} if degraded else {})
 
     # Plain defs: FastAPI runs them in worker threads, so a slow decision (a PRM forward pass)
@@ -323,11 +360,17 @@ def create_app(gate: ServedGate, horizon: int, features: list[str] | None = None
         # What the request asks, whatever the order of its keys: a retry repeats it.
         request = hashlib.sha256(json.dumps(body.model_dump(), sort_keys=True).encode()).hexdigest()
         try:
-            intervene, left, score = gate.decide(obs, proposal, request)
+            if gate.tiered:
+                kind, left, calls, score = gate.decide_kind(obs, proposal, request)
+            else:
+                intervene, left, score = gate.decide(obs, proposal, request)
         except RuntimeError as error:  # e.g. more live episodes than the gate tracks
             raise HTTPException(503, str(error)) from error
         except ValueError as error:  # the request lacks what the helper reads (e.g. all its features)
             raise HTTPException(422, str(error)) from error
+        if gate.tiered:
+            return {"intervene": kind is not None, "kind": kind, "budget_left": left, "calls_left": calls,
+                    "score": score, "horizon": obs.horizon}
         return {"intervene": intervene, "budget_left": left, "score": score, "horizon": obs.horizon}
 
     @app.post("/v1/episodes/{episode_id}/actions")
@@ -373,7 +416,7 @@ def served_features(helper) -> list[str]:
     and its fallback's (taken by the features and table backends when there is no PRM score)."""
     from helper.gate.identity import read_features
 
-    names = list(helper.classifier.feature_names) if helper.backend == "features" else []
+    names = list(helper.classifier.feature_names) if helper.backend in ("features", "tiered_features") else []
     if helper.backend != "text" and helper.fallback is not None:
         names += helper.fallback.feature_names
     return sorted(set(read_features(names)))
@@ -443,8 +486,14 @@ def run(config: ServeGateConfig) -> None:
     budget = helper.budget if config.budget is None else config.budget
     if budget is None:
         raise ValueError("serve-gate needs a per-episode budget: pass --budget C.")
-    ledger = Ledger(config.ledger or f"{config.helper}/{LEDGER_FILE}", budget, idle_s=config.idle_episode_s,
-                    sync=config.ledger_sync)
+    where = config.ledger or f"{config.helper}/{LEDGER_FILE}"
+    if hasattr(helper, "pick_scored"):  # a tiered helper: spends in cost units, calls per kind
+        from helper.serve.tiered_ledger import TieredLedger
+
+        ledger = TieredLedger(where, helper.prices, budget, helper.caps, idle_s=config.idle_episode_s,
+                              sync=config.ledger_sync)
+    else:
+        ledger = Ledger(where, budget, idle_s=config.idle_episode_s, sync=config.ledger_sync)
     gate = ServedGate(helper, config.budget, ledger)
     sock = listening_socket(config.host, config.port)  # before the line that says it serves
     state = f"DEGRADED ({degraded})" if degraded else "ok"

@@ -16,7 +16,9 @@ operating-system crash, at an fsync per decision (about 4 ms on a shared 2-core 
 Each episode keeps the budget it started with: a server restarted with another ``--budget`` applies it to new
 episodes only. Ending an episode (``end``, or ``reap`` once it has been idle past ``idle_s``) deletes its rows: its
 id then starts afresh, as a new episode. More than ``max_episodes`` live episodes refuse a new one
-(``TooManyEpisodes``). ``path=None`` keeps the ledger in memory (a server in a test, or a process that wants no
+(``TooManyEpisodes``). Several kinds of help, each at its price, under a cost budget and per-kind caps:
+``helper.serve.tiered_ledger`` (the same file and guarantee, the spends in cost units and each kind's calls in ``kind_calls``). ``path=None``
+keeps the ledger in memory (a server in a test, or a process that wants no
 file); it then lives as long as the object.
 """
 
@@ -42,7 +44,11 @@ CREATE INDEX IF NOT EXISTS episodes_idle ON episodes (last_seen);
 CREATE TABLE IF NOT EXISTS answers (episode_id TEXT NOT NULL, step INTEGER NOT NULL, request TEXT NOT NULL,
                                     intervene INTEGER NOT NULL, budget_left INTEGER NOT NULL, score REAL,
                                     PRIMARY KEY (episode_id, step, request));
+CREATE TABLE IF NOT EXISTS kind_calls (episode_id TEXT NOT NULL, kind TEXT NOT NULL, cap INTEGER, used INTEGER NOT NULL,
+                                       PRIMARY KEY (episode_id, kind));
 """
+ANSWER_KIND_COLUMNS = (("kind", "TEXT"), ("calls_left", "TEXT"))
+"""Columns a tiered answer adds (``helper.serve.tiered_ledger``), added to a ledger file written before them."""
 
 
 class Ledger:
@@ -72,6 +78,10 @@ class Ledger:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(f"PRAGMA synchronous={sync.upper()}")
             db.executescript(SCHEMA)
+            have = {row[1] for row in db.execute("PRAGMA table_info(answers)")}
+            for name, kind in ANSWER_KIND_COLUMNS:
+                if name not in have:
+                    db.execute(f"ALTER TABLE answers ADD COLUMN {name} {kind}")
             kind = db.execute("SELECT value FROM meta WHERE key = 'kind'").fetchone()
             if kind is None:
                 db.execute("INSERT INTO meta VALUES ('kind', ?), ('version', ?)", (KIND, str(VERSION)))
@@ -144,7 +154,8 @@ class Ledger:
             used += granted
             db.execute("UPDATE episodes SET used = ?, last_seen = ? WHERE episode_id = ?", (used, now, episode))
             answer = (granted, budget - used, None if wanted is None else score)
-            db.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?)",
+            db.execute("INSERT INTO answers (episode_id, step, request, intervene, budget_left, score) "
+                       "VALUES (?, ?, ?, ?, ?, ?)",
                        (episode, int(step), request, int(answer[0]), answer[1], answer[2]))
         return answer
 
@@ -197,3 +208,4 @@ def forget(db: sqlite3.Connection, episode: str) -> None:
     """Delete an episode's budget and answers (inside the caller's transaction)."""
     db.execute("DELETE FROM episodes WHERE episode_id = ?", (episode,))
     db.execute("DELETE FROM answers WHERE episode_id = ?", (episode,))
+    db.execute("DELETE FROM kind_calls WHERE episode_id = ?", (episode,))

@@ -53,6 +53,7 @@ import torch
 from prm.data.episodes import FEATURES_FILE, OOF_FILE, Validator, episodes_of, score_columns
 from prm.inputs.signals import signal_matrix
 from prm.verifiers.fingerprint import prm_fingerprint
+from prm.verifiers.model import read_settings
 from trajectories.content import check_content, collection_id
 from trajectories.files import sha256_of, write_atomic
 from trajectories.manifest import MANIFEST as COLLECTION_MANIFEST
@@ -217,6 +218,9 @@ def plan(cfg: ScoreConfig) -> tuple[Path, list[tuple[Path, Path]], list[Path], M
     score_out(out, data)
     if out != data and out.resolve().is_relative_to(data.resolve()):  # --out inside --data: not a source
         sources = [s for s in sources if not s.resolve().is_relative_to(out.resolve())]
+    tag_after = read_settings(cfg.model).tag_after  # not a PRM folder: refused before a manifest is written
+    for source in sources:  # nor a shard it cannot score (a null state_text): refused before any file is written
+        read_shard(source, score_columns(tag_after), whole_episodes=True)
     fingerprint = prm_fingerprint(cfg.model)
     # Keyed by nothing that changes: each shard records its own PRM; an older release's "model" key is dropped.
     manifest = Manifest.open(out, {}, name=MANIFEST, ignore=("model", "collection", "prm"), own_folder=False)

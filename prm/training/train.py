@@ -67,7 +67,7 @@ from prm.verifiers.calibration import METHODS, cross_fitted, default_method, fit
 from prm.data.folds import assign_folds, task_type
 from prm.training.probe import cross_validated_l2, fit_head
 from trajectories import schema, shards
-from trajectories.outputs import out_folder, outside_inputs
+from trajectories.outputs import not_another_run, out_folder, outside_inputs
 from prm.data.episodes import (
     FEATURES_FILE,
     OOF_FILE,
@@ -279,6 +279,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     started = time.perf_counter()
     # Never '' (the current folder) nor into the collection it reads: readers would refuse its Parquet there.
     outside_inputs(out_folder(cfg.out, "runs/demo/prm"), {"--data": cfg.data if frame is None else None})
+    not_another_run(cfg.out, "PRM")  # nor into or inside another command's folder (a solve, a helper)
     check_backbone(cfg.model, "--model")
     encoder = is_encoder(cfg.model)
     if encoder and (cfg.lora or cfg.head != "value" or cfg.layers or cfg.pooling != "last" or not cfg.hidden

@@ -24,12 +24,15 @@ The rooms:
   the resource state kept out of the solve and enforced when played.
 - ``evaluate.py``: exact evaluation of a table; ``check_table`` refuses one that could overspend.
 - ``solution.py``: ``TieredSolution``, the tables and the gate's lookup (``kind``).
+- ``label.py``: ``label_tiered``, the kind the solved helper calls at each logged row (its resource state
+  rebuilt from the episode's earlier logged calls).
 - ``simulate.py``: a tiered model rolled out episode by episode, each episode's spend and calls counted.
 """
 
 from .estimate import estimate_tiered, help_kind_actions
 from .evaluate import TieredEvaluation, check_table, evaluate_table, table_values
 from .exact import solve_tiered_exact
+from .label import label_tiered, resource_states
 from .lagrangian import solve_tiered_lagrangian
 from .model import TieredModel
 from .resources import Resources, cost_units
@@ -48,5 +51,6 @@ def solve_tiered(model: TieredModel, resources: Resources, method: str = "exact"
 
 
 __all__ = ["TIERED_SOLVERS", "Resources", "TieredEvaluation", "TieredModel", "TieredSolution", "check_table",
-           "cost_units", "estimate_tiered", "evaluate_table", "help_kind_actions", "simulate_tiered",
+           "cost_units", "estimate_tiered", "evaluate_table", "help_kind_actions", "label_tiered",
+           "resource_states", "simulate_tiered",
            "solve_tiered", "solve_tiered_exact", "solve_tiered_lagrangian", "table_values"]

@@ -250,3 +250,126 @@ def test_the_recorder_counts_with_it_too(tmp_path):
     assert isinstance(rec._budget, EpisodeBudget)
     assert [rec.should_intervene(obs("r", t)) for t in (0, 0, 1)] == [True, True, False]  # asked twice, spent once
     assert rec.budget_left("r") == 0 and rec.budget_left("new") == 1
+
+
+# -- kinds of help, each at its price (agile.tiered_budget) -----------------------------------------
+from fractions import Fraction  # noqa: E402
+
+from agile.tiered_budget import TieredBudget  # noqa: E402
+
+PRICES = {"compute": 1, "stronger": 2, "human": 4}
+KIND_NAMES = list(PRICES)
+
+kind_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("spend"), st.sampled_from(EPISODES), st.sampled_from(KIND_NAMES),
+                  st.one_of(st.none(), st.integers(0, 8))),
+        st.tuples(st.just("end"), st.sampled_from(EPISODES)),
+    ),
+    max_size=80,
+)
+kind_caps = st.dictionaries(st.sampled_from(KIND_NAMES), st.integers(0, 3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=kind_ops, budget=st.integers(0, 12), caps=kind_caps)
+def test_kinds_in_any_order_match_brute_force(ops, budget, caps):
+    """Each spend equals the brute-force rule (price within what is left, the caller's count included; the
+    kind's cap not spent); the total and each cap hold after every call."""
+    count = TieredBudget(PRICES, budget, caps)
+    spent: dict[str, int] = {}
+    calls: dict[str, dict[str, int]] = {}
+    for op in ops:
+        if op[0] == "end":
+            count.end(op[1])
+            spent.pop(op[1], None)
+            calls.pop(op[1], None)
+            continue
+        _, episode, kind, budget_left = op
+        left = budget - spent.get(episode, 0)
+        if budget_left is not None:
+            left = min(left, budget_left)
+        made = calls.get(episode, {})
+        expected = PRICES[kind] <= left and made.get(kind, 0) < caps.get(kind, 99)
+        assert count.affordable(episode, budget_left).__contains__(kind) == expected
+        assert count.spend(episode, kind, budget_left) == expected
+        if expected:
+            spent[episode] = spent.get(episode, 0) + PRICES[kind]
+            calls.setdefault(episode, {})[kind] = made.get(kind, 0) + 1
+        assert spent.get(episode, 0) <= budget
+        assert all(calls.get(episode, {}).get(k, 0) <= cap for k, cap in caps.items())
+    for e in EPISODES:
+        assert count.used(e) == spent.get(e, 0) and count.calls(e) == calls.get(e, {})
+        assert count.left(e) == budget - spent.get(e, 0)
+        assert count.calls_left(e) == {k: cap - calls.get(e, {}).get(k, 0) for k, cap in caps.items()}
+
+
+kind_threads = st.lists(st.lists(st.tuples(st.sampled_from(EPISODES), st.sampled_from(KIND_NAMES)),
+                                 min_size=1, max_size=12), min_size=16, max_size=16)
+
+
+@settings(max_examples=25, deadline=None)
+@given(calls=kind_threads, budget=st.integers(0, 12), caps=kind_caps)
+def test_sixteen_threads_never_exceed_the_total_nor_a_cap(calls, budget, caps):
+    """16 threads spend the same episodes with every kind at once: the granted calls of each episode cost at most
+    the budget, each kind at most its cap, and the count holds exactly what was granted."""
+    count = TieredBudget(PRICES, budget, caps)
+    start = threading.Barrier(16)
+
+    def spend(thread_calls):
+        start.wait()
+        return [(e, k, count.spend(e, k)) for e, k in thread_calls]
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        answers = [a for result in pool.map(spend, calls) for a in result]
+    for episode in EPISODES:
+        granted = [k for e, k, ok in answers if e == episode and ok]
+        assert sum(PRICES[k] for k in granted) == count.used(episode) <= budget
+        for kind in KIND_NAMES:
+            assert granted.count(kind) == count.calls(episode).get(kind, 0) <= caps.get(kind, 99)
+        # Not fewer either: spends only shrink what is left, so a kind affordable at the end was affordable at
+        # every moment before; a refusal of it would have been wrong.
+        refused = {k for e, k, ok in answers if e == episode and not ok}
+        assert not refused & set(count.affordable(episode))
+
+
+def test_one_kind_at_price_one_is_the_episode_budget_and_prices_add_up_exactly():
+    one, plain = TieredBudget({"intervene": 1}, 2), EpisodeBudget(2)
+    assert [one.spend("a", "intervene") for _ in range(3)] == [plain.spend("a") for _ in range(3)]
+    assert one.used("a") == plain.used("a") == 2
+    tenths = TieredBudget({"look": 0.1}, 1)
+    assert sum(tenths.spend("a", "look") for _ in range(12)) == 10  # floats would refuse the tenth (0.1 * 10 > 1)
+    assert tenths.left("a") == 0.0 and tenths.prices["look"] == Fraction(1, 10)
+    # The caller's own counts bind where smaller, as EpisodeBudget's budget_left does.
+    caps = TieredBudget(PRICES, 12, {"human": 2})
+    assert not caps.spend("b", "human", calls_left={"human": 0}) and caps.spend("b", "human", budget_left=4)
+    assert not caps.spend("b", "stronger", budget_left=1) and caps.calls_left("b", {"compute": 1}) == {
+        "human": 1, "compute": 1}
+    assert TieredBudget({"x": 1}, None).left("a") is None  # no total: only caps limit
+    free = TieredBudget({"look": 0, "ask": 1}, 0, {"look": 2})  # a free kind: only its cap limits it
+    assert [free.spend("a", "look") for _ in range(3)] == [True, True, False] and not free.spend("a", "ask")
+
+
+@pytest.mark.parametrize("prices, budget, caps, says", [
+    ({"x": -1}, 1, None, "price of 'x' is -1: give a price >= 0"),
+    ({"x": float("nan")}, 1, None, "price of 'x'=nan: give a finite number"),
+    ({"x": 1}, -1, None, "budget=-1"),
+    ({"x": 1}, 1, {"y": 1}, "cap on 'y': not a kind of help here (x)"),
+    ({"x": 1}, 1, {"x": -1}, "cap on 'x' is -1"),
+    ({}, 1, None, "name at least one kind"),
+])
+def test_tiered_budget_refuses_what_cannot_be_counted(prices, budget, caps, says):
+    with pytest.raises(ValueError) as error:
+        TieredBudget(prices, budget, caps)
+    assert says in str(error.value)
+
+
+def test_tiered_budget_keeps_live_episodes_and_refuses_unknown_kinds():
+    count = TieredBudget(PRICES, 4, max_episodes=1)
+    assert count.spend("x", "compute")
+    with pytest.raises(TooManyEpisodes, match="holds 1 live episodes"):
+        count.spend("y", "compute")
+    with pytest.raises(ValueError, match="kind 'oracle'"):
+        count.spend("x", "oracle")
+    count.end("x")
+    assert count.spend("y", "human") and count.live() == 1 and not count.spend("y", "compute")

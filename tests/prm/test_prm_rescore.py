@@ -123,3 +123,33 @@ def test_a_manifest_naming_two_prms_is_refused_by_a_reader_of_scores(tmp_path, p
     with pytest.raises(SchemaError, match=r"part-001\.parquet: scored by PRM sha256:0+…, but part-000\.parquet by"):
         read_trajectories(data, require=SOLVE_NEEDS)
     assert read_trajectories(data).height > 0  # the collection itself (prm train reads it) is sound
+
+
+def test_a_model_folder_that_is_no_prm_leaves_no_manifest_in_out(tmp_path, capsys):
+    """`prm score --model` a helper (or any other) folder wrote prm_score.manifest.json, recording the fingerprint of
+    nothing, before the model failed to load."""
+    data = collection(tmp_path / "data", n=1)
+    other = tmp_path / "helper"
+    other.mkdir()
+    (other / "helper.json").write_text("{}")
+    capsys.readouterr()
+    assert main(["prm", "score", "--data", str(data), "--model", str(other), "--out", str(tmp_path / "scored")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{other / 'prm_config.json'} not found" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "scored").exists()
+
+
+def test_a_shard_it_cannot_score_is_refused_before_any_file_is_written(tmp_path, prms, capsys):
+    """A null state_text in the second shard was refused only when that shard's turn came: prm score had written its
+    manifest (and scored the first shard) into --out by then."""
+    data = collection(tmp_path / "data", n=2)
+    shard = data / "part-001.parquet"
+    frame = pl.read_parquet(shard)
+    frame.with_columns(pl.when(pl.int_range(pl.len()) == 0).then(None).otherwise(pl.col("state_text"))
+                       .alias("state_text")).write_parquet(shard)
+    mark_complete(data)
+    capsys.readouterr()
+    assert main(["prm", "score", "--data", str(data), "--model", str(prms[0]), "--out", str(tmp_path / "scored")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{shard}: column 'state_text' has 1 null values" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "scored").exists()

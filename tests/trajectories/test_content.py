@@ -113,6 +113,9 @@ def test_a_folder_written_before_the_hashes_reads_as_before(runs, tmp_path):
     (lambda m: m["shards"]["shard-00001.parquet"].update(episodes="e1"), "shards['shard-00001.parquet'].episodes='e1', expected a list"),
     (lambda m: m["shards"]["shard-00001.parquet"].update(sha256=7), "shards['shard-00001.parquet'].sha256=7, expected 64 hex digits"),
     (lambda m: m.update(config=[]), "config=[] is not an object"),
+    (lambda m: m["config"].update(budget="2"), "config.budget='2', expected a whole number >= 0"),  # check was off
+    (lambda m: m["config"].update(budget=-1), "config.budget=-1, expected a whole number >= 0"),
+    (lambda m: m["config"].update(budget=True), "config.budget=True, expected a whole number >= 0"),
 ])
 def test_a_manifest_field_of_the_wrong_type_is_refused_naming_it(runs, tmp_path, edit, named):
     folder = shutil.copytree(runs / "ours", tmp_path / "typed")
@@ -122,3 +125,20 @@ def test_a_manifest_field_of_the_wrong_type_is_refused_naming_it(runs, tmp_path,
     for read in (read_trajectories, require_complete):
         with pytest.raises(SchemaError, match=re.escape(f"{folder / 'manifest.json'}: {named}")):
             read(folder)
+
+
+def test_solve_refuses_an_episode_whose_rows_disagree_on_its_success(runs, tmp_path, capsys):
+    """An edited shard, its manifest written to match: solve read whichever row's success it estimated with."""
+    folder = shutil.copytree(runs / "ours", tmp_path / "outcome")
+    score_in_own_code(folder)
+    shard = folder / "shard-00001.parquet"
+    frame = pl.read_parquet(shard)
+    first = frame["episode_id"][0]
+    flipped = pl.when((pl.col("episode_id") == first) & (pl.col("step") == 0)).then(1.0 - pl.col("success"))
+    write_shard(frame.with_columns(flipped.otherwise(pl.col("success")).alias("success")), shard)
+    mark_complete(folder, json.loads((folder / "manifest.json").read_text())["config"])
+    capsys.readouterr()
+    assert main(["solve", "--data", str(folder), "--budgets", "1", "--bins", "2", "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"episode {first!r} has success 0 on one row and 1 on another" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "s" / "solve.json").exists()

@@ -77,6 +77,8 @@ def test_generation_is_cached_deterministic_and_locked(games, cache, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == [first.spec.key]
     for name in ("game.json", "game.z8"):
         assert (tmp_path / first.spec.key / name).read_bytes() == (first.path.parent / name).read_bytes()
+    # The compiler stamps the day into the header's serial: fixed, so two days' games are the same bytes.
+    assert first.path.read_bytes()[0x12:0x18] == b"000000"
 
 
 def test_splits_hold_disjoint_seeds_and_bad_specs_are_refused():

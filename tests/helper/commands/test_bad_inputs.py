@@ -63,7 +63,7 @@ def test_constrained_ppo_refuses_a_critic_and_a_checkpoint_of_another_run(tmp_pa
     assert "checkpoint-p0.json" in one_error_line(capsys)
 
 
-# -- issue 31: the cases of benchmarks/trust/bad_inputs.py, a sample of each group, in process --------------------
+# -- the cases of benchmarks/trust/bad_inputs.py, a sample of each group, in process --------------------
 PLUGINS = '''
 from examples.arith_chain import make_agent, make_episodes
 

@@ -129,3 +129,39 @@ def test_a_bare_folder_of_own_shards_can_be_marked_and_scored(built, tmp_path):
     (data / "manifest.json").unlink()
     mark_complete(data)
     assert main(["prm", "score", "--data", str(data), "--model", str(built["prm"])]) == 0
+
+
+@pytest.mark.parametrize("command, into, named", [
+    ("solve", "helper", "a helper folder (helper.json is there)"),  # overwrote the helper's policy.npz
+    ("solve", "data", "own input"),
+    ("solve", "prm", "a PRM folder (prm_config.json is there)"),
+    ("distill", "solve", "a solve folder (solve.json is there)"),  # its own input
+    ("distill", "data", "a collection folder (manifest.json is there)"),  # Parquet every reader then refused
+    ("distill", "prm", "a PRM folder"),
+    ("evaluate", "helper", "a helper folder"),
+    ("evaluate", "data", "a collection folder"),
+    ("sweep", "helper", "a helper folder"),
+    ("sweep", "data", "a collection folder"),
+    ("prm train", "solve", "a solve folder"),
+    ("prm train", "helper", "a helper folder"),
+])
+def test_out_another_commands_folder_is_refused_before_any_work(built, tmp_path, capsys, command, into, named):
+    """Each command that writes a folder refuses --out a folder another kind of command wrote (a link to it too)."""
+    target = tmp_path / into
+    shutil.copytree(built[into], target)
+    argv = commands(built, tmp_path)[command]
+    argv = [target if a == str(built[into]) else a for a in argv]  # the copy is the input where it is one
+    before = sorted(p.relative_to(target) for p in target.rglob("*"))
+    link = tmp_path / "link"
+    link.symlink_to(target, target_is_directory=True)
+    refused([*map(str, argv), "--out", str(link)], capsys, named)
+    assert sorted(p.relative_to(target) for p in target.rglob("*")) == before
+
+
+@pytest.mark.parametrize("command", ["solve", "distill", "evaluate", "sweep", "prm train"])
+def test_out_inside_a_helper_folder_is_refused(built, tmp_path, capsys, command):
+    helper = tmp_path / "helper"
+    shutil.copytree(built["helper"], helper)
+    refused([*commands(built, tmp_path)[command], "--out", str(helper / ".." / "helper" / "sub")], capsys,
+            f"is inside {helper.resolve()}, a helper folder")
+    assert not (helper / "sub").exists()

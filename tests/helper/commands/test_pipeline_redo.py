@@ -36,3 +36,13 @@ def test_a_redo_killed_after_its_first_stage_leaves_no_stage_of_the_old_settings
 
     code = main([*TINY, "--out", str(out), "--bins", "3"])  # the same command, without --redo
     assert code == 0 and solved_bins(out) == json.loads((out / "pipeline.json").read_text())["bins"] == 3
+
+
+def test_an_unknown_env_is_refused_before_pipeline_json_is_written(tmp_path, capsys):
+    """A pipeline with an unknown env (or a plug-in factory its module lacks) wrote pipeline.json before the env was
+    refused, so the corrected rerun was held to the mistaken settings."""
+    for n, env in enumerate(["minecraft", "examples.arith_chain:nope"]):
+        out = tmp_path / f"run{n}"
+        assert main(["pipeline", "--env", env, "--agent", "examples.arith_chain:make_agent", "--out", str(out)]) == 2
+        assert env in capsys.readouterr().err
+        assert not (out / "pipeline.json").exists()

@@ -13,7 +13,7 @@ from helper.stored_config import flat
 
 SHARED = ["env", "agent", "strong", "base_url", "device", "agent_dtype", "split", "model", "explore_p", "episodes",
           "budget", "seed", "out", "shard_size", "counterfactual", "decide_after", "batch_size", "ray", "ray_address",
-          "ray_workers"]
+          "ray_workers", "help_kinds", "help_caps", "help_weights"]
 """Collection fields every environment's manifest identity keeps."""
 PRODUCTQA_ONLY = ["data", "groups", "questions_per_episode", "sim_accuracy", "memory_boost", "gold_features",
                   "restate_question", "list_advice_with_gate", "yes_no_threshold", "max_new_tokens", "decoding", "memory",

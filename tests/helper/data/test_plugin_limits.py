@@ -52,6 +52,28 @@ def test_a_plug_ins_exit_interrupt_or_wrong_return_is_one_line_naming_it(plugins
     assert not list(out.glob("*.parquet")) and not json.loads((out / "manifest.json").read_text())["complete"]
 
 
+@pytest.mark.parametrize("env, named", [
+    ("misbehaving:int_ids", "misbehaving:int_ids: episode 0 has the episode_id 1000 (int); an episode_id is a "
+                            "non-empty str"),
+    ("misbehaving:negative_step", "misbehaving:negative_step: episode 'arith_chain-train-0-0' observe() returned "
+                                  "step=-1"),
+    ("misbehaving:bytes_state", "observe() returned a state_text of type bytes"),
+    ("misbehaving:text_feature", "misbehaving:text_feature: episode 'arith_chain-train-0-0' observe() returned the "
+                                 "feature 'multiply': 'high' (str)"),
+    ("misbehaving:nan_horizon", "misbehaving:nan_horizon: episode 'arith_chain-train-0-0' has horizon=nan"),
+    ("misbehaving:zero_horizon", "misbehaving:zero_horizon: episode 'arith_chain-train-0-0' has horizon=0"),
+])
+def test_an_episodes_id_step_state_or_horizon_of_the_wrong_kind_is_the_plug_ins(plugins, tmp_path, capsys, env,
+                                                                                 named):
+    """Refused naming the plug-in and the field before a row is built (an int id was an internal error in the row
+    builder, a negative step blamed on the shard, a NaN horizon a bare 'cannot convert float NaN to integer')."""
+    out = tmp_path / "out"
+    assert run_collect(out, env) == 2
+    line = one_error_line(capsys)
+    assert named in line and "internal error" not in line
+    assert not list(out.glob("*.parquet"))
+
+
 def test_a_call_past_the_time_limit_stops_the_run_naming_it(plugins, tmp_path, capsys):
     started = time.monotonic()
     assert run_collect(tmp_path / "out", ENV, "misbehaving:sleepy", "--plugin-timeout-s", "0.5") == 2
