@@ -53,6 +53,21 @@ class MissingActionError(ValueError):
     """The logged data never takes one of the two actions, so its effect cannot be estimated."""
 
 
+def check_tables(rewards: np.ndarray, transitions: np.ndarray, start: np.ndarray, n_actions: int) -> None:
+    """Refuse tables of the wrong shape or that are not distributions (the two-action and the tiered model)."""
+    T, S = rewards.shape[:2]
+    if rewards.shape != (T, S, n_actions):
+        raise ValueError(f"rewards has shape {rewards.shape}; expected {(T, S, n_actions)} ({n_actions} actions)")
+    if transitions.shape != (T, S, n_actions, S + 1):
+        raise ValueError(f"transitions has shape {transitions.shape}; expected {(T, S, n_actions, S + 1)}")
+    if start.shape != (S,):
+        raise ValueError(f"start has shape {start.shape}; expected ({S},)")
+    if not np.allclose(transitions.sum(-1), 1.0, atol=1e-9):
+        raise ValueError("transitions: every (step, state, action) row must sum to 1 (terminal column included)")
+    if not np.isclose(start.sum(), 1.0, atol=1e-9):
+        raise ValueError("start: the start distribution must sum to 1")
+
+
 @dataclass
 class TabularModel:
     """A finite-horizon MDP over (step, state) with actions base=0 / intervene=1.
@@ -84,17 +99,7 @@ class TabularModel:
     """Rows that were not done but had no next row, treated as terminal."""
 
     def __post_init__(self) -> None:
-        T, S = self.rewards.shape[:2]
-        if self.rewards.shape != (T, S, 2):
-            raise ValueError(f"rewards has shape {self.rewards.shape}; expected (T, S, 2)")
-        if self.transitions.shape != (T, S, 2, S + 1):
-            raise ValueError(f"transitions has shape {self.transitions.shape}; expected {(T, S, 2, S + 1)}")
-        if self.start.shape != (S,):
-            raise ValueError(f"start has shape {self.start.shape}; expected ({S},)")
-        if not np.allclose(self.transitions.sum(-1), 1.0, atol=1e-9):
-            raise ValueError("transitions: every (step, state, action) row must sum to 1 (terminal column included)")
-        if not np.isclose(self.start.sum(), 1.0, atol=1e-9):
-            raise ValueError("start: the start distribution must sum to 1")
+        check_tables(self.rewards, self.transitions, self.start, n_actions=2)
 
     @property
     def horizon(self) -> int:

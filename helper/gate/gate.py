@@ -92,6 +92,22 @@ CONFIG_FILE = "helper.json"
 KIND = "helpgate.helper"
 
 
+def folder_scorer(prm_path, prm: bool | str, device, config_path: Path, config: dict, allow_fallback: bool,
+                  fallback: str) -> tuple[object | None, str | None]:
+    """A helper folder's PRM scorer and, where it cannot load and ``allow_fallback`` lets the helper decide on its
+    ``fallback`` rule, why (``degraded``); ``prm=False`` or no PRM path: no scorer."""
+    if prm is False or not prm_path:
+        return None, None
+    try:
+        return _load_scorer(prm_path, device, config_path, None if isinstance(prm, str) else config), None
+    except _Unloadable as error:
+        if not allow_fallback:
+            raise UntrustedPrm(f"{config_path}: {error}; the helper would decide on its {fallback} "
+                               "(no PRM score).") from error
+        warnings.warn(f"{error}; the helper uses its {fallback} (no PRM score) for every decision.", stacklevel=3)
+        return None, str(error)
+
+
 class HelperGate(ScoredGate):
     """See the module docstring. Build with ``HelperGate.load(dir)`` (or the constructor in tests)."""
 
@@ -342,19 +358,10 @@ class HelperGate(ScoredGate):
         if missing:
             warnings.warn(f"{config_path} records no {', '.join(missing)} (written by an older helpgate): loaded "
                           "without those checks. Re-run `helpgate distill` to record them.", stacklevel=2)
-        scorer = degraded = None
-        needs_score = reads_score(backend, classifier, members)
         prm_path = prm if isinstance(prm, str) else resolve_recorded(directory, config, "prm")
-        if prm is not False and needs_score and prm_path:
-            try:
-                scorer = _load_scorer(prm_path, device, config_path, None if isinstance(prm, str) else config)
-            except _Unloadable as error:
-                if not allow_fallback:
-                    raise UntrustedPrm(f"{config_path}: {error}; the helper would decide on its fallback "
-                                       "classifier (no PRM score).") from error
-                degraded = str(error)
-                warnings.warn(f"{error}; the helper uses its fallback classifier (no PRM score) for every "
-                              "decision.", stacklevel=2)
+        needs_score = reads_score(backend, classifier, members)
+        scorer, degraded = folder_scorer(prm_path if needs_score else None, prm,
+                                         device, config_path, config, allow_fallback, "fallback classifier")
         decide_after = config.get("decide_after", "state")
         if scorer is not None and scorer.decide_after != decide_after:
             raise ValueError(f"{config_path}: decide_after={decide_after!r}, but the PRM at {prm_path} was trained "

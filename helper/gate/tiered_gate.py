@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 import threading
-import warnings
 from pathlib import Path
 
 from agile.budget import ScoredGate
@@ -41,7 +40,7 @@ from agile.protocol import Observation
 from agile.seeding import stable_uniform
 from agile.tiered_budget import TieredBudget
 from helper.gate import identity
-from helper.gate.gate import CONFIG_FILE, KIND, HelperGate, _load_scorer, _Unloadable, recorded_path, resolve_recorded
+from helper.gate.gate import CONFIG_FILE, KIND, HelperGate, folder_scorer, recorded_path, resolve_recorded
 
 BACKEND = "tiered_table"
 CLASSIFIER_BACKEND = "tiered_features"
@@ -247,19 +246,8 @@ class TieredHelperGate(HelperGate):
 
             classifier = KindClassifier.load(directory / "classifier")
         identity.check_files(config_path, config, classifier, None)
-        scorer = degraded = None
-        prm_path = prm if isinstance(prm, str) else resolve_recorded(directory, config, "prm")
-        if prm is not False and prm_path:
-            try:
-                scorer = _load_scorer(prm_path, device, config_path, None if isinstance(prm, str) else config)
-            except _Unloadable as error:
-                if not allow_fallback:
-                    from helper.gate.identity import UntrustedPrm
-
-                    raise UntrustedPrm(f"{config_path}: {error}; the helper would decide on its conservative "
-                                       "rule (no PRM score).") from error
-                degraded = str(error)
-                warnings.warn(f"{error}; the helper uses its conservative rule (no PRM score).", stacklevel=3)
+        scorer, degraded = folder_scorer(prm if isinstance(prm, str) else resolve_recorded(directory, config, "prm"),
+                                         prm, device, config_path, config, allow_fallback, "conservative rule")
         gate = cls(solution, Discretizer.load(directory / "discretizer.json"), scorer, budget, config.get("caps"),
                    config.get("decide_after", "state"), config.get("trained_on"), classifier)
         gate.degraded, gate.horizon = degraded, identity.horizon_of(config)

@@ -140,15 +140,8 @@ class Ledger:
                                "step = ? AND request = ?", (episode, int(step), request)).fetchone()
             if first is not None:
                 return bool(first[0]), int(first[1]), first[2]
+            self._open_episode(db, episode, horizon, now)
             row = db.execute("SELECT budget, used FROM episodes WHERE episode_id = ?", (episode,)).fetchone()
-            if row is None:
-                live = db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
-                if live >= self.max_episodes:
-                    raise TooManyEpisodes(
-                        f"serve-gate holds {live} live episodes (max_episodes={self.max_episodes}): end each "
-                        "episode with POST /v1/episodes/{episode_id}/end when it finishes.")
-                db.execute("INSERT INTO episodes VALUES (?, ?, 0, ?, ?)", (episode, self.budget, int(horizon), now))
-                row = (self.budget, 0)
             budget, used = int(row[0]), int(row[1])
             granted = bool(wanted) and used < budget
             used += granted
@@ -158,6 +151,19 @@ class Ledger:
                        "VALUES (?, ?, ?, ?, ?, ?)",
                        (episode, int(step), request, int(answer[0]), answer[1], answer[2]))
         return answer
+
+    def _open_episode(self, db: sqlite3.Connection, episode: str, horizon: int, now: float) -> bool:
+        """Open ``episode`` in the caller's transaction unless it is open (True where it was new); refuses one more
+        than ``max_episodes`` live."""
+        if db.execute("SELECT 1 FROM episodes WHERE episode_id = ?", (episode,)).fetchone() is not None:
+            return False
+        live = db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+        if live >= self.max_episodes:
+            raise TooManyEpisodes(
+                f"serve-gate holds {live} live episodes (max_episodes={self.max_episodes}): end each "
+                "episode with POST /v1/episodes/{episode_id}/end when it finishes.")
+        db.execute("INSERT INTO episodes VALUES (?, ?, 0, ?, ?)", (episode, self.budget, int(horizon), now))
+        return True
 
     def touch(self, episode: str) -> None:
         """The episode is in use (an action reported): not idle."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 
-from agile.budget import TooManyEpisodes
 from helper.serve.ledger import Ledger
 from tabular_rl.tiered.resources import cost_units
 
@@ -84,13 +83,7 @@ class TieredLedger(Ledger):
                                "step = ? AND request = ?", (episode, int(step), request)).fetchone()
             if first is not None:
                 return self._answer(first)
-            if db.execute("SELECT 1 FROM episodes WHERE episode_id = ?", (episode,)).fetchone() is None:
-                live = db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
-                if live >= self.max_episodes:
-                    raise TooManyEpisodes(
-                        f"serve-gate holds {live} live episodes (max_episodes={self.max_episodes}): end each "
-                        "episode with POST /v1/episodes/{episode_id}/end when it finishes.")
-                db.execute("INSERT INTO episodes VALUES (?, ?, 0, ?, ?)", (episode, self.budget, int(horizon), now))
+            if self._open_episode(db, episode, horizon, now):
                 db.executemany("INSERT INTO kind_calls VALUES (?, ?, ?, 0)",
                                [(episode, k, self.caps.get(k)) for k in self.prices])  # every kind's calls counted
             left, calls = self._state(db, episode)

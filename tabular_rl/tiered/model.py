@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..discretize import Discretizer
-from ..estimate import TabularModel
+from ..estimate import TabularModel, check_tables
 
 
 @dataclass
@@ -41,20 +41,10 @@ class TieredModel:
 
     def __post_init__(self) -> None:
         self.kinds = tuple(str(k) for k in self.kinds)
-        T, S = self.rewards.shape[:2]
         A = len(self.kinds) + 1
         if len(set(self.kinds)) != len(self.kinds) or not self.kinds:
             raise ValueError(f"kinds={self.kinds!r}: name each kind of help once, at least one")
-        if self.rewards.shape != (T, S, A):
-            raise ValueError(f"rewards has shape {self.rewards.shape}; expected {(T, S, A)} (K + 1 = {A} actions)")
-        if self.transitions.shape != (T, S, A, S + 1):
-            raise ValueError(f"transitions has shape {self.transitions.shape}; expected {(T, S, A, S + 1)}")
-        if self.start.shape != (S,):
-            raise ValueError(f"start has shape {self.start.shape}; expected ({S},)")
-        if not np.allclose(self.transitions.sum(-1), 1.0, atol=1e-9):
-            raise ValueError("transitions: every (step, state, action) row must sum to 1 (terminal column included)")
-        if not np.isclose(self.start.sum(), 1.0, atol=1e-9):
-            raise ValueError("start: the start distribution must sum to 1")
+        check_tables(self.rewards, self.transitions, self.start, n_actions=A)
 
     @property
     def horizon(self) -> int:
