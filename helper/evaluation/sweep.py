@@ -167,7 +167,8 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     if helper is not None:
         summary["helper_stats"] = helper.stats()
     if hasattr(ctx.scorer, "memo_hits"):  # how much PRM work the shared prefixes saved
-        summary["prm_scores"] = {"forward": ctx.scorer.forward_scores, "reused": ctx.scorer.memo_hits}
+        summary["prm_scores"] = {"forward": ctx.scorer.forward_scores, "reused": ctx.scorer.memo_hits,
+                                 "fed_tokens": getattr(ctx.scorer, "fed_tokens", None)}
     policy = getattr(ctx.env.base, "policy", None)
     if getattr(policy, "memo_hits", 0):  # the base agent's turns that replayed sessions shared
         summary["agent_turns"] = {"generated_tokens": policy.generated_tokens, "reused_turns": policy.memo_hits}

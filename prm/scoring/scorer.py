@@ -48,6 +48,13 @@ an identical prefix is scored once whichever episode, method or budget asks agai
 scores, least recently used dropped; ``memo_hits`` counts the reuse). A hit does not feed the
 episode's cache; the next miss feeds every step since the last fed one in one pass, so the
 numbers stay those of scoring the whole prefix.
+Prefix caches. The plays of a sweep form a tree per episode (they branch where a decision differs), and a miss
+after hits would feed the whole shared trunk again: more than half the tokens a ProductQA sweep fed (157k fed
+for 71k of new steps on the main job's fold 0). So the keys and values after each fed step are also kept under
+that step's prefix hash (``prefix_bytes``, least recently used dropped), and a miss resumes from the longest kept
+prefix of its own episode: each branch feeds its own steps only. Keeping one costs no copy (a forward
+concatenates into new tensors, so a kept cache is never written to). A cache cut at the context is not kept
+(its positions start later than a fresh feed's). ``fed_tokens`` counts what the backbone read.
 
 Histories. Each live episode's states and actions are kept until ``end_episode`` (``run_episodes`` and
 the gates call it when an episode finishes): a history dropped mid-episode would score the next step
@@ -79,6 +86,7 @@ class _Episode:
         self.lock = threading.Lock()
         self.cache = None  # key/value cache of the tokens fed so far
         self.fed = 0  # tokens in the cache
+        self.cut = False  # the cache starts after step 0 (cut at the context): not kept as a prefix
         self.scored: dict[int, tuple] = {}  # step -> (state, proposal, signals bytes, score)
         self.next_step = 0  # first step whose pieces are not in the cache yet
 
@@ -87,8 +95,12 @@ class PrmScorer:
     """``score(observation) -> P(success)``; errors propagate (the gate falls back on them)."""
 
     def __init__(self, prm, max_episodes: int = MAX_EPISODES, incremental: bool = True, cache_bytes: int = 2 << 30,
-                 memo_size: int = 200_000):
+                 memo_size: int = 200_000, prefix_bytes: int = 2 << 30):
         self.prm = prm
+        self.prefix_bytes = int(prefix_bytes)
+        self._prefixes: OrderedDict[str, tuple[list, int]] = OrderedDict()  # prefix hash -> (layers' keys/values, fed)
+        self._prefix_held = 0  # tokens the kept prefixes hold
+        self.fed_tokens = 0  # tokens the backbone read for scores
         self.memo_size = int(memo_size)
         self._memo: OrderedDict[tuple, float] = OrderedDict()
         self.memo_hits = 0
@@ -280,7 +292,8 @@ class PrmScorer:
         import torch
 
         if t < entry.next_step:  # this step was fed with other text: start the episode over
-            entry.cache, entry.fed, entry.next_step = None, 0, 0
+            entry.cache, entry.fed, entry.next_step, entry.cut = None, 0, 0, False
+        self._resume(entry, t)
         # New tokens, in rendering order: previous action, this state, the tag (per new step).
         ids = [i for s in range(entry.next_step, t + 1) for i in self._step_ids(entry, s, with_action=s > 0)]
         if entry.fed + len(ids) > self.prm.context:
@@ -296,7 +309,7 @@ class PrmScorer:
                                                                      for i in per_step[s]]
             if len(ids) > self.prm.context:
                 return None  # one state longer than the context: the full path cuts it
-            entry.cache, entry.fed = None, 0
+            entry.cache, entry.fed, entry.cut = None, 0, first > 0
         core = self.prm._core()
         device = core.device
         with torch.inference_mode():
@@ -316,4 +329,43 @@ class PrmScorer:
             value = float(self.prm.probabilities(self.prm.head(self.prm.head_input(
                 hidden, row, [entry.states.get(t, "")])))[0])
         entry.cache, entry.fed, entry.next_step = returned_cache(out), entry.fed + len(ids), t + 1
+        with self._lock:
+            self.fed_tokens += len(ids)
+        if not entry.cut:
+            self._keep(self._prefix_key(entry, t), entry.cache, entry.fed)
         return value
+
+    # -- prefix caches shared by the plays of one episode (module docstring, "Prefix caches") ------------------
+    def _resume(self, entry: _Episode, t: int) -> None:
+        """Point ``entry`` at the longest kept prefix of steps before ``t`` that its own cache does not hold yet."""
+        if not self._prefixes:
+            return
+        from transformers import DynamicCache
+
+        for s in range(t - 1, entry.next_step - 1, -1):
+            key = self._prefix_key(entry, s)
+            with self._lock:
+                kept = self._prefixes.get(key)
+                if kept is None:
+                    continue
+                self._prefixes.move_to_end(key)
+            layers, fed = kept
+            # A fresh cache around the kept tensors: the next forward concatenates into new ones.
+            entry.cache, entry.fed, entry.next_step, entry.cut = DynamicCache(ddp_cache_data=layers), fed, s + 1, False
+            return
+
+    def _keep(self, key: str, cache, fed: int) -> None:
+        """Keep the keys and values after a fed step under its prefix hash, least recently used dropped past
+        ``prefix_bytes``."""
+        if fed * self.token_bytes() > self.prefix_bytes or not hasattr(cache, "layers"):
+            return
+        layers = [(layer.keys, layer.values) for layer in cache.layers if getattr(layer, "keys", None) is not None]
+        with self._lock:
+            if key in self._prefixes:
+                self._prefixes.move_to_end(key)
+                return
+            self._prefixes[key] = (layers, fed)
+            self._prefix_held += fed
+            while self._prefix_held * self.token_bytes() > self.prefix_bytes:
+                _, (_, dropped) = self._prefixes.popitem(last=False)
+                self._prefix_held -= dropped

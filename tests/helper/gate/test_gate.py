@@ -292,6 +292,39 @@ def test_prm_scorer_memo_scores_a_shared_prefix_once(tiny_prm):
     assert off.memo_hits == 0
 
 
+def test_prm_scorer_branches_feed_only_their_own_steps(tiny_prm):
+    """Plays of one episode that branch (as a sweep's methods do) resume from the kept cache of the prefix they
+    share: each miss feeds its own step's tokens only, and every score is the whole prefix's score."""
+    from prm.scoring.scorer import PrmScorer
+
+    states = ["Question 1 of 3.\nCustomer: is it red?", "Question 2 of 3.\nFind a kettle.",
+              "Question 3 of 3.\nIs it big?"]
+    plays = {"a": ["yes", "B01", "no"], "b": ["yes", "[SeekAdvice]", "no"], "c": ["[SeekAdvice]", "B01", "no"]}
+
+    def play(scorer):
+        fed_per_miss = []
+        for episode_id, actions in plays.items():
+            logged = tiny_prm.score_episodes([(states, actions)])[0]
+            for t, state in enumerate(states):
+                observation = Observation(episode_id, "test", "t", t, state, 3, {})
+                before = (scorer.fed_tokens, scorer.forward_scores)
+                assert scorer.score(observation) == pytest.approx(float(logged[t]), abs=1e-5)
+                if scorer.forward_scores > before[1]:
+                    own = len(scorer._step_ids(scorer._history[episode_id], t, with_action=t > 0))
+                    fed_per_miss.append((scorer.fed_tokens - before[0], own))
+                scorer.record_action(observation, actions[t])
+        return fed_per_miss
+
+    kept = play(PrmScorer(tiny_prm))
+    assert len(kept) == 3 + 1 + 2  # a: every step; b: the step after its branch; c: the two after its branch
+    assert all(fed == own for fed, own in kept)
+    trunk = play(PrmScorer(tiny_prm, prefix_bytes=0))  # nothing kept: a branch feeds the shared trunk again
+    assert sum(fed for fed, _ in trunk) > sum(fed for fed, _ in kept)
+    small = PrmScorer(tiny_prm, prefix_bytes=40 * PrmScorer(tiny_prm).token_bytes())
+    play(small)  # scores unchanged however little is kept, and the kept prefixes stay within their bytes
+    assert small._prefix_held * small.token_bytes() <= small.prefix_bytes
+
+
 def test_prm_scorer_restarts_its_cache_past_the_context(tiny_prm):
     """A long episode: scores match the logged ones while the prefix fits; past the context the
     cache starts over on recent steps (never more than the context), with no full re-scoring."""
