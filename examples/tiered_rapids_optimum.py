@@ -9,7 +9,9 @@ budget left) is all a helper needs to know: ``optimum`` is backward induction ov
 Python, computed from the known dynamics (the odds of each risk word per crossing, the agent's
 slips and each kind's catch), not from data. A tie goes to the cheaper action, the agent first.
 ``true_model`` is the same dynamics as a ``tabular_rl.tiered.TieredModel`` (states: the risk words),
-so a table solved from logged rows can be evaluated exactly in the true river.
+so a table solved from logged rows can be evaluated exactly in the true river. ``evaluate_randomised``
+evaluates exactly a table that draws its action (``tabular_rl.tiered.evaluate_table`` takes one action per
+entry): the random-kind baseline of ``benchmarks/setups/tiered_rapids.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 from examples.rapids import risk_odds_by_step
 from examples.tiered_rapids import HORIZON, KINDS, RISKS, SLIP, Help
 
-__all__ = ["best_one_kind", "crossing_odds", "optimum", "true_model"]
+__all__ = ["best_one_kind", "crossing_odds", "evaluate_randomised", "optimum", "true_model"]
 
 # Decimal odds (0.3, 0.7, ...) reach equal values along different sums that differ in their last
 # bits: a dearer action must win by more than that (as in ``examples.rapids_optimum``).
@@ -82,3 +84,37 @@ def true_model(horizon: int = HORIZON):
     rewards[horizon - 1] = made  # success is credited when the last crossing is made
     return TieredModel(transitions=transitions, rewards=rewards, start=odds[0].copy(), kinds=tuple(KINDS),
                        success=rewards.copy())
+
+
+def evaluate_randomised(model, resources, policy) -> tuple[float, float, np.ndarray]:
+    """(expected success, expected spend, expected calls of each action) of a randomised table, exactly.
+
+    ``policy[t, s, r, a]`` is the probability of action ``a`` (0 = the agent, k = kind k) at step ``t``, state ``s``
+    and resource state ``r`` of ``resources`` (a ``tabular_rl.tiered.Resources``). A policy that gives any
+    probability to an action it cannot afford there, reached or not, is refused, so no episode exceeds the budget.
+    The occupancy is carried forward over (state, resource state), each action's share moved to the resource state
+    it leads to, as ``evaluate_table`` does for one action per entry."""
+    T, S, A, R = model.horizon, model.n_states, model.n_kinds + 1, resources.size
+    policy = np.asarray(policy, dtype=float)
+    if policy.shape != (T, S, R, A):
+        raise ValueError(f"policy has shape {policy.shape}; expected {(T, S, R, A)} (step, state, resource, action)")
+    if (policy < 0).any() or not np.allclose(policy.sum(-1), 1.0):
+        raise ValueError("policy: each (step, state, resource state) needs probabilities >= 0 that sum to 1")
+    nxt = resources.next_index()  # (A, R), -1 where unaffordable
+    if (policy[..., (nxt < 0).T] > 0).any():
+        raise ValueError("policy gives probability to an action it cannot afford")
+    success = model.rewards if model.success is None else model.success
+    d = np.zeros((S, R))
+    d[:, resources.full] = model.start
+    won, calls = 0.0, np.zeros(A)
+    for t in range(T):
+        d_next = np.zeros((S, R))
+        for a in range(A):
+            x = d * policy[t, :, :, a]
+            calls[a] += x.sum()
+            won += float(x.sum(1) @ success[t, :, a])
+            ok = nxt[a] >= 0
+            if t + 1 < T and ok.any():
+                d_next[:, nxt[a, ok]] += (model.transitions[t, :, a, :S].T @ x)[:, ok]
+        d = d_next
+    return won, float(calls @ resources.cost()) / resources.scale, calls

@@ -1,5 +1,6 @@
 """The tiered rapids: each help's catch as documented, the known dynamics matching the played river, the
-exact optimum computed two independent ways, and the measurement script end to end on a small collection."""
+exact optimum computed two independent ways, the measurement script end to end on a small collection, and its
+baselines (cascade, random kind) evaluated exactly as a brute-force simulation of the river finds them."""
 
 import numpy as np
 import pytest
@@ -19,9 +20,9 @@ from examples.tiered_rapids import (
     risk_of,
     risk_score,
 )
-from examples.tiered_rapids_optimum import best_one_kind, crossing_odds, optimum, true_model
+from examples.tiered_rapids_optimum import best_one_kind, crossing_odds, evaluate_randomised, optimum, true_model
 from tabular_rl import Discretizer
-from tabular_rl.tiered import Resources, solve_tiered_exact
+from tabular_rl.tiered import Resources, evaluate_table, solve_tiered_exact
 
 
 def _crossing(i: int, risk: str) -> Observation:
@@ -94,3 +95,85 @@ def test_the_measurement_scores_every_budget_at_most_the_optimum():
         assert 0.0 < result["lagrangian"] <= best + 1e-12
     assert measured[0]["exact"] == pytest.approx(optimum(0)[0], abs=1e-12)
     assert measured[8]["exact"] > measured[3]["exact"] > measured[0]["exact"]
+    for budget, result in measured.items():
+        best, _ = optimum(budget)
+        for baseline in bench.BASELINES:
+            assert 0.0 < result[baseline] <= best + 1e-12
+        for kind in KINDS:  # a one-kind table solved from data is no better than the exact one-kind optimum
+            assert result[f"one_{kind}"] <= best_one_kind(budget)[kind] + 1e-12
+        assert result["one_kind"] == result[f"one_{result['one_kind_choice']}"]
+        assert result["cascade_cost"] <= budget + 1e-12 and result["random_kind_cost"] <= budget + 1e-12
+    # At B = 0 nothing is affordable: every baseline is the agent alone.
+    assert all(measured[0][b] == pytest.approx(optimum(0)[0], abs=1e-12) for b in bench.BASELINES)
+
+
+def _river(policy: np.ndarray, budget: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Brute force: ``n`` episodes of the river played by ``policy[t, risk, budget left, action]`` (probabilities;
+    action 0 the agent, k the k-th kind), drawn crossing by crossing from the example's odds, slips and catches.
+    (success, spend) per episode; the spend is added up here, not read from ``Resources``."""
+    rng = np.random.default_rng(seed)
+    helps, prices = [None, *KINDS.values()], [0, *(int(h.price) for h in KINDS.values())]
+    success, spend = np.zeros(n), np.zeros(n)
+    for e in range(n):
+        left, made = budget, True
+        for t, odds in enumerate(RISK_ODDS_BY_STEP):
+            s = rng.choice(len(RISKS), p=[odds[r] for r in RISKS])
+            a = rng.choice(len(helps), p=policy[t, s, left])
+            left -= prices[a]
+            spend[e] += prices[a]
+            if rng.random() >= crossing_odds(RISKS[s], helps[a]):
+                made = False
+                break
+        success[e] = made
+    return success, spend
+
+
+def _cue_of_truth() -> np.ndarray:
+    return np.array([(i + 0.5) / len(RISKS) for i in range(len(RISKS))])  # risk_score of each risk word
+
+
+@pytest.mark.parametrize(("budget", "fallback"), [(5, True), (6, False)])
+def test_the_cascade_is_worth_what_the_river_pays_and_never_spends_more_than_the_budget(budget, fallback):
+    bench = benchmark_module("tiered_rapids")
+    resources = Resources.of([h.price for h in KINDS.values()], budget, horizon=6)
+    table = bench.cascade_table(_cue_of_truth(), 0.5, 0.8, (1, 3), resources, 6, fallback)  # tricky: compute
+    assert (table[:, 0] == 0).all() and set(np.unique(table[:, 1])) <= {0, 1}  # calm: agent; tricky: compute
+    assert 3 in table[:, 2] and (1 in table[:, 2]) == fallback  # dangerous: the human, compute only as fallback
+    exact = evaluate_table(true_model(), resources, table)
+    one_hot = np.eye(len(KINDS) + 1)[table]  # (T, S, R, A)
+    won, spent, _ = evaluate_randomised(true_model(), resources, one_hot)
+    assert won == pytest.approx(exact.expected_success, abs=1e-12)
+    assert spent == pytest.approx(exact.expected_cost, abs=1e-12)
+    success, spend = _river(one_hot, budget, 6000, seed=budget)
+    assert spend.max() <= budget
+    assert abs(success.mean() - exact.expected_success) < 5 * success.std() / np.sqrt(success.size)
+    assert abs(spend.mean() - exact.expected_cost) < 5 * spend.std() / np.sqrt(spend.size)
+
+
+def test_the_random_kind_keeps_the_helpers_timing_draws_only_affordable_kinds_and_is_worth_what_the_river_pays():
+    bench = benchmark_module("tiered_rapids")
+    budget = 6
+    resources = Resources.of([h.price for h in KINDS.values()], budget, horizon=6)
+    helper = solve_tiered_exact(true_model(), resources).tables[0]
+    policy = bench.random_kind_policy(helper, resources)
+    assert ((policy[..., 0] == 1) == (helper == 0)).all()
+    left = resources.states()[:, 0]
+    for k, help in enumerate(KINDS.values(), start=1):
+        assert (policy[:, :, left < help.price, k] == 0).all()
+    calls = policy[helper > 0][:, 1:]  # where the helper calls: uniform over the kinds the budget left affords
+    for row in calls:
+        assert np.allclose(row[row > 0], 1.0 / (row > 0).sum())
+    won, spent, _ = evaluate_randomised(true_model(), resources, policy)
+    assert won < optimum(budget)[0]  # the kind matters here: a random one loses to the optimum's choice
+    success, spend = _river(policy, budget, 6000, seed=11)
+    assert spend.max() <= budget
+    assert abs(success.mean() - won) < 5 * success.std() / np.sqrt(success.size)
+    assert abs(spend.mean() - spent) < 5 * spend.std() / np.sqrt(spend.size)
+
+
+def test_a_randomised_policy_that_could_overspend_is_refused():
+    resources = Resources.of([h.price for h in KINDS.values()], 3, horizon=6)
+    policy = np.zeros((6, len(RISKS), resources.size, len(KINDS) + 1))
+    policy[..., 3] = 1.0  # the human (price 4) everywhere, with a budget of 3
+    with pytest.raises(ValueError, match="cannot afford"):
+        evaluate_randomised(true_model(), resources, policy)
