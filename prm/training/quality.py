@@ -22,6 +22,41 @@ def auroc(scores: Sequence[float], outcomes: Sequence[float]) -> float:
     return float(roc_auc_score(positive, np.asarray(scores, dtype=np.float64)))
 
 
+def clustered_auroc_interval(scores: Sequence[float], outcomes: Sequence[float], clusters: Sequence,
+                             level: float = 0.95) -> tuple[float, float, float]:
+    """``(auroc, low, high)``: the AUROC with an interval that treats each cluster (an episode's group) as the unit
+    sampled, as the report's intervals do. Rows of one episode or group share their outcome and much of their text,
+    so they are not independent draws: the variance is Obuchowski's (1997) for clustered ROC data (each positive's
+    and each negative's placement value summed per cluster, a between-cluster variance of those sums) and the interval
+    Student's t with clusters − 1 degrees of freedom, as ``helper.evaluation.metrics.cluster_t_interval``; clipped to
+    [0, 1]. NaN bounds where a class is missing or there are fewer than two clusters."""
+    if not 0 < level < 1:
+        raise ValueError(f"level={level}: a confidence level must lie strictly between 0 and 1")
+    from scipy import stats
+
+    x = np.asarray(scores, dtype=np.float64)
+    positive = np.asarray(outcomes, dtype=np.float64) >= 0.5
+    _, cluster = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
+    m, n, k = int(positive.sum()), int((~positive).sum()), int(cluster.max()) + 1 if len(x) else 0
+    if m == 0 or n == 0:
+        return float("nan"), float("nan"), float("nan")
+    pos, neg = x[positive], x[~positive]
+    # psi(positive, negative): 1 above, 1/2 tied, 0 below; placement values are its row and column means.
+    psi = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
+    v10, v01 = psi.mean(1), psi.mean(0)
+    area = float(v10.mean())
+    if k < 2:
+        return area, float("nan"), float("nan")
+    m_i = np.bincount(cluster[positive], minlength=k)
+    n_i = np.bincount(cluster[~positive], minlength=k)
+    d10 = np.bincount(cluster[positive], weights=v10, minlength=k) - m_i * area
+    d01 = np.bincount(cluster[~positive], weights=v01, minlength=k) - n_i * area
+    scale = k / (k - 1)
+    variance = scale * ((d10 ** 2).sum() / m ** 2 + (d01 ** 2).sum() / n ** 2 + 2 * (d10 * d01).sum() / (m * n))
+    half = float(stats.t.ppf((1 + level) / 2, k - 1)) * float(np.sqrt(max(variance, 0.0)))
+    return area, max(0.0, area - half), min(1.0, area + half)
+
+
 def brier(scores: Sequence[float], outcomes: Sequence[float]) -> float:
     """Mean squared error of the probability against the outcome (0 is perfect)."""
     scores = np.asarray(scores, dtype=np.float64)
