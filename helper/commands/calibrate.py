@@ -17,7 +17,14 @@ PRM score). The budget family spends all of each C, low-gain interventions inclu
 priced members keep only the interventions worth their price, so the cheapest certified one spends less for the same
 target. Both orders are fixed by the helper folder alone, before any calibration episode is played, which the
 fixed-sequence test needs. The certified priced table is kept in ``calibration/priced_policy.npz`` (its hash in the
-guarantee); ``helper.gate.priced_family.certified_gate(dir)`` loads the gate a guarantee covers, of either family.
+guarantee); ``helper.gate.priced_family.certified_gate(dir)`` loads the gate a guarantee covers, of any family.
+
+A tiered helper folder (several kinds of help, each at its price: ``helpgate solve --kinds`` then ``distill``) has
+its own family (``helper.gate.tiered_family``): the helper at each cost budget its solved table holds, B = its
+``cost_budget`` down to 0 in the table's cost unit (``--budgets`` picks some of them), most help first. Each member
+plays the calibration episodes with the folder's kinds at their prices and caps (``run_episodes(..., helps=...,
+budget=B)``), the same fixed-sequence test picks the cheapest certified B, and the guarantee records its mean cost
+and calls per kind an episode besides its success. ``--family priced`` is refused on it: its prices are its kinds'.
 
 An outcome counts as a success when it reaches ``--success-at`` (1.0: every question of a ProductQA session right;
 TextWorld and plug-ins score 0 or 1).
@@ -36,10 +43,11 @@ would fall back to the classifier without the PRM score, and a guarantee of that
 PRM-scored helper once its PRM is back (and a guarantee certified with the PRM never on a gate without it).
 
 Writes into the helper folder ``guarantee.json`` (eps, delta, n, the chosen member's budget, calibration success and
-spend, every tested member's p-value, a fingerprint of the calibration data and of the helper's files) and
-``calibration/episodes.csv`` (one row per member and episode). ``HelperGate.load`` exposes it as ``gate.guarantee``
-and ``serve-gate``'s ``/health`` shows it. A target out of reach is refused in one line naming the highest success
-this calibration can certify; nothing is written then.
+spend, every tested member's p-value, a fingerprint of the calibration data and of the helper's files; a tiered
+member also its mean ``cost`` and ``calls`` per kind an episode) and ``calibration/episodes.csv`` (one row per
+member and episode; tiered: with its ``cost`` and ``calls_<kind>``). ``HelperGate.load`` exposes it as
+``gate.guarantee`` (a tiered folder's too) and ``serve-gate``'s ``/health`` shows it. A target out of reach is
+refused in one line naming the highest success this calibration can certify; nothing is written then.
 """
 
 from __future__ import annotations
@@ -75,14 +83,16 @@ class CalibrateConfig(EnvConfig):
     seed: int = 2000
     """Seed of the calibration episodes (the pipeline collects with its seed S and sweeps with S + 1000)."""
     budgets: list[int] | None = None
-    """Budgets C of the family, tested from the largest down (default: the helper's solved budget down to 0)."""
+    """Budgets C of the family, tested from the largest down (default: the helper's solved budget down to 0; a
+    tiered helper: cost budgets its table holds, default all of them from its cost_budget down to 0)."""
     success_at: float = 1.0
     """An episode counts as a success when its outcome reaches this (outcomes lie in [0, 1])."""
     backend: str | None = None
     """Override the helper's backend (features, text, or table: the solved table itself)."""
     family: str = "budget"
-    """budget (the helper at C = Cmax, ..., 0) or priced (its solved table with a price per intervention under the
-    budget Cmax, from price 0 up: its efficient frontier, helper.gate.priced_family)."""
+    """budget (the helper at C = Cmax, ..., 0; a tiered helper at each cost budget B its table holds) or priced (its
+    solved table with a price per intervention under the budget Cmax, from price 0 up: its efficient frontier,
+    helper.gate.priced_family; not for a tiered helper)."""
     prices: int = 21
     """priced: prices tried from 0 to the one that stops every intervention (equal policies are one member)."""
     allow_fallback: bool = False
@@ -170,9 +180,36 @@ def check_disjoint(cfg: CalibrateConfig, env: Environment, helper_dir: Path) -> 
                              f"e.g. {shared[0]!r}; calibrate on held-out groups (--split test).")
 
 
+def tiered_folder(cfg: CalibrateConfig, helper_dir: Path) -> bool:
+    """Whether the helper folder is a tiered helper's (several kinds, each at its price); a tiered folder given
+    ``--family priced`` is refused in one line (its prices are its kinds', there is no price to sweep)."""
+    import json
+
+    from helper.gate.gate import CONFIG_FILE
+    from helper.gate.tiered_family import is_tiered
+
+    try:
+        config = json.loads((helper_dir / CONFIG_FILE).read_text())
+    except (OSError, ValueError):
+        return False  # HelperGate.load refuses it, naming the file
+    tiered = isinstance(config, dict) and is_tiered(config)
+    if tiered and cfg.family == "priced":
+        raise ValueError(f"family=priced: {helper_dir} is a tiered helper (kinds {config.get('kinds')}, each at its "
+                         "price), which has no priced family; use the default family (drop --family priced, or "
+                         "--family budget): the helper at each cost budget its table holds.")
+    return tiered
+
+
 def members_of(cfg: CalibrateConfig, helper, helper_dir: Path) -> list[dict]:
     """The family, most help first: each member's description and a builder of its gate (fixed by the helper folder
     alone, before any calibration episode is played)."""
+    from helper.gate.tiered_gate import TieredHelperGate
+
+    if isinstance(helper, TieredHelperGate):
+        from helper.gate import tiered_family
+
+        return [{"family": tiered_family.FAMILY, "budget": b, "build": (lambda b=b: helper.with_budget(b))}
+                for b in tiered_family.budgets(helper, cfg.budgets)]
     budgets = family(cfg, helper.solved_budget)
     if cfg.family == "budget":
         return [{"family": "budget", "budget": int(c), "build": (lambda c=c: helper.with_budget(c))} for c in budgets]
@@ -185,10 +222,13 @@ def members_of(cfg: CalibrateConfig, helper, helper_dir: Path) -> list[dict]:
             for price, table in tables]
 
 
-def rollouts(cfg: CalibrateConfig, env: Environment, members: list[dict]) -> pd.DataFrame:
-    """One row per member and calibration episode: member index, budget, episode id, outcome, interventions."""
+def rollouts(cfg: CalibrateConfig, env: Environment, members: list[dict], helps=None) -> pd.DataFrame:
+    """One row per member and calibration episode: member index, budget, episode id, outcome, interventions (a
+    tiered member, played with ``helps``: also its cost and calls per kind)."""
     from helper.evaluation.evaluate import evaluate_gate
 
+    if helps is not None:
+        return tiered_rollouts(cfg, env, members, helps)
     frames = []
     for index, member in enumerate(members):
         _, per_episode, _ = evaluate_gate(env, lambda _c, m=member: m["build"](), [member["budget"]],
@@ -196,6 +236,25 @@ def rollouts(cfg: CalibrateConfig, env: Environment, members: list[dict]) -> pd.
         frames.append(pd.DataFrame(per_episode)[["budget", "episode_id", "success", "interventions"]]
                       .assign(member=index))
     frame = pd.concat(frames, ignore_index=True)[["member", "budget", "episode_id", "success", "interventions"]]
+    frame["success"] = frame["success"].astype(float)
+    return frame
+
+
+def tiered_rollouts(cfg: CalibrateConfig, env: Environment, members: list[dict], helps) -> pd.DataFrame:
+    """``rollouts`` of the tiered family: each member the same episodes, with the folder's kinds, at its cost budget."""
+    from helper.gate.tiered_family import play
+
+    frames = []
+    for index, member in enumerate(members):
+        started = time.perf_counter()
+        rows = pd.DataFrame(play(env.episodes(), env.base, helps, member["build"](), member["budget"], cfg.seed))
+        frames.append(rows.assign(member=index, budget=member["budget"]))
+        calls = "  ".join(f"{h.name} {rows['calls_' + h.name].mean():.2f}" for h in helps)
+        print(f"{'helper':>14s}  B={member['budget']:<4g} success {rows['success'].mean():.3f}  cost "
+              f"{rows['cost'].mean():.2f}  calls {calls}  ({time.perf_counter() - started:.1f}s)")
+    frame = pd.concat(frames, ignore_index=True)
+    first = ["member", "budget", "episode_id", "success", "interventions", "cost"]
+    frame = frame[first + [c for c in frame.columns if c not in first]]
     frame["success"] = frame["success"].astype(float)
     return frame
 
@@ -208,11 +267,12 @@ def guarantee(cfg: CalibrateConfig, frame: pd.DataFrame, members: list[dict], he
     spend = [float(rows["interventions"].mean()) for rows in rows_of]
     result = certify.certify(outcomes, cfg.eps, cfg.delta)
     n, target = len(ids), 1.0 - cfg.eps
-    described = [{"family": m["family"], "budget": int(m["budget"])} | ({"price": m["price"]} if "price" in m else {})
-                 for m in members]
+    described = [{"family": m["family"], "budget": budget_number(m["budget"])}
+                 | ({"price": m["price"]} if "price" in m else {}) for m in members]
     records = [d | {"successes": int(outcomes[i].sum()), "success": float(outcomes[i].mean()),
-                    "interventions": spend[i], "p_value": result.p_values[i], "tested": i < result.tested,
-                    "passed": result.chosen is not None and i <= result.chosen} for i, d in enumerate(described)]
+                    "interventions": spend[i]} | tiered_spend(rows_of[i])
+               | {"p_value": result.p_values[i], "tested": i < result.tested,
+                  "passed": result.chosen is not None and i <= result.chosen} for i, d in enumerate(described)]
     if result.chosen is None:
         top = records[0]
         raise ValueError(f"target success {target:g} (eps {cfg.eps:g}) cannot be certified at delta {cfg.delta:g} on "
@@ -229,6 +289,21 @@ def guarantee(cfg: CalibrateConfig, frame: pd.DataFrame, members: list[dict], he
             "data_fingerprint": certify.fingerprint(rows),
             "helper_fingerprint": certify.helper_fingerprint(helper_dir),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def budget_number(budget) -> int | float:
+    """A member's budget as the guarantee records it: a whole number as an int (a tiered cost budget may be 1.5)."""
+    value = float(budget)
+    return int(value) if value.is_integer() else value
+
+
+def tiered_spend(rows: pd.DataFrame) -> dict:
+    """A tiered member's mean cost and calls per kind an episode (``{}`` for a one-kind member)."""
+    if "cost" not in rows.columns:
+        return {}
+    from helper.gate.tiered_family import spend_of
+
+    return spend_of(rows)
 
 
 def load_helper(cfg: CalibrateConfig):
@@ -253,12 +328,21 @@ def load_helper(cfg: CalibrateConfig):
 def run(cfg: CalibrateConfig) -> dict:
     check(cfg)
     helper_dir = Path(cfg.helper)
+    tiered_folder(cfg, helper_dir)  # --family priced on a tiered folder: refused before any episode is built
     env = Environment(cfg)
     check_disjoint(cfg, env, helper_dir)
     helper, fallback = load_helper(cfg)
     members = members_of(cfg, helper, helper_dir)
-    frame = rollouts(cfg, env, members)
+    helps = None
+    if members[0]["family"] == "tiered":  # the folder's kinds at their prices and caps, who answers each here
+        from helper.gate.tiered_family import helps_of
+
+        helps = helps_of(helper, env.setup, cfg.seed)
+    frame = rollouts(cfg, env, members, helps)
     record = guarantee(cfg, frame, members, helper_dir) | {"fallback": fallback}
+    if helps is not None:  # what the budgets are in: the kinds' prices and caps the members played with
+        record |= {"family": "tiered", "backend": helper.backend, "kinds": {h.name: h.price for h in helps},
+                   "caps": {h.name: h.cap for h in helps if h.cap is not None}}
     (helper_dir / "calibration").mkdir(exist_ok=True)
     chosen = members[[m is record["member"] for m in record["members"]].index(True)]
     if chosen["family"] == "priced":  # the certified table itself: the gate the guarantee covers
@@ -269,7 +353,9 @@ def run(cfg: CalibrateConfig) -> dict:
     write_json_atomic(record, helper_dir / certify.GUARANTEE_FILE)
     for m in record["members"]:
         mark = "passed" if m["passed"] else ("failed" if m["tested"] else "not tested")
+        spent = (f"cost {m['cost']:.2f}  calls " + " ".join(f"{k} {v:.2f}" for k, v in m["calls"].items())
+                 if "cost" in m else f"interventions {m['interventions']:.2f}")
         print(f"calibrate: {certify.member_name(m):<22s} success {m['success']:.3f} ({m['successes']}/{record['n']})  "
-              f"interventions {m['interventions']:.2f}  p {m['p_value']:.3g}  {mark}")
+              f"{spent}  p {m['p_value']:.3g}  {mark}")
     print(f"calibrate: {certify.describe(record)}; wrote {helper_dir / certify.GUARANTEE_FILE}")
     return record

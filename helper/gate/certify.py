@@ -112,7 +112,8 @@ def fingerprint(rows) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-HELPER_FILES = ("helper.json", "classifier", "fallback", "policy.npz", "discretizer.json", "members")
+HELPER_FILES = ("helper.json", "classifier", "fallback", "policy.npz", "discretizer.json", "members",
+                "tiered_policy.npz")
 """The files of a helper folder that decide its gates (not its guarantee, calibration or provenance)."""
 
 
@@ -165,19 +166,36 @@ def on_fallback(record: dict) -> str | None:
 
 
 def member_name(member: dict) -> str:
-    """A family member in words: ``C=2`` (budget family) or ``C=3, price 0.05`` (priced family)."""
+    """A family member in words: ``C=2`` (budget family), ``C=3, price 0.05`` (priced family) or ``B=4`` (a tiered
+    helper's cost budget)."""
     if member.get("family", "budget") == "priced":
         return f"C={member['budget']}, price {member['price']:.4g}"
+    if member.get("family") == "tiered":
+        return f"B={member['budget']:g}"
     return f"C={member['budget']}"
+
+
+def tiered_spend(member: dict) -> str:
+    """A tiered member's spend in words: ``cost 2.31 an episode (calls: compute 1.10, stronger 0.52, human 0.03)``."""
+    calls = ", ".join(f"{kind} {mean:.2f}" for kind, mean in (member.get("calls") or {}).items())
+    return f"cost {member['cost']:.2f} an episode (calls: {calls})"
 
 
 def describe(record: dict) -> str:
     """One line: what the guarantee promises."""
     member = record["member"]
-    where = (f"budget C = {member['budget']}" if member.get("family", "budget") == "budget" else
-             f"budget C = {member['budget']} with price {member['price']:.4g} per intervention (the table "
-             f"{member.get('policy_file', '?')})")
+    family = member.get("family", "budget")
+    spent = f"{member['interventions']:.2f} interventions an episode"
+    if family == "tiered":
+        kinds = ", ".join(f"{kind} at {price:g}" for kind, price in (record.get("kinds") or {}).items())
+        caps = ", ".join(f"{kind} {cap}" for kind, cap in (record.get("caps") or {}).items())
+        where = f"cost budget B = {member['budget']:g} ({kinds}{f'; caps {caps}' if caps else ''})"
+        spent = tiered_spend(member) if "cost" in member else spent
+    elif family == "budget":
+        where = f"budget C = {member['budget']}"
+    else:
+        where = (f"budget C = {member['budget']} with price {member['price']:.4g} per intervention (the table "
+                 f"{member.get('policy_file', '?')})")
     fallback = f"; on its fallback classifier, no PRM ({record['fallback']})" if record.get("fallback") else ""
     return (f"success >= {record['target']:g} with confidence {1 - record['delta']:g} at {where} "
-            f"(calibrated on {record['n']} episodes: success {member['success']:.3f}, "
-            f"{member['interventions']:.2f} interventions an episode{fallback})")
+            f"(calibrated on {record['n']} episodes: success {member['success']:.3f}, {spent}{fallback})")

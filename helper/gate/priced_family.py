@@ -129,8 +129,9 @@ def keep_table(helper_dir: str | Path, table, discretizer) -> dict:
 
 
 def certified_gate(helper_dir: str | Path, **load):
-    """The gate a helper folder's guarantee covers: ``HelperGate.load(dir, budget=C)`` for a budget member, the
-    kept priced table for a priced one (its hash checked). ``load``: ``HelperGate.load``'s other arguments."""
+    """The gate a helper folder's guarantee covers: ``HelperGate.load(dir, budget=C)`` for a budget member (a tiered
+    helper's: at its cost budget B), the kept priced table for a priced one (its hash checked). ``load``:
+    ``HelperGate.load``'s other arguments."""
     from helper.gate.gate import HelperGate
     from helper.gate.solve_files import sha256
     from tabular_rl import Discretizer, Solution
@@ -140,7 +141,7 @@ def certified_gate(helper_dir: str | Path, **load):
     if record is None:
         raise ValueError(f"{helper_dir}: no guarantee for these helper files; run `helpgate calibrate` first.")
     member = record["member"]
-    if member.get("family", "budget") == "budget":
+    if member.get("family", "budget") in ("budget", "tiered"):
         return helper.with_budget(member["budget"])
     for name, key in ((member["policy_file"], "policy_sha256"), (DISCRETIZER_FILE, "discretizer_sha256")):
         path = Path(helper_dir) / name

@@ -40,7 +40,7 @@ from agile.protocol import Observation
 from agile.seeding import stable_uniform
 from agile.tiered_budget import TieredBudget
 from helper.gate import identity
-from helper.gate.gate import CONFIG_FILE, KIND, HelperGate, folder_scorer, recorded_path, resolve_recorded
+from helper.gate.gate import CONFIG_FILE, KIND, HelperGate, _guarantee, folder_scorer, recorded_path, resolve_recorded
 
 BACKEND = "tiered_table"
 CLASSIFIER_BACKEND = "tiered_features"
@@ -193,6 +193,7 @@ class TieredHelperGate(HelperGate):
         gate = TieredHelperGate(self.table, self.discretizer, self.scorer, budget, self.caps, self.decide_after,
                                 self.trained_on, self.classifier)
         gate._stats, gate._stats_lock, gate.degraded = self._stats, self._stats_lock, self.degraded
+        gate.horizon, gate.guarantee = self.horizon, self.guarantee
         return gate
 
     @property
@@ -251,6 +252,8 @@ class TieredHelperGate(HelperGate):
         gate = cls(solution, Discretizer.load(directory / "discretizer.json"), scorer, budget, config.get("caps"),
                    config.get("decide_after", "state"), config.get("trained_on"), classifier)
         gate.degraded, gate.horizon = degraded, identity.horizon_of(config)
+        # ``helpgate calibrate``'s guarantee.json, as the one-kind gate reads it (these files, deciding as this does).
+        gate.guarantee = _guarantee(directory, on_fallback=scorer is None)
         return gate
 
     def __repr__(self) -> str:
