@@ -335,7 +335,6 @@ def run(cfg: CalibrateConfig) -> dict:
     members = members_of(cfg, helper, helper_dir)
     helps = None
     if members[0]["family"] == "tiered":  # the folder's kinds at their prices and caps, who answers each here
-        from helper.gate.tiered_family import helps_of
 
         helps = helps_of(helper, env.setup, cfg.seed)
     frame = rollouts(cfg, env, members, helps)
@@ -359,3 +358,17 @@ def run(cfg: CalibrateConfig) -> dict:
               f"{spent}  p {m['p_value']:.3g}  {mark}")
     print(f"calibrate: {certify.describe(record)}; wrote {helper_dir / certify.GUARANTEE_FILE}")
     return record
+
+
+def helps_of(helper, setup, seed: int):
+    """The folder's kinds with their prices and caps as the loop's ``agile.helps.Help``s: the episodes' own expert of
+    each kind they offer, ``human`` their expert, any other name the actor ``--strong`` would load for it."""
+    from helper.data.help_kinds import own_kinds, resolve
+    from trajectories.helps import HelpKind
+
+    caps = helper.caps
+    kinds = [HelpKind(k, float(helper.prices[k]), caps.get(k)) for k in helper.kinds]
+    try:
+        return resolve(setup, kinds, own_kinds(setup, seed))
+    except ValueError as error:
+        raise ValueError(f"the helper's kinds ({', '.join(helper.kinds)}) on this environment: {error}") from error

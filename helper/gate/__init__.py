@@ -19,7 +19,9 @@
   range-checked on load.
 - ``certify.py``: ``helpgate calibrate``'s statistics (exact binomial tests in a fixed sequence) and the
   guarantee record (the command: ``helper.commands.calibrate``); ``priced_family.py``: its priced family (the
-  helper's own solve with a price per intervention, most help first) and the gate a guarantee covers.
+  helper's own solve with a price per intervention, most help first) and the gate a guarantee covers;
+  ``tiered_family.py``: its family for a tiered helper (the table at each cost budget, each member played with the
+  folder's kinds).
 """
 
 # HelperGate.load hands a folder naming kinds to TieredHelperGate, which it finds among its subclasses: importing the

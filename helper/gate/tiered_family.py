@@ -58,20 +58,6 @@ def budgets(helper, chosen: list[int] | None = None) -> list[int | float]:
     return [number(b) for b in picked]
 
 
-def helps_of(helper, setup, seed: int):
-    """The folder's kinds with their prices and caps as the loop's ``agile.helps.Help``s: the episodes' own expert of
-    each kind they offer, ``human`` their expert, any other name the actor ``--strong`` would load for it."""
-    from helper.data.help_kinds import own_kinds, resolve
-    from trajectories.helps import HelpKind
-
-    caps = helper.caps
-    kinds = [HelpKind(k, float(helper.prices[k]), caps.get(k)) for k in helper.kinds]
-    try:
-        return resolve(setup, kinds, own_kinds(setup, seed))
-    except ValueError as error:
-        raise ValueError(f"the helper's kinds ({', '.join(helper.kinds)}) on this environment: {error}") from error
-
-
 class KindNaming:
     """A ``TieredHelperGate`` as ``run_episodes`` asks a gate of several kinds: ``should_intervene`` answers the
     kind's name (or None), spent from the gate's own exact count (the loop's rounded budget left is not passed)."""

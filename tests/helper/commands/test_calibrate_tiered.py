@@ -107,7 +107,8 @@ def test_the_certified_member_holds_its_target_on_fresh_episodes(calibrated):
     """Validity by simulation: the certified budget on 200 episodes of another seed succeeds at least the target,
     less a sampling slack (3 standard errors)."""
     from examples.tiered_rapids import make_agent, make_episodes
-    from helper.gate.tiered_family import helps_of, play
+    from helper.commands.calibrate import helps_of
+    from helper.gate.tiered_family import play
 
     record = json.loads((calibrated / GUARANTEE_FILE).read_text())
     budget = record["member"]["budget"]
