@@ -209,24 +209,9 @@ def run_episodes(
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget}.")
     if helps is not None:
-        if strong is not None:
-            raise ValueError("run_episodes: give strong (one kind of help) or helps (several), not both.")
-        if counterfactual:
-            raise ValueError("run_episodes: counterfactual rollouts replay one intervention; with several helps "
-                             "there is no one intervention to replay. Collect them without counterfactual.")
-        helps = as_helps(helps)
-        prices, caps = prices_and_caps(helps)
-        spend = TieredBudget(prices, budget, caps, owner="run_episodes")
-        # One answering agent per kind, so episodes calling the same kind are batched together.
-        answer = {h.name: h.agent if h.agent is not None else EpisodeExpert(h.name) for h in helps}
+        helps, spend, answer = _several_helps(helps, strong, counterfactual, budget)
     gate_mode = gate_decides_after(gate)
-    mode = decide_after or gate_mode
-    if mode not in DECIDE_AFTER:
-        raise ValueError(f"decide_after={mode!r}: use one of {DECIDE_AFTER}.")
-    if mode == "state" and gate_mode == "proposal":
-        raise ValueError(f"decide_after='state' but the gate {getattr(gate, 'name', type(gate).__name__)!r} "
-                         "reads the base agent's proposal (decide_after='proposal'); run with "
-                         "decide_after='proposal' or use a gate that decides on the state.")
+    mode = _decision_mode(gate, gate_mode, decide_after)
     ps = _per_episode_p(explore_p, len(episodes))
     for p in ps:
         if p is not None and not 0.0 <= p <= 1.0:
@@ -249,59 +234,23 @@ def run_episodes(
             left = {i: int(spend.left(i)) for i in live}
             room = {i: len(affordable[i]) for i in live}
         proposals = _propose(episodes, live, room, base_agent, rng_seed) if mode == "proposal" else {}
-        direct = {i: d for i, (d, on_clone) in proposals.items() if not on_clone}  # no budget: already played
-        chosen: list[Agent | None] = []
         intervene: dict[int, bool] = {}
         called: dict[int, Help] = {}
+        chosen: dict[int, Agent | None] = {}
         for i in live:
-            obs = observations[i]
-            wants = False
-            if room[i] > 0:
-                if gate is not None:
-                    if gate_mode == "proposal":
-                        wants = gate.should_intervene(obs, left[i], proposal=proposal_action(proposals[i][0]))
-                    else:
-                        wants = gate.should_intervene(obs, left[i])
-                    if helps is not None:
-                        wants = _named_kind(gate, wants, affordable[i])
-                        if wants:
-                            called[i] = wants
-                    wants = bool(wants)
-                p = ps[i]
-                if p and stable_uniform(rng_seed, obs.episode_id, obs.step, "explore") < p:
-                    wants = True
-                    if helps is not None and i not in called:
-                        called[i] = draw_kind(affordable[i], stable_uniform(rng_seed, obs.episode_id, obs.step,
-                                                                            "kind"))
-            intervene[i] = wants
-            chosen.append((strong if helps is None else answer[called[i].name]) if wants else base_agent)
-        if mode == "proposal":
-            acting = [i for i in live if intervene[i]]
-            helpers = [strong if helps is None else answer[called[i].name] for i in acting]
-            decisions = dict(zip(acting, decide([episodes[i] for i in acting], helpers, rng_seed)))
-            for i in live:
-                if i in direct:
-                    decisions[i] = direct[i]
-                elif not intervene[i]:
-                    decisions[i] = replay_checked(episodes[i], proposals[i][0])
-            decisions = [decisions[i] for i in live]
-        else:
-            decisions = decide([episodes[i] for i in live], chosen, rng_seed)
+            intervene[i], kind = _asks_for_help(
+                gate, gate_mode, observations[i], left[i], room[i], proposals[i][0] if i in proposals else None,
+                None if helps is None else affordable[i], ps[i], rng_seed)
+            if kind is not None:
+                called[i] = kind
+            chosen[i] = (strong if helps is None else answer[called[i].name]) if intervene[i] else base_agent
+        decisions = _play(episodes, live, chosen, intervene, proposals, mode, rng_seed)
         for i, decision in zip(live, decisions):
             obs = observations[i]
             kind = called.get(i) if intervene[i] else None
-            record = StepRecord.of(obs, decision.action_text, decision.actor, intervene[i], left[i],
-                                   decision.result.reward, decision.result.done, ps[i] or 0.0,
-                                   getattr(episodes[i], "seed", rng_seed),
-                                   # rows of several kinds name theirs ("" for the agent); one kind's name none
-                                   kind=None if helps is None else kind.name if kind else "",
-                                   cost=None if helps is None else kind.price if kind else 0.0)
-            if mode == "proposal":
-                proposed = proposals[i][0]
-                record.proposal_text = proposed.action_text
-                record.proposal_reward = float(proposed.result.reward)
-                record.proposal_signals = dict(proposal_action(proposed).signals)
-            records[i].append(record)
+            seed = getattr(episodes[i], "seed", rng_seed)
+            records[i].append(_record(obs, decision, intervene[i], left[i], ps[i], seed, helps is not None, kind,
+                                      proposals[i][0] if mode == "proposal" else None))
             if kind is not None and not spend.spend(i, kind.name):  # the kind was affordable when drawn
                 raise RuntimeError(f"episode {obs.episode_id!r}: help {kind.name!r} was chosen but is not affordable")
             elif intervene[i]:
@@ -323,6 +272,92 @@ def run_episodes(
     if counterfactual and branches:
         _fill_counterfactuals(branches, records, base_agent, strong, rng_seed)
     return records
+
+
+# ---- run_episodes' steps ------------------------------------------------------------------------
+
+
+def _several_helps(helps: Sequence[Help] | Mapping, strong: Agent | None, counterfactual: bool,
+                   budget: float) -> tuple[list[Help], TieredBudget, dict[str, Agent | None]]:
+    """The kinds of help, the budget that prices them, and the agent answering each kind; refused beside
+    ``strong`` or a counterfactual rollout."""
+    if strong is not None:
+        raise ValueError("run_episodes: give strong (one kind of help) or helps (several), not both.")
+    if counterfactual:
+        raise ValueError("run_episodes: counterfactual rollouts replay one intervention; with several helps "
+                         "there is no one intervention to replay. Collect them without counterfactual.")
+    helps = as_helps(helps)
+    prices, caps = prices_and_caps(helps)
+    spend = TieredBudget(prices, budget, caps, owner="run_episodes")
+    # One answering agent per kind, so episodes calling the same kind are batched together.
+    answer = {h.name: h.agent if h.agent is not None else EpisodeExpert(h.name) for h in helps}
+    return helps, spend, answer
+
+
+def _decision_mode(gate: Gate | None, gate_mode: str, decide_after: str | None) -> str:
+    """``decide_after``, else the gate's own; refused where a proposal-reading gate would get no proposal."""
+    mode = decide_after or gate_mode
+    if mode not in DECIDE_AFTER:
+        raise ValueError(f"decide_after={mode!r}: use one of {DECIDE_AFTER}.")
+    if mode == "state" and gate_mode == "proposal":
+        raise ValueError(f"decide_after='state' but the gate {getattr(gate, 'name', type(gate).__name__)!r} "
+                         "reads the base agent's proposal (decide_after='proposal'); run with "
+                         "decide_after='proposal' or use a gate that decides on the state.")
+    return mode
+
+
+def _asks_for_help(gate: Gate | None, gate_mode: str, obs: Observation, left: int, room: int,
+                   proposal: _Decision | None, affordable: list[Help] | None, p: float | None,
+                   rng_seed: int) -> tuple[bool, Help | None]:
+    """Whether one episode calls for help at this decision (steps 2-3 of the module docstring), and with several
+    kinds (``affordable`` given) which one: the gate's named kind, else one drawn by the exploration."""
+    wants, kind = False, None
+    if room > 0:
+        if gate is not None:
+            if gate_mode == "proposal":
+                wants = gate.should_intervene(obs, left, proposal=proposal_action(proposal))
+            else:
+                wants = gate.should_intervene(obs, left)
+            if affordable is not None:
+                wants = kind = _named_kind(gate, wants, affordable)
+            wants = bool(wants)
+        if p and stable_uniform(rng_seed, obs.episode_id, obs.step, "explore") < p:
+            wants = True
+            if affordable is not None and kind is None:
+                kind = draw_kind(affordable, stable_uniform(rng_seed, obs.episode_id, obs.step, "kind"))
+    return wants, kind
+
+
+def _record(obs: Observation, decision: _Decision, intervened: bool, left: int, p: float | None, seed: int,
+            several: bool, kind: Help | None, proposed: _Decision | None) -> StepRecord:
+    """The row of one decision; with ``proposed`` (after the proposal) the base agent's proposal too."""
+    record = StepRecord.of(obs, decision.action_text, decision.actor, intervened, left,
+                           decision.result.reward, decision.result.done, p or 0.0, seed,
+                           # rows of several kinds name theirs ("" for the agent); one kind's name none
+                           kind=None if not several else kind.name if kind else "",
+                           cost=None if not several else kind.price if kind else 0.0)
+    if proposed is not None:
+        record.proposal_text = proposed.action_text
+        record.proposal_reward = float(proposed.result.reward)
+        record.proposal_signals = dict(proposal_action(proposed).signals)
+    return record
+
+
+def _play(episodes: list[Episode], live: list[int], chosen: dict[int, Agent | None], intervene: dict[int, bool],
+          proposals: dict[int, tuple[_Decision, bool]], mode: str, rng_seed: int) -> list[_Decision]:
+    """Each live episode's decision, in ``live``'s order. After the proposal only the helpers are asked: a kept
+    proposal is replayed, and one played where no budget was left already stands."""
+    if mode != "proposal":
+        return decide([episodes[i] for i in live], [chosen[i] for i in live], rng_seed)
+    direct = {i: d for i, (d, on_clone) in proposals.items() if not on_clone}  # no budget: already played
+    acting = [i for i in live if intervene[i]]
+    decisions = dict(zip(acting, decide([episodes[i] for i in acting], [chosen[i] for i in acting], rng_seed)))
+    for i in live:
+        if i in direct:
+            decisions[i] = direct[i]
+        elif not intervene[i]:
+            decisions[i] = replay_checked(episodes[i], proposals[i][0])
+    return [decisions[i] for i in live]
 
 
 def _named_kind(gate, answer, affordable: list[Help]) -> Help | None:

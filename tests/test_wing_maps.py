@@ -1,6 +1,8 @@
-"""Every folder of rooms has a complete map: its ``__init__.py`` docstring names each module as
-``name.py`` and each sub-package as ``name/`` (DESIGN.md: a folder of rooms has a docstring map), and
-names no room the folder does not hold (a room moved or deleted leaves no stale entry)."""
+"""The house rules of the product's rooms.
+
+Every folder of rooms has a complete map: its ``__init__.py`` docstring names each module as ``name.py`` and
+each sub-package as ``name/``, and names no room the folder does not hold (a room moved or deleted leaves no
+stale entry). And no function spans more than ``LONGEST`` lines: a longer one is split into named steps."""
 
 import ast
 import re
@@ -58,3 +60,35 @@ def test_a_room_left_off_the_map_is_found(tmp_path):
     # A room moved away leaves its entry behind: named, not held.
     (tmp_path / "a.py").unlink()
     assert stale(tmp_path) == ["a.py"]
+
+
+LONGEST = 120
+"""Lines a function of the product may span, from its ``def`` to its last line (docstring and nested functions
+included, decorators not)."""
+
+
+def long_functions(root: Path, limit: int = LONGEST) -> list[str]:
+    """``path:line name (n lines)`` for each function (method, nested function) under ``root`` longer than
+    ``limit`` lines; paths relative to ``root``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    found.append(f"{path.relative_to(root)}:{node.lineno} {node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_of_the_product_is_longer_than_the_limit():
+    found = [f"{package}/{entry}" for package in PACKAGES for entry in long_functions(ROOT / package)]
+    assert not found, f"functions over {LONGEST} lines (split each into named steps): {found}"
+
+
+def test_a_long_function_is_found(tmp_path):
+    (tmp_path / "wing").mkdir()
+    (tmp_path / "a.py").write_text("def fits():\n" + "    x = 1\n" * (LONGEST - 1)
+                                   + "\n\n@staticmethod\ndef over():\n" + "    x = 1\n" * LONGEST)
+    (tmp_path / "wing" / "b.py").write_text("class C:\n    async def method(self):\n" + "        y = 2\n" * LONGEST)
+    assert long_functions(tmp_path) == [f"a.py:{LONGEST + 4} over ({LONGEST + 1} lines)",
+                                        f"wing/b.py:2 method ({LONGEST + 1} lines)"]

@@ -545,16 +545,74 @@ def train(cfg: PPOConfig, log=print) -> dict:
 
     After every iteration the trainable weights, the optimizer, the random streams and the history go
     to ``out_dir/checkpoint.pt``; a run started again with the same config goes on from there."""
+    from agile.train.checkpoint import load_checkpoint, save_checkpoint
+
+    check_config(cfg)
+    run = _start(cfg)
+    accelerator, raw = run.accelerator, run.raw
+    out = Path(cfg.out_dir)
+    state = load_checkpoint(out, cfg, raw, run.optimizer, run.rng, run.rollout_policy, accelerator.process_index)
+    history, rollout_log, training_human_calls = state["history"], state["rollout_log"], state["human_calls"]
+    if history:
+        log(f"ppo: resuming {out} after iteration {len(history)}")
+    for it in range(len(history), cfg.iterations):
+        if _flat(history, cfg):
+            log(f"ppo: advice rate and total score flat over the last {2 * cfg.stop_when_flat} iterations; stopping")
+            break
+        done = _iteration(run, cfg, it)
+        training_human_calls += done.human_calls
+        rollout_log.append(done.rollout_lines)
+        history.append(done.row)
+        save_checkpoint(out, cfg, raw, run.optimizer, run.rng, run.rollout_policy, accelerator,
+                        {"history": history, "rollout_log": rollout_log, "human_calls": training_human_calls})
+        if accelerator.is_main_process:
+            log(done.message)
+    accelerator.wait_for_everyone()
+    total_sessions = sum_over_processes(accelerator, sum(row["sessions"] for row in history), accelerator.device)
+    result = {"history": history, "processes": accelerator.num_processes, "config": asdict(cfg),
+              "training_human_calls": training_human_calls}
+    if accelerator.is_main_process:
+        _write_outputs(out, cfg, run, result, rollout_log, total_sessions)
+    accelerator.wait_for_everyone()
+    result["model"] = raw
+    result["accelerator"] = accelerator
+    return result
+
+
+# ---- train's steps ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    """What every iteration works with: the policy and its optimizer, the rollout setting, the random stream."""
+
+    accelerator: object
+    raw: ActionLM  # the policy unwrapped: what rolls out, is scored and saved
+    policy: object  # the same, as the accelerator wraps it for the free-decoding update
+    ref: object | None  # the reference model, where it is not the policy with its adapters off
+    optimizer: torch.optim.Optimizer
+    tokenizer: object
+    rollout_policy: LLMPolicy
+    actor: object  # what the executor asks: the rollout policy, its choices tracked under constrained decoding
+    reference: object | None  # constrained decoding: the reference's distribution over the allowed functions
+    groups: list
+    dbs: dict
+    exec_cfg: ExecutorConfig
+    yes_no_of: dict  # (group, question id) -> a yes/no question, for the advice rate by phrasing
+    embedder: object
+    rng: random.Random
+
+
+def _start(cfg: PPOConfig) -> _Run:
+    """Load the policy, wrap it for the accelerator and set up the rollouts (each process its own streams)."""
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
     from agile.envs.phrasing import is_yes_no_question
     from agile.executor.memory import Embedder
     from agile.models import load_causal_lm
-    from agile.train.checkpoint import load_checkpoint, save_checkpoint
     from agile.train.choices import DecisionTracker, ReferenceScorer
 
-    check_config(cfg)
     accelerator = Accelerator(cpu=cfg.device == "cpu")
     set_seed(cfg.seed)
     if cfg.cpu_threads > 0:
@@ -581,92 +639,93 @@ def train(cfg: PPOConfig, log=print) -> dict:
                                choice_head=raw.choice_head)
     actor = DecisionTracker(rollout_policy) if constrained else rollout_policy
     reference = ReferenceScorer(raw, None if ref is None else ref.lm) if constrained and not cfg.freeze_lm else None
-    out = Path(cfg.out_dir)
-    state = load_checkpoint(out, cfg, raw, optimizer, rng, rollout_policy, accelerator.process_index)
-    history, rollout_log, training_human_calls = state["history"], state["rollout_log"], state["human_calls"]
-    if history:
-        log(f"ppo: resuming {out} after iteration {len(history)}")
-    for it in range(len(history), cfg.iterations):
-        if _flat(history, cfg):
-            log(f"ppo: advice rate and total score flat over the last {2 * cfg.stop_when_flat} iterations; stopping")
-            break
-        # 1. rollout
-        raw.eval()
-        gen_tokens, prompt_tokens, gen_seconds = (rollout_policy.generated_tokens,
-                                                  rollout_policy.prompt_tokens, rollout_policy.seconds)
-        start = time.perf_counter()
-        episodes = sample_episodes(groups, cfg.questions_per_episode, cfg.episodes_per_iteration, rng)
-        records, tasks, decisions = collect(actor, episodes, tokenizer, embedder, exec_cfg, cfg.rollouts_per_task,
-                                            dbs, tag=f"it{it}-p{accelerator.process_index}",
-                                            spread=cfg.estimator in DISTINCT_DRAWS)
-        rollout_seconds = time.perf_counter() - start
-        # Each advice in a rollout was answered by a person: the human calls this training spends.
-        human_calls = sum_over_processes(accelerator, sum(r.advised for r in records), device)
-        training_human_calls += human_calls
-        rollout_log.append(_rollout_lines(records, decisions))
-        # 2. proxy reward r + A_i
-        bonuses = [proxy_bonus(r, cfg.proxy_beta) for r in records]
-        rewards = [r.reward + b for r, b in zip(records, bonuses)]
-        # 3-4. advantages, then the update
-        if constrained:
-            prepared_kl, score_seconds, score_tokens, stats = _choice_step(
-                raw, reference, optimizer, decisions, rewards, tasks, cfg, accelerator, rng)
-        else:
-            samples = [Sample(r.input_ids, r.action_mask, reward, t) for r, reward, t in zip(records, rewards, tasks)]
-            prepared = prepare(raw, ref, samples, cfg, tokenizer.pad_token_id, device)
-            stats = update(policy, optimizer, prepared, cfg, tokenizer.pad_token_id, accelerator, rng)
-            prepared_kl, score_seconds, score_tokens = prepared.kl, prepared.seconds, prepared.tokens
-        rollout_policy.weights_changed()
-        metrics = summarize([r.correct for r in records], [r.advised for r in records], cfg.advice_cost)
-        generated = rollout_policy.generated_tokens - gen_tokens
-        row = {"iteration": it + 1, "sessions": len(records), **metrics,
-               **advice_by_phrasing(records, decisions, yes_no_of), "human_calls": human_calls,
-               "mean_reward": sum(rewards) / max(len(rewards), 1),
-               "mean_bonus": sum(bonuses) / max(len(bonuses), 1),
-               "kl_to_reference": prepared_kl, **stats,
-               "rollout_seconds": rollout_seconds,
-               "rollout_generated_tokens": generated,
-               "rollout_prompt_tokens": rollout_policy.prompt_tokens - prompt_tokens,
-               "rollout_generated_tokens_per_s": generated / max(rollout_policy.seconds - gen_seconds, 1e-9),
-               "score_seconds": score_seconds, "score_tokens_per_s": score_tokens / max(score_seconds, 1e-9),
-               "peak_memory_mb": peak_memory_mb(device)}
-        history.append(row)
-        save_checkpoint(out, cfg, raw, optimizer, rng, rollout_policy, accelerator,
-                        {"history": history, "rollout_log": rollout_log, "human_calls": training_human_calls})
-        if accelerator.is_main_process:
-            log(f"ppo iteration {it + 1}/{cfg.iterations}: reward {row['mean_reward']:.3f} "
-                f"acc {row['accuracy']:.3f} advice {row['advice_rate']:.3f} "
-                f"P(ask) yes/no {row.get('ask_prob_yes_no', float('nan')):.3f} "
-                f"other {row.get('ask_prob_other', float('nan')):.3f} kl {prepared_kl:.4f} "
-                f"pg {stats['pg_loss']:.4f} clip {stats['clip_fraction']:.3f} "
-                f"rollout {rollout_seconds:.0f}s update {stats['update_seconds']:.0f}s")
-    accelerator.wait_for_everyone()
-    total_sessions = sum_over_processes(accelerator, sum(row["sessions"] for row in history), device)
-    result = {"history": history, "processes": accelerator.num_processes, "config": asdict(cfg),
-              "training_human_calls": training_human_calls}
-    if accelerator.is_main_process:
-        out.mkdir(parents=True, exist_ok=True)
-        if raw.choice_head is not None:  # small: written even without the model, to run beside the base model
-            raw.choice_head.save(out)
-        if cfg.save:
-            from agile.train.sft import save_model
+    return _Run(accelerator, raw, policy, ref, optimizer, tokenizer, rollout_policy, actor, reference, groups, dbs,
+                exec_cfg, yes_no_of, embedder, rng)
 
-            if raw.value is not None:
-                torch.save(raw.value.state_dict(), out / "value_head.pt")
-            result["model_dir"] = str(save_model(raw, tokenizer, out / "model"))
-            if raw.choice_head is not None:
-                raw.choice_head.save(out / "model")
-        (out / "ppo_history.json").write_text(json.dumps(result, indent=1, default=str))
-        (out / "metrics.json").write_text(json.dumps(
-            {"training_human_calls": training_human_calls, "rollout_sessions": total_sessions,
-             "iterations": len(history), "advice_cost": cfg.advice_cost}, indent=1))
-        # The main process's rollout sessions (every process's advice is in training_human_calls).
-        (out / "rollouts.jsonl").write_text("".join(rollout_log))
-        plot_curve(history, out / "ppo_curve.png", cfg.advice_cost)
-    accelerator.wait_for_everyone()
-    result["model"] = raw
-    result["accelerator"] = accelerator
-    return result
+
+@dataclass
+class _Iteration:
+    """One iteration's history row, its human calls (over every process), its rollout log and its log line."""
+
+    row: dict
+    human_calls: int
+    rollout_lines: str
+    message: str
+
+
+def _iteration(run: _Run, cfg: PPOConfig, it: int) -> _Iteration:
+    """Steps 1-4 of the module docstring: roll out, reward, advantages and update; then the iteration's row."""
+    raw, rollout_policy, accelerator, device = run.raw, run.rollout_policy, run.accelerator, run.accelerator.device
+    # 1. rollout
+    raw.eval()
+    gen_tokens, prompt_tokens, gen_seconds = (rollout_policy.generated_tokens,
+                                              rollout_policy.prompt_tokens, rollout_policy.seconds)
+    start = time.perf_counter()
+    episodes = sample_episodes(run.groups, cfg.questions_per_episode, cfg.episodes_per_iteration, run.rng)
+    records, tasks, decisions = collect(run.actor, episodes, run.tokenizer, run.embedder, run.exec_cfg,
+                                        cfg.rollouts_per_task, run.dbs, tag=f"it{it}-p{accelerator.process_index}",
+                                        spread=cfg.estimator in DISTINCT_DRAWS)
+    rollout_seconds = time.perf_counter() - start
+    # Each advice in a rollout was answered by a person: the human calls this training spends.
+    human_calls = sum_over_processes(accelerator, sum(r.advised for r in records), device)
+    rollout_lines = _rollout_lines(records, decisions)
+    # 2. proxy reward r + A_i
+    bonuses = [proxy_bonus(r, cfg.proxy_beta) for r in records]
+    rewards = [r.reward + b for r, b in zip(records, bonuses)]
+    # 3-4. advantages, then the update
+    if cfg.decoding == "constrained":
+        prepared_kl, score_seconds, score_tokens, stats = _choice_step(
+            raw, run.reference, run.optimizer, decisions, rewards, tasks, cfg, accelerator, run.rng)
+    else:
+        samples = [Sample(r.input_ids, r.action_mask, reward, t) for r, reward, t in zip(records, rewards, tasks)]
+        prepared = prepare(raw, run.ref, samples, cfg, run.tokenizer.pad_token_id, device)
+        stats = update(run.policy, run.optimizer, prepared, cfg, run.tokenizer.pad_token_id, accelerator, run.rng)
+        prepared_kl, score_seconds, score_tokens = prepared.kl, prepared.seconds, prepared.tokens
+    rollout_policy.weights_changed()
+    metrics = summarize([r.correct for r in records], [r.advised for r in records], cfg.advice_cost)
+    generated = rollout_policy.generated_tokens - gen_tokens
+    row = {"iteration": it + 1, "sessions": len(records), **metrics,
+           **advice_by_phrasing(records, decisions, run.yes_no_of), "human_calls": human_calls,
+           "mean_reward": sum(rewards) / max(len(rewards), 1),
+           "mean_bonus": sum(bonuses) / max(len(bonuses), 1),
+           "kl_to_reference": prepared_kl, **stats,
+           "rollout_seconds": rollout_seconds,
+           "rollout_generated_tokens": generated,
+           "rollout_prompt_tokens": rollout_policy.prompt_tokens - prompt_tokens,
+           "rollout_generated_tokens_per_s": generated / max(rollout_policy.seconds - gen_seconds, 1e-9),
+           "score_seconds": score_seconds, "score_tokens_per_s": score_tokens / max(score_seconds, 1e-9),
+           "peak_memory_mb": peak_memory_mb(device)}
+    message = (f"ppo iteration {it + 1}/{cfg.iterations}: reward {row['mean_reward']:.3f} "
+               f"acc {row['accuracy']:.3f} advice {row['advice_rate']:.3f} "
+               f"P(ask) yes/no {row.get('ask_prob_yes_no', float('nan')):.3f} "
+               f"other {row.get('ask_prob_other', float('nan')):.3f} kl {prepared_kl:.4f} "
+               f"pg {stats['pg_loss']:.4f} clip {stats['clip_fraction']:.3f} "
+               f"rollout {rollout_seconds:.0f}s update {stats['update_seconds']:.0f}s")
+    return _Iteration(row, human_calls, rollout_lines, message)
+
+
+def _write_outputs(out: Path, cfg: PPOConfig, run: _Run, result: dict, rollout_log: list[str],
+                   total_sessions: int) -> None:
+    """The main process's files: the heads and model, the history, the metrics, the rollout log and the curve."""
+    raw, history, training_human_calls = run.raw, result["history"], result["training_human_calls"]
+    out.mkdir(parents=True, exist_ok=True)
+    if raw.choice_head is not None:  # small: written even without the model, to run beside the base model
+        raw.choice_head.save(out)
+    if cfg.save:
+        from agile.train.sft import save_model
+
+        if raw.value is not None:
+            torch.save(raw.value.state_dict(), out / "value_head.pt")
+        result["model_dir"] = str(save_model(raw, run.tokenizer, out / "model"))
+        if raw.choice_head is not None:
+            raw.choice_head.save(out / "model")
+    (out / "ppo_history.json").write_text(json.dumps(result, indent=1, default=str))
+    (out / "metrics.json").write_text(json.dumps(
+        {"training_human_calls": training_human_calls, "rollout_sessions": total_sessions,
+         "iterations": len(history), "advice_cost": cfg.advice_cost}, indent=1))
+    # The main process's rollout sessions (every process's advice is in training_human_calls).
+    (out / "rollouts.jsonl").write_text("".join(rollout_log))
+    plot_curve(history, out / "ppo_curve.png", cfg.advice_cost)
 
 
 def _rollout_lines(records: list[SessionRecord], decisions: list[list]) -> str:

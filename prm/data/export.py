@@ -13,7 +13,7 @@
 TRL's PRMTrainer appends its step separator (default ``"\\n"``) to each completion and puts the
 prompt straight before the first one: the text it reads is exactly the text ``helpgate prm train``
 renders (``prm.inputs.render``, step tag after the action) plus a final newline, and the label of a
-completion sits on its separator, where our step tag is. (``tests/prm/test_prm_export.py`` runs TRL's
+completion sits on its separator, where our step tag is. (``tests/prm/data/test_prm_export.py`` runs TRL's
 own trainer on an export to check this.) The labels, from ``prm.data.labels`` with the same names as
 ``prm train --target``, made boolean with ``--success-threshold``:
 

@@ -64,7 +64,7 @@ from prm.data import labels as L
 from prm.training import quality
 from prm.verifiers.backbones import is_encoder
 from prm.verifiers.calibration import METHODS, cross_fitted, default_method, fit_calibrator
-from prm.data.folds import assign_folds, task_type
+from prm.data.folds import Folds, assign_folds, task_type
 from prm.training.probe import cross_validated_l2, fit_head
 from trajectories import schema, shards
 from trajectories.outputs import not_another_run, out_folder, outside_inputs
@@ -274,29 +274,59 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
     ``frame`` skips reading ``cfg.data`` (pass an already validated trajectory frame);
     ``validate(frame, source)`` runs on every shard read from ``cfg.data`` otherwise.
     """
+    started = time.perf_counter()
+    _check_options(cfg, reads_data=frame is None)
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    frame = _read_frame(cfg, frame, validate, rng)
+    target = _checked_target(frame, cfg)
+    frame, keys = _labelled(frame, cfg, target)
+    data = _dealt(frame, cfg, target, keys)
+    try:
+        prm = _create(cfg, keys)
+    except OSError as error:  # a backbone that cannot be loaded: say which option named it
+        raise OSError(f"--model {cfg.model}: {error}") from error
+    fit = _fit_fine_tuned(prm, data, cfg, rng) if cfg.lora or is_encoder(cfg.model) else _fit_frozen(prm, data, cfg)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report, judged_frame = _report(prm, data, fit, cfg, started)
+    _save(prm, data, fit, report, judged_frame, cfg)
+    v = report["validation"]
+    print(
+        f"prm train: {'out-of-fold' if data.split else 'validation'} AUROC {v['auroc']:.3f}  Brier {v['brier']:.3f}  "
+        f"ECE {v['ece']:.3f} over {v['rows']} steps against {report['outcome']} "
+        f"(in-fold AUROC {report['in_fold_auroc']:.3f}); "
+        f"wrote {out}/metrics.json, {out}/reliability.png and the model to {out}."
+    )
+    return report
+
+
+# ---- run_train's steps, in the order it takes them ----------------------------------------------
+
+
+def _check_options(cfg: TrainConfig, reads_data: bool) -> None:
+    """Refuse an output folder, a backbone or an option that cannot work, before any data is read."""
     from prm.verifiers.backbones import check_backbone
 
-    started = time.perf_counter()
     # Never '' (the current folder) nor into the collection it reads: readers would refuse its Parquet there.
-    outside_inputs(out_folder(cfg.out, "runs/demo/prm"), {"--data": cfg.data if frame is None else None})
+    outside_inputs(out_folder(cfg.out, "runs/demo/prm"), {"--data": cfg.data if reads_data else None})
     not_another_run(cfg.out, "PRM")  # nor into or inside another command's folder (a solve, a helper)
     check_backbone(cfg.model, "--model")
-    encoder = is_encoder(cfg.model)
-    if encoder and (cfg.lora or cfg.head != "value" or cfg.layers or cfg.pooling != "last" or not cfg.hidden
-                    or cfg.question_vector):
+    if is_encoder(cfg.model) and (cfg.lora or cfg.head != "value" or cfg.layers or cfg.pooling != "last"
+                                  or not cfg.hidden or cfg.question_vector):
         raise ValueError(f"--model {cfg.model}: an encoder is fine-tuned whole with the value head on its own "
                          "mean-pooled window; drop --lora, --head tag, --layers, --pooling, --no-hidden and "
                          "--question-vector.")
-    fine_tuned = cfg.lora or encoder
     if cfg.target is not None and cfg.target not in L.TARGETS:
         raise ValueError(f"target={cfg.target!r}: use one of {L.TARGETS}.")
     if cfg.calibration is not None and cfg.calibration not in METHODS:
         raise ValueError(f"calibration={cfg.calibration!r}: use one of {', '.join(METHODS)}.")
     L.check_threshold(cfg.success_threshold)
-    torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
 
-    # ---- data: read, check, label, split by episode ------------------------------------------
+
+def _read_frame(cfg: TrainConfig, frame: pl.DataFrame | None, validate: Validator | None,
+                rng: np.random.Generator) -> pl.DataFrame:
+    """The trajectories (``cfg.data``, or the given frame) checked, cut to ``--max-episodes`` at random."""
     columns = score_columns(cfg.tag_after, TRAIN_COLUMNS)
     if frame is None:
         frame = shards.read_trajectories(cfg.data, require=columns, whole_episodes=True,
@@ -313,8 +343,13 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         if len(ids) > cfg.max_episodes:
             keep = rng.choice(len(ids), cfg.max_episodes, replace=False)
             frame = frame.filter(pl.col("episode_id").is_in([ids[i] for i in keep]))
+    return frame
+
+
+def _checked_target(frame: pl.DataFrame, cfg: TrainConfig) -> str:
+    """The training target (``--target``, else the data's default), refused when the data cannot label it."""
     target = cfg.target or L.default_target(frame, cfg.tag_after)
-    if target not in L.STEP_TARGETS:  # these label each step by its own outcome (checked below),
+    if target not in L.STEP_TARGETS:  # these label each step by its own outcome (checked in _labelled),
         # and every episode may succeed while some of its answers are wrong
         L.require_both_classes(frame, cfg.success_threshold, cfg.data)
     if target == "proposal" and (cfg.tag_after != "proposal" or not L.has_proposal_rewards(frame)):
@@ -332,12 +367,17 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
             f"target='mc' but {cfg.data} has no counterfactual branches on every row ({', '.join(L.BRANCH_COLUMNS)}); "
             "collect with --counterfactual (episodes that can be cloned), or use --target fatal."
         )
+    return target
+
+
+def _labelled(frame: pl.DataFrame, cfg: TrainConfig, target: str) -> tuple[pl.DataFrame, list[str] | None]:
+    """The frame with its labels, the ``outcome`` the report measures and the rows it judges (``used``); and
+    the signal keys the head reads."""
     frame = L.add_labels(frame, cfg.success_threshold, cfg.tag_after)
     keys = _signal_keys(frame, cfg)
-    label = L.LABEL_COLUMNS[target]
     # What the report measures: the step's (or the proposal's) own outcome for process (proposal)
     # labels, else the episode's.
-    outcome = pl.col(label if target in L.STEP_TARGETS else "label_hard") >= 0.5
+    outcome = pl.col(L.LABEL_COLUMNS[target] if target in L.STEP_TARGETS else "label_hard") >= 0.5
     used = (pl.col("actor") == "base") if cfg.base_only else pl.lit(True)
     frame = frame.with_columns(outcome.cast(pl.Float64).alias("outcome"), used.alias("used"))
     judged_outcomes = frame.filter("used")["outcome"]
@@ -349,6 +389,35 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
             "so there is no mistake to rank. Use a base agent that is sometimes right (with --env agile: an SFT "
             "model folder, `helpgate agile sft`; the untuned SmolLM2 does not write AGILE's function calls) or more episodes."
         )
+    return frame, keys
+
+
+@dataclass
+class _Data:
+    """The labelled steps dealt into folds (or a held-out split), in the forms both ways of fitting read."""
+
+    frame: pl.DataFrame
+    target: str
+    label: str
+    keys: list[str] | None
+    split: Folds | None  # None: --folds 1, a held-out split
+    train_ids: list[str]
+    val_ids: list[str]
+    train_frame: pl.DataFrame
+    val_frame: pl.DataFrame
+    train_episode_ids: list[str]
+    train_episodes: list
+    val_episodes: list
+    train_target: torch.Tensor
+    train_used: torch.Tensor
+    row_fold: np.ndarray | None  # each training row's fold, with folds
+    row_group: np.ndarray  # each training row's independent group: whole episodes stay together in CV
+    wins: int
+    failures: int
+
+
+def _dealt(frame: pl.DataFrame, cfg: TrainConfig, target: str, keys: list[str] | None) -> _Data:
+    """Deal the episodes into folds (``--folds``) or a training / held-out split, and say so."""
     folds = cfg.folds if cfg.folds is not None else 5
     if folds < 1:
         raise ValueError(f"folds={folds}: use 1 (a held-out split) or more (out-of-fold scores).")
@@ -357,135 +426,154 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         train_ids, val_ids = sorted(split.fold), []
     else:
         train_ids, val_ids = L.split_episodes(frame, cfg.val_fraction, cfg.seed, cfg.success_threshold)
+    label = L.LABEL_COLUMNS[target]
     train_frame = frame.filter(pl.col("episode_id").is_in(train_ids))
     val_frame = frame.filter(pl.col("episode_id").is_in(val_ids))
     # episodes_of and these columns share the (episode_id, step) order of the sorted frames.
     train_episode_ids, train_episodes = episodes_of(train_frame, cfg.tag_after)
     _, val_episodes = episodes_of(val_frame, cfg.tag_after)
-    train_target = torch.tensor(train_frame[label].to_numpy(), dtype=torch.float32)
-    train_used = torch.from_numpy(train_frame["used"].to_numpy().copy())
-    wins, losses = L.class_counts(frame, cfg.success_threshold)
+    if split:
+        row_group = np.array([split.group[e] for e in train_frame["episode_id"]])
+    else:
+        row_group = np.repeat(np.arange(len(train_episodes)), [len(states) for states, *_ in train_episodes])
+    wins, failures = L.class_counts(frame, cfg.success_threshold)
     print(
-        f"prm train: {frame['episode_id'].n_unique()} episodes ({wins} successes, {losses} failures), "
+        f"prm train: {frame['episode_id'].n_unique()} episodes ({wins} successes, {failures} failures), "
         f"{frame.height} steps ({int(frame['used'].sum())} used); "
         + (f"{split.k} folds by {split.how}" if split else f"{len(train_ids)} train / {len(val_ids)} validation episodes")
         + f"; target {label}, head {cfg.head}, "
-        f"{'LoRA' if cfg.lora else 'fine-tuned whole' if encoder else 'frozen backbone'} on {cfg.model}."
+        f"{'LoRA' if cfg.lora else 'fine-tuned whole' if is_encoder(cfg.model) else 'frozen backbone'} on {cfg.model}."
+    )
+    return _Data(
+        frame, target, label, keys, split, train_ids, val_ids, train_frame, val_frame, train_episode_ids,
+        train_episodes, val_episodes,
+        train_target=torch.tensor(train_frame[label].to_numpy(), dtype=torch.float32),
+        train_used=torch.from_numpy(train_frame["used"].to_numpy().copy()),
+        row_fold=np.array([split.fold[e] for e in train_frame["episode_id"]]) if split else None,
+        row_group=row_group, wins=wins, failures=failures,
     )
 
-    # ---- model ------------------------------------------------------------------------------
-    try:
-        prm = _create(cfg, keys)
-    except OSError as error:  # a backbone that cannot be loaded: say which option named it
-        raise OSError(f"--model {cfg.model}: {error}") from error
+
+@dataclass
+class _Fit:
+    """What fitting gives the report: scores of every training and held-out row, and how the fit went."""
+
+    oof_scores: np.ndarray | None  # each training row scored by the copy that did not see it (None: no folds)
+    train_scores: np.ndarray  # THE model's (in fold)
+    val_scores: np.ndarray  # THE model's on the held-out episodes (none with folds)
+    l2: float | None
+    losses: list[float]
+    features: dict[str, np.ndarray] | None = None  # frozen backbone: per episode, saved for `prm score`
+    fine_tune: dict | None = None  # trained verifier: seconds per fold
+
+
+def _fit_frozen(prm, data: _Data, cfg: TrainConfig) -> _Fit:
+    """Frozen backbone: cache features once, fit the head by L-BFGS: one per fold, then THE model."""
+    frame, keys = data.frame, data.keys
+    if cfg.hidden:
+        features = episode_features(prm, frame, cfg)
+    else:  # the head reads no hidden state: one empty row per step, and no backbone pass
+        counts = frame.group_by("episode_id", maintain_order=True).len()
+        features = {e: np.zeros((n, 0), dtype=np.float32) for e, n in counts.iter_rows()}
+
+    def stacked(part: pl.DataFrame) -> torch.Tensor:
+        """The head's inputs of ``part``'s rows: hidden states (then signals, when read)."""
+        ids = part["episode_id"].unique(maintain_order=True)
+        if not len(ids):
+            return torch.zeros(0, prm.settings.head_width)
+        hidden = torch.from_numpy(np.concatenate([features[e] for e in ids]))
+        return prm.head_input(hidden, signal_matrix(part, keys) if keys else None,
+                              part["state_text"].to_list() if cfg.question_vector else None)
+
+    train_x, val_x = stacked(data.train_frame), stacked(data.val_frame)
+    head = prm.head.cpu()
+    used_rows = data.train_used.numpy()
+
+    def fitted_head(rows: np.ndarray, losses: list | None = None):
+        """A copy of the initial head fitted on ``rows`` (L2 by cross-validation within them)."""
+        x, y = train_x[rows], data.train_target[rows]
+        l2, table = (cfg.l2, None) if cfg.l2 is not None else cross_validated_l2(
+            head, x, y, data.row_group[rows], cfg.head_steps, cfg.seed)
+        return fit_head(copy.deepcopy(head), x, y, l2, cfg.head_steps, losses), l2, table
+
+    oof_scores = None
+    if data.split:
+        # One head per fold, fitted without the fold's episodes, scores that fold only.
+        oof_scores = np.full(data.train_frame.height, np.nan)
+        for k in range(data.split.k):
+            fold_head, _, _ = fitted_head(used_rows & (data.row_fold != k))
+            held = data.row_fold == k
+            with torch.no_grad():
+                oof_scores[held] = torch.sigmoid(fold_head(train_x[held])).numpy()
+    # THE model (the gate's): one head on every training episode.
     losses_seen: list[float] = []
-    fine_tune_report = None
-    if split:
-        row_fold = np.array([split.fold[e] for e in train_frame["episode_id"]])
+    all_data, l2, cv_table = fitted_head(used_rows, losses_seen)
+    head.load_state_dict(all_data.state_dict())
+    if cv_table:
+        print(f"prm train: l2 {l2:g} chosen by 3-fold CV over training episodes (log loss {cv_table})")
+    with torch.no_grad():
+        train_scores = torch.sigmoid(head(train_x)).numpy()
+        val_scores = torch.sigmoid(head(val_x)).numpy()
+    head.to(prm.device)
+    return _Fit(oof_scores, train_scores, val_scores, l2, losses_seen, features=features)
 
-    if not fine_tuned:
-        # ---- frozen backbone: cache features once, fit the head by L-BFGS -------------------
-        if cfg.hidden:
-            features = episode_features(prm, frame, cfg)
-        else:  # the head reads no hidden state: one empty row per step, and no backbone pass
-            counts = frame.group_by("episode_id", maintain_order=True).len()
-            features = {e: np.zeros((n, 0), dtype=np.float32) for e, n in counts.iter_rows()}
 
-        def stacked(part: pl.DataFrame) -> torch.Tensor:
-            """The head's inputs of ``part``'s rows: hidden states (then signals, when read)."""
-            ids = part["episode_id"].unique(maintain_order=True)
-            if not len(ids):
-                return torch.zeros(0, prm.settings.head_width)
-            hidden = torch.from_numpy(np.concatenate([features[e] for e in ids]))
-            return prm.head_input(hidden, signal_matrix(part, keys) if keys else None,
-                                  part["state_text"].to_list() if cfg.question_vector else None)
+def _fit_fine_tuned(prm, data: _Data, cfg: TrainConfig, rng: np.random.Generator) -> _Fit:
+    """LoRA adapters or a whole encoder, trained end to end: one copy per fold (``prm.training.finetune``)."""
+    from prm.training.finetune import fine_tune
 
-        train_x, val_x = stacked(train_frame), stacked(val_frame)
-        head = prm.head.cpu()
-        used_rows = train_used.numpy()
-        if split:
-            row_group = np.array([split.group[e] for e in train_frame["episode_id"]])
-        else:
-            row_group = np.repeat(np.arange(len(train_episodes)), [len(states) for states, *_ in train_episodes])
+    train_frame = data.train_frame
+    episode_fold = np.array([data.split.fold[e] for e in data.train_episode_ids]) if data.split else None
+    fold_dir = Path(cfg.out) / "fold_scores"
+    shutil.rmtree(fold_dir, ignore_errors=True)  # a previous run's folds must not read as this run's
 
-        def fitted_head(rows: np.ndarray, losses: list | None = None):
-            """A copy of the initial head fitted on ``rows`` (L2 by cross-validation within them)."""
-            x, y = train_x[rows], train_target[rows]
-            l2, table = (cfg.l2, None) if cfg.l2 is not None else cross_validated_l2(
-                head, x, y, row_group[rows], cfg.head_steps, cfg.seed)
-            return fit_head(copy.deepcopy(head), x, y, l2, cfg.head_steps, losses), l2, table
+    def save_fold(k: int, rows: np.ndarray, scores: np.ndarray, seconds: float) -> None:
+        # Each fold's held-out scores as it finishes: a long CPU run stopped early keeps the folds it made.
+        fold_dir.mkdir(parents=True, exist_ok=True)
+        train_frame[rows].select("episode_id", "step", "outcome", "used").with_columns(
+            pl.Series("prm_score_raw", scores), pl.lit(k).alias("fold"), pl.lit(seconds).alias("seconds"),
+        ).write_parquet(fold_dir / f"fold{k}.parquet")
 
-        if split:
-            # One head per fold, fitted without the fold's episodes, scores that fold only.
-            oof_scores = np.full(train_frame.height, np.nan)
-            for k in range(split.k):
-                fold_head, _, _ = fitted_head(used_rows & (row_fold != k))
-                held = row_fold == k
-                with torch.no_grad():
-                    oof_scores[held] = torch.sigmoid(fold_head(train_x[held])).numpy()
-        # THE model (the gate's): one head on every training episode.
-        all_data, l2, cv_table = fitted_head(used_rows, losses_seen)
-        head.load_state_dict(all_data.state_dict())
-        if cv_table:
-            print(f"prm train: l2 {l2:g} chosen by 3-fold CV over training episodes (log loss {cv_table})")
-        with torch.no_grad():
-            train_scores = torch.sigmoid(head(train_x)).numpy()
-            val_scores = torch.sigmoid(head(val_x)).numpy()
-        head.to(prm.device)
-    else:
-        # ---- LoRA adapters or a whole encoder, trained end to end: one copy per fold (prm.training.finetune) -------
-        from prm.training.finetune import fine_tune
+    tuned = fine_tune(prm, data.train_episodes, data.train_target.numpy(), data.train_used.numpy(), episode_fold,
+                      data.row_group, cfg, rng, on_fold=save_fold)
+    fine_tune_report = {"fold_seconds": tuned.fold_seconds, "all_data_seconds": tuned.all_seconds,
+                        "mean_fold_seconds": round(float(np.mean(tuned.fold_seconds)), 2)
+                        if tuned.fold_seconds else None}
+    train_scores = np.concatenate(prm.score_episodes(data.train_episodes, cfg.batch_tokens, progress=cfg.progress))
+    val_scores = (np.concatenate(prm.score_episodes(data.val_episodes, cfg.batch_tokens, progress=cfg.progress))
+                  if data.val_episodes else np.zeros(0))
+    return _Fit(tuned.oof, train_scores, val_scores, tuned.l2, tuned.losses, fine_tune=fine_tune_report)
 
-        row_group = (np.array([split.group[e] for e in train_frame["episode_id"]]) if split else
-                     np.repeat(np.arange(len(train_episodes)), [len(states) for states, *_ in train_episodes]))
-        episode_fold = np.array([split.fold[e] for e in train_episode_ids]) if split else None
-        fold_dir = Path(cfg.out) / "fold_scores"
-        shutil.rmtree(fold_dir, ignore_errors=True)  # a previous run's folds must not read as this run's
 
-        def save_fold(k: int, rows: np.ndarray, scores: np.ndarray, seconds: float) -> None:
-            # Each fold's held-out scores as it finishes: a long CPU run stopped early keeps the folds it made.
-            fold_dir.mkdir(parents=True, exist_ok=True)
-            train_frame[rows].select("episode_id", "step", "outcome", "used").with_columns(
-                pl.Series("prm_score_raw", scores), pl.lit(k).alias("fold"), pl.lit(seconds).alias("seconds"),
-            ).write_parquet(fold_dir / f"fold{k}.parquet")
-
-        tuned = fine_tune(prm, train_episodes, train_target.numpy(), train_used.numpy(), episode_fold, row_group,
-                          cfg, rng, on_fold=save_fold)
-        oof_scores, losses_seen, l2 = tuned.oof, tuned.losses, tuned.l2
-        fine_tune_report = {"fold_seconds": tuned.fold_seconds, "all_data_seconds": tuned.all_seconds,
-                            "mean_fold_seconds": round(float(np.mean(tuned.fold_seconds)), 2)
-                            if tuned.fold_seconds else None}
-        train_scores = np.concatenate(prm.score_episodes(train_episodes, cfg.batch_tokens, progress=cfg.progress))
-        val_scores = (np.concatenate(prm.score_episodes(val_episodes, cfg.batch_tokens, progress=cfg.progress))
-                      if val_episodes else np.zeros(0))
-
-    # ---- quality report on out-of-fold (or held-out) scores, then save --------------------
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    judged_raw = (oof_scores if split else val_scores).astype(np.float64)
+def _report(prm, data: _Data, fit: _Fit, cfg: TrainConfig, started: float) -> tuple[dict, pl.DataFrame]:
+    """Fit the calibrator (``prm.calibrator``) and make the quality report on out-of-fold (or held-out)
+    scores; returns the report and the judged rows with their scores."""
+    split, train_frame, val_frame = data.split, data.train_frame, data.val_frame
+    judged_raw = (fit.oof_scores if split else fit.val_scores).astype(np.float64)
     judged_used = (train_frame if split else val_frame)["used"].to_numpy()
     judged_outcome = (train_frame if split else val_frame)["outcome"].to_numpy()
     method = cfg.calibration or default_method(int(judged_used.sum()))
     prm.calibrator = fit_calibrator(judged_raw[judged_used], judged_outcome[judged_used], method)
     if split:
-        calibration_groups = row_fold
+        calibration_groups = data.row_fold
     else:  # no folds: 5 groups of held-out episodes
-        group_of = {e: i % 5 for i, e in enumerate(sorted(set(val_ids)))}
+        group_of = {e: i % 5 for i, e in enumerate(sorted(set(data.val_ids)))}
         calibration_groups = np.array([group_of[e] for e in val_frame["episode_id"].to_list()], dtype=int)
     honest = cross_fitted(judged_raw[judged_used], judged_outcome[judged_used],
                           calibration_groups[judged_used], prm.calibrator.method)
-    train_frame = train_frame.with_columns(pl.Series("prm_score", train_scores.astype(np.float64)))
+    train_frame = train_frame.with_columns(pl.Series("prm_score", fit.train_scores.astype(np.float64)))
     if split:
         judged_frame = train_frame.with_columns(
-            pl.Series("prm_score", oof_scores), pl.Series("fold", row_fold, dtype=pl.Int64)
+            pl.Series("prm_score", fit.oof_scores), pl.Series("fold", data.row_fold, dtype=pl.Int64)
         )
         judged_rows = f"out of fold: every episode scored by the head of the {split.k - 1} folds without it"
     else:
-        judged_frame = val_frame.with_columns(pl.Series("prm_score", val_scores.astype(np.float64)))
-        judged_rows = f"held-out episodes ({len(val_ids)}); training rows get in-fold scores"
+        judged_frame = val_frame.with_columns(pl.Series("prm_score", fit.val_scores.astype(np.float64)))
+        judged_rows = f"held-out episodes ({len(data.val_ids)}); training rows get in-fold scores"
     judged = judged_frame.filter("used")
     in_fold = train_frame.filter("used")
     groups = judged[cfg.group_by].cast(pl.String).to_list() if cfg.group_by else None
+    losses_seen = fit.losses
     report = {
         "validation": quality.quality_report(
             judged["prm_score"], judged["outcome"], judged["step"].to_numpy(), groups, cfg.bins
@@ -495,7 +583,7 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         "oof_auroc_per_type": None,
         "in_fold_auroc": quality.auroc(in_fold["prm_score"], in_fold["outcome"]),
         "in_fold": quality.summary(in_fold["prm_score"], in_fold["outcome"], cfg.bins),
-        "signals": keys,
+        "signals": data.keys,
         "calibration": {"method": prm.calibrator.method, "fitted_on": int(judged_used.sum()),
                         "after": "each fold mapped by a calibrator fitted on the other folds"
                         if split else "held-out episodes in 5 groups, each mapped by the other 4"},
@@ -506,56 +594,57 @@ def run_train(cfg: TrainConfig, frame: pl.DataFrame | None = None, validate: Val
         "folds": {"k": split.k, "by": split.how} if split else None,
         "outcome": {"process": "step reward >= 0.5", "proposal": "proposal reward >= 0.5",
                     "fatal": "not the step a failed episode ended on", "mc": "intervening here gains < 0.5"}.get(
-            target, f"episode success >= {cfg.success_threshold}"),
+            data.target, f"episode success >= {cfg.success_threshold}"),
         "rows": "actor == base" if cfg.base_only else "all",
-        "episodes": {"train": len(train_ids), "validation": len(val_ids), "successes": wins, "failures": losses},
-        "target": label,
-        "l2": l2,
+        "episodes": {"train": len(data.train_ids), "validation": len(data.val_ids), "successes": data.wins,
+                     "failures": data.failures},
+        "target": data.label,
+        "l2": fit.l2,
         "loss": {"first": losses_seen[0] if losses_seen else None, "last": losses_seen[-1] if losses_seen else None},
         "losses": losses_seen,
         "seconds": round(time.perf_counter() - started, 2),
-        "fine_tune": fine_tune_report,
+        "fine_tune": fit.fine_tune,
         "config": dataclasses.asdict(cfg),
     }
     if split:
         report["oof_auroc"] = report["validation"]["auroc"]
         report["oof_auroc_per_type"] = _per_type_auroc(judged)
         report["oof_rows_per_type"] = _per_type_counts(judged)
+    return report, judged_frame
+
+
+def _save(prm, data: _Data, fit: _Fit, report: dict, judged_frame: pl.DataFrame, cfg: TrainConfig) -> None:
+    """Write the model, the features and out-of-fold scores ``prm score`` reads, the split, the report and the
+    scores it was made on to ``cfg.out``."""
+    out = Path(cfg.out)
     prm.save(out, save_backbone=True if cfg.save_backbone else None)
-    if fine_tuned:
+    if fit.features is None:
         (out / FEATURES_FILE).unlink(missing_ok=True)  # the backbone moved: features of the fresh one are stale
     else:
         # `prm score` reads these instead of running the backbone again on the same episodes.
-        last = frame.group_by("episode_id", maintain_order=True).agg(pl.col("prefix_key").last())
+        last = data.frame.group_by("episode_id", maintain_order=True).agg(pl.col("prefix_key").last())
         content_hash = dict(zip(last["episode_id"], last["prefix_key"]))
         save_features(out / FEATURES_FILE, feature_key(prm, cfg.model, cfg.seed),
-                      {e: (content_hash[e], features[e]) for e in features})
-    if split:
+                      {e: (content_hash[e], fit.features[e]) for e in fit.features})
+    if data.split:
         # `prm score` writes these for exactly these episodes (matched by their rendered text).
         judged_frame.select(
             "episode_id", "step", "fold",
-            pl.Series("prm_score", prm.calibrator(oof_scores)),
+            pl.Series("prm_score", prm.calibrator(fit.oof_scores)),
             pl.col("prm_score").alias("prm_score_raw"),
             pl.col("prefix_key").last().over("episode_id").alias("episode_hash"),
         ).write_parquet(out / OOF_FILE)
-        (out / "split.json").write_text(json.dumps({"folds": split.fold, "by": split.how}) + "\n")
+        (out / "split.json").write_text(json.dumps({"folds": data.split.fold, "by": data.split.how}) + "\n")
     else:
         (out / OOF_FILE).unlink(missing_ok=True)  # a stale file would be read by `prm score`
-        (out / "split.json").write_text(json.dumps({"train": train_ids, "validation": val_ids}) + "\n")
+        (out / "split.json").write_text(json.dumps({"train": data.train_ids, "validation": data.val_ids}) + "\n")
     (out / "metrics.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
+    judged = judged_frame.filter("used")
     quality.reliability_plot(judged["prm_score"], judged["outcome"], out / "reliability.png", cfg.bins)
     keep = [c for c in ("episode_id", "step", "task_id", "actor", "reward", "success", "fold") if c in judged_frame.columns]
     judged_frame.select(*keep, "label_hard", "label_soft", "label_process", "outcome", "used", "prm_score").write_parquet(
         out / "validation_scores.parquet"
     )
-    v = report["validation"]
-    print(
-        f"prm train: {'out-of-fold' if split else 'validation'} AUROC {v['auroc']:.3f}  Brier {v['brier']:.3f}  "
-        f"ECE {v['ece']:.3f} over {v['rows']} steps against {report['outcome']} "
-        f"(in-fold AUROC {report['in_fold_auroc']:.3f}); "
-        f"wrote {out}/metrics.json, {out}/reliability.png and the model to {out}."
-    )
-    return report
 
 
 def _signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
