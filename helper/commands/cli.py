@@ -53,10 +53,13 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
 }
 
 RECORDED_IN: dict[tuple[str, ...], tuple[str, ...]] = {("prm", "score"): ("out", "data"), ("calibrate",): ("helper",),
+                                                       ("agile", "sft"): ("out_dir",), ("agile", "ppo"): ("out_dir",),
+                                                       ("agile", "eval"): ("out_dir",),
                                                        ("serve",): (),
                                                        ("serve-gate",): (), ("report",): ()}
 """The config fields naming the folder a command's provenance goes to, the first one set wins, where
-not ``out`` (none: servers run until stopped, and a report writes no run folder)."""
+not ``out`` (none: servers run until stopped, and a report writes no run folder). Every field named must exist on
+the command's config (``tests/helper/commands/test_outputs.py``): a missing one records nothing, silently."""
 
 
 def _usage() -> str:

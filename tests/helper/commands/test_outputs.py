@@ -165,3 +165,20 @@ def test_out_inside_a_helper_folder_is_refused(built, tmp_path, capsys, command)
     refused([*commands(built, tmp_path)[command], "--out", str(helper / ".." / "helper" / "sub")], capsys,
             f"is inside {helper.resolve()}, a helper folder")
     assert not (helper / "sub").exists()
+
+
+def test_every_command_names_a_folder_its_config_has():
+    """A finished command records its provenance in the folder ``RECORDED_IN`` names (``out`` by default): every
+    command but the servers and the report must name at least one field its config has, or it records nothing."""
+    import dataclasses
+    import importlib
+
+    from helper.commands.cli import COMMANDS, RECORDED_IN
+
+    for path, (module, config, *_) in COMMANDS.items():
+        fields = {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), config))}
+        recorded = RECORDED_IN.get(path, ("out",))
+        if path in (("serve",), ("serve-gate",), ("report",)):
+            assert recorded == (), path
+            continue
+        assert recorded and set(recorded) <= fields, (path, recorded, sorted(f for f in fields if "out" in f))
