@@ -39,14 +39,20 @@ def _share_of_questions(share, values: dict) -> int:
     return max(int(round(float(share) * int(values.get("questions_per_group", 50)))), 0)
 
 
+def _same(value, values):
+    return value
+
+
 RENAMED: dict[str, dict[str, tuple[str, Callable[[Any, dict], Any]]]] = {
     # stored by (config class, or file) -> old key -> (new key, old value and the stored config -> new value)
     "PipelineConfig": {"max_budget": ("budgets", _budgets_from(1))},
     "SweepConfig": {"max_budget": ("budgets", _budgets_from(0))},
     "OnlineRLConfig": {"max_budget": ("budgets", _budgets_from(1))},
     "helper.json": {"max_budget": ("solved_budget", lambda top, values: top)},
-    "EvalConfig": {"gate_budget": ("budget", _share_of_questions)},
-    "AgileEvalConfig": {"gate_budget": ("budget", _share_of_questions)},
+    "EvalConfig": {"gate_budget": ("budget", _share_of_questions), "out_dir": ("out", _same)},
+    "AgileEvalConfig": {"gate_budget": ("budget", _share_of_questions), "out_dir": ("out", _same)},
+    "SFTConfig": {"out_dir": ("out", _same)},
+    "PPOConfig": {"out_dir": ("out", _same)},
     "DistillConfig": {"budget": ("solved_budget", lambda value, values: value)},
 }
 """Old keys of stored configs, and how each maps to today's (see the module docstring)."""
@@ -68,6 +74,8 @@ RENAMED_FLAGS = {
 RENAMED_FLAGS_OF: dict[str, dict[str, str]] = {
     "SolveConfig": {"--budget": "--budgets (the budgets to solve for: --budgets 1 2 3)"},
     "DistillConfig": {"--budget": "--solved-budget (which solved table gives the labels: --solved-budget 2)"},
+    **{config: {"--out-dir": "--out (the folder the command writes, as every command names it)"}
+       for config in ("SFTConfig", "PPOConfig", "AgileEvalConfig")},
 }
 """Flags renamed in one command's config (by its class name): refused there in one line naming the new one."""
 

@@ -107,7 +107,7 @@ class EvalConfig:
     """cpu or cuda; empty picks cuda when there is one."""
     cpu_threads: int = 0
     """torch CPU threads; 0 keeps torch's default (1 is fastest on a busy shared machine)."""
-    out_dir: str = "runs/agile_eval"
+    out: str = "runs/agile_eval"
     """Where eval.json, eval.csv and the session log go."""
 
 
@@ -237,7 +237,7 @@ def run_eval(cfg: EvalConfig, gate=None, model=None, tokenizer=None, log=print,
     base = ExecutorConfig(advice_cost=cfg.advice_cost, gold_features=cfg.gold_features,
                           restate_question=cfg.restate_question, list_advice_with_gate=cfg.list_advice_with_gate,
                           yes_no_threshold=cfg.yes_no_threshold)
-    out = Path(cfg.out_dir)
+    out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     rows, logs, margins = [], [], {}
     for ablation in cfg.ablations:

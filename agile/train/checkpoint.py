@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-RESUMABLE = ("iterations", "out_dir", "save", "stop_when_flat", "flat_tolerance", "cpu_threads", "device")
+RESUMABLE = ("iterations", "out", "save", "stop_when_flat", "flat_tolerance", "cpu_threads", "device")
 """Settings a resumed run may change: when to stop, where to write and how fast to run."""
 
 
@@ -70,7 +70,7 @@ def load_checkpoint(out: Path, cfg, model, optimizer, rng: random.Random, policy
         meta["config"], meta["rng"]  # a file without them is no checkpoint either
     except Exception as exc:  # a damaged file fails in whatever reader meets it first
         raise ValueError(f"{path}: not a readable PPO checkpoint ({type(exc).__name__}: {exc}); delete it and "
-                         f"{_tensor_path(path).name} to start over, or pass another out_dir.") from exc
+                         f"{_tensor_path(path).name} to start over, or pass another --out.") from exc
     now = asdict(cfg)
     # A setting added after the checkpoint was written ran at its default.
     defaults = {f.name: f.default for f in fields(cfg) if f.default is not MISSING}
@@ -79,7 +79,7 @@ def load_checkpoint(out: Path, cfg, model, optimizer, rng: random.Random, policy
                      and saved_config.get(k, defaults.get(k)) != json.loads(json.dumps(now[k], default=str)))
     if differs:
         raise ValueError(f"{path}: a checkpoint of a run with other settings (differs: {', '.join(differs)}); "
-                         "pass another out_dir, or delete the checkpoint to start over.")
+                         "pass another --out, or delete the checkpoint to start over.")
     params = dict(model.named_parameters())
     weights = {k.removeprefix("weight/"): v for k, v in tensors.items() if k.startswith("weight/")}
     missing = sorted(set(weights) - set(params))

@@ -4,7 +4,7 @@ Each command is a dataclass config (every field with a one-line docstring, so a 
 generated from it) and a run function:
 
 - ``SFTConfig`` / ``run_sft(cfg)``: imitation data from the gold annotations, fine-tune on the
-  action tokens, write ``out_dir/model`` (``agile.train.sft``);
+  action tokens, write ``out/model`` (``agile.train.sft``);
 - ``PPOConfig`` / ``run_ppo(cfg)``: session-level PPO from that model (``agile.train.ppo``);
 - ``EvalConfig`` / ``run_eval(cfg, gate=None)``: accuracy / advice rate / total score per group,
   the policy's own advice beside a gate's (``agile.executor.evaluate``).

@@ -2,7 +2,7 @@
 
 Run (one process, or several with ``accelerate launch``)::
 
-    helpgate agile ppo --model runs/agile_sft/model --iterations 4 --out-dir runs/agile_ppo
+    helpgate agile ppo --model runs/agile_sft/model --iterations 4 --out runs/agile_ppo
     CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.train.command ppo --model tiny --iterations 1
 
 The LLM is the policy of a token-level MDP: every token it writes is an action, the executor's
@@ -165,10 +165,10 @@ class PPOConfig:
     """cpu or cuda; empty picks cuda when there is one."""
     cpu_threads: int = 0
     """torch CPU threads; 0 keeps torch's default (1 is fastest on a busy shared machine)."""
-    out_dir: str = "runs/agile_ppo"
+    out: str = "runs/agile_ppo"
     """Where the merged model (model/), value head and per-iteration log go."""
     save: bool = True
-    """Write the trained model to out_dir/model."""
+    """Write the trained model to out/model."""
 
 
 @dataclass
@@ -544,13 +544,13 @@ def train(cfg: PPOConfig, log=print) -> dict:
     """Run session-level PPO; returns ``{"history": [...], "model": ActionLM, ...}``.
 
     After every iteration the trainable weights, the optimizer, the random streams and the history go
-    to ``out_dir/checkpoint.pt``; a run started again with the same config goes on from there."""
+    to ``out/checkpoint.pt``; a run started again with the same config goes on from there."""
     from agile.train.checkpoint import load_checkpoint, save_checkpoint
 
     check_config(cfg)
     run = _start(cfg)
     accelerator, raw = run.accelerator, run.raw
-    out = Path(cfg.out_dir)
+    out = Path(cfg.out)
     state = load_checkpoint(out, cfg, raw, run.optimizer, run.rng, run.rollout_policy, accelerator.process_index)
     history, rollout_log, training_human_calls = state["history"], state["rollout_log"], state["human_calls"]
     if history:

@@ -2,7 +2,7 @@
 
 Run (one process, or several with ``accelerate launch``)::
 
-    helpgate agile sft --model smollm2 --questions-per-group 40 --out-dir runs/agile_sft
+    helpgate agile sft --model smollm2 --questions-per-group 40 --out runs/agile_sft
     CUDA_VISIBLE_DEVICES= accelerate launch --multi_gpu --num_processes 2 -m agile.train.command sft --model smollm2
 
 The data is ``agile.train.sft_data``'s gold sessions in the agent's own format. The loss is the mean
@@ -76,12 +76,12 @@ class SFTConfig:
     """cpu or cuda; empty picks cuda when there is one."""
     cpu_threads: int = 0
     """torch CPU threads; 0 keeps torch's default (1 is fastest on a busy shared machine)."""
-    out_dir: str = "runs/agile_sft"
+    out: str = "runs/agile_sft"
     """Where the merged model (model/), the samples and the log go."""
     log_every: int = 10
     """Print the loss every this many steps."""
     save: bool = True
-    """Write the fine-tuned model to out_dir/model."""
+    """Write the fine-tuned model to out/model."""
 
 
 def action_nll(model: ActionLM, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -200,7 +200,7 @@ def run_sft(cfg: SFTConfig) -> dict:
     set_seed(cfg.seed)
     if cfg.cpu_threads > 0:
         torch.set_num_threads(cfg.cpu_threads)
-    out = Path(cfg.out_dir)
+    out = Path(cfg.out)
     lm, tokenizer = load_causal_lm(cfg.model, device=str(accelerator.device), seed=cfg.seed)
     if cfg.data_file:
         samples = load_samples(cfg.data_file)

@@ -145,7 +145,7 @@ def gate_eval(args, out: Path, label: str, advice_cost: float, **gate) -> tuple[
                               max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, policy_run=False,
                               restate_question=args.restate_question, list_advice_with_gate=args.list_advice_with_gate,
                               yes_no_threshold=args.yes_no_threshold,
-                              device="cpu", seed=args.seed, out_dir=str(folder), **gate)
+                              device="cpu", seed=args.seed, out=str(folder), **gate)
         return {"rows": agile_eval(cfg, log=log), "config": asdict(cfg)}
     return stage(folder.parent / f"{folder.name}.json", run), folder
 
@@ -281,7 +281,7 @@ def main() -> None:
             max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, device="cpu",
             restate_question=args.restate_question, list_advice_with_gate=args.list_advice_with_gate,
             yes_no_threshold=args.yes_no_threshold,
-            out_dir=str(alone_folder)), log=log)})
+            out=str(alone_folder)), log=log)})
     if args.offline_only:
         for c in [] if args.only_budgets else [float(x) for x in args.costs.split(",")]:
             gate_eval(args, out, f"helper_c{c:g}", c, helper=str(helper_stage(args, out, f"helper_c{c:g}", c, None)))

@@ -58,7 +58,7 @@ def run_cost(args, c: float) -> dict:
                     choice_head=args.choice_head, freeze_lm=args.freeze_lm, head_lr=args.head_lr,
                     head_components=args.head_components,
                     device="cpu", cpu_threads=args.threads,
-                    out_dir=str(out), save=False)
+                    out=str(out), save=False)
     start = time.perf_counter()
     result = train(cfg, log=lambda m: print(f"[{time.strftime('%H:%M:%S')}] c={c:g} {m}", flush=True))
     print(f"c={c:g}: {len(result['history'])} iterations in {time.perf_counter() - start:.0f}s", flush=True)

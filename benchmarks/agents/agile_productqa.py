@@ -71,7 +71,7 @@ def evaluate(args, model: str, out: Path, label: str, ablations=("full",), gate=
                      max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
                      restate_question=args.restate_question, list_advice_with_gate=args.list_advice_with_gate,
                      yes_no_threshold=args.yes_no_threshold, device="cpu",
-                     out_dir=str(out / f"eval_{label}{episodes_tag(args)}"))
+                     out=str(out / f"eval_{label}{episodes_tag(args)}"))
     rows = run_eval(cfg, log=log)
     for r in rows:
         r["model"] = label
@@ -159,7 +159,7 @@ def sft_stage(args, out: Path, train_groups: list[str]) -> dict:
     def do_sft():
         cfg = SFTConfig(model=args.model, groups=train_groups, questions_per_group=args.train_questions,
                         epochs=args.sft_epochs, lr=args.sft_lr, batch_size=4, micro_batch_size=2,
-                        device="cpu", out_dir=str(out / "sft"), log_every=5)
+                        device="cpu", out=str(out / "sft"), log_every=5)
         summary = run_sft(cfg)
         summary.pop("model", None)
         return summary
@@ -180,7 +180,7 @@ def ppo_stage(args, out: Path, train_groups: list[str], advice_cost: float, tag:
                         choice_head=args.ppo_choice_head,
                         freeze_lm=args.ppo_freeze_lm, head_lr=args.ppo_head_lr,
                         head_components=args.ppo_head_components,
-                        cpu_threads=args.threads, seed=args.seed, out_dir=str(out / tag))
+                        cpu_threads=args.threads, seed=args.seed, out=str(out / tag))
         result = train(cfg, log=log)
         return {"history": result["history"], "model_dir": result.get("model_dir"),
                 "training_human_calls": result.get("training_human_calls")}

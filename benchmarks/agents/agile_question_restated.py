@@ -63,7 +63,7 @@ def main() -> None:
             if not (sub / "sessions.jsonl").is_file():
                 run_eval(EvalConfig(model="smollm2", split="train", groups=groups, questions_per_group=args.questions,
                                     ablations=[ablation], gate="none", decoding="constrained", restate_question=restate,
-                                    max_new_tokens=64, device="cpu", out_dir=str(sub)))
+                                    max_new_tokens=64, device="cpu", out=str(sub)))
             results[place][label] = by_phrasing(sub, phrased)
     (Path(args.out) / "question_restated.json").write_text(json.dumps(results, indent=1))
     print(f"\n## The embedded agent in AGILE's order and with the question restated ({len(groups)} training groups, "

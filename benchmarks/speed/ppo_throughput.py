@@ -30,7 +30,7 @@ def run(args, rollout_batch_size: int, out: str) -> dict:
                     episodes_per_iteration=args.episodes, iterations=args.iterations,
                     max_new_tokens=args.max_new_tokens, rollout_batch_size=rollout_batch_size,
                     minibatch_size=4, micro_batch_size=2, update_epochs=1, device=args.device,
-                    out_dir=out, save=False, seed=args.seed)
+                    out=out, save=False, seed=args.seed)
     result = train(cfg, log=lambda *_: None)
     # The last iteration is warm (allocator, caches); its numbers are the ones reported.
     return result["history"][-1]

@@ -182,7 +182,7 @@ def earlier_cases(root: Path, good: dict[str, Path]) -> list[Case]:
         Case("ProductQA root that does not exist", ["collect", "--data", str(bad / "no-catalog"), "--out", str(bad / "c5")], "no-catalog"),
         Case("output folder holding other files", [*collect, "--out", str(foreign)], "foreign"),
         Case("resume with another budget", ["collect", "--data", catalog, "--questions-per-episode", "4", "--episodes", "24", "--shard-size", "12", "--explore-p", "0", "0.3", "0.6", "--seed", "3", "--budget", "5", "--out", str(good["trajectories"])], "budget=5"),
-        Case("corrupt SFT data file", ["agile", "sft", "--model", "tiny", "--data-file", str(jsonl), "--out-dir", str(bad / "sft"), "--no-save"], "sft.jsonl"),
+        Case("corrupt SFT data file", ["agile", "sft", "--model", "tiny", "--data-file", str(jsonl), "--out", str(bad / "sft"), "--no-save"], "sft.jsonl"),
         Case("unknown command", ["sovle", "--data", str(scored)], "'sovle'"),
     ]
 

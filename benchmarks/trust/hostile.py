@@ -609,7 +609,7 @@ def cli_cases(root: Path, good: dict[str, Path]) -> list[Case]:
         Case("evaluate --helper a solve folder", ["evaluate", "--helper", solve_dir, "--episodes", "2", "--out", out("e4")], "helper.json", bad / "r4c-e4"),
         Case("prm score --model a helper folder", ["prm", "score", "--data", traj, "--model", helper, "--out", out("sc1")], "prm_config.json", bad / "r4c-sc1" / "prm_score.manifest.json"),
         Case("prm train --data that does not exist", ["prm", "train", "--data", nowhere, "--model", "tiny", "--out", out("t1")], "r4c-nowhere", bad / "r4c-t1"),
-        Case("agile sft --data-file that does not exist", ["agile", "sft", "--model", "tiny", "--data-file", nowhere + ".jsonl", "--out-dir", out("sft"), "--no-save"], "r4c-nowhere.jsonl"),
+        Case("agile sft --data-file that does not exist", ["agile", "sft", "--model", "tiny", "--data-file", nowhere + ".jsonl", "--out", out("sft"), "--no-save"], "r4c-nowhere.jsonl"),
     ]
 
     # --out aliasing an input or another command's folder, through links and '..'.

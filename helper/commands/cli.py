@@ -53,8 +53,6 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, str, str]] = {
 }
 
 RECORDED_IN: dict[tuple[str, ...], tuple[str, ...]] = {("prm", "score"): ("out", "data"), ("calibrate",): ("helper",),
-                                                       ("agile", "sft"): ("out_dir",), ("agile", "ppo"): ("out_dir",),
-                                                       ("agile", "eval"): ("out_dir",),
                                                        ("serve",): (),
                                                        ("serve-gate",): (), ("report",): ()}
 """The config fields naming the folder a command's provenance goes to, the first one set wins, where

@@ -75,7 +75,7 @@ def test_uniform_gate_spends_exactly_its_budget_at_uniformly_drawn_questions():
 def test_the_gate_run_alone_skips_the_policy_run(tmp_path):
     model, tokenizer = load_causal_lm("tiny", device="cpu")
     cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=3, gate="uniform", budget=2,
-                     policy_run=False, max_new_tokens=4, out_dir=str(tmp_path))
+                     policy_run=False, max_new_tokens=4, out=str(tmp_path))
     rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
     assert {r["mode"] for r in rows} == {"gate:UniformGate"}
     assert rows[-1]["advice_rate"] == pytest.approx(2 / 3)  # budget 2 of 3 questions, all spent
@@ -88,7 +88,7 @@ def test_the_phrasing_rule_asks_on_the_questions_not_phrased_yes_no(tmp_path):
 
     model, tokenizer = load_causal_lm("tiny", device="cpu")
     cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=8,
-                     gate="not_yes_no", budget=8, policy_run=False, max_new_tokens=4, out_dir=str(tmp_path))
+                     gate="not_yes_no", budget=8, policy_run=False, max_new_tokens=4, out=str(tmp_path))
     run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
     text = {q.id: q.question for q in load_group(ROOT / "test" / "leggings").questions}
     sessions = [json.loads(line) for line in (tmp_path / "sessions.jsonl").read_text().splitlines()]
@@ -101,7 +101,7 @@ def test_the_non_adaptive_gate_spends_the_budget_on_each_episodes_first_question
     model, tokenizer = load_causal_lm("tiny", device="cpu")
     cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings", "motherboards"], questions_per_group=4,
                      episodes_per_group=2, gate="first_k", budget=2, policy_run=False, max_new_tokens=4,
-                     out_dir=str(tmp_path))
+                     out=str(tmp_path))
     rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
     assert {r["mode"] for r in rows} == {"gate:FirstKGate"}
     sessions = [json.loads(line) for line in (tmp_path / "sessions.jsonl").read_text().splitlines()]
@@ -113,7 +113,7 @@ def test_run_eval_reports_policy_and_gate_side_by_side(tmp_path):
     model, tokenizer = load_causal_lm("tiny", device="cpu")
     cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings", "motherboards"], questions_per_group=4,
                      ablations=["full", "no_advice"], gate="novelty", budget=2,
-                     gate_threshold=2.0, max_new_tokens=4, out_dir=str(tmp_path))
+                     gate_threshold=2.0, max_new_tokens=4, out=str(tmp_path))
     rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
     modes = {(r["ablation"], r["mode"]) for r in rows}
     # no_advice has no gate run: there is no advice to hand to a gate.
@@ -151,7 +151,7 @@ def test_command_options_are_typed(capsys):
 
 def test_unknown_ablation_is_refused(tmp_path):
     with pytest.raises(ValueError, match="no_brain"):
-        run_eval(EvalConfig(ablations=["no_brain"], out_dir=str(tmp_path)))
+        run_eval(EvalConfig(ablations=["no_brain"], out=str(tmp_path)))
 
 
 class StepGate:
@@ -179,7 +179,7 @@ def test_a_gate_reading_proposals_sees_the_llms_session_and_changes_nothing_else
     for gate in (StepGate({1}), ProposalStepGate({1})):
         out = tmp_path / gate.decide_after
         cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings", "motherboards"], questions_per_group=3, policy_run=False,
-                         max_new_tokens=6, out_dir=str(out))
+                         max_new_tokens=6, out=str(out))
         rows = run_eval(cfg, gate=gate, model=model, tokenizer=tokenizer, log=lambda *_: None, budget=1)
         assert rows[-1]["advice_rate"] == pytest.approx(1 / 3)
         # The loop hands the executor each turn's token ids, as its own loop does (the tiny random
@@ -201,7 +201,7 @@ def test_several_episodes_per_group_play_the_next_questions_each_with_its_own_bu
     def sessions(episodes, out):
         cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=3,
                          episodes_per_group=episodes, gate="uniform", budget=1, policy_run=False, max_new_tokens=4,
-                         out_dir=str(tmp_path / out))
+                         out=str(tmp_path / out))
         rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
         return rows, [json.loads(line) for line in (tmp_path / out / "sessions.jsonl").read_text().splitlines()]
 
@@ -227,6 +227,6 @@ def test_lexical_memory_evaluates_without_the_sentence_encoder(tmp_path, monkeyp
     monkeypatch.setattr(evaluate_module, "Embedder", no_encoder)
     model, tokenizer = load_causal_lm("tiny", device="cpu")
     cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=3, memory="lexical",
-                     gate="uniform", budget=1, policy_run=False, max_new_tokens=4, out_dir=str(tmp_path))
+                     gate="uniform", budget=1, policy_run=False, max_new_tokens=4, out=str(tmp_path))
     rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
     assert rows[-1]["n"] == 3 and rows[-1]["advice_rate"] == pytest.approx(1 / 3)

@@ -43,7 +43,7 @@ SCRIPT = textwrap.dedent('''
     # 1. SFT: each process trains on its own shard of the gold sessions.
     sft = run_sft(SFTConfig(model="tiny", data_root=data, groups=["blades"], questions_per_group=4, max_steps=2,
                             batch_size=1, micro_batch_size=1, lr=1e-2, lora_r=4, device="cpu",
-                            out_dir=out + "/sft", log_every=1))
+                            out=out + "/sft", log_every=1))
     # 2. PPO update on data that differs between processes (rank-dependent rewards).
     accelerator = Accelerator(cpu=True)
     rank = accelerator.process_index
@@ -61,7 +61,7 @@ SCRIPT = textwrap.dedent('''
     # 3. The whole PPO command, one iteration (it must not hang with two processes).
     ppo = run_ppo(PPOConfig(model="tiny", data_root=data, groups=["blades"], questions_per_episode=2,
                             episodes_per_iteration=1, iterations=1, max_new_tokens=4, device="cpu",
-                            out_dir=out + "/ppo", save=False, minibatch_size=2, micro_batch_size=1,
+                            out=out + "/ppo", save=False, minibatch_size=2, micro_batch_size=1,
                             update_epochs=1, lora_r=4))
     state = accelerator.state
     json.dump({"rank": rank, "world": state.num_processes, "backend": str(state.backend),
@@ -120,7 +120,7 @@ UNEVEN = textwrap.dedent('''
     # 1. SFT on 5 samples over 2 processes, one sample per step: shares of 3 and 2 would make
     #    3 and 2 steps.
     sft = run_sft(SFTConfig(model="tiny", data_file=data, batch_size=1, micro_batch_size=1, lr=1e-2,
-                            lora_r=4, device="cpu", out_dir=out + "/sft", save=False))
+                            lora_r=4, device="cpu", out=out + "/sft", save=False))
     # 2. A PPO update where process 0 holds 3 sessions and process 1 holds 2.
     accelerator = Accelerator(cpu=True)
     rank = accelerator.process_index

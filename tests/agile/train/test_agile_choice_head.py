@@ -181,7 +181,7 @@ def _cfg(tmp_path, iterations, **kw):
     return PPOConfig(model="tiny", data_root=str(SLICE), groups=["blades"], questions_per_episode=2,
                      episodes_per_iteration=2, iterations=iterations, estimator="natural", rollouts_per_task=2,
                      decoding="constrained", max_new_tokens=4, minibatch_size=2, update_epochs=1, device="cpu",
-                     choice_head=True, freeze_lm=True, head_lr=0.5, out_dir=str(tmp_path), **kw)
+                     choice_head=True, freeze_lm=True, head_lr=0.5, out=str(tmp_path), **kw)
 
 
 STABLE = ("sessions", "accuracy", "advice_rate", "human_calls", "mean_reward", "pg_loss", "kl_to_reference",
@@ -208,7 +208,7 @@ def test_a_head_run_resumes_to_the_same_history_and_evaluation_loads_its_head(tm
     _, tok = load_causal_lm("tiny", device="cpu")
     rows = run_eval(EvalConfig(model=str(tmp_path / "whole"), data_root=str(SLICE), groups=["blades"],
                                questions_per_group=2, decoding="constrained", max_new_tokens=4, device="cpu",
-                               split="train", out_dir=str(tmp_path / "eval")),
+                               split="train", out=str(tmp_path / "eval")),
                     model=whole["model"].lm, tokenizer=tok, log=lambda *_: None)
     assert [r["advice_rate"] for r in rows if r["group"] == "average" and r["mode"] == "policy"] == [1.0]
     (tmp_path / "whole" / "model" / FILE_NAME).write_text("not tensors")
@@ -245,7 +245,7 @@ def test_an_ask_shift_moves_the_agent_advice_and_evaluation_records_its_margins(
     def rate(shift, out):
         rows = run_eval(EvalConfig(model="tiny", data_root=str(SLICE), groups=["blades"], split="train",
                                    questions_per_group=4, decoding="constrained", max_new_tokens=4, device="cpu",
-                                   gate="none", ask_shift=shift, out_dir=str(tmp_path / out)),
+                                   gate="none", ask_shift=shift, out=str(tmp_path / out)),
                         model=lm, tokenizer=tok, log=lambda *_: None)
         return next(r["advice_rate"] for r in rows if r["group"] == "average")
 
@@ -254,7 +254,7 @@ def test_an_ask_shift_moves_the_agent_advice_and_evaluation_records_its_margins(
     assert len(margins) >= 4 and max(margins) < -50  # the shift is in the recorded scores
     with pytest.raises(ValueError, match="decoding='constrained'"):
         run_eval(EvalConfig(model="tiny", data_root=str(SLICE), groups=["blades"], split="train", questions_per_group=1,
-                            gate="none", ask_shift=1.0, device="cpu", out_dir=str(tmp_path / "free")),
+                            gate="none", ask_shift=1.0, device="cpu", out=str(tmp_path / "free")),
                  model=lm, tokenizer=tok, log=lambda *_: None)
 
 

@@ -139,7 +139,7 @@ def _cfg(tmp_path, iterations, **kw):
     return PPOConfig(model="tiny", data_root=str(SLICE), groups=["blades"], questions_per_episode=2,
                      episodes_per_iteration=2, iterations=iterations, estimator="loop", rollouts_per_task=2,
                      decoding="constrained", max_new_tokens=4, minibatch_size=2, update_epochs=1, device="cpu",
-                     out_dir=str(tmp_path), save=False, **kw)
+                     out=str(tmp_path), save=False, **kw)
 
 
 STABLE = ("sessions", "accuracy", "advice_rate", "human_calls", "mean_reward", "pg_loss", "kl_to_reference",

@@ -227,7 +227,7 @@ def test_a_productqa_run_logs_the_ask_probability_by_phrasing(tmp_path, estimato
     cfg = PPOConfig(model="tiny", data_root=str(SLICE), groups=["blades"], questions_per_episode=3,
                     episodes_per_iteration=2, iterations=1, estimator=estimator, rollouts_per_task=2,
                     decoding="constrained", max_new_tokens=4, minibatch_size=4, update_epochs=1, device="cpu",
-                    out_dir=str(tmp_path), save=False)
+                    out=str(tmp_path), save=False)
     (row,) = train(cfg, log=lambda *_: None)["history"]
     rows = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
     assert len(rows) == row["sessions"] == 12

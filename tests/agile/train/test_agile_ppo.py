@@ -194,7 +194,7 @@ def test_one_productqa_iteration_runs(tmp_path, estimator, k):
     cfg = PPOConfig(model="tiny", data_root=str(ROOT), groups=["blades"], questions_per_episode=2, episodes_per_iteration=2,
                     iterations=1, estimator=estimator, rollouts_per_task=k, max_new_tokens=4,
                     minibatch_size=2, micro_batch_size=2, update_epochs=1, device="cpu",
-                    out_dir=str(tmp_path), save=True)
+                    out=str(tmp_path), save=True)
     result = train(cfg, log=lambda *_: None)
     (row,) = result["history"]
     sessions = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]

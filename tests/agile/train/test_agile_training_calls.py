@@ -24,7 +24,7 @@ def test_training_human_calls_are_the_advice_taken_in_rollouts(tmp_path):
     # (after 60 steps the nearly greedy 0.05 kept another function on top on some CPUs' float orders).
     run_sft(SFTConfig(model="tiny", data_root=str(ROOT), groups=["blades"], questions_per_group=4, advice_share=1.0, epochs=60,
                       max_steps=60, lr=1e-2, lora_r=0, batch_size=4, micro_batch_size=4, device="cpu",
-                      out_dir=str(tmp_path / "sft"), save=True, log_every=100))
+                      out=str(tmp_path / "sft"), save=True, log_every=100))
     # The tiny model seeks advice in a few of 16 sampled sessions (0 to 3 measured over PPO seeds): the count is
     # checked on the first seed whose rollouts sought advice at all, so it is never checked on an empty count.
     for seed in range(8):
@@ -32,7 +32,7 @@ def test_training_human_calls_are_the_advice_taken_in_rollouts(tmp_path):
         result = train(PPOConfig(model=str(tmp_path / "sft" / "model"), data_root=str(ROOT), groups=["blades"],
                                  questions_per_episode=2, episodes_per_iteration=2, iterations=2, estimator="loop",
                                  rollouts_per_task=2, max_new_tokens=8, temperature=1.0, minibatch_size=4,
-                                 micro_batch_size=2, update_epochs=1, device="cpu", out_dir=str(out), save=False,
+                                 micro_batch_size=2, update_epochs=1, device="cpu", out=str(out), save=False,
                                  seed=seed), log=lambda *_: None)
         sessions = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
         assert len(sessions) == 2 * 2 * 2 * 2  # iterations x episodes x questions x rollouts per session

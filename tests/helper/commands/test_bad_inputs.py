@@ -47,19 +47,19 @@ def test_corrupt_sft_data_names_file_and_line(tmp_path, capsys):
     data = tmp_path / "sft.jsonl"
     data.write_text('{"input_ids": [1, 2], "action_mask": [0, 1]}\n{"input_ids": [1, 2\n')
     assert main(["agile", "sft", "--model", "tiny", "--data-file", str(data), "--device", "cpu",
-                 "--out-dir", str(tmp_path / "sft"), "--no-save"]) == 2
+                 "--out", str(tmp_path / "sft"), "--no-save"]) == 2
     assert f"{data}:2: not a JSON line" in one_error_line(capsys)
 
 
 def test_constrained_ppo_refuses_a_critic_and_a_checkpoint_of_another_run(tmp_path, capsys):
     assert main(["agile", "ppo", "--model", "tiny", "--decoding", "constrained", "--estimator", "gae",
-                 "--device", "cpu", "--out-dir", str(tmp_path / "a")]) == 2
+                 "--device", "cpu", "--out", str(tmp_path / "a")]) == 2
     assert "estimator loop or grpo" in one_error_line(capsys)
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "checkpoint-p0.json").write_text("{")
     # The test slice, not the default ../shared/productqa: a bare clone has nothing beside it.
     assert main(["agile", "ppo", "--model", "tiny", "--device", "cpu", "--data-root", str(SLICE),
-                 "--out-dir", str(tmp_path / "b")]) == 2
+                 "--out", str(tmp_path / "b")]) == 2
     assert "checkpoint-p0.json" in one_error_line(capsys)
 
 

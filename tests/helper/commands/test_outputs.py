@@ -182,3 +182,22 @@ def test_every_command_names_a_folder_its_config_has():
             assert recorded == (), path
             continue
         assert recorded and set(recorded) <= fields, (path, recorded, sorted(f for f in fields if "out" in f))
+
+
+@pytest.mark.parametrize("command", [["agile", "sft"], ["agile", "ppo"], ["agile", "eval"]])
+def test_agile_commands_take_out_and_name_it_for_the_old_spelling(command, tmp_path, capsys):
+    """The AGILE commands write where every command writes, ``--out``; their older ``--out-dir`` is refused in one
+    line naming it."""
+    from helper.commands.cli import main
+
+    assert main([*command, "--out-dir", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out-dir was renamed: use --out" in err
+    import dataclasses
+    import importlib
+
+    from helper.commands.cli import COMMANDS
+
+    module, config, *_ = COMMANDS[tuple(command)]
+    names = {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), config))}
+    assert "out" in names and "out_dir" not in names

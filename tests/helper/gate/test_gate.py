@@ -377,7 +377,7 @@ def test_helper_decides_advice_in_agile_eval(helper_dir, tmp_path):
     groups = ["leggings", "motherboards"]
     # The helper reads the question-type indicator: the executor gives it only as the gold-features ablation.
     cfg = AgileEvalConfig(model="tiny", data_root=str(SLICE), groups=groups, questions_per_group=6, budget=3,
-                          max_new_tokens=4, out_dir=str(tmp_path), helper=str(helper_dir), device="cpu",
+                          max_new_tokens=4, out=str(tmp_path), helper=str(helper_dir), device="cpu",
                           gold_features=True)
     with pytest.warns(UserWarning, match="could not load the PRM"):
         rows = run(cfg, log=lambda *_: None)
