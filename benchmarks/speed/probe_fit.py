@@ -14,7 +14,6 @@ between the two final heads' scores on the rows.
 from __future__ import annotations
 
 import argparse
-import copy
 import time
 from pathlib import Path
 
@@ -28,21 +27,9 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "main-cf" / "probe_fold1.n
 
 
 def lbfgs_fit(head, x, y, l2, steps, losses=None):
-    """The product's fit before Newton: L-BFGS with a strong Wolfe line search, ``steps`` iterations."""
+    """The product's fit before Newton: the inputs standardised, then L-BFGS for ``steps`` iterations."""
     head.fit_normalizer(x)
-    free = head.free_inputs
-    anchor = head.linear.weight[..., :-free].detach().clone() if free else head.linear.weight.detach().clone()
-    optimizer = torch.optim.LBFGS(head.parameters(), lr=1.0, max_iter=steps, line_search_fn="strong_wolfe")
-
-    def closure():
-        optimizer.zero_grad()
-        weights = head.linear.weight[..., :-free] if free else head.linear.weight
-        total = torch.nn.functional.binary_cross_entropy_with_logits(head(x), y) + l2 * ((weights - anchor) ** 2).sum()
-        total.backward()
-        return total
-
-    optimizer.step(closure)
-    return head
+    return probe.lbfgs_fit(head, x, y, l2, steps, losses)
 
 
 def cross_validated_fit(fit, x, y, groups, free):

@@ -142,18 +142,7 @@ class HelperGate(ScoredGate):
             # NaN compares False with every probability: a gate that never intervenes
             raise ValueError(f"threshold={threshold!r}: give a finite probability in [0, 1].")
         self.threshold = float(threshold)
-        # The PRM decides the mode: its score reads the proposal or it does not.
-        self.decide_after = decide_after or getattr(scorer, "decide_after", "state")
-        if self.decide_after not in ("state", "proposal"):
-            raise ValueError(f"decide_after={self.decide_after!r}: use 'state' or 'proposal'.")
-        self._stats_lock = threading.Lock()
-        self._stats = {"decisions": 0, "fallbacks": 0, "score_errors": 0}
-        self._warned = False
-        self.trained_on = trained_on or {}
-        """What distill saw (env, horizon, budget, method): compared with the first use."""
-        self.horizon: int | None = self.trained_on.get("horizon")
-        """Decision points of the longest training episode (``serve-gate``'s horizon)."""
-        self._use_checked = [False]  # a list: gates made by with_budget share it (one warning for all)
+        self._decision_state(decide_after, scorer, trained_on)
         self.degraded: str | None = None
         """Why decisions run on the fallback although the helper has a PRM (None: they do not)."""
         self.members: dict = {}
@@ -165,6 +154,21 @@ class HelperGate(ScoredGate):
         self.guarantee: dict | None = None
         """The success guarantee ``helpgate calibrate`` wrote (``guarantee.json``: target, confidence, the certified
         budget and its calibration success and spend); None where the folder has none."""
+
+    def _decision_state(self, decide_after: str | None, scorer, trained_on: dict | None) -> None:
+        """What every gate of a helper folder holds beside its model: the mode (the PRM decides it: its score reads
+        the proposal or it does not), the counters ``stats`` reports, and what distill saw."""
+        self.decide_after = decide_after or getattr(scorer, "decide_after", "state")
+        if self.decide_after not in ("state", "proposal"):
+            raise ValueError(f"decide_after={self.decide_after!r}: use 'state' or 'proposal'.")
+        self._stats_lock = threading.Lock()
+        self._stats = {"decisions": 0, "fallbacks": 0, "score_errors": 0}
+        self._warned = False
+        self.trained_on = trained_on or {}
+        """What distill saw (env, horizon, budget, method): compared with the first use."""
+        self.horizon: int | None = self.trained_on.get("horizon")
+        """Decision points of the longest training episode (``serve-gate``'s horizon)."""
+        self._use_checked = [False]  # a list: gates made by with_budget share it (one warning for all)
 
     kinds: tuple[str, ...] = ("intervene",)
     """The kinds of help this gate chooses among; a one-kind helper's one is its intervention

@@ -32,7 +32,6 @@ for the most probable of the agent and the kinds affordable now; its folder keep
 from __future__ import annotations
 
 import math
-import threading
 from pathlib import Path
 
 from agile.budget import ScoredGate
@@ -74,15 +73,7 @@ class TieredHelperGate(HelperGate):
         self.table, self.discretizer, self.scorer = solution, discretizer, scorer
         self.classifier, self.fallback = classifier, None
         self.threshold = 0.5
-        self.decide_after = decide_after or getattr(scorer, "decide_after", "state")
-        if self.decide_after not in ("state", "proposal"):
-            raise ValueError(f"decide_after={self.decide_after!r}: use 'state' or 'proposal'.")
-        self._stats_lock = threading.Lock()
-        self._stats = {"decisions": 0, "fallbacks": 0, "score_errors": 0}
-        self._warned = False
-        self.trained_on = trained_on or {}
-        self.horizon = self.trained_on.get("horizon")
-        self._use_checked = [False]
+        self._decision_state(decide_after, scorer, trained_on)
         self.degraded = self.member = self.guarantee = None
         self.members = {}
         self._plain = (self.backend, solution, discretizer, None)

@@ -35,10 +35,18 @@ def fit_head(head, x: torch.Tensor, y: torch.Tensor, l2: float, steps: int, loss
         head.fit_normalizer(x)
     if _is_linear_value_head(head) and x.shape[-1] <= 4096:
         return _newton(head, x, y, l2, steps, losses)
+    return lbfgs_fit(head, x, y, l2, steps, losses)
+
+
+def lbfgs_fit(head, x: torch.Tensor, y: torch.Tensor, l2: float, steps: int, losses: list | None = None,
+              **options):
+    """``fit_head``'s loss by L-BFGS (strong Wolfe line search, ``steps`` iterations; ``options``: the optimizer's
+    tolerances) on inputs already standardised: any head's fit, and the reference Newton is checked against."""
     head_weights = [p for name, p in head.named_parameters() if "bias" not in name]
     free = getattr(head, "free_inputs", 0)
     anchors = [(w[..., :-free] if free else w).detach().clone() for w in head_weights]
-    optimizer = torch.optim.LBFGS(head.parameters(), lr=1.0, max_iter=steps, line_search_fn="strong_wolfe")
+    optimizer = torch.optim.LBFGS(head.parameters(), lr=1.0, max_iter=steps, line_search_fn="strong_wolfe",
+                                  **options)
 
     def closure():
         optimizer.zero_grad()

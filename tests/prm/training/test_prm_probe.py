@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from prm.training.probe import cross_validated_l2, fit_head
+from prm.training.probe import cross_validated_l2, fit_head, lbfgs_fit
 from prm.verifiers.model import TagHead, ValueHead
 
 
@@ -23,17 +23,7 @@ def _objective(head, x, y, l2, free, anchor):
 def _converged_lbfgs(head, x, y, l2, free):
     head.fit_normalizer(x)
     anchor = (head.linear.weight[..., :-free] if free else head.linear.weight).detach().clone()
-    optimizer = torch.optim.LBFGS(head.parameters(), lr=1.0, max_iter=20_000, tolerance_grad=1e-12,
-                                  tolerance_change=1e-16, history_size=50, line_search_fn="strong_wolfe")
-
-    def closure():
-        optimizer.zero_grad()
-        weights = head.linear.weight[..., :-free] if free else head.linear.weight
-        total = torch.nn.functional.binary_cross_entropy_with_logits(head(x), y) + l2 * ((weights - anchor) ** 2).sum()
-        total.backward()
-        return total
-
-    optimizer.step(closure)
+    lbfgs_fit(head, x, y, l2, steps=20_000, tolerance_grad=1e-12, tolerance_change=1e-16, history_size=50)
     return head, anchor
 
 
