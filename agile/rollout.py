@@ -50,7 +50,9 @@ Kinds of help (``helps=[agile.helps.Help(name, agent, price, cap, weight), ...]`
 under its cap; the gate is asked and the draw is made only where one is. An exploration draw that says
 yes (``explore_p`` as above) then picks the kind among the affordable ones, weighted by ``Help.weight``
 (uniform by default), by a second pure draw of ``(rng_seed, episode_id, step)``; a gate names the kind
-itself (its answer: a kind's name, or false). So no episode ever spends past its budget or a kind past its
+itself: a gate of several kinds (``kinds`` and ``choose``, as ``helper.gate.tiered_gate.TieredHelperGate``) is asked
+``choose(observation, cost_left, calls_left)`` with the episode's exact rest, any other answers ``should_intervene``
+with a kind's name, or false. So no episode ever spends past its budget or a kind past its
 cap, and every row says which help it called and what it cost (``help_kind``, ``help_cost``; ``""`` and 0
 where the agent acted; ``budget_left`` is the cost left, rounded down). A kind with no agent is the
 episode's own expert of that kind (``agile.helps.expert_action``). Counterfactual rollouts take one strong
@@ -238,9 +240,10 @@ def run_episodes(
         called: dict[int, Help] = {}
         chosen: dict[int, Agent | None] = {}
         for i in live:
+            limits = None if helps is None else (spend.left(i), spend.calls_left(i))
             intervene[i], kind = _asks_for_help(
                 gate, gate_mode, observations[i], left[i], room[i], proposals[i][0] if i in proposals else None,
-                None if helps is None else affordable[i], ps[i], rng_seed)
+                None if helps is None else affordable[i], ps[i], rng_seed, limits)
             if kind is not None:
                 called[i] = kind
             chosen[i] = (strong if helps is None else answer[called[i].name]) if intervene[i] else base_agent
@@ -308,12 +311,18 @@ def _decision_mode(gate: Gate | None, gate_mode: str, decide_after: str | None) 
 
 def _asks_for_help(gate: Gate | None, gate_mode: str, obs: Observation, left: int, room: int,
                    proposal: _Decision | None, affordable: list[Help] | None, p: float | None,
-                   rng_seed: int) -> tuple[bool, Help | None]:
+                   rng_seed: int, limits: tuple[float, dict] | None = None) -> tuple[bool, Help | None]:
     """Whether one episode calls for help at this decision (steps 2-3 of the module docstring), and with several
-    kinds (``affordable`` given) which one: the gate's named kind, else one drawn by the exploration."""
+    kinds (``affordable`` given) which one: the gate's named kind, else one drawn by the exploration. ``limits``:
+    the episode's exact cost left and calls left per kind, which a gate of these kinds is asked with."""
     wants, kind = False, None
     if room > 0:
-        if gate is not None:
+        if affordable is not None and _chooses_among(gate, affordable):
+            cost_left, calls_left = limits
+            wants = kind = _named_kind(gate, gate.choose(obs, cost_left, calls_left, proposal=(
+                proposal_action(proposal) if gate_mode == "proposal" else None)), affordable)
+            wants = bool(wants)
+        elif gate is not None:
             if gate_mode == "proposal":
                 wants = gate.should_intervene(obs, left, proposal=proposal_action(proposal))
             else:
@@ -358,6 +367,14 @@ def _play(episodes: list[Episode], live: list[int], chosen: dict[int, Agent | No
         elif not intervene[i]:
             decisions[i] = replay_checked(episodes[i], proposals[i][0])
     return [decisions[i] for i in live]
+
+
+def _chooses_among(gate, affordable: list[Help]) -> bool:
+    """Whether ``gate`` names kinds of these helps itself (``choose``, as ``TieredHelperGate``): a gate of one kind
+    (``HelperGate.kinds == ("intervene",)``) or none answers ``should_intervene`` instead."""
+    kinds = getattr(gate, "kinds", ())
+    return callable(getattr(gate, "choose", None)) and len(kinds) > 1 and \
+        set(kinds) & {h.name for h in affordable} != set()
 
 
 def _named_kind(gate, answer, affordable: list[Help]) -> Help | None:

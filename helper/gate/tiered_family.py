@@ -14,9 +14,9 @@ before any calibration episode is played, as the fixed-sequence test needs (``he
 
 Each member plays the calibration episodes with the folder's kinds at their prices and caps
 (``agile.rollout.run_episodes(..., helps=..., budget=B)``; a kind with no agent of its own is the episode's own
-expert of that kind). ``KindNaming`` hands the loop the kind ``TieredHelperGate.choose`` names (the loop takes a
-kind's name from a gate of several kinds); the gate's own count and the loop's hold the same prices, budget and
-caps, so neither lets an episode spend past B or call a kind past its cap.
+expert of that kind). The loop asks the gate's ``choose`` with the episode's exact cost and calls left; the gate's own
+count and the loop's hold the same prices, budget and caps, so neither lets an episode spend past B or call a kind
+past its cap.
 """
 
 from __future__ import annotations
@@ -58,32 +58,12 @@ def budgets(helper, chosen: list[int] | None = None) -> list[int | float]:
     return [number(b) for b in picked]
 
 
-class KindNaming:
-    """A ``TieredHelperGate`` as ``run_episodes`` asks a gate of several kinds: ``should_intervene`` answers the
-    kind's name (or None), spent from the gate's own exact count (the loop's rounded budget left is not passed)."""
-
-    def __init__(self, gate):
-        self.gate = gate
-        self.decide_after = gate.decide_after
-        self.name = "helper"
-
-    def should_intervene(self, observation, budget_left=None, proposal=None) -> str | None:
-        return self.gate.choose(observation, proposal=proposal)
-
-    def record_action(self, observation, action_text: str) -> None:
-        if hasattr(self.gate, "record_action"):
-            self.gate.record_action(observation, action_text)
-
-    def end_episode(self, episode_id: str) -> None:
-        self.gate.end_episode(episode_id)
-
-
 def play(episodes, base, helps, gate, budget, seed: int) -> list[dict]:
     """One member on ``episodes`` (played in place): per episode its id, success, calls of any kind, cost and calls
     per kind (``calls_<kind>``), added up from the loop's own rows."""
     from agile.rollout import run_episodes
 
-    records = run_episodes(episodes, base, helps=helps, gate=KindNaming(gate), budget=budget, rng_seed=int(seed))
+    records = run_episodes(episodes, base, helps=helps, gate=gate, budget=budget, rng_seed=int(seed))
     for episode in episodes:  # the next member replays these ids: its count must start empty
         gate.end_episode(episode.episode_id)
     rows = []

@@ -116,6 +116,35 @@ def test_a_gate_names_the_kind_and_a_bare_yes_is_refused():
                      budget=4)
 
 
+class ChoosingGate:
+    """A gate of several kinds (as ``TieredHelperGate``): the loop asks its ``choose`` with the exact rest."""
+
+    kinds = NAMES
+
+    def __init__(self):
+        self.asked = []
+
+    def choose(self, observation, budget_left=None, calls_left=None, proposal=None):
+        self.asked.append((observation.episode_id, budget_left, dict(calls_left)))
+        return "compute" if budget_left >= 0.5 else None
+
+    def should_intervene(self, observation, budget_left=None, proposal=None):
+        raise AssertionError("a gate of several kinds is asked choose(), not should_intervene()")
+
+
+def test_a_gate_of_several_kinds_is_asked_choose_with_the_exact_cost_and_calls_left():
+    gate = ChoosingGate()
+    helps = [Help("compute", None, 0.5, 3), Help("stronger", None, 2.0), Help("human", None, 4.0)]
+    records = run_episodes(make_episodes("train", 6, 5), make_agent(), gate=gate, helps=helps, budget=2.5, rng_seed=1)
+    asked = {}
+    for episode, left, calls in gate.asked:
+        asked.setdefault(episode, []).append((left, calls.get("compute")))
+    for episode, rows in zip(make_episodes("train", 6, 5), records):
+        # compute while its cap of 3 holds (1.5 of 2.5 spent, never rounded); then nothing is affordable: not asked
+        assert [r.help_kind for r in rows] == ["compute" if k < 3 else "" for k in range(len(rows))]
+        assert asked[episode.episode_id] == [(2.5 - 0.5 * k, 3 - k) for k in range(min(len(rows), 3))]
+
+
 @pytest.mark.parametrize("kwargs, refused", [
     (dict(helps=[Help("oracle")], explore_p=1.0), "help 'oracle' has no agent, and episode 'rapids-train-0-0' "
                                                   "offers no expert of that kind"),
