@@ -11,7 +11,10 @@ reliable than generation for a 135M model: every action is a legal command. Cost
 observation, one forward pass over the prompt, then one batched pass over all candidates that
 reuses the prompt's key/value cache. Each observation is scored alone, so a batch gives exactly
 the actions of one-by-one calls; sampling draws from a pure function of
-``(seed, episode_id, step)``.
+``(seed, episode_id, step)``. The scores are a pure function of the prompt, so they are kept (``memo``
+prompts, least recently used out): a game's state text holds no history (move number, last command, room,
+inventory, commands), so the sweep's methods, budgets and replays meet the same states again and each is scored
+once (``benchmarks/speed/tw_agent_memo.py``).
 
 ``TextWorldSimulatorAgent`` plays the expert's move (the game's winning policy) with
 probability ``q`` and otherwise a uniformly random admissible command (which can be the expert's
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from agile.envs.textworld_env import admissible_commands
@@ -118,9 +122,11 @@ class TextWorldLLMAgent:
         name: str | None = None,
         lm=None,
         dtype: str | None = None,
+        memo: int = 65536,
     ):
         """``lm``: an already loaded ``(model, tokenizer)`` pair to share (e.g. between tests).
-        ``dtype``: the weights' type (default: ``agile.models.default_dtype`` of the device)."""
+        ``dtype``: the weights' type (default: ``agile.models.default_dtype`` of the device).
+        ``memo``: prompts whose scores are kept (0: none; an entry is a few floats a command)."""
         if lm is None:
             import torch
 
@@ -140,6 +146,12 @@ class TextWorldLLMAgent:
         self._end = [end] if end is not None else []
         self.last_scores: list[list[float]] = []
         """Per observation of the last ``act`` call, the score of each admissible command."""
+        if memo < 0:
+            raise ValueError(f"memo must be >= 0 prompts, got {memo}.")
+        self.memo_size = int(memo)
+        self._memo: OrderedDict[str, list[float]] = OrderedDict()
+        self.scored = 0
+        """Prompts scored by the model (a memo hit is not counted)."""
 
     def prompt(self, observation: Observation) -> str:
         """The text before the reply: the chat turns, or plain text for a base model."""
@@ -150,10 +162,24 @@ class TextWorldLLMAgent:
 
     def scores(self, observation: Observation) -> list[float]:
         """Mean log-probability of each admissible command (in listed order) as the reply."""
+        text = self.prompt(observation)
+        kept = self._memo.get(text)
+        if kept is not None:
+            self._memo.move_to_end(text)
+            return list(kept)
+        result = self._scored(observation, text)
+        if self.memo_size:
+            self._memo[text] = list(result)
+            if len(self._memo) > self.memo_size:
+                self._memo.popitem(last=False)
+        return result
+
+    def _scored(self, observation: Observation, text: str) -> list[float]:
         import torch
 
         commands = _admissible(observation)
-        prompt = self.tokenizer(self.prompt(observation), add_special_tokens=False)["input_ids"]
+        self.scored += 1
+        prompt = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         # Over-long prompts lose their beginning: the commands and the question sit at the end.
         prompt = prompt[-self.max_prompt_tokens:]
         device = self.model.device

@@ -264,7 +264,8 @@ def test_llm_agent_picks_admissible_commands_batched_equals_unbatched(games, tin
     observations = [e.observe() for e in fresh(games)[:2]]
     batched = agent.act(observations)
     scores = agent.last_scores
-    single = [agent.act([o])[0] for o in observations]
+    alone = TextWorldLLMAgent("tiny", lm=tiny_lm, memo=0)
+    single = [alone.act([o])[0] for o in observations]
     assert batched == single
     for obs, action, row in zip(observations, batched, scores):
         commands = admissible_commands(obs.state_text)
@@ -272,6 +273,23 @@ def test_llm_agent_picks_admissible_commands_batched_equals_unbatched(games, tin
         assert len(row) == len(commands) and action.text == commands[row.index(max(row))]
     sampler = TextWorldLLMAgent("tiny", lm=tiny_lm, temperature=1.0, seed=5)
     assert sampler.act(observations) == [sampler.act([o])[0] for o in observations]
+
+
+def test_the_memo_replays_the_scores_of_a_state_seen_before_and_keeps_its_size(games, tiny_lm):
+    plain = TextWorldLLMAgent("tiny", lm=tiny_lm, memo=0)
+    kept, small = TextWorldLLMAgent("tiny", lm=tiny_lm), TextWorldLLMAgent("tiny", lm=tiny_lm, memo=3)
+    plays = []
+    for agent in (plain, kept, kept, small, small):  # a second play meets the same states again
+        episodes = [TextWorldEpisode(g, 0, f"memo-{i}", horizon=4) for i, g in enumerate(games[:2])]
+        records = run_episodes(episodes, agent, budget=0)
+        plays.append([[r.action_text for r in rows] for rows in records])
+    assert all(play == plays[0] for play in plays)
+    states = sum(len(p) for p in plays[0])
+    assert plain.scored == states and kept.scored == states  # the second play: every state a memo hit
+    # 3 kept, least recently used out: a replay of 8 states in the same order finds none of them still there
+    assert len(small._memo) == 3 and small.scored == 2 * states
+    with pytest.raises(ValueError, match="memo must be >= 0"):
+        TextWorldLLMAgent("tiny", lm=tiny_lm, memo=-1)
 
 
 def test_llm_agent_plays_an_episode_end_to_end(games, tiny_lm):
