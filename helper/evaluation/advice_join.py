@@ -36,7 +36,8 @@ def load_sessions(eval_dir: Path) -> list[dict]:
     """The session log of one evaluation (``sessions.jsonl``), one dict per session."""
     path = Path(eval_dir) / "sessions.jsonl"
     if not path.is_file():
-        raise ValueError(f"{path}: not found; the evaluation it names did not finish (run agile_join.py again).")
+        raise ValueError(f"{path}: not found; the evaluation it names did not finish (run python "
+                         "benchmarks/agents/agile_join.py again).")
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
