@@ -37,19 +37,23 @@ DEBUG_FLAG = "--debug"
 
 
 def parse_config(cls: type, argv: list[str] | None = None, prog: str | None = None,
-                 description: str | None = None):
+                 description: str | None = None, experiments: bool = False):
     """Parse ``argv`` into an instance of the dataclass ``cls`` (``--help`` exits 0; a bad flag or a
-    value that is not of the option's type exits 2 with one line, ``PROG: error: ...``)."""
+    value that is not of the option's type exits 2 with one line, ``PROG: error: ...``). The product's
+    command line hides the experiment options (``helper.experiment_options``); ``experiments`` shows them."""
     import contextlib
     import io
 
     import tyro
 
+    from helper.experiment_options import as_product, product_view
+
     caught = io.StringIO()
     try:
         with contextlib.redirect_stderr(caught):  # tyro's error box, made one line below
-            return tyro.cli(cls, args=sys.argv[1:] if argv is None else list(argv), prog=prog,
-                            description=description)
+            parsed = tyro.cli(cls if experiments else product_view(cls),
+                              args=sys.argv[1:] if argv is None else list(argv), prog=prog, description=description)
+            return parsed if experiments else as_product(parsed, cls)
     except SystemExit as stop:
         if stop.code not in (0, None):
             print(f"{prog or cls.__name__}: error: {box_line(caught.getvalue())}", file=sys.stderr)

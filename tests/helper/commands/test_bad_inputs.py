@@ -58,7 +58,7 @@ def test_constrained_ppo_refuses_a_critic_and_a_checkpoint_of_another_run(tmp_pa
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "checkpoint-p0.json").write_text("{")
     # The test slice, not the default ../shared/productqa: a bare clone has nothing beside it.
-    assert main(["agile", "ppo", "--model", "tiny", "--device", "cpu", "--data-root", str(SLICE),
+    assert main(["agile", "ppo", "--model", "tiny", "--device", "cpu", "--data", str(SLICE),
                  "--out", str(tmp_path / "b")]) == 2
     assert "checkpoint-p0.json" in one_error_line(capsys)
 

@@ -1,5 +1,5 @@
 """``helpgate calibrate`` on a tiered helper (several kinds of help, each at its price), end to end on the tiered
-rapids at a tiny size (README's chain: collect with kinds, tiny PRM, solve --kinds, distill): the family is the
+rapids at a tiny size (README's chain: collect with kinds, tiny PRM, solve --help-kinds, distill): the family is the
 helper at every cost budget its table holds, most help first; the guarantee is the fixed-sequence choice of its own
 calibration rows, with the member's cost and calls per kind; no calibration episode spends past its budget or a
 kind past its cap; the certified member holds its target on fresh episodes; and a target out of reach, calibration
@@ -37,7 +37,7 @@ def run_dir(tmp_path_factory, one_torch_thread):
          "--pooling", "mean", "--target", "process", "--base-only", "--out", str(root / "prm")],
         ["prm", "score", "--data", str(root / "trajectories"), "--model", str(root / "prm"), "--out",
          str(root / "scored")],
-        ["solve", "--data", str(root / "scored"), "--kinds", *kinds, "--caps", "human=1", "--budgets", "4", "6",
+        ["solve", "--data", str(root / "scored"), "--help-kinds", *kinds, "--help-caps", "human=1", "--budgets", "4", "6",
          "--out", str(root / "solve")],
         ["distill", "--labels", str(root / "solve"), "--prm", str(root / "prm"), "--out", str(root / "helper")],
     ]
