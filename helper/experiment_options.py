@@ -22,25 +22,28 @@ MEASURED = "measured, not the product's default (benchmarks/RESULTS.md)"
 TUNING = "a tuning knob of the benchmarks' runs; the default is what the product runs"
 BASELINE = "a knob of a baseline the sweep measures against"
 DIAGNOSTIC = "a diagnostic of a measurement"
+SUBSET = "a subset of the groups: a measurement's (the product uses every group of the split)"
 _ENV_SPEC = {
     "sim_accuracy": SIMULATOR, "memory_boost": SIMULATOR, "tw_sim_p": SIMULATOR,
     "gold_features": ABLATION + ": a deployed agent never has the question type",
     "tw_quest_length_feature": ABLATION + ": a generator setting a deployed agent does not know",
-    "restate_question": ABLATION + " of the executor's prompt", "list_advice_with_gate": ABLATION + " of the executor's prompt",
-    "yes_no_threshold": "an executor research knob, used in no run", "consistency_samples": MEASURED + ": it lowered the PRM",
-    "memory": MEASURED + ": lexical retrieval against AGILE's embeddings",
-    "max_new_tokens": TUNING, "plugin_max_steps": TUNING,
+    "restate_question": ABLATION + " of the executor's prompt",
+    "list_advice_with_gate": ABLATION + " of the executor's prompt",
+    "yes_no_threshold": "an executor research knob, used in no run",
+    "consistency_samples": MEASURED + ": it lowered the PRM",
+    "memory": MEASURED + ": lexical retrieval against AGILE's embeddings", "max_new_tokens": TUNING,
     "tw_rooms": "a TextWorld benchmark set-up", "tw_objects": "a TextWorld benchmark set-up",
     "tw_games": "a TextWorld benchmark set-up", "tw_quest_lengths": "a TextWorld benchmark set-up",
 }
 _PRM_INPUTS = {"proposal_features": MEASURED, "evidence_features": MEASURED + " (the evidence verifier)",
                "question_vector": MEASURED, "state_features": MEASURED + "; on by default for TextWorld",
                "hidden": MEASURED + "; off by default for TextWorld", "pooling": MEASURED, "signals": ABLATION}
-_AGILE_TUNING = {name: TUNING for name in ("micro_batch_size", "lora_alpha", "lora_dropout", "max_grad_norm",
-                                           "cpu_threads", "save", "weight_decay", "log_every", "max_steps",
-                                           "data_file", "max_new_tokens", "batch_size", "update_epochs",
-                                           "minibatch_size", "rollout_batch_size", "max_turns", "temperature",
-                                           "lora_layers", "gamma", "lam", "value_clip_eps", "whiten_advantages")}
+_SFT_TUNING = ("micro_batch_size", "lora_alpha", "lora_dropout", "max_grad_norm", "cpu_threads", "save", "weight_decay",
+               "log_every", "max_steps", "data_file", "batch_size", "advice_share")
+_PPO_TUNING = ("micro_batch_size", "lora_alpha", "max_grad_norm", "cpu_threads", "save", "max_new_tokens",
+               "update_epochs", "minibatch_size", "rollout_batch_size", "max_turns", "temperature", "lora_layers",
+               "gamma", "lam", "value_clip_eps", "whiten_advantages", "similarity_threshold", "stop_when_flat",
+               "flat_tolerance")
 _EXECUTOR_ABLATIONS = {"restate_question": ABLATION + " of the executor's prompt",
                        "list_advice_with_gate": ABLATION + " of the executor's prompt",
                        "yes_no_threshold": "an executor research knob, used in no run"}
@@ -48,49 +51,56 @@ _RAY = {"ray_address": TUNING + " (Ray's own default: the running cluster)", "ra
 EXPERIMENT_OPTIONS: dict[str, dict[str, str]] = {
     # class name -> field -> why it is an experiment's (a field is looked up through the class's bases)
     "EnvSpec": _ENV_SPEC,
-    "EnvConfig": {"agent_seed": "a measurement's second seed (the base agent's draws)"},
+    "EnvConfig": {"agent_seed": "a measurement's second seed (the base agent's draws)",
+                  "split": "episodes of the training split: a measurement's (the product plays held-out ones)"},
     "PipelineConfig": {**{f"prm_{name}": why for name, why in _PRM_INPUTS.items() if name != "signals"},
-                       "prm_lora": MEASURED, "prm_folds": ABLATION + " only", "counterfactual": "records the mc target's branches",
-                       "rl_use_prm": BASELINE, "solve_pessimism": TUNING, "methods": "fewer methods: for an ablation",
+                       "prm_lora": MEASURED, "prm_folds": ABLATION + " only",
+                       "counterfactual": "records the mc target's branches",
+                       "rl_use_prm": BASELINE, "solve_pessimism": TUNING,
                        "binning": MEASURED, "prm_layers": MEASURED + ": 8 of SmolLM2's 30, a quarter of the cost",
                        "bins": TUNING},
-    "CollectConfig": {"counterfactual": "records counterfactual outcomes for measurements", "help_weights": TUNING,
-                      "shard_size": TUNING, "batch_size": TUNING, **_RAY,
+    "CollectConfig": {"counterfactual": "records counterfactual outcomes for measurements", **_RAY,
                       "model": "a second spelling of --agent MODEL (--agent llm --model MODEL)"},
     "TrainConfig": {**_PRM_INPUTS, "head": MEASURED + ": the tag head", "base_only": ABLATION, "group_by": DIAGNOSTIC,
                     "feature_cache": "to try other targets or heads", "bins": DIAGNOSTIC, "head_steps": TUNING,
                     "history": MEASURED, "lora_dropout": TUNING, "lora_alpha": TUNING, "success_threshold": TUNING,
                     "max_episodes": "for quick measurements", "val_fraction": ABLATION + " (--folds 1)", "l2": TUNING,
                     "calibration": MEASURED, "head_lr": TUNING, "step_tokens": TUNING, "batch_tokens": TUNING,
-                    "max_length": TUNING, "progress": TUNING},
-    "ScoreConfig": {"batch_tokens": TUNING, "max_length": TUNING, "progress": TUNING, **_RAY},
+                    "max_length": TUNING},
+    "ScoreConfig": {"batch_tokens": TUNING, "max_length": TUNING, "resume": TUNING, **_RAY},
     "ExportConfig": {"success_threshold": TUNING, "base_only": ABLATION, "format": "one choice only (trl)"},
-    "SolveConfig": {name: TUNING for name in ("step_buckets", "smoothing", "backoff", "shaping", "pessimism",
-                                              "memory_limit_gb")},
+    "SolveConfig": {**dict.fromkeys(("step_buckets", "smoothing", "backoff", "shaping", "pessimism"), TUNING),
+                    "objective": MEASURED + ": the summed reward against success"},
     "DistillConfig": {"test_fraction": DIAGNOSTIC, "max_rows": "for quick measurements", "members": MEASURED,
                       "model": MEASURED + ": logistic regression against gradient boosting",
                       **{f"text_{name}": TUNING for name in ("epochs", "batch_size", "lr", "max_length")}},
-    "CalibrateConfig": {"backend": "another backend than the helper's: a measurement", "prices": TUNING, "success_at": TUNING},
+    "CalibrateConfig": {"backend": "another backend than the helper's: a measurement", "prices": TUNING,
+                        "success_at": TUNING},
     "EvaluateConfig": {"backend": "another backend than the helper's: a measurement",
                        "prm": "another PRM than the helper's: a measurement", "ci_resamples": TUNING},
     "SweepConfig": {"rl_use_prm": BASELINE, "rl_timesteps": BASELINE, "random_rounds": BASELINE, "knn_k": BASELINE,
                     "knn_encoder": BASELINE, "rl_n_steps": BASELINE, "rl_eval_every": BASELINE,
                     "rl_val_episodes": BASELINE, "rl_lr": BASELINE, "rl_train_episodes": BASELINE,
-                    "train_data": BASELINE + " (prm_threshold, router)", "helper_backend": "another backend than the helper's: a measurement",
-                    "prm": "another PRM than the helper's: a measurement", "ci_resamples": TUNING, "title": TUNING,
-                    "allow_incomplete": BASELINE + " (reads --train-data)"},
+                    "helper_backend": "another backend than the helper's: a measurement",
+                    "prm": "another PRM than the helper's: a measurement", "ci_resamples": TUNING, "title": TUNING},
     "ReportConfig": {"seed": "the bootstrap's draws: a measurement's second seed"},
-    "ServeConfig": {"seed": "the tiny test model's weights"},
-    "SFTConfig": {**_AGILE_TUNING, "advice_share": TUNING},
-    "PPOConfig": {**_AGILE_TUNING, **_EXECUTOR_ABLATIONS, "estimator": MEASURED + " (distinct: not shown to matter)",
-                  "rollouts_per_task": MEASURED + " (with --estimator)", "similarity_threshold": TUNING,
+    "ServeConfig": {"seed": "the tiny test model's weights", "log_level": TUNING},
+    "ServeGateConfig": {"log_level": TUNING, "ledger_sync": TUNING},
+    "SFTConfig": {**dict.fromkeys(_SFT_TUNING, TUNING), "groups": SUBSET},
+    "PPOConfig": {**dict.fromkeys(_PPO_TUNING, TUNING), "restate_question": _EXECUTOR_ABLATIONS["restate_question"],
+                  "yes_no_threshold": _EXECUTOR_ABLATIONS["yes_no_threshold"],
+                  "estimator": MEASURED + " (distinct: not shown to matter)",
+                  "rollouts_per_task": MEASURED + " (with --estimator)", "groups": SUBSET, "clip_eps": TUNING,
+                  "vf_coef": TUNING,
+                  "decoding": "constrained PPO: an experiment's (it needs --estimator loop or grpo)",
                   "choice_head": MEASURED, "freeze_lm": MEASURED + " (with --choice-head)",
-                  "head_lr": MEASURED + " (with --choice-head)", "head_components": MEASURED + " (with --choice-head)",
-                  "stop_when_flat": TUNING, "flat_tolerance": TUNING},
-    "AgileEvalConfig": {**_AGILE_TUNING, **_EXECUTOR_ABLATIONS, "ablations": ABLATION + "s of the executor",
-                        "gold_features": ABLATION, "ask_shift": "a measurement of the policy's own advice rate",
+                  "head_lr": MEASURED + " (with --choice-head)", "head_components": MEASURED + " (with --choice-head)"},
+    "AgileEvalConfig": {**dict.fromkeys(("cpu_threads", "max_new_tokens", "batch_size", "episodes_per_group"), TUNING),
+                        **_EXECUTOR_ABLATIONS, "ablations": ABLATION + "s of the executor", "gold_features": ABLATION,
+                        "ask_shift": "a measurement of the policy's own advice rate",
                         "policy_run": "a comparison of gates: a measurement", "gate_threshold": BASELINE,
-                        "gate_p": BASELINE, "gate": BASELINE + " (a built-in gate beside the policy's advice)", "episodes_per_group": TUNING, "memory": MEASURED + ": lexical retrieval against AGILE's embeddings"},
+                        "gate_p": BASELINE, "gate": BASELINE + " (a built-in gate beside the policy's advice)",
+                        "memory": MEASURED + ": lexical retrieval against AGILE's embeddings", "groups": SUBSET},
 }
 """Every experiment option, by the config class that declares it, with the reason it is one."""
 
@@ -105,7 +115,8 @@ def _nested(cls: type) -> dict[str, tuple[type, tuple]]:
     """Fields of ``cls`` holding a nested config: name -> (its dataclass, the Annotated metadata around it)."""
     out = {}
     for name, hint in typing.get_type_hints(cls, include_extras=True).items():
-        inner, meta = (hint.__origin__, hint.__metadata__) if typing.get_origin(hint) is typing.Annotated else (hint, ())
+        annotated = typing.get_origin(hint) is typing.Annotated
+        inner, meta = (hint.__origin__, hint.__metadata__) if annotated else (hint, ())
         if isinstance(inner, type) and dataclasses.is_dataclass(inner):
             out[name] = (inner, meta)
     return out

@@ -77,6 +77,17 @@ def _command_path(argv: list[str]) -> tuple[tuple[str, ...] | None, list[str]]:
     return None, argv
 
 
+def gives_experiment_option(argv: list[str]) -> bool:
+    """Whether ``argv`` (a command and its options) gives an experiment option, so runs only on the experiment
+    entry's line (``main(argv, experiments=True)``): for scripts that run commands either way."""
+    path, rest = _command_path(argv)
+    if path is None:
+        return False
+    module_name, config_name, *_ = COMMANDS[path]
+    config = getattr(importlib.import_module(module_name), config_name)
+    return experiment_flag(rest, config, " ".join(path)) is not None
+
+
 def main(argv: list[str] | None = None, experiments: bool = False) -> int:
     """Run ``helpgate ARGV``; ``experiments``: with every config field a flag, the experiment options too
     (``benchmarks/experiment.py``; ``helper.experiment_options``)."""

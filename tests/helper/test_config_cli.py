@@ -92,7 +92,8 @@ def test_every_command_help_lists_every_field(path, capsys):
             assert "positional arguments" in product, item.name  # given without a flag (helpgate report RUN...)
             continue
         nested = typing.get_type_hints(config_cls)[item.name]
-        owner, names = (nested, dataclasses.fields(nested)) if dataclasses.is_dataclass(nested) else (config_cls, [item])
+        is_nested = dataclasses.is_dataclass(nested)
+        owner, names = (nested, dataclasses.fields(nested)) if is_nested else (config_cls, [item])
         assert "--" + item.name + "." not in product  # the EnvSpec: its fields are flags of their own (--env)
         inner_hints = typing.get_type_hints(owner, include_extras=True)
         for inner in names:

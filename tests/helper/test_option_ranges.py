@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from helper.commands.cli import COMMANDS, _command_path, main
-from helper.experiment_options import EXPERIMENT_ENTRY, experiment_flag
+from helper.commands.cli import COMMANDS, gives_experiment_option, main
+from helper.experiment_options import EXPERIMENT_ENTRY
 from helper.option_ranges import RANGES, Range
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,9 +64,7 @@ def test_ranges_include_and_exclude_their_bounds():
 def is_experiment(argv: list[str]) -> bool:
     """Whether ``argv`` gives an experiment option: its range is checked on the experiment entry's line, where it
     is a flag (the product's line refuses it before any range)."""
-    path, rest = _command_path(argv)
-    module, config, *_ = COMMANDS[path]
-    return experiment_flag(rest, getattr(importlib.import_module(module), config), " ".join(path)) is not None
+    return gives_experiment_option(argv)
 
 
 def one_line(capsys) -> str:

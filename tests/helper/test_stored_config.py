@@ -110,5 +110,6 @@ def test_the_flags_users_know_fill_the_nested_spec():
                             experiments=True)
     assert pipeline.spec.tw_quest_lengths == (3,) and pipeline.spec.agent == "smollm2"  # the pipeline's default
     assert pipeline.budgets == [1, 2]
-    sweep = parse_config(SweepConfig, ["--agent", "smollm2", "--budgets", "0", "2", "--split", "train"])
+    sweep = parse_config(SweepConfig, ["--agent", "smollm2", "--budgets", "0", "2", "--split", "train"],
+                         experiments=True)
     assert sweep.spec.agent == "smollm2" and sweep.budgets == [0, 2] and sweep.split == "train"

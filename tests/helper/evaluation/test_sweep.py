@@ -197,7 +197,7 @@ def test_methods_option_takes_the_registry_keys_and_refuses_others(capsys):
 def test_evaluate_command(helper_dir, tmp_path):
     out = tmp_path / "evaluate"
     assert main(["evaluate", "--helper", str(helper_dir), "--episodes", "6", "--questions-per-episode",
-                 str(HORIZON), "--budgets", "0", "2", "--ci-resamples", "100", "--out", str(out)]) == 0
+                 str(HORIZON), "--budgets", "0", "2", "--ci-resamples", "100", "--out", str(out)], experiments=True) == 0
     frame = pd.read_csv(out / "evaluate.csv")
     assert frame["budget"].tolist() == [0, 2] and frame["method"].unique().tolist() == ["helper"]
     assert frame.loc[1, "interventions"] <= 2

@@ -89,7 +89,7 @@ def test_the_tiered_solve_writes_tables_and_exact_labels(shards, solved):
 def test_distilled_the_classifier_chooses_as_the_table_and_loads_with_it(solved, tmp_path, capsys):
     out, _ = solved
     assert main(["distill", "--labels", str(out), "--prm", "none", "--max-rows", "8000", "--out",
-                 str(tmp_path / "helper")]) == 0
+                 str(tmp_path / "helper")], experiments=True) == 0
     assert "tiered helper for budget 6" in capsys.readouterr().out
     config = json.loads((tmp_path / "helper" / "helper.json").read_text())
     assert config["backend"] == "tiered_features" and config["feature_names"][-1] == "calls_left_human"
