@@ -117,7 +117,7 @@ class PipelineConfig:
     here, then the base agent alone), which the mc target learns from; costs about horizon + 1 times the agent
     calls of a plain collection."""
     solve_pessimism: float = 0.0
-    """Standard errors of its estimated own gain an intervention must clear (helpgate solve --pessimism):
+    """Standard errors of its estimated own gain an intervention must clear (solve --pessimism, an experiment's option):
     an intervention whose gain rests on thin data is not taken. 0: the point estimates."""
     rl_use_prm: bool = False
     """Give the online_rl baseline the PRM score too: one PRM pass per training decision, which

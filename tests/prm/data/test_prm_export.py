@@ -1,4 +1,4 @@
-"""``helpgate prm export --format trl``: TRL's stepwise-supervision layout, the text ``prm train``
+"""``helpgate prm export``: TRL's stepwise-supervision layout, the text ``prm train``
 renders, and labels checked against the trajectories by brute force."""
 
 from __future__ import annotations
