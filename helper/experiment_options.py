@@ -2,7 +2,7 @@
 
 They stay fields of the product's config dataclasses with their defaults, so a run folder stored by an older
 release (``pipeline.json``, a sweep's ``summary.json``) still reads, and keyword arguments in Python still take
-them. Only the command line differs: ``helpgate`` hides them (``product_view``) and refuses one in one line naming
+them. Only the command line differs: ``helpgate`` hides them (``command_view``) and refuses one in one line naming
 the experiments' entry (``experiment_flag``); ``python benchmarks/experiment.py CMD ...`` parses the same configs
 with every field shown. ``EXPERIMENT_OPTIONS`` is the one list, by the class that declares each field.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import typing
+from collections.abc import Callable
 
 EXPERIMENT_ENTRY = "python benchmarks/experiment.py"
 """The command that parses a command's config with its experiment options shown (same subcommands)."""
@@ -139,26 +140,29 @@ def _as(instance, cls: type):
 
 
 @functools.cache
-def product_view(cls: type) -> type:
-    """``cls`` as ``helpgate`` parses it: a subclass whose experiment options are ``tyro.conf.Suppress``-ed (not
-    flags, their defaults kept), nested configs likewise; ``cls`` itself where it has none. The view keeps
-    ``cls``'s module and qualified name, so tyro reads the fields' docstrings from ``cls``'s source."""
+def command_view(cls: type, hide: bool = True, hint: Callable[[str], object] | None = None) -> type:
+    """``cls`` as a command line parses it: a subclass whose experiment options are ``tyro.conf.Suppress``-ed (not
+    flags, their defaults kept) where ``hide``, and whose fields carry the tyro metadata ``hint(name)`` gives (a range
+    in the help), nested configs likewise; ``cls`` itself where nothing changes. The view keeps ``cls``'s module
+    and qualified name, so tyro reads the fields' docstrings from ``cls``'s source."""
     import tyro
 
     hints = typing.get_type_hints(cls, include_extras=True)
-    nested, hidden = _nested(cls), experiment_fields(cls)
+    nested, hidden = _nested(cls), experiment_fields(cls) if hide else set()
     changed = []
     for item in dataclasses.fields(cls):
         if item.name in nested:
             inner, meta = nested[item.name]
-            view = product_view(inner)
+            view = command_view(inner, hide, hint)
             if view is inner:
                 continue
             default = item.default_factory if item.default is dataclasses.MISSING else (lambda d=item.default: d)
             changed.append((item.name, typing.Annotated[(view, *meta)] if meta else view,
                             dataclasses.field(default_factory=lambda make=default, view=view: _as(make(), view))))
-        elif item.name in hidden:
-            changed.append((item.name, typing.Annotated[hints[item.name], tyro.conf.Suppress],
+            continue
+        extra = (tyro.conf.Suppress,) if item.name in hidden else tuple(filter(None, [hint and hint(item.name)]))
+        if extra:
+            changed.append((item.name, typing.Annotated[(hints[item.name], *extra)],
                             dataclasses.field(default=item.default, default_factory=item.default_factory)))
     if not changed:
         return cls
@@ -171,7 +175,7 @@ def product_view(cls: type) -> type:
 
 
 def as_product(instance, cls: type):
-    """A config parsed through ``product_view(cls)``, as an instance of ``cls`` itself (it pickles, and
+    """A config parsed through ``command_view(cls, ...)``, as an instance of ``cls`` itself (it pickles, and
     ``type(config)`` is the command's class)."""
     return _as(instance, cls)
 
@@ -186,16 +190,3 @@ def experiment_flag(argv: list[str], cls: type, command: str) -> str | None:
                     f"{flag} ... instead.")
     return None
 
-
-def command_flags(cls: type, experiments: bool = False) -> dict[str, str]:
-    """Each flag of ``cls``'s command line (``--x`` of a ``--x`` / ``--no-x`` pair) with its help text, from the
-    parser tyro builds (the product's, or with ``experiments`` the experiment entry's)."""
-    import warnings
-
-    import tyro
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # get_parser: the parser itself is what is counted
-        parser = tyro.extras.get_parser(cls if experiments else product_view(cls))
-    return {action.option_strings[0]: action.help or "" for action in parser._actions
-            if action.option_strings and action.option_strings[0].startswith("--") and action.dest != "help"}

@@ -11,8 +11,8 @@ import pytest
 import tyro
 
 from helper.commands.cli import COMMANDS, main
-from helper.config_cli import one_line, parse_config, run_reporting_errors
-from helper.experiment_options import command_flags, experiment_fields
+from helper.config_cli import command_flags, one_line, parse_config, run_reporting_errors
+from helper.experiment_options import experiment_fields
 
 
 @dataclass

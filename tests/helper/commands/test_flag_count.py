@@ -1,7 +1,8 @@
 """The product's command line stays small and speaks one vocabulary (issue 62, points 1 and 3).
 
-Flags are counted from the parsers ``helpgate`` builds (``helper.experiment_options.command_flags``), not from
-``--help`` text: every subcommand's together at most ``MAX_FLAGS``, each naming its default in its help. The
+Flags are counted from the parsers ``helpgate`` builds (``helper.config_cli.command_flags``), not from ``--help``
+text: every subcommand's together at most ``MAX_FLAGS``, each naming its default in its help, and its range where
+``helper.option_ranges`` holds one. The
 options of a measurement or an ablation are the experiment entry's (``benchmarks/experiment.py``): the product
 refuses one in one line naming it, and the entry parses it into the same config. One meaning has one spelling:
 ``SYNONYMS`` lists spellings of one meaning, and at most one of each group is a flag of any command.
@@ -15,9 +16,9 @@ import importlib
 import pytest
 
 from helper.commands.cli import COMMANDS, main
-from helper.config_cli import parse_config
-from helper.experiment_options import (EXPERIMENT_ENTRY, EXPERIMENT_OPTIONS, _nested, all_experiment_flags,
-                                       command_flags)
+from helper.option_ranges import RANGES
+from helper.config_cli import command_flags, parse_config
+from helper.experiment_options import EXPERIMENT_ENTRY, EXPERIMENT_OPTIONS, _nested, all_experiment_flags
 
 MAX_FLAGS = 213
 """At most this many product flags over every subcommand (448 counted on --help before experiments left)."""
@@ -42,6 +43,9 @@ SYNONYMS: tuple[frozenset[str], ...] = tuple(frozenset(group) for group in (
 ))
 """Spellings of one meaning: one of each group at most, across every command."""
 
+RENAMED_IN_HELP = {"--help-kinds", "--help-caps", "--data"}
+"""Flags whose field is named otherwise (``tyro.conf.arg(name=...)``): their range, if any, is the field's."""
+
 SINGLE_CAP = ("--budget",)
 """One cap per episode (a single number) where ``--budgets`` is a list of them."""
 
@@ -61,11 +65,14 @@ def test_the_product_has_at_most_its_flags(flags):
     assert sum(counts.values()) <= MAX_FLAGS, f"{sum(counts.values())} product flags > {MAX_FLAGS}: {counts}"
 
 
-def test_each_flag_names_its_default(flags):
+def test_each_flag_names_its_default_and_range(flags):
     # tyro writes "(default: ...)" for a field with a default, "(required)" for one without.
     for path, shown in flags.items():
         for flag, text in shown.items():
             assert "(default: " in text or "(required)" in text, (" ".join(path), flag)
+            allowed = RANGES.get(flag[2:].replace("-", "_"))
+            if allowed is not None and flag not in RENAMED_IN_HELP:
+                assert f"; {allowed.text()})" in text, (" ".join(path), flag, text)
 
 
 def test_one_spelling_per_meaning(flags):
