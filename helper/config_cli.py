@@ -46,14 +46,14 @@ def parse_config(cls: type, argv: list[str] | None = None, prog: str | None = No
 
     import tyro
 
-    from helper.experiment_options import as_product, command_view
+    from helper.experiment_options import as_config, command_view
 
     caught = io.StringIO()
     try:
         with contextlib.redirect_stderr(caught):  # tyro's error box, made one line below
             parsed = tyro.cli(command_view(cls, not experiments, range_hint),
                               args=sys.argv[1:] if argv is None else list(argv), prog=prog, description=description)
-            return as_product(parsed, cls)
+            return as_config(parsed, cls)
     except SystemExit as stop:
         if stop.code not in (0, None):
             print(f"{prog or cls.__name__}: error: {box_line(caught.getvalue())}", file=sys.stderr)

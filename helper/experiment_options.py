@@ -174,9 +174,9 @@ def command_view(cls: type, hide: bool = True, hint: Callable[[str], object] | N
     return view
 
 
-def as_product(instance, cls: type):
-    """A config parsed through ``command_view(cls, ...)``, as an instance of ``cls`` itself (it pickles, and
-    ``type(config)`` is the command's class)."""
+def as_config(instance, cls: type):
+    """A config parsed through ``command_view(cls, ...)``, as an instance of ``cls`` itself (it pickles by reference,
+    and ``type(config)`` is the command's class)."""
     return _as(instance, cls)
 
 

@@ -13,8 +13,10 @@
 Each subcommand's options are generated from its config dataclass by ``tyro`` (the field
 docstrings are the help; ``helper.config_cli``). Only the chosen command's module is imported, so
 ``helpgate --help`` stays fast. A user error prints one line and exits 2; ``--debug`` (anywhere on
-the line) shows the traceback. A new command is one line in ``COMMANDS``. A command that finishes
-records itself (command line, commit, machine, times) in the folder it wrote
+the line) shows the traceback. A new command is one line in ``COMMANDS``. An option that serves a
+measurement or an ablation (``helper.experiment_options``) is no flag here and is refused in one line;
+``benchmarks/experiment.py`` runs the same commands with it (``main(argv, experiments=True)``). A command
+that finishes records itself (command line, commit, machine, times) in the folder it wrote
 (``helper.provenance``): ``--out``, or the field ``RECORDED_IN`` names.
 """
 
