@@ -132,8 +132,8 @@ class PipelineConfig:
     cross_fit: int | None = None
     """Folds of product groups (ProductQA): one collection over every group of the data's train/ and test/, then per
     fold the PRM, solve, distill and sweep on the other folds' groups, the sweep on the fold's own (--eval-episodes
-    per fold); the folds' sweeps pooled in <out>/sweep (helper.commands.cross_fit). Default: 4 for ProductQA (0 with
-    --quick), 0 elsewhere; 0: the data's own train / test split."""
+    per fold); the folds' sweeps pooled in <out>/sweep (helper.commands.cross_fit). Default: 4 for ProductQA, 0 with
+    a quick run and elsewhere; 0: the data's own train / test split."""
     redo: bool = False
     """Run every stage again even if its folder is marked finished."""
 

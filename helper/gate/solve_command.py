@@ -75,8 +75,8 @@ class SolveConfig:
     data: str = "runs/default/trajectories"
     """Directory of scored Parquet shards (must have prm_score)."""
     budgets: list[int] | None = None
-    """Intervention budgets C per episode; one solution and one label column each. Default: 1 2 3. Not with
-    --advice-cost, which solves no budget."""
+    """Intervention budgets C per episode; one solution and one label column each. Default: 1 2 3. None are solved
+    with an advice cost (--advice-cost), which solves no budget."""
     method: str = "exact"
     """Solver: exact (hard budget), lagrangian or lp (both: budget in expectation)."""
     bins: int = 10
