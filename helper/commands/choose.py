@@ -2,8 +2,8 @@
 
     choice = choose(cfg, "runs/x/trajectories", "runs/x/choose", budgets=[1, 2, 3])
 
-Where ``helpgate pipeline`` is left to choose (``--prm-target auto``, ``--prm-pooling auto``, ``--binning
-auto``: the defaults for a plug-in environment), every candidate is tried on the training collection only:
+Where ``helpgate pipeline`` is left to choose (``--prm-target auto``; pooling and binning, auto by default for a
+plug-in environment, are experiment options elsewhere), every candidate is tried on the training collection only:
 
 1. for each pooling, the backbone runs once over the training episodes (a feature cache per pooling), and for
    each target a PRM head is fitted out of fold (``prm train``'s folds, by group): every training row gets a
