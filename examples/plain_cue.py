@@ -1,6 +1,6 @@
 """A river of stepping stones whose risk is said in plain words: a plug-in environment with a known optimum.
 
-    PYTHONPATH=. helpgate pipeline --env examples.plain_cue:make_episodes \\
+    PYTHONPATH=. python benchmarks/experiment.py pipeline --env examples.plain_cue:make_episodes \\
         --agent examples.plain_cue:make_agent --prm-model tiny --prm-pooling mean \\
         --prm-target process --budgets 1 2 3 --quick --out runs/plain-cue
 

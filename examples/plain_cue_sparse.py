@@ -1,6 +1,6 @@
 """The plain-cue river paid only at the end: the same risks and slips, reward 1 when the last crossing is made.
 
-    PYTHONPATH=. helpgate pipeline --env examples.plain_cue_sparse:make_episodes \\
+    PYTHONPATH=. python benchmarks/experiment.py pipeline --env examples.plain_cue_sparse:make_episodes \\
         --agent examples.plain_cue:make_agent --prm-model smollm2 --prm-layers 4 \\
         --budgets 1 2 3 4 5 --out runs/plain-cue-sparse
 

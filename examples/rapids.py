@@ -1,6 +1,6 @@
 """A river that ends in rapids: a plug-in environment where *when* to ask for help matters, with a known optimum.
 
-    PYTHONPATH=. helpgate pipeline --env examples.rapids:make_episodes \\
+    PYTHONPATH=. python benchmarks/experiment.py pipeline --env examples.rapids:make_episodes \\
         --agent examples.rapids:make_agent --prm-model tiny --prm-pooling mean \\
         --prm-target process --budgets 1 2 3 4 5 --quick --out runs/rapids
 

@@ -11,6 +11,8 @@ Four rooms every command shares, and six wings by purpose:
   one table of older keys and flags (``max_budget``, ``gate_budget``, ...) mapped to today's.
 - ``provenance.py``: where a run folder came from (command, commit, machine, stage times).
 - ``option_ranges.py``: the range of every numeric option of every command, checked before any work.
+- ``experiment_options.py``: which config fields serve an experiment: hidden from ``helpgate``, refused in one
+  line, shown by ``benchmarks/experiment.py``.
 - ``data/``: collecting trajectories: episodes and actors, collection (in process or over Ray),
   the recorder, plug-in envs and agents.
 - ``gate/``: from scored trajectories to a deployed gate: solve, distill, the classifiers, the

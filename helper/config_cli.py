@@ -37,25 +37,58 @@ DEBUG_FLAG = "--debug"
 
 
 def parse_config(cls: type, argv: list[str] | None = None, prog: str | None = None,
-                 description: str | None = None):
+                 description: str | None = None, experiments: bool = False):
     """Parse ``argv`` into an instance of the dataclass ``cls`` (``--help`` exits 0; a bad flag or a
-    value that is not of the option's type exits 2 with one line, ``PROG: error: ...``)."""
+    value that is not of the option's type exits 2 with one line, ``PROG: error: ...``). The product's
+    command line hides the experiment options (``helper.experiment_options``); ``experiments`` shows them."""
     import contextlib
     import io
 
     import tyro
 
+    from helper.experiment_options import as_config, command_view
+
     caught = io.StringIO()
     try:
         with contextlib.redirect_stderr(caught):  # tyro's error box, made one line below
-            return tyro.cli(cls, args=sys.argv[1:] if argv is None else list(argv), prog=prog,
-                            description=description)
+            parsed = tyro.cli(command_view(cls, not experiments, range_hint),
+                              args=sys.argv[1:] if argv is None else list(argv), prog=prog, description=description)
+            return as_config(parsed, cls)
     except SystemExit as stop:
         if stop.code not in (0, None):
             print(f"{prog or cls.__name__}: error: {box_line(caught.getvalue())}", file=sys.stderr)
         elif caught.getvalue():
             sys.stderr.write(caught.getvalue())
         raise
+
+
+def range_hint(name: str):
+    """tyro's help hint for the option ``name``: its default and, where ``helper.option_ranges`` holds one, its
+    range (``(default: 6; in [1, 100,000])``); None where it has no range."""
+    import tyro
+
+    from helper.option_ranges import RANGES
+
+    allowed = RANGES.get(name)
+    if allowed is None:
+        return None
+    return tyro.conf.arg(help_behavior_hint=lambda default, text=allowed.text(): f"(default: {default}; {text})")
+
+
+def command_flags(cls: type, experiments: bool = False) -> dict[str, str]:
+    """Each flag of ``cls``'s command line (``--x`` of a ``--x`` / ``--no-x`` pair) with its help text, from the
+    parser tyro builds (``helpgate``'s, or with ``experiments`` the experiment entry's)."""
+    import warnings
+
+    import tyro
+
+    from helper.experiment_options import command_view
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # get_parser: the parser itself is what is counted
+        parser = tyro.extras.get_parser(command_view(cls, not experiments, range_hint))
+    return {action.option_strings[0]: action.help or "" for action in parser._actions
+            if action.option_strings and action.option_strings[0].startswith("--") and action.dest != "help"}
 
 
 BOX_EDGES = "╭╮╰╯│─|+"

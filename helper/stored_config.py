@@ -72,9 +72,12 @@ RENAMED_FLAGS = {
 """Flags renamed with the keys above: refused in one line naming the new one."""
 
 RENAMED_FLAGS_OF: dict[str, dict[str, str]] = {
-    "SolveConfig": {"--budget": "--budgets (the budgets to solve for: --budgets 1 2 3)"},
+    "SolveConfig": {"--budget": "--budgets (the budgets to solve for: --budgets 1 2 3)",
+                    "--kinds": "--help-kinds (kinds of help with their prices, as collect names them)",
+                    "--caps": "--help-caps (calls per episode of some kinds, as collect names them)"},
     "DistillConfig": {"--budget": "--solved-budget (which solved table gives the labels: --solved-budget 2)"},
-    **{config: {"--out-dir": "--out (the folder the command writes, as every command names it)"}
+    **{config: {"--out-dir": "--out (the folder the command writes, as every command names it)",
+                "--data-root": "--data (the ProductQA root, as every command names it)"}
        for config in ("SFTConfig", "PPOConfig", "AgileEvalConfig")},
 }
 """Flags renamed in one command's config (by its class name): refused there in one line naming the new one."""

@@ -23,7 +23,9 @@ import json
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+
+import tyro
 
 from agile.envs.productqa import ProductGroup
 from agile.executor.choice_head import ask_margins
@@ -49,7 +51,7 @@ class EvalConfig:
 
     model: str = "smollm2"
     """Model to evaluate: smollm2 (prompt only), an SFT or PPO output folder, tiny, or an id."""
-    data_root: str = ""
+    data_root: Annotated[str, tyro.conf.arg(name="data")] = ""
     """ProductQA root holding train/ and test/; empty uses ../shared/productqa or $HELPGATE_PRODUCTQA."""
     split: Literal["train", "test", "all"] = "test"
     """Split whose groups are evaluated; all: both (train groups held out of training, named in groups,

@@ -48,9 +48,10 @@ import resource
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
+import tyro
 
 from agile.executor.executor import Executor, ExecutorConfig, SessionRecord, records_to_jsonl
 from agile.executor.metrics import summarize
@@ -69,7 +70,7 @@ class PPOConfig:
 
     model: str = "smollm2"
     """Starting policy (usually the SFT output folder); also the frozen reference model."""
-    data_root: str = ""
+    data_root: Annotated[str, tyro.conf.arg(name="data")] = ""
     """ProductQA root holding train/ and test/; empty uses ../shared/productqa or $HELPGATE_PRODUCTQA."""
     groups: list[str] = field(default_factory=list)
     """Train groups to sample episodes from; empty uses every group of the train split."""

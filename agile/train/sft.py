@@ -25,8 +25,10 @@ import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import torch
+import tyro
 
 from agile.executor.policy import ActionLM, pad_batch
 from agile.train.data_parallel import equal_share, fewest
@@ -38,7 +40,7 @@ class SFTConfig:
 
     model: str = "smollm2"
     """Model to fine-tune: smollm2 (embedded), tiny (tests), a folder or a Hugging Face id."""
-    data_root: str = ""
+    data_root: Annotated[str, tyro.conf.arg(name="data")] = ""
     """ProductQA root holding train/ and test/; empty uses ../shared/productqa or $HELPGATE_PRODUCTQA."""
     groups: list[str] = field(default_factory=list)
     """Train groups to use; empty uses every group of the train split."""

@@ -1,6 +1,7 @@
 """Does the TextWorld PRM rank wins on games it never saw? Out-of-fold AUROC by held-out game.
 
-    helpgate pipeline --env textworld --agent simulator --prm-layers 2 --episodes 96 --seed 0 --out runs/tw0
+    python benchmarks/experiment.py pipeline --env textworld --agent simulator --prm-layers 2 --episodes 96 \
+        --seed 0 --out runs/tw0
     python benchmarks/agents/textworld_transfer.py runs/tw0 --out runs/tw-transfer/seed0
 
 Re-runs the run's PRM stage (``PipelineConfig.prm_train_config``: 5 folds by game, the run's layers,

@@ -21,8 +21,8 @@ Families, each played on the same pool episodes:
   ``simulator``; the run's distilled helper for ``run``);
 - ``priced``: for ``plain-cue`` and ``simulator`` the priced optimum on the true model (success minus a price per
   intervention, no budget; ``tabular_rl.solvers.solve_priced``) at prices from 0 up, one member per distinct policy; for
-  ``run`` the family of ``helpgate calibrate --family priced --prices P`` (``helper.gate.priced_family``: the run's
-  own solve priced under its largest budget, played by the solved table);
+  ``run`` the family of ``python benchmarks/experiment.py calibrate --family priced --prices P``
+  (``helper.gate.priced_family``: the run's own solve priced under its largest budget, played by the solved table);
 - ``threshold`` (KnowNo-style): help whenever the verifier's score is at or below tau, no budget, tau over a fixed
   grid from high (always help) to low (never): for ``plain-cue`` and ``simulator`` the perfect verifier (the agent's
   true chance of getting the step right), for ``run`` the run's PRM with tau at the 0, 5, ..., 100% quantiles of its
@@ -345,7 +345,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="processes playing the members (forked)")
     parser.add_argument("--grid", type=int, default=21, help="run: threshold quantiles of the PRM's scores")
     parser.add_argument("--prices", type=int, default=21,
-                        help="run: prices of the priced family (helpgate calibrate --family priced --prices; 0: none)")
+                        help="run: prices of the priced family "
+                             "(python benchmarks/experiment.py calibrate --family priced --prices; 0: none)")
     parser.add_argument("--start", type=int, default=0, help="first pool episode (a chunk of a pool too big for one run)")
     parser.add_argument("--save", help="write the pool's outcomes to this .npz (a chunk) and stop")
     parser.add_argument("--merge", nargs="+", help="pool = these saved chunks, concatenated (no episodes played)")

@@ -1,12 +1,12 @@
 """The plain-cue check: helper against the exact budgeted optimum, and the verifier's AUROC for "this step is risky".
 
-    for s in 0 1 2; do helpgate pipeline --env examples.plain_cue:make_episodes \\
+    for s in 0 1 2; do python benchmarks/experiment.py pipeline --env examples.plain_cue:make_episodes \\
         --agent examples.plain_cue:make_agent --prm-model smollm2 --prm-layers 4 --prm-pooling mean \\
         --prm-target process --budgets 1 2 3 4 5 --episodes 200 --eval-episodes 200 \\
         --methods helper random prm_threshold --seed $s --out runs/plain-cue/seed$s
-        helpgate prm train --data runs/plain-cue/seed$s/trajectories --out runs/plain-cue/seed$s/prm-last \\
-            --model smollm2 --layers 4 --pooling last --target process --base-only --tag-after state \\
-            --seed $s --folds 5; done
+        python benchmarks/experiment.py prm train --data runs/plain-cue/seed$s/trajectories \\
+            --out runs/plain-cue/seed$s/prm-last --model smollm2 --layers 4 --pooling last --target process \\
+            --base-only --tag-after state --seed $s --folds 5; done
     python benchmarks/setups/plain_cue.py runs/plain-cue/seed0 runs/plain-cue/seed1 runs/plain-cue/seed2 \\
         --other-prm prm-last
 
@@ -14,7 +14,7 @@ Where only the end is rewarded (``examples/plain_cue_sparse.py``: the same river
 when it is made), with the pipeline's defaults for the target, the pooling and the binning (a plug-in env: all
 chosen on the training folds, ``helper.commands.choose``):
 
-    for s in 0 1 2; do helpgate pipeline --env examples.plain_cue_sparse:make_episodes \
+    for s in 0 1 2; do python benchmarks/experiment.py pipeline --env examples.plain_cue_sparse:make_episodes \
         --agent examples.plain_cue:make_agent --prm-model smollm2 --prm-layers 4 --budgets 1 2 3 4 5 \
         --episodes 1000 --eval-episodes 200 --methods helper random prm_threshold --seed $s \
         --out runs/plain-cue-sparse/seed$s; done

@@ -25,7 +25,7 @@ deadline=$(( $(date +%s) + ${PIPELINE_SECONDS:-300} ))  # all seeds together; a 
 for seed in "${SEEDS[@]}"; do
     start=$(date +%s); left=$(( deadline - start ))
     [ "$left" -gt 30 ] || { echo "seed $seed: not started, ${left} s left" | tee -a "$OUT/gpu.txt"; continue; }
-    timeout "$left" helpgate pipeline --data "$DATA" --cross-fit "${FOLDS:-6}" --memory lexical \
+    timeout "$left" python benchmarks/experiment.py pipeline --data "$DATA" --cross-fit "${FOLDS:-6}" --memory lexical \
         --eval-episodes "${EVAL_EPISODES:-32}" --episodes "${EPISODES:-96}" ${METHODS:+--methods $METHODS} ${EXTRA:-} \
         --seed "$seed" --out "runs/gpu-cf$seed" > "$OUT/pipeline$seed.log" 2>&1
     echo "seed $seed: exit $? after $(( $(date +%s) - start )) s" | tee -a "$OUT/gpu.txt"

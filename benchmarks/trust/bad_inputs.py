@@ -566,14 +566,14 @@ def redo_killed_after_collect(out: Path) -> None:
     from helper.commands.cli import main as helpgate
     from prm.training import train
 
-    assert helpgate(["pipeline", *PIPELINE_TINY, "--out", str(out)]) == 0
+    assert helpgate(["pipeline", *PIPELINE_TINY, "--out", str(out)], experiments=True) == 0
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt
 
     original, train.run_train = train.run_train, killed
     try:
-        helpgate(["pipeline", *PIPELINE_TINY, "--out", str(out), "--redo", "--bins", "3"])
+        helpgate(["pipeline", *PIPELINE_TINY, "--out", str(out), "--redo", "--bins", "3"], experiments=True)
     except KeyboardInterrupt:
         pass
     finally:
@@ -826,12 +826,27 @@ def error_lines(stderr: str) -> list[str]:
             if line.strip() and not re.search(r"\d+%\|", line)]
 
 
+def entry(argv: list[str]) -> list[str]:
+    """What runs ``helpgate ARGV`` in a fresh process: the experiment entry where ARGV gives an experiment option."""
+    from helper.commands.cli import gives_experiment_option
+
+    return [str(REPO / "benchmarks" / "experiment.py")] if gives_experiment_option(argv) else ["-m", "helper.commands.cli"]
+
+
+def shown_command(argv: list[str]) -> str:
+    """``argv`` as the command line a user types: ``helpgate ...``, or the experiment entry's."""
+    from helper.commands.cli import gives_experiment_option
+    from helper.experiment_options import EXPERIMENT_ENTRY
+
+    return (EXPERIMENT_ENTRY if gives_experiment_option(argv) else "helpgate") + " " + " ".join(a if a else "''" for a in argv)
+
+
 def run_case(argv: list[str], plugins: Path | None = None) -> tuple[int, str, str]:
     """(exit code, the one line a user reads, the whole stderr) of ``helpgate ARGV`` in a fresh process."""
     env = {**os.environ, **OFFLINE}
     if plugins is not None:  # the user's own plug-in modules, importable as theirs would be
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugins), env.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-m", "helper.commands.cli", *argv], cwd=REPO, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, *entry(argv), *argv], cwd=REPO, capture_output=True, text=True,
                           env=env, timeout=600, check=False)
     return done.returncode, message(done.stderr), done.stderr
 
@@ -882,7 +897,7 @@ def main(argv: list[str] | None = None) -> int:
             if case.expect == 2 and len(error_lines(stderr)) > 1:
                 several.append(number)
             slow += case.expect == 2 and seconds > 1.0
-            shown = case.shown or "helpgate " + " ".join(a if a else "''" for a in case.argv)
+            shown = case.shown or shown_command(case.argv)
             shown = shown.replace(str(good["catalog"]), "CATALOG").replace(str(root), "…")
             text = text.replace(str(root), "…").replace("|", "\\|")
             what = case.what.replace("|", "\\|")

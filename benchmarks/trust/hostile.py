@@ -34,7 +34,7 @@ from pathlib import Path
 import polars as pl
 
 import bad_inputs as base
-from bad_inputs import OFFLINE, PIPELINE_TINY, REPO, Case, _set_row0, variant
+from bad_inputs import OFFLINE, PIPELINE_TINY, REPO, Case, _set_row0, entry, variant
 
 
 def free_port() -> int:
@@ -219,9 +219,9 @@ def files_cases(root: Path, good: dict[str, Path]) -> list[Case]:
 # ---------------------------------------------------------------------------------------------------------- kills
 def _pipeline_killed_after(out: Path, stage: str) -> None:
     """A tiny pipeline run in a subprocess, SIGKILLed as soon as ``stage`` has finished (its ``.done``)."""
-    process = subprocess.Popen([sys.executable, "-m", "helper.commands.cli", "pipeline", *PIPELINE_TINY, "--out",
-                                str(out)], cwd=REPO, env={**os.environ, **OFFLINE}, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    argv = ["pipeline", *PIPELINE_TINY, "--out", str(out)]
+    process = subprocess.Popen([sys.executable, *entry(argv), *argv], cwd=REPO, env={**os.environ, **OFFLINE},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     marker = out / stage / ".done"
     while process.poll() is None and not marker.exists():
         time.sleep(0.01)

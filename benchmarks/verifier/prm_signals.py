@@ -6,9 +6,9 @@ On one trajectory folder whose ``proposal_signals`` column carries the agent's s
 (``Action.signals``; the LLM agent gives answer log-probability, margin and entropy), with the
 same folds for all three (``prm.data.folds``: by task group):
 
-- ``hidden``: ``helpgate prm train --no-signals`` (the backbone's hidden state at the step tag);
+- ``hidden``: ``python benchmarks/experiment.py prm train --no-signals`` (the backbone's hidden state at the step tag);
 - ``signals``: a logistic regression on the signals alone (``prm.inputs.signals.signal_matrix``);
-- ``hidden+signals``: ``helpgate prm train --signals True``.
+- ``hidden+signals``: ``python benchmarks/experiment.py prm train --signals True``.
 
 Prints a Markdown table of the AUROC pooled and per question type (the type is read from the
 task id for this report only: no score reads it) and writes it as JSON to ``--out``. The PRMs'

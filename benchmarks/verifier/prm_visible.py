@@ -24,10 +24,10 @@ variant's all-data model then scores the test groups (``prm score``). Printed:
 
 The collection commands (one seed; the pipeline's collect settings, then 32 test-group episodes):
 
-    helpgate collect --env productqa --agent llm --model smollm2 --data ../shared/productqa --split train \\
+    helpgate collect --env productqa --agent smollm2 --data ../shared/productqa --split train \\
         --decide-after proposal --episodes 64 --questions-per-episode 4 --budget 4 --explore-p 0 0.2 0.4 0.6 \\
         --shard-size 16 --seed S --out RUN/trajectories
-    helpgate collect --env productqa --agent llm --model smollm2 --data ../shared/productqa --split test \\
+    helpgate collect --env productqa --agent smollm2 --data ../shared/productqa --split test \\
         --decide-after proposal --episodes 32 --questions-per-episode 4 --budget 4 --explore-p 0 0.2 0.4 0.6 \\
         --shard-size 8 --seed S+1000 --out RUN/test_trajectories
 """

@@ -19,7 +19,7 @@ target. Both orders are fixed by the helper folder alone, before any calibration
 fixed-sequence test needs. The certified priced table is kept in ``calibration/priced_policy.npz`` (its hash in the
 guarantee); ``helper.gate.priced_family.certified_gate(dir)`` loads the gate a guarantee covers, of any family.
 
-A tiered helper folder (several kinds of help, each at its price: ``helpgate solve --kinds`` then ``distill``) has
+A tiered helper folder (several kinds of help, each at its price: ``helpgate solve --help-kinds`` then ``distill``) has
 its own family (``helper.gate.tiered_family``): the helper at each cost budget its solved table holds, B = its
 ``cost_budget`` down to 0 in the table's cost unit (``--budgets`` picks some of them), most help first. Each member
 plays the calibration episodes with the folder's kinds at their prices and caps (``run_episodes(..., helps=...,

@@ -2,8 +2,8 @@
 
     choice = choose(cfg, "runs/x/trajectories", "runs/x/choose", budgets=[1, 2, 3])
 
-Where ``helpgate pipeline`` is left to choose (``--prm-target auto``, ``--prm-pooling auto``, ``--binning
-auto``: the defaults for a plug-in environment), every candidate is tried on the training collection only:
+Where ``helpgate pipeline`` is left to choose (``--prm-target auto``; pooling and binning, auto by default for a
+plug-in environment, are experiment options elsewhere), every candidate is tried on the training collection only:
 
 1. for each pooling, the backbone runs once over the training episodes (a feature cache per pooling), and for
    each target a PRM head is fitted out of fold (``prm train``'s folds, by group): every training row gets a
@@ -18,13 +18,16 @@ Target candidates: ``soft`` (the episode's Monte-Carlo outcome), ``process`` whe
 steps, ``fatal`` (the step a failed episode ended on: no step reward needed) where some episode failed, ``mc``
 where every row carries the cloned branches (``--counterfactual``), ``proposal`` in proposal mode when logged.
 Pooling: ``last`` and ``mean`` (a fine-tuned encoder has only its own). Binning: ``quantile`` and
-``supervised``. The choice and every candidate's training-fold figures go to ``<out>/choice.json`` (and the
+``supervised``. State features (a plug-in environment whose observations carry them, ``--prm-state-features``
+left unset): the head without and with them beside the hidden state, so a verifier never reads less than what a
+feature-reading baseline (``router``) reads where the features rank the agent's mistakes and the text does not. The choice and every candidate's training-fold figures go to ``<out>/choice.json`` (and the
 pipeline copies them into ``pipeline.json``). Nothing here builds an environment: the sweep's test episodes
 are not read.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -89,6 +92,7 @@ def binning_values(scored: pl.DataFrame, folds: np.ndarray, budgets: list[int], 
 def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
     """Try every candidate left to choose in ``cfg`` (a ``PipelineConfig``) on the training collection; write
     and return the choice (module docstring)."""
+    from prm.inputs.signals import state_keys
     from prm.training import train as prm_train
     from prm.verifiers.backbones import is_encoder
     from trajectories.shards import read_trajectories
@@ -100,17 +104,20 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
     poolings = ([cfg.pooling_name()] if cfg.pooling_name() != AUTO
                 else ["last"] if is_encoder(cfg.prm_model) else list(POOLING_CANDIDATES))
     binnings = [cfg.binning_name()] if cfg.binning_name() != AUTO else list(BINNING_CANDIDATES)
+    features = [False, True] if cfg.chooses_state_features() and state_keys(frame) else [cfg.state_features()]
     candidates = []
     for pooling in poolings:
         cache = out / f"features-{pooling}.npz"
-        for target in targets:
-            folder = out / f"prm-{pooling}-{target}"
+        for target, reads in itertools.product(targets, features):
+            # The backbone's features are cached per pooling: a second head (with the state features) costs a fit.
+            folder = out / (f"prm-{pooling}-{target}" + ("-state" if reads and len(features) > 1 else ""))
             metrics = prm_train.run_train(cfg.prm_train_config(
-                trajectories, folder, target=target, pooling=pooling, feature_cache=str(cache), progress=False))
+                trajectories, folder, target=target, pooling=pooling, state_features=reads,
+                feature_cache=str(cache), progress=False))
             scored, folds = scored_rows(trajectories, folder)
             for binning, values in binning_values(scored, folds, budgets, cfg.bins, binnings,
                                                   cfg.solve_pessimism).items():
-                candidates.append({"target": target, "pooling": pooling, "binning": binning,
+                candidates.append({"target": target, "pooling": pooling, "binning": binning, "state_features": reads,
                                    "held_out_success": {str(c): v for c, v in values.items()},
                                    "mean_held_out_success": float(np.nanmean(list(values.values()))),
                                    "prm_oof_auroc": metrics.get("oof_auroc"), "prm_label": metrics.get("target")})
@@ -118,6 +125,7 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
                                           -candidates.index(c)))
     choice = {
         "target": best["target"], "pooling": best["pooling"], "binning": best["binning"],
+        "state_features": best["state_features"],
         "criterion": ("the solve cross-validated over the PRM's training folds (by group): the policy fitted on the "
                       "other folds, its expected success in the model of the fold it did not see, mean over "
                       f"budgets {budgets} (tabular_rl.held_out); out-of-fold PRM scores"),
@@ -125,9 +133,10 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
         "candidates": candidates,
     }
     write_json_atomic(choice, out / CHOICE_FILE)
-    print("[pipeline] chosen on training folds: " + ", ".join(f"{k} {best[k]}" for k in ("target", "pooling", "binning"))
+    named = ("target", "pooling", "binning", "state_features") if len(features) > 1 else ("target", "pooling", "binning")
+    print("[pipeline] chosen on training folds: " + ", ".join(f"{k} {best[k]}" for k in named)
           + f" (held-out success {best['mean_held_out_success']:.4f}; "
-          + "; ".join(f"{c['target']}/{c['pooling']}/{c['binning']} {c['mean_held_out_success']:.4f}"
+          + "; ".join("/".join(str(c[k]) for k in named) + f" {c['mean_held_out_success']:.4f}"
                       for c in candidates) + ")", flush=True)
     return choice
 

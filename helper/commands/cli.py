@@ -13,8 +13,10 @@
 Each subcommand's options are generated from its config dataclass by ``tyro`` (the field
 docstrings are the help; ``helper.config_cli``). Only the chosen command's module is imported, so
 ``helpgate --help`` stays fast. A user error prints one line and exits 2; ``--debug`` (anywhere on
-the line) shows the traceback. A new command is one line in ``COMMANDS``. A command that finishes
-records itself (command line, commit, machine, times) in the folder it wrote
+the line) shows the traceback. A new command is one line in ``COMMANDS``. An option that serves a
+measurement or an ablation (``helper.experiment_options``) is no flag here and is refused in one line;
+``benchmarks/experiment.py`` runs the same commands with it (``main(argv, experiments=True)``). A command
+that finishes records itself (command line, commit, machine, times) in the folder it wrote
 (``helper.provenance``): ``--out``, or the field ``RECORDED_IN`` names.
 """
 
@@ -27,6 +29,7 @@ import time
 from pathlib import Path
 
 from helper.config_cli import parse_config, quiet_pipe, run_reporting_errors, split_debug
+from helper.experiment_options import EXPERIMENT_ENTRY, experiment_flag
 from helper.provenance import write_stage
 from helper.stored_config import renamed_flag
 
@@ -76,11 +79,24 @@ def _command_path(argv: list[str]) -> tuple[tuple[str, ...] | None, list[str]]:
     return None, argv
 
 
-def main(argv: list[str] | None = None) -> int:
-    return quiet_pipe(lambda: _main(argv))
+def gives_experiment_option(argv: list[str]) -> bool:
+    """Whether ``argv`` (a command and its options) gives an experiment option, so runs only on the experiment
+    entry's line (``main(argv, experiments=True)``): for scripts that run commands either way."""
+    path, rest = _command_path(argv)
+    if path is None:
+        return False
+    module_name, config_name, *_ = COMMANDS[path]
+    config = getattr(importlib.import_module(module_name), config_name)
+    return experiment_flag(rest, config, " ".join(path)) is not None
 
 
-def _main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, experiments: bool = False) -> int:
+    """Run ``helpgate ARGV``; ``experiments``: with every config field a flag, the experiment options too
+    (``benchmarks/experiment.py``; ``helper.experiment_options``)."""
+    return quiet_pipe(lambda: _main(argv, experiments))
+
+
+def _main(argv: list[str] | None = None, experiments: bool = False) -> int:
     argv, debug = split_debug(list(sys.argv[1:] if argv is None else argv))
     path, rest = _command_path(argv)
     if path is None:
@@ -93,7 +109,7 @@ def _main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0 if "-h" in argv or "--help" in argv else 2
     module_name, config_name, run_name, _ = COMMANDS[path]
-    prog = "helpgate " + " ".join(path)
+    prog = (EXPERIMENT_ENTRY if experiments else "helpgate") + " " + " ".join(path)
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
@@ -101,16 +117,18 @@ def _main(argv: list[str] | None = None) -> int:
             raise
         print(f"{prog}: error: unavailable here: {error}", file=sys.stderr)
         return 2
-    renamed = renamed_flag(rest, config_name)
-    if renamed:  # a flag of an older release: one line naming its new spelling, not tyro's guess
-        print(f"{prog}: error: {renamed}", file=sys.stderr)
+    cls = getattr(module, config_name)
+    # A flag of an older release, or an experiment's on the product's line: one line naming where it went.
+    refused = renamed_flag(rest, config_name) or (None if experiments else experiment_flag(rest, cls, " ".join(path)))
+    if refused:
+        print(f"{prog}: error: {refused}", file=sys.stderr)
         return 2
-    config = parse_config(getattr(module, config_name), rest, prog=prog)
+    config = parse_config(cls, rest, prog=prog, experiments=experiments)
     folder = next(filter(None, (getattr(config, name, None) for name in RECORDED_IN.get(path, ("out",)))), None)
     started, clock = time.time(), time.perf_counter()
     code, _ = run_reporting_errors(prog, getattr(module, run_name), config, debug)
     if code == 0 and folder and Path(folder).is_dir():
-        write_stage(folder, " ".join(path), started, time.perf_counter() - clock, ["helpgate", *argv])
+        write_stage(folder, " ".join(path), started, time.perf_counter() - clock, [*prog.split()[:-len(path)], *argv])
     return code
 
 

@@ -83,7 +83,8 @@ class PipelineConfig:
     prm_state_features: bool | None = None
     """The PRM's head also reads the environment's state features (prm train --state-features: progress, steps since
     progress, steps left, ...), which mean the same in every game. Default: on for TextWorld, where the text alone
-    does not rank held-out games (benchmarks/RESULTS.md); off elsewhere."""
+    does not rank held-out games (benchmarks/RESULTS.md); for a plug-in environment whose observations carry
+    features, chosen on the training folds with the target, pooling and bins (with and without); off elsewhere."""
     prm_hidden: bool | None = None
     """The PRM's head reads the backbone's hidden state (prm train --no-hidden turns it off: the head then reads only
     the signals and state features). Default: off for TextWorld, where the text ranks held-out games below chance
@@ -117,7 +118,7 @@ class PipelineConfig:
     here, then the base agent alone), which the mc target learns from; costs about horizon + 1 times the agent
     calls of a plain collection."""
     solve_pessimism: float = 0.0
-    """Standard errors of its estimated own gain an intervention must clear (helpgate solve --pessimism):
+    """Standard errors of its estimated own gain an intervention must clear (solve --pessimism, an experiment's option):
     an intervention whose gain rests on thin data is not taken. 0: the point estimates."""
     rl_use_prm: bool = False
     """Give the online_rl baseline the PRM score too: one PRM pass per training decision, which
@@ -132,8 +133,8 @@ class PipelineConfig:
     cross_fit: int | None = None
     """Folds of product groups (ProductQA): one collection over every group of the data's train/ and test/, then per
     fold the PRM, solve, distill and sweep on the other folds' groups, the sweep on the fold's own (--eval-episodes
-    per fold); the folds' sweeps pooled in <out>/sweep (helper.commands.cross_fit). Default: 4 for ProductQA (0 with
-    --quick), 0 elsewhere; 0: the data's own train / test split."""
+    per fold); the folds' sweeps pooled in <out>/sweep (helper.commands.cross_fit). Default: 4 for ProductQA, 0 with
+    a quick run and elsewhere; 0: the data's own train / test split."""
     redo: bool = False
     """Run every stage again even if its folder is marked finished."""
 
@@ -214,6 +215,14 @@ class PipelineConfig:
         if self.prm_state_features is not None:
             return self.prm_state_features
         return self.spec.kind.prm_state_features
+
+    def chooses_state_features(self) -> bool:
+        """Whether the training folds choose if the PRM reads the state features: a plug-in environment, left to
+        choose, its verifier a causal backbone (the features feed the value head beside its hidden state)."""
+        from prm.verifiers.backbones import is_encoder
+
+        return (self.prm_state_features is None and self.spec.plugin and self.chooses()
+                and not self.prm_lora and not is_encoder(self.prm_model))
 
     def fold_count(self) -> int:
         return self.prm_folds if self.prm_folds is not None else (3 if self.quick else 5)
@@ -346,6 +355,7 @@ def run(cfg: PipelineConfig, collected=None, feature_cache: str | None = None) -
         if cfg.chooses():
             choice = choose(cfg, trajectories, out / "choose", solved)
             changes = dict(target=choice["target"], pooling=choice["pooling"],
+                           state_features=choice.get("state_features", cfg.state_features()),
                            feature_cache=str(out / "choose" / f"features-{choice['pooling']}.npz"))
         prm_train.run_train(cfg.prm_train_config(trajectories, out / "prm", **changes))
 

@@ -389,9 +389,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None = None) -> int:
     from helper.config_cli import parse_config, run_reporting_errors, split_debug
+    from helper.experiment_options import experiment_flag
 
     prog = "collect-offline-trajectories"
     argv, debug = split_debug(list(sys.argv[1:] if argv is None else argv))
+    refused = experiment_flag(argv, CollectConfig, "collect")
+    if refused:  # as helpgate collect refuses it
+        print(f"{prog}: error: {refused}", file=sys.stderr)
+        return 2
     config = parse_config(CollectConfig, argv, prog=prog)
     wall, started = time.time(), time.perf_counter()
     code, summary = run_reporting_errors(prog, run, config, debug)

@@ -75,7 +75,7 @@ class EnvSpec:
     textworld (needs the textworld extra), or a plug-in env (module:factory or a helpgate.envs entry point)."""
     agent: str = "simulator"
     """Base agent: simulator (known dynamics), a model for an LLM agent (smollm2: the embedded one, tiny, a
-    Hugging Face id or a folder; collect also takes llm: its --model), openai:MODEL (served at --base-url),
+    Hugging Face id or a folder), openai:MODEL (served at --base-url),
     or a plug-in agent (module:factory or a helpgate.agents entry point)."""
     strong: str = "human"
     """Who acts on an intervention: human (the gold answer / expert move), human-cli (a person at the

@@ -8,7 +8,7 @@
 - ``features.py``: a decision point's numeric features, and the features-backend classifier;
   ``text_classifier.py``: the text-backend classifier.
 - ``gate.py``: ``HelperGate``: load a helper folder, decide within the budget; ``choose`` names the help to call.
-- ``tiered_solve.py``: ``helpgate solve --kinds``: which help to call, each kind at its price, under a cost budget
+- ``tiered_solve.py``: ``helpgate solve --help-kinds``: which help to call, each kind at its price, under a cost budget
   (tables and ``optimal_kind`` labels per budget); ``tiered_gate.py``: ``TieredHelperGate``, the helper that plays
   that table or a ``KindClassifier`` (``kind_classifier.py``; ``HelperGate.load`` returns one for a folder naming
   kinds); ``tiered_distill.py``: ``helpgate distill`` on a tiered solve. What both solves and both distills read the

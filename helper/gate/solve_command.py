@@ -35,7 +35,7 @@ need. Choosing on the training folds keeps the helper at least at the best thres
 the table is better. The expected success printed below is this table's on the model it was solved on (in
 sample): the training folds' figures are in the helper's ``members/selection.json``.
 
-With ``--kinds compute:1 stronger:2 human:4`` (and ``--caps human=1``) on rows that name the help they called
+With ``--help-kinds compute:1 stronger:2 human:4`` (and ``--help-caps human=1``) on rows that name the help they called
 (``help_kind``), the solve decides which help to call under a cost budget: ``helper.gate.tiered_solve``.
 
 Numbers are checked before any work: ``bins`` >= 1, ``smoothing`` and ``shaping`` finite, and the
@@ -49,6 +49,9 @@ import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Annotated
+
+import tyro
 
 from helper.gate import solve_files
 from helper.gate.solve_inputs import DEFAULT_BUDGETS, one_outcome, own_rewards, parse_backoff  # noqa: F401 (re-exported)
@@ -72,8 +75,8 @@ class SolveConfig:
     data: str = "runs/default/trajectories"
     """Directory of scored Parquet shards (must have prm_score)."""
     budgets: list[int] | None = None
-    """Intervention budgets C per episode; one solution and one label column each. Default: 1 2 3. Not with
-    --advice-cost, which solves no budget."""
+    """Intervention budgets C per episode; one solution and one label column each. Default: 1 2 3. None are solved
+    with an advice cost (--advice-cost), which solves no budget."""
     method: str = "exact"
     """Solver: exact (hard budget), lagrangian or lp (both: budget in expectation)."""
     bins: int = 10
@@ -105,12 +108,12 @@ class SolveConfig:
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json, solve.json."""
     memory_limit_gb: float | None = None
     """Refuse settings whose model tables would need more memory than this (default: half of this machine's)."""
-    kinds: list[str] | None = None
+    kinds: Annotated[list[str] | None, tyro.conf.arg(name="help_kinds")] = None
     """Kinds of help with their prices, NAME:PRICE each (e.g. compute:1 stronger:2 human:4): solve which help to call
     on rows that name it (help_kind), --budgets then in the unit of the prices; writes tiered_policy_c{B}.npz and an
     optimal_kind_c{B} label per budget (helper.gate.tiered_solve). Unset: the one-kind solve."""
-    caps: list[str] | None = None
-    """With --kinds: calls per episode of some kinds, KIND=CALLS each (e.g. human=1); unset kinds are limited by the
+    caps: Annotated[list[str] | None, tyro.conf.arg(name="help_caps")] = None
+    """With --help-kinds: calls per episode of some kinds, KIND=CALLS each (e.g. human=1); unset kinds are limited by the
     budget only."""
     allow_incomplete: bool = False
     """Read a trajectory folder whose manifest is missing or says complete: false (a collection killed part way)
@@ -153,7 +156,7 @@ def _validate(config: SolveConfig) -> list[int]:
                          "and no --advice-cost; drop --pessimism or those options.")
     if config.caps is not None and config.kinds is None:
         raise ValueError(f"caps={' '.join(config.caps)}: caps limit kinds of help; name them with their prices, "
-                         "e.g. --kinds compute:1 human:4 --caps human=1")
+                         "e.g. --help-kinds compute:1 human:4 --help-caps human=1")
     if config.kinds is not None:
         from helper.gate.tiered_solve import check_options
 

@@ -1,12 +1,12 @@
-"""``helpgate solve --kinds``: which help to call, each kind at its price, under a cost budget per episode.
+"""``helpgate solve --help-kinds``: which help to call, each kind at its price, under a cost budget per episode.
 
-    helpgate solve --data runs/tiered/scored --kinds compute:1 stronger:2 human:4 --caps human=1 \
+    helpgate solve --data runs/tiered/scored --help-kinds compute:1 stronger:2 human:4 --help-caps human=1 \
         --budgets 2 4 6 --out runs/tiered/solve
 
 The rows name the help each decision called (``help_kind``: the kind's name, "" where the agent acted). The
 discretizer is fitted as in the one-kind solve, the K + 1-action model is estimated once
 (``tabular_rl.tiered.estimate_tiered``) and solved per budget B, in the unit of the prices
-(``solve_tiered``: ``--method exact`` or ``lagrangian``); ``--caps`` bounds some kinds' calls per episode.
+(``solve_tiered``: ``--method exact`` or ``lagrangian``); ``--help-caps`` bounds some kinds' calls per episode.
 Writes to ``out``, as the one-kind solve does (``helper.gate.solve_files`` records them in ``solve.json``,
 with the kinds, prices and caps):
 
@@ -16,7 +16,7 @@ with the kinds, prices and caps):
   acts), its budget left rebuilt from the episode's earlier logged calls (``tabular_rl.tiered.label``);
 * ``solution.json``: data sizes and, per budget, expected success, cost and calls per kind.
 
-Without ``--kinds`` the solve is the one-kind solve, unchanged (``helper.gate.solve_command``), whether or not the
+Without ``--help-kinds`` the solve is the one-kind solve, unchanged (``helper.gate.solve_command``), whether or not the
 rows carry ``help_kind``. Every refusal is one line naming the flag and its value.
 """
 
@@ -40,7 +40,7 @@ from trajectories.manifest import incompleteness
 from trajectories.shards import read_trajectories, shard_paths, write_shard
 
 METHODS = ("exact", "lagrangian")
-EXAMPLE = "e.g. --kinds compute:1 stronger:2 human:4"
+EXAMPLE = "e.g. --help-kinds compute:1 stronger:2 human:4"
 
 
 def parse_kinds(kinds: list[str]) -> dict[str, float]:
@@ -66,16 +66,16 @@ def parse_kinds(kinds: list[str]) -> dict[str, float]:
 
 
 def parse_caps(caps: list[str] | None, prices: dict[str, float]) -> dict[str, int]:
-    """``["human=1"]`` -> ``{"human": 1}``, each a kind of ``--kinds`` with a whole number of calls >= 0."""
+    """``["human=1"]`` -> ``{"human": 1}``, each a kind of ``--help-kinds`` with a whole number of calls >= 0."""
     out: dict[str, int] = {}
     for item in caps or []:
         name, eq, calls = str(item).partition("=")
         if not eq or not calls.strip().isdigit():
             raise ValueError(f"caps={item!r}: give each cap as KIND=CALLS, a whole number of calls per episode "
-                             "(e.g. --caps human=1)")
+                             "(e.g. --help-caps human=1)")
         if name not in prices:
-            raise ValueError(f"caps={item!r}: {name!r} is not among --kinds ({', '.join(prices)}); cap a kind you "
-                             "priced, or add it to --kinds")
+            raise ValueError(f"caps={item!r}: {name!r} is not among --help-kinds ({', '.join(prices)}); cap a kind you "
+                             "priced, or add it to --help-kinds")
         out[name] = int(calls)
     return out
 
@@ -85,10 +85,10 @@ def check_options(config) -> tuple[dict[str, float], dict[str, int]]:
     prices = parse_kinds(config.kinds)
     caps = parse_caps(config.caps, prices)
     if config.method not in METHODS:
-        raise ValueError(f"method={config.method!r}: a solve with --kinds is {' or '.join(METHODS)}")
+        raise ValueError(f"method={config.method!r}: a solve with --help-kinds is {' or '.join(METHODS)}")
     for flag, value, unset in (("advice_cost", config.advice_cost, None), ("pessimism", config.pessimism, 0.0)):
         if value != unset:
-            raise ValueError(f"{flag}={value!r}: not with --kinds (the tiered solve prices each kind itself); drop "
+            raise ValueError(f"{flag}={value!r}: not with --help-kinds (the tiered solve prices each kind itself); drop "
                              f"--{flag.replace('_', '-')}")
     return prices, caps
 
@@ -97,16 +97,16 @@ def check_rows(df: pl.DataFrame, prices: dict[str, float], data: str) -> None:
     """The rows must name the help they called, every priced kind at least once, and no other kind."""
     if KIND_COLUMN not in df.columns:
         raise ValueError(f"kinds={' '.join(f'{k}:{p:g}' for k, p in prices.items())}: the rows in {data} carry no "
-                         f"{KIND_COLUMN} column (a one-kind collection); collect with several kinds, or drop --kinds")
+                         f"{KIND_COLUMN} column (a one-kind collection); collect with several kinds, or drop --help-kinds")
     called = set(df[KIND_COLUMN].cast(pl.String).fill_null("").unique().to_list()) - {""}
     for kind, price in prices.items():
         if kind not in called:
             raise ValueError(f"kinds={kind}:{price:g}: no row of {data} called {kind} ({KIND_COLUMN}); the rows call "
-                             f"{sorted(called)}: drop it from --kinds or collect with it")
+                             f"{sorted(called)}: drop it from --help-kinds or collect with it")
     extra = sorted(called - set(prices))
     if extra:
         raise ValueError(f"kinds: the rows of {data} also call {extra} ({KIND_COLUMN}); price every kind they call, "
-                         f"e.g. --kinds {' '.join(f'{k}:{p:g}' for k, p in prices.items())} {extra[0]}:PRICE")
+                         f"e.g. --help-kinds {' '.join(f'{k}:{p:g}' for k, p in prices.items())} {extra[0]}:PRICE")
 
 
 def counts_frame(model) -> pl.DataFrame:

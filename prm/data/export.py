@@ -1,7 +1,7 @@
 """Export trajectories as a PRM dataset for other trainers (TRL's PRMTrainer, OpenRLHF).
 
-    helpgate prm export --data trajectories --out prm_trl.jsonl --format trl
-    helpgate prm export --data trajectories --out prm_trl.parquet --format trl --target process
+    helpgate prm export --data trajectories --out prm_trl.jsonl
+    helpgate prm export --data trajectories --out prm_trl.parquet --target process
 
 ``--format trl`` is TRL's stepwise-supervision layout, one row per episode:
 

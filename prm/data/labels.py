@@ -122,7 +122,8 @@ def require_both_classes(frame: pl.DataFrame, threshold: float = 0.5, source: st
             f"Refusing to train on {source}: {wins} successful and {losses} failed episodes "
             f"(success >= {threshold}). A PRM needs both; collect episodes with more varied "
             "outcomes (e.g. other explore_p values or tasks), or train with another threshold "
-            "(helpgate prm train --success-threshold; the pipeline uses 0.5) or a step label (--target process)."
+            "(python benchmarks/experiment.py prm train --success-threshold; the pipeline uses 0.5) or a step label "
+            "(--target process)."
         )
 
 

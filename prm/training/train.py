@@ -1,10 +1,11 @@
 """Train the process reward model on logged trajectories, then report its quality.
 
     helpgate prm train --data trajectories --out prm                      # frozen backbone, value head
-    helpgate prm train --data trajectories --out prm --head tag           # Math-Shepherd +/- tag head
-    helpgate prm train --data trajectories --out prm --head tag --lora    # LoRA on the whole backbone (GPU)
+    python benchmarks/experiment.py prm train --data trajectories --out prm --head tag          # Math-Shepherd tag head
+    python benchmarks/experiment.py prm train --data trajectories --out prm --head tag --lora   # LoRA, whole backbone (GPU)
     helpgate prm train --data traj-prop --out prm --tag-after proposal   # scores the agent's proposal
-    helpgate prm train --data traj-prop --out prm --tag-after proposal --lora --layers 4 --history 0  # LoRA, CPU
+    python benchmarks/experiment.py prm train --data traj-prop --out prm --tag-after proposal --lora --layers 4 \
+        --history 0  # LoRA, CPU
     helpgate prm train --data traj-prop --out prm --tag-after proposal --model encoder  # cross-encoder
 
 With ``--tag-after proposal`` (data collected with ``--decide-after proposal``) every step renders

@@ -134,7 +134,7 @@ def test_end_to_end_with_a_tiny_prm(tmp_path, one_torch_thread):
     out = tmp_path / "run"
     assert main(["pipeline", "--out", str(out), "--quick", *NAMES, "--prm-model", "tiny", "--prm-pooling", "mean",
                  "--prm-target", "process", "--episodes", "40", "--eval-episodes", "12", "--budgets", "1", "2",
-                 "--methods", "helper", "random"]) == 0
+                 "--methods", "helper", "random"], experiments=True) == 0
     assert json.loads((out / "prm" / "prm_config.json").read_text())["pooling"] == "mean"
     frame = read_trajectories(out / "trajectories")
     assert set(frame["env"]) == {"plain_cue"} and frame["episode_id"].n_unique() == 40

@@ -11,7 +11,8 @@ import pytest
 import tyro
 
 from helper.commands.cli import COMMANDS, main
-from helper.config_cli import one_line, parse_config, run_reporting_errors
+from helper.config_cli import command_flags, one_line, parse_config, run_reporting_errors
+from helper.experiment_options import experiment_fields
 
 
 @dataclass
@@ -63,32 +64,49 @@ def test_help_shows_docstrings(capsys):
         assert words in text
 
 
+def _flag(hint, name: str) -> str:
+    """The flag of a field: its own name, or the one ``tyro.conf.arg(name=...)`` gives it."""
+    renamed = [meta.name for meta in getattr(hint, "__metadata__", ()) if getattr(meta, "name", None)]
+    return "--" + (renamed[0] if renamed else name).replace("_", "-")
+
+
+def _help(argv: list[str], capsys, experiments: bool = False) -> str:
+    with pytest.raises(SystemExit) as stop:
+        main(argv, experiments=experiments)
+    assert stop.value.code == 0
+    return capsys.readouterr().out
+
+
 @pytest.mark.parametrize("path", list(COMMANDS))
 def test_every_command_help_lists_every_field(path, capsys):
+    """The product's --help lists every field but the experiment options, which the experiment entry lists."""
     module, config_name, run_name, _ = COMMANDS[path]
     config_cls = getattr(importlib.import_module(module), config_name)
     assert callable(getattr(importlib.import_module(module), run_name))
-    with pytest.raises(SystemExit) as stop:
-        main([*path, "--help"])
-    assert stop.value.code == 0
-    text = capsys.readouterr().out
+    product, every = _help([*path, "--help"], capsys), _help([*path, "--help"], capsys, experiments=True)
+    shown, all_flags = command_flags(config_cls), command_flags(config_cls, experiments=True)
+    assert all(flag in product for flag in shown) and all(flag in every for flag in all_flags)
     hints = typing.get_type_hints(config_cls, include_extras=True)
     for item in dataclasses.fields(config_cls):
         if tyro.conf.Positional in getattr(hints[item.name], "__metadata__", ()):
-            assert "positional arguments" in text, item.name  # given without a flag (helpgate report RUN...)
+            assert "positional arguments" in product, item.name  # given without a flag (helpgate report RUN...)
             continue
         nested = typing.get_type_hints(config_cls)[item.name]
-        if dataclasses.is_dataclass(nested):  # the EnvSpec: its fields are flags of their own (--env)
-            assert "--" + item.name + "." not in text
-            for inner in dataclasses.fields(nested):
-                assert "--" + inner.name.replace("_", "-") in text, (item.name, inner.name)
-            continue
-        assert "--" + item.name.replace("_", "-") in text, item.name
+        is_nested = dataclasses.is_dataclass(nested)
+        owner, names = (nested, dataclasses.fields(nested)) if is_nested else (config_cls, [item])
+        assert "--" + item.name + "." not in product  # the EnvSpec: its fields are flags of their own (--env)
+        inner_hints = typing.get_type_hints(owner, include_extras=True)
+        for inner in names:
+            flag = _flag(inner_hints[inner.name], inner.name)
+            assert flag in all_flags, (item.name, inner.name)
+            assert (flag in shown) != (inner.name in experiment_fields(owner)), (item.name, inner.name)
     # Defaults are the dataclass's own (a command with a required field has none to compare).
     required = [f.name for f in dataclasses.fields(config_cls)
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     if not required:
         assert parse_config(config_cls, []) == config_cls()
+        assert type(parse_config(config_cls, [])) is config_cls  # not the view the product's parser read
+        assert parse_config(config_cls, [], experiments=True) == config_cls()
 
 
 def test_helpgate_without_command_prints_help(capsys):

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from helper.commands.cli import COMMANDS, main
+from helper.commands.cli import COMMANDS, gives_experiment_option, main
+from helper.experiment_options import EXPERIMENT_ENTRY
 from helper.option_ranges import RANGES, Range
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,6 +61,12 @@ def test_ranges_include_and_exclude_their_bounds():
     assert Range(1, 1_000_000).text() == "in [1, 1,000,000]" and Range(0, 1, below=True).text() == ">= 0 and < 1"
 
 
+def is_experiment(argv: list[str]) -> bool:
+    """Whether ``argv`` gives an experiment option: its range is checked on the experiment entry's line, where it
+    is a flag (the product's line refuses it before any range)."""
+    return gives_experiment_option(argv)
+
+
 def one_line(capsys) -> str:
     captured = capsys.readouterr()
     lines = [line for line in captured.err.splitlines() if line.strip()]
@@ -87,10 +94,13 @@ def one_line(capsys) -> str:
 def test_out_of_range_is_one_line_before_any_work(argv, named, tmp_path, capsys):
     out = tmp_path / "out"
     started = time.perf_counter()
-    assert main([*argv, *(["--out", str(out)] if argv[0] in ("pipeline", "sweep", "prm") else [])]) == 2
+    experiments = is_experiment(argv)
+    assert main([*argv, *(["--out", str(out)] if argv[0] in ("pipeline", "sweep", "prm") else [])],
+                experiments=experiments) == 2
     assert time.perf_counter() - started < 5  # no collection, no model: refused at once
     line = one_line(capsys)
-    assert line.startswith(f"helpgate {argv[0]}") and ": error: " in line and named in line
+    prog = EXPERIMENT_ENTRY if experiments else "helpgate"
+    assert line.startswith(f"{prog} {argv[0]}") and ": error: " in line and named in line
     assert not out.exists()  # nothing written
 
 
@@ -101,11 +111,12 @@ def test_out_of_range_is_one_line_before_any_work(argv, named, tmp_path, capsys)
     (["solve", "--bogus", "1"], "Unrecognized options: --bogus"),
 ])
 def test_a_value_that_is_not_a_number_is_one_line(argv, shown, capsys):
+    experiments = is_experiment(argv)
     with pytest.raises(SystemExit) as stop:
-        main(argv)
+        main(argv, experiments=experiments)
     assert stop.value.code == 2
     line = one_line(capsys)
-    assert line.startswith("helpgate ") and shown in line and "╭" not in line
+    assert line.startswith(EXPERIMENT_ENTRY if experiments else "helpgate ") and shown in line and "╭" not in line
 
 
 def test_help_into_a_closed_pipe_exits_quietly():

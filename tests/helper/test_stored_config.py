@@ -99,12 +99,17 @@ def test_an_old_flag_is_refused_in_one_line_naming_the_new_one(argv, new, capsys
 
 
 def test_the_flags_users_know_fill_the_nested_spec():
-    cfg = parse_config(CollectConfig, ["--env", "agile", "--agent", "llm", "--model", "tiny", "--data", "d",
+    cfg = parse_config(CollectConfig, ["--env", "agile", "--agent", "tiny", "--data", "d",
                                        "--groups", "a", "b", "--questions-per-episode", "3", "--budget", "1"])
-    assert cfg.spec == EnvSpec(env="agile", agent="llm", data="d", questions_per_episode=3)
-    assert cfg.groups == ["a", "b"] and cfg.model == "tiny" and cfg.budget == 1
-    pipeline = parse_config(PipelineConfig, ["--env", "textworld", "--tw-quest-lengths", "3", "--budgets", "1", "2"])
+    assert cfg.spec == EnvSpec(env="agile", agent="tiny", data="d", questions_per_episode=3)
+    assert cfg.groups == ["a", "b"] and cfg.budget == 1
+    # Experiment options (helper.experiment_options) fill the same nested spec on the experiment entry's line.
+    cfg = parse_config(CollectConfig, ["--agent", "llm", "--model", "tiny", "--sim-accuracy", "0.5"], experiments=True)
+    assert cfg.spec == EnvSpec(agent="llm", sim_accuracy=(0.5,)) and cfg.model == "tiny"
+    pipeline = parse_config(PipelineConfig, ["--env", "textworld", "--tw-quest-lengths", "3", "--budgets", "1", "2"],
+                            experiments=True)
     assert pipeline.spec.tw_quest_lengths == (3,) and pipeline.spec.agent == "smollm2"  # the pipeline's default
     assert pipeline.budgets == [1, 2]
-    sweep = parse_config(SweepConfig, ["--agent", "smollm2", "--budgets", "0", "2", "--split", "train"])
+    sweep = parse_config(SweepConfig, ["--agent", "smollm2", "--budgets", "0", "2", "--split", "train"],
+                         experiments=True)
     assert sweep.spec.agent == "smollm2" and sweep.budgets == [0, 2] and sweep.split == "train"

@@ -21,7 +21,7 @@ from agile.executor.episode import AgileSource
 from agile.executor.policy import LLMPolicy
 from agile.models import load_causal_lm
 from agile.rollout import run_episodes
-from helper.data.collect import main as collect_main
+from helper.commands.cli import main as helpgate
 from helper.data.environment import EnvSetup, EnvSpec
 
 
@@ -214,7 +214,8 @@ def test_samples_need_constrained_decoding_and_a_count():
     (["--agent", "tiny", "--decoding", "free", "--consistency-samples", "2"], "decoding='free'"),
 ])
 def test_bad_sample_counts_are_one_line_naming_the_option(tmp_path, capsys, argv, named):
-    assert collect_main([*argv, "--episodes", "2", "--out", str(tmp_path / "t")]) == 2
+    # An experiment's option (helper.experiment_options): checked where it is a flag, the experiment entry's line.
+    assert helpgate(["collect", *argv, "--episodes", "2", "--out", str(tmp_path / "t")], experiments=True) == 2
     err = capsys.readouterr().err.strip()
     assert named in err and "\n" not in err and "Traceback" not in err
     assert not (tmp_path / "t").exists()

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from agile.envs.catalog_generator import default_catalog_dir
-from helper.commands.cli import main
+from helper.commands.cli import gives_experiment_option, main
+from helper.experiment_options import EXPERIMENT_ENTRY
 from one_line_errors import one_error_line
 from prm.verifiers.model import ProcessRewardModel
 from prm.data.synthetic import synthetic_frame
@@ -47,18 +48,18 @@ def test_corrupt_sft_data_names_file_and_line(tmp_path, capsys):
     data = tmp_path / "sft.jsonl"
     data.write_text('{"input_ids": [1, 2], "action_mask": [0, 1]}\n{"input_ids": [1, 2\n')
     assert main(["agile", "sft", "--model", "tiny", "--data-file", str(data), "--device", "cpu",
-                 "--out", str(tmp_path / "sft"), "--no-save"]) == 2
+                 "--out", str(tmp_path / "sft"), "--no-save"], experiments=True) == 2
     assert f"{data}:2: not a JSON line" in one_error_line(capsys)
 
 
 def test_constrained_ppo_refuses_a_critic_and_a_checkpoint_of_another_run(tmp_path, capsys):
     assert main(["agile", "ppo", "--model", "tiny", "--decoding", "constrained", "--estimator", "gae",
-                 "--device", "cpu", "--out", str(tmp_path / "a")]) == 2
+                 "--device", "cpu", "--out", str(tmp_path / "a")], experiments=True) == 2
     assert "estimator loop or grpo" in one_error_line(capsys)
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "checkpoint-p0.json").write_text("{")
     # The test slice, not the default ../shared/productqa: a bare clone has nothing beside it.
-    assert main(["agile", "ppo", "--model", "tiny", "--device", "cpu", "--data-root", str(SLICE),
+    assert main(["agile", "ppo", "--model", "tiny", "--device", "cpu", "--data", str(SLICE),
                  "--out", str(tmp_path / "b")]) == 2
     assert "checkpoint-p0.json" in one_error_line(capsys)
 
@@ -114,9 +115,11 @@ def solved_dirs(tmp_path_factory):
 ])
 def test_solve_numbers_are_refused_before_work(solved_dirs, tmp_path, capsys, options, names):
     data = solved_dirs[0]
-    assert main(["solve", "--data", str(data), *options, "--out", str(tmp_path / "s")]) == 2
+    argv = ["solve", "--data", str(data), *options, "--out", str(tmp_path / "s")]
+    experiments = gives_experiment_option(argv)  # an experiment's option: refused on its own entry's line
+    assert main(argv, experiments=experiments) == 2
     line = one_error_line(capsys)
-    assert line.startswith("helpgate solve: error: ") and names in line
+    assert line.startswith(f"{EXPERIMENT_ENTRY if experiments else 'helpgate'} solve: error: ") and names in line
     assert not (tmp_path / "s" / "solve.json").exists()
 
 
@@ -141,7 +144,7 @@ def test_distill_refuses_a_stale_policy_and_max_rows_0(solved_dirs, tmp_path, ca
     solve_dir = tmp_path / "solve"
     shutil.copytree(solved_dirs[1], solve_dir)
     assert main(["distill", "--labels", str(solve_dir), "--prm", "none", "--max-rows", "0",
-                 "--out", str(tmp_path / "h0")]) == 2
+                 "--out", str(tmp_path / "h0")], experiments=True) == 2
     assert "max_rows=0" in one_error_line(capsys)
     shutil.copy(solve_dir / "policy_c2.npz", solve_dir / "policy_c4.npz")
     assert main(["distill", "--labels", str(solve_dir), "--prm", "none", "--out", str(tmp_path / "h")]) == 2

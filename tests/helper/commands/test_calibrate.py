@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from helper import HelperGate
-from helper.commands.cli import main
+from helper.commands.cli import gives_experiment_option, main
 from helper.gate.certify import GUARANTEE_FILE, helper_fingerprint
 
 NAMES = ["--env", "examples.plain_cue:make_episodes", "--agent", "examples.plain_cue:make_agent"]
@@ -24,7 +24,7 @@ def run_dir(tmp_path_factory, one_torch_thread):
     out = tmp_path_factory.mktemp("plain-cue") / "run"
     assert main(["pipeline", "--out", str(out), "--quick", *NAMES, "--prm-model", "tiny", "--prm-pooling", "mean",
                  "--prm-target", "process", "--budgets", "1", "2", "3", "--episodes", "24", "--eval-episodes", "4",
-                 "--methods", "helper", "first_k"]) == 0
+                 "--methods", "helper", "first_k"], experiments=True) == 0
     return out
 
 
@@ -92,7 +92,8 @@ def test_episodes_the_run_used_are_refused(run_dir, capsys):
     for where, args in (("solve and distill rows", ["--split", "train", "--seed", "0"]),
                         ("sweep", ["--seed", "1000"]),
                         ("group", ["--split", "train", "--seed", "7"])):
-        assert main(["calibrate", "--helper", helper, *NAMES, "--episodes", "8", *args]) == 2
+        argv = ["calibrate", "--helper", helper, *NAMES, "--episodes", "8", *args]
+        assert main(argv, experiments=gives_experiment_option(argv)) == 2  # --split: an experiment's option
         err = capsys.readouterr().err.strip()
         assert where in err and len(err.splitlines()) == 1
 

@@ -1,5 +1,5 @@
 """``helpgate calibrate`` on a tiered helper (several kinds of help, each at its price), end to end on the tiered
-rapids at a tiny size (README's chain: collect with kinds, tiny PRM, solve --kinds, distill): the family is the
+rapids at a tiny size (README's chain: collect with kinds, tiny PRM, solve --help-kinds, distill): the family is the
 helper at every cost budget its table holds, most help first; the guarantee is the fixed-sequence choice of its own
 calibration rows, with the member's cost and calls per kind; no calibration episode spends past its budget or a
 kind past its cap; the certified member holds its target on fresh episodes; and a target out of reach, calibration
@@ -17,7 +17,7 @@ from one_line_errors import one_error_line
 from scipy import stats
 
 from helper import HelperGate
-from helper.commands.cli import main
+from helper.commands.cli import gives_experiment_option, main
 from helper.gate.certify import GUARANTEE_FILE, helper_fingerprint
 
 NAMES = ["--env", "examples.tiered_rapids:make_episodes", "--agent", "examples.tiered_rapids:make_agent"]
@@ -37,12 +37,12 @@ def run_dir(tmp_path_factory, one_torch_thread):
          "--pooling", "mean", "--target", "process", "--base-only", "--out", str(root / "prm")],
         ["prm", "score", "--data", str(root / "trajectories"), "--model", str(root / "prm"), "--out",
          str(root / "scored")],
-        ["solve", "--data", str(root / "scored"), "--kinds", *kinds, "--caps", "human=1", "--budgets", "4", "6",
-         "--out", str(root / "solve")],
+        ["solve", "--data", str(root / "scored"), "--help-kinds", *kinds, "--help-caps", "human=1",
+         "--budgets", "4", "6", "--out", str(root / "solve")],
         ["distill", "--labels", str(root / "solve"), "--prm", str(root / "prm"), "--out", str(root / "helper")],
     ]
-    for argv in steps:
-        assert main(argv) == 0, argv
+    for argv in steps:  # the PRM's mean pooling and base-only rows are experiment options (prm train)
+        assert main(argv, experiments=gives_experiment_option(argv)) == 0, argv
     return root
 
 
@@ -158,8 +158,9 @@ def test_family_priced_and_a_budget_the_table_does_not_hold_are_refused_in_one_l
 def test_episodes_the_helper_was_trained_on_and_a_missing_prm_are_refused(run_dir, tmp_path, capsys):
     helper = run_dir / "helper"
     capsys.readouterr()
+    # --split is an experiment's option (the product calibrates on held-out episodes): its entry's line.
     assert main(["calibrate", "--helper", str(helper), *NAMES, "--episodes", "8", "--split", "train",
-                 "--seed", "0"]) == 2
+                 "--seed", "0"], experiments=True) == 2
     assert "solve and distill rows" in one_error_line(capsys)
     # A copy whose recorded PRM is not there: its decisions would take the conservative rule, not the helper's.
     moved = tmp_path / "helper"

@@ -91,7 +91,7 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path, capsys):
     assert all(f"{stage}: already finished" in printed for stage in STAGES)
     # Other settings on the same folder: refused in one line before any work, the folder as it was.
     stored = (out / "pipeline.json").read_text()
-    assert main([*args, "--bins", "8"]) == 2
+    assert main([*args, "--bins", "8"], experiments=True) == 2  # --bins: an experiment's option of the pipeline
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "stage solve finished with --bins 6" in error[0]
     assert (out / "pipeline.json").read_text() == stored
@@ -102,7 +102,7 @@ def test_gold_features_ablation_reaches_the_helper(tmp_path):
     args = ["pipeline", "--out", str(out), "--quick", "--agent", "simulator", "--prm-model", "tiny",
             "--episodes", "16", "--eval-episodes", "4", "--questions-per-episode", "3", "--budgets", "1",
             "--gold-features", "--decide-after", "state", "--methods", "helper", "router"]
-    assert main(args) == 0
+    assert main(args, experiments=True) == 0  # an ablation: the experiment entry's
     gold = {"f_type_fact_qa", "f_type_search_qa", "f_type_reasoning_qa"}
     assert gold <= set(_helper_features(out))
     summary = json.loads((out / "sweep" / "summary.json").read_text())

@@ -9,6 +9,7 @@ from helper.commands.pipeline import STAGES
 
 TINY = ["pipeline", "--quick", "--agent", "simulator", "--prm-model", "tiny", "--episodes", "16", "--eval-episodes",
         "4", "--questions-per-episode", "3", "--budgets", "1", "--methods", "helper", "--prm-folds", "1"]
+"""A tiny pipeline; --prm-folds and --bins are experiment options, so it runs on the experiment entry's line."""
 
 
 def solved_bins(out) -> int:
@@ -17,7 +18,7 @@ def solved_bins(out) -> int:
 
 def test_a_redo_killed_after_its_first_stage_leaves_no_stage_of_the_old_settings(tmp_path, monkeypatch):
     out = tmp_path / "run"
-    assert main([*TINY, "--out", str(out)]) == 0
+    assert main([*TINY, "--out", str(out)], experiments=True) == 0
     assert solved_bins(out) == 6 and all((out / stage / ".done").exists() for stage in STAGES)
 
     def killed(*args, **kwargs):
@@ -25,7 +26,7 @@ def test_a_redo_killed_after_its_first_stage_leaves_no_stage_of_the_old_settings
 
     monkeypatch.setattr(prm_train, "run_train", killed)
     try:  # the command reports Ctrl-C in one line and exits non-zero (or lets it through)
-        code = main([*TINY, "--out", str(out), "--redo", "--bins", "3"])
+        code = main([*TINY, "--out", str(out), "--redo", "--bins", "3"], experiments=True)
     except KeyboardInterrupt:
         code = None
     assert code != 0
@@ -34,7 +35,7 @@ def test_a_redo_killed_after_its_first_stage_leaves_no_stage_of_the_old_settings
     # Only the stage the redo finished is marked finished: no marker outlives the settings it was made with.
     assert [stage for stage in STAGES if (out / stage / ".done").exists()] == ["collect"]
 
-    code = main([*TINY, "--out", str(out), "--bins", "3"])  # the same command, without --redo
+    code = main([*TINY, "--out", str(out), "--bins", "3"], experiments=True)  # the same, without --redo
     assert code == 0 and solved_bins(out) == json.loads((out / "pipeline.json").read_text())["bins"] == 3
 
 

@@ -22,7 +22,7 @@ except ImportError as error:  # the extra is optional for users; CI installs it
     pytest.skip(f"textworld is not importable: {error}", allow_module_level=True)
 
 from agile.envs.textworld_env import default_horizon
-from helper.commands.cli import main
+from helper.commands.cli import gives_experiment_option, main
 from trajectories.shards import read_trajectories
 
 # The tiny backbone's 2048-token context is shorter than a TextWorld episode: the PRM cuts old
@@ -60,7 +60,8 @@ def _pipeline(out) -> dict:
     codes = {}
     for name, argv in steps.items():
         started = time.perf_counter()
-        codes[name] = main(argv)
+        # TextWorld's game settings and the PRM's head options are experiment options: their entry's line.
+        codes[name] = main(argv, experiments=gives_experiment_option(argv))
         print(f"[tw pipeline] {name}: {time.perf_counter() - started:.1f} s")
     return codes
 
@@ -107,7 +108,7 @@ def test_the_llm_agent_runs_the_pipeline_on_two_tiny_games(tmp_path):
         code = main(["pipeline", "--out", str(out), "--env", "textworld", "--agent", "tiny", "--tw-games", "2",
                      "--tw-quest-lengths", "1", "--quick", "--episodes", "16", "--eval-episodes", "2", "--budgets",
                      "1", "--prm-model", "tiny", "--methods", "helper", "helper_priced", "prm_threshold", "random",
-                     "--device", "cpu"])
+                     "--device", "cpu"], experiments=True)
     assert code == 0
     sweep = pd.read_csv(out / "sweep" / "sweep.csv")
     assert {"helper", "prm_threshold", "prm_threshold_nocap", "helper_priced", "random"} <= set(sweep["method"])

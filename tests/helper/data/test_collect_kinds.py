@@ -95,7 +95,6 @@ def test_one_kind_writes_the_shards_it_always_wrote_and_an_older_folder_resumes(
     (["--help-kinds", "human:4", "--help-caps", "human"], "give KIND=CALLS"),
     (["--help-kinds", "human:4", "--help-weights", "human=0"], "never drawn"),
     (["--help-caps", "human=1"], "--help-caps needs --help-kinds"),
-    (["--help-kinds", "human:4", "--counterfactual"], "without --counterfactual"),
     (["--help-kinds", "human:4", "--strong", "human-cli"], "--strong human-cli names the one strong actor"),
     (["--help-kinds", "oracle:1"], "--help-kinds oracle:1: 'oracle' is not one of the episodes' own kinds "
                                    "(compute, stronger, human"),
@@ -106,6 +105,17 @@ def test_a_bad_flag_is_refused_in_one_line_before_any_file(tmp_path, capsys, fla
     assert collect([*ENV, "--episodes", "4", "--budget", "6", "--out", str(out), *flags]) == 2
     line = one_error_line(capsys)
     assert refused in line, line
+    assert not out.exists() or not any(out.glob("*.parquet"))
+
+
+def test_counterfactual_branches_are_refused_with_kinds(tmp_path, capsys):
+    # --counterfactual is an experiment's option (helper.experiment_options): on the experiment entry's line.
+    from helper.commands.cli import main as helpgate
+
+    out = tmp_path / "out"
+    argv = ["collect", *ENV, "--episodes", "4", "--budget", "6", "--out", str(out), "--help-kinds", "human:4"]
+    assert helpgate([*argv, "--counterfactual"], experiments=True) == 2
+    assert "without --counterfactual" in one_error_line(capsys)
     assert not out.exists() or not any(out.glob("*.parquet"))
 
 

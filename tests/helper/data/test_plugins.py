@@ -89,8 +89,7 @@ def test_a_stage_run_alone_records_itself_where_it_writes(pipeline_dir, tmp_path
 def test_sweep_command_takes_the_names(pipeline_dir, tmp_path):
     out = tmp_path / "sweep"
     assert main(["sweep", *NAMES, "--helper", str(pipeline_dir / "helper"), "--out", str(out), "--episodes", "6",
-                 "--budgets", "0", "1", "--methods", "helper", "first_k", "oracle", "--ci-resamples", "20",
-                 "--device", "cpu"]) == 0
+                 "--budgets", "0", "1", "--methods", "helper", "first_k", "oracle", "--device", "cpu"]) == 0
     sweep = pd.read_csv(out / "sweep.csv")
     # Sequential decisions: the counterfactual row is the one-step oracle, not an upper bound.
     assert {"helper", "first_k", "oracle_1step", "never", "always"} <= set(sweep["method"])

@@ -197,7 +197,7 @@ def test_methods_option_takes_the_registry_keys_and_refuses_others(capsys):
 def test_evaluate_command(helper_dir, tmp_path):
     out = tmp_path / "evaluate"
     assert main(["evaluate", "--helper", str(helper_dir), "--episodes", "6", "--questions-per-episode",
-                 str(HORIZON), "--budgets", "0", "2", "--ci-resamples", "100", "--out", str(out)]) == 0
+                 str(HORIZON), "--budgets", "0", "2", "--out", str(out)]) == 0
     frame = pd.read_csv(out / "evaluate.csv")
     assert frame["budget"].tolist() == [0, 2] and frame["method"].unique().tolist() == ["helper"]
     assert frame.loc[1, "interventions"] <= 2
@@ -210,7 +210,7 @@ def test_command_help_shows_each_options_docstring(command, config, capsys):
     import re
 
     with pytest.raises(SystemExit) as exit_info:
-        main([command, "--help"])
+        main([command, "--help"], experiments=True)  # every field: experiment options too (helpgate hides those)
     assert exit_info.value.code == 0
     # tyro wraps lines (in a box on a terminal): compare the words, without the box and backticks.
     words = lambda text: " ".join(re.sub(r"[`│╭╮╰╯─]", " ", text).split())  # noqa: E731

@@ -1,5 +1,5 @@
-"""``helpgate solve --kinds``: the tiered table and per-row optimal kinds from rows that name the help they called;
-distilled to a helper folder that ``HelperGate.load`` plays; bad flags refused in one line; no --kinds: as before."""
+"""``helpgate solve --help-kinds``: the tiered table and per-row optimal kinds from rows that name the help they called;
+distilled to a helper folder that ``HelperGate.load`` plays; bad flags refused in one line; no --help-kinds: as before."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_the_tiered_solve_writes_tables_and_exact_labels(shards, solved):
 def test_distilled_the_classifier_chooses_as_the_table_and_loads_with_it(solved, tmp_path, capsys):
     out, _ = solved
     assert main(["distill", "--labels", str(out), "--prm", "none", "--max-rows", "8000", "--out",
-                 str(tmp_path / "helper")]) == 0
+                 str(tmp_path / "helper")], experiments=True) == 0
     assert "tiered helper for budget 6" in capsys.readouterr().out
     config = json.loads((tmp_path / "helper" / "helper.json").read_text())
     assert config["backend"] == "tiered_features" and config["feature_names"][-1] == "calls_left_human"
@@ -124,16 +124,16 @@ def test_distilled_the_classifier_chooses_as_the_table_and_loads_with_it(solved,
 
 
 @pytest.mark.parametrize("flags, says", [
-    (["--kinds", "compute:1", "stronger:2", "human:4", "oracle:8"], "kinds=oracle:8: no row of"),
-    (["--kinds", "compute:1", "stronger:2"], "also call ['human']"),
-    (["--kinds", "compute:0", "stronger:2", "human:4"], "kinds='compute:0': the price of compute must be a finite"),
-    (["--kinds", "compute:nan", "stronger:2", "human:4"], "kinds='compute:nan': the price"),
-    (["--kinds", "compute", "stronger:2", "human:4"], "kinds='compute': give each kind as NAME:PRICE"),
-    (["--kinds", *KIND_FLAGS, "--caps", "oracle=1"], "caps='oracle=1': 'oracle' is not among --kinds"),
-    (["--kinds", *KIND_FLAGS, "--caps", "human=-1"], "caps='human=-1': give each cap as KIND=CALLS"),
-    (["--caps", "human=1"], "caps=human=1: caps limit kinds of help"),
-    (["--kinds", *KIND_FLAGS, "--method", "lp"], "method='lp': a solve with --kinds is exact or lagrangian"),
-    (["--kinds", *KIND_FLAGS, "--budgets", "25"], "budgets=25: the longest episode"),
+    (["--help-kinds", "compute:1", "stronger:2", "human:4", "oracle:8"], "kinds=oracle:8: no row of"),
+    (["--help-kinds", "compute:1", "stronger:2"], "also call ['human']"),
+    (["--help-kinds", "compute:0", "stronger:2", "human:4"], "kinds='compute:0': the price of compute must be a finite"),
+    (["--help-kinds", "compute:nan", "stronger:2", "human:4"], "kinds='compute:nan': the price"),
+    (["--help-kinds", "compute", "stronger:2", "human:4"], "kinds='compute': give each kind as NAME:PRICE"),
+    (["--help-kinds", *KIND_FLAGS, "--help-caps", "oracle=1"], "caps='oracle=1': 'oracle' is not among --help-kinds"),
+    (["--help-kinds", *KIND_FLAGS, "--help-caps", "human=-1"], "caps='human=-1': give each cap as KIND=CALLS"),
+    (["--help-caps", "human=1"], "caps=human=1: caps limit kinds of help"),
+    (["--help-kinds", *KIND_FLAGS, "--method", "lp"], "method='lp': a solve with --help-kinds is exact or lagrangian"),
+    (["--help-kinds", *KIND_FLAGS, "--budgets", "25"], "budgets=25: the longest episode"),
 ])
 def test_bad_flags_are_one_line_naming_the_flag(shards, tmp_path, capsys, flags, says):
     data, _ = shards
@@ -148,10 +148,10 @@ def test_rows_without_help_kind_are_refused_with_kinds_and_solved_as_before_with
     plain.mkdir()
     rows.drop("help_kind", "help_cost").write_parquet(plain / "shard-000.parquet")
     mark_complete(plain)
-    assert main(["solve", "--data", str(plain), "--kinds", *KIND_FLAGS, "--out", str(tmp_path / "o")]) == 2
+    assert main(["solve", "--data", str(plain), "--help-kinds", *KIND_FLAGS, "--out", str(tmp_path / "o")]) == 2
     line = one_error_line(capsys)  # no help_kind column, or (rows read with one kind's defaults) no such kind called
     assert line.startswith("helpgate solve: error: kinds=") and "help_kind" in line, line
-    # No --kinds: the one-kind solve, the same whether or not the rows name their kind.
+    # No --help-kinds: the one-kind solve, the same whether or not the rows name their kind.
     one = run(SolveConfig(data=str(data), budgets=[1, 2], bins=3, binning="uniform", out=str(tmp_path / "a")))
     two = run(SolveConfig(data=str(plain), budgets=[1, 2], bins=3, binning="uniform", out=str(tmp_path / "b")))
     assert one["solutions"] == two["solutions"] and "tiered" not in one

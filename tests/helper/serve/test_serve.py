@@ -354,7 +354,7 @@ def test_collect_through_the_server(model_server, tiny, tmp_path):
     assert main(["collect", "--agent", "openai:tiny", "--strong", "openai:tiny", "--base-url", f"{model_server}/v1",
                  "--data", str(SLICE), "--memory", "lexical",
                  "--episodes", "3", "--questions-per-episode", "3", "--explore-p", "0", "1", "--budget", "1",
-                 "--shard-size", "2", "--out", str(out)]) == 0
+                 "--shard-size", "2", "--out", str(out)], experiments=True) == 0
     frame = read_trajectories(out)  # validated against the schema
     assert frame["episode_id"].n_unique() == 3 and frame.height == 9 and set(frame["env"]) == {"productqa"}
     assert completions(model_server) - before >= frame.height

@@ -38,7 +38,8 @@ def run_dir(tmp_path_factory, one_torch_thread):
     out = tmp_path_factory.mktemp("main") / "run"
     assert main(["pipeline", "--out", str(out), "--quick", "--agent", "simulator", "--prm-model", "tiny",
                  "--episodes", "32", "--eval-episodes", "4", "--questions-per-episode", str(HORIZON),
-                 "--budgets", *map(str, range(1, BUDGET + 1)), "--methods", "helper", *DATA]) == 0
+                 "--budgets", *map(str, range(1, BUDGET + 1)), "--methods", "helper", *DATA],
+                experiments=True) == 0  # --memory lexical (no MiniLM to load): an experiment's option
     return out
 
 

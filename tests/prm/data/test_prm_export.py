@@ -1,4 +1,4 @@
-"""``helpgate prm export --format trl``: TRL's stepwise-supervision layout, the text ``prm train``
+"""``helpgate prm export``: TRL's stepwise-supervision layout, the text ``prm train``
 renders, and labels checked against the trajectories by brute force."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections import defaultdict
 import polars as pl
 import pytest
 
-from helper.commands.cli import main
+from helper.commands.cli import gives_experiment_option, main
 from helper.data.collect import CollectConfig, run
 from helper.stored_config import config_of
 from prm.inputs.render import step_pieces
@@ -28,7 +28,8 @@ def trajectories(tmp_path_factory):
 
 
 def _export(trajectories, out, *options) -> list[dict]:
-    assert main(["prm", "export", "--data", str(trajectories), "--out", str(out), "--format", "trl", *options]) == 0
+    argv = ["prm", "export", "--data", str(trajectories), "--out", str(out), *options]
+    assert main(argv, experiments=gives_experiment_option(argv)) == 0  # --base-only: an experiment's option
     if out.suffix == ".parquet":
         return pl.read_parquet(out).to_dicts()
     return [json.loads(line) for line in out.read_text().splitlines()]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -113,8 +114,11 @@ def test_the_cli_refuses_proposal_features_in_one_line(tmp_path):
     data.mkdir()
     synthetic_frame(episodes=12, steps=1, seed=1).write_parquet(data / "part-000.parquet")
     mark_complete(data)
-    done = subprocess.run([sys.executable, "-m", "helper.commands.cli", "prm", "train", "--data", str(data), "--model", "tiny",
+    # --proposal-features is an experiment's option: the experiment entry parses it, and the data refuse it.
+    entry = str(Path(__file__).resolve().parents[3] / "benchmarks" / "experiment.py")
+    done = subprocess.run([sys.executable, entry, "prm", "train", "--data", str(data), "--model", "tiny",
                            "--proposal-features", "--out", str(tmp_path / "prm")], capture_output=True, text=True)
+    assert "experiment's option" not in done.stderr
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and "--proposal-features" in lines[0] and "Traceback" not in done.stderr

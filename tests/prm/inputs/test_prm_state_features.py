@@ -108,6 +108,6 @@ def test_the_pipeline_passes_the_proposal_features_flag_to_its_prm():
     from helper.config_cli import parse_config
 
     assert PipelineConfig().prm_train_config("t", "p").proposal_features is False
-    cfg = parse_config(PipelineConfig, ["--prm-proposal-features", "--prm-hidden", "False"])
+    cfg = parse_config(PipelineConfig, ["--prm-proposal-features", "--prm-hidden", "False"], experiments=True)
     train = cfg.prm_train_config("t", "p")
     assert (train.proposal_features, train.hidden, train.tag_after) == (True, False, "proposal")

@@ -165,7 +165,7 @@ def test_bad_backbones_end_in_one_line_naming_the_option(tmp_path, capsys):
     assert "--prm-model" in one_error_line(capsys)
     assert not (tmp_path / "run" / "trajectories").exists()  # refused before collecting anything
     assert main(["pipeline", "--out", str(tmp_path / "run2"), "--agent", "simulator", "--prm-lora",
-                 "--prm-model", str(missing)]) == 2
+                 "--prm-model", str(missing)], experiments=True) == 2
     assert "--prm-model" in one_error_line(capsys)
 
 

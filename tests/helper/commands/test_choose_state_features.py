@@ -1,0 +1,50 @@
+"""The training folds choose whether a plug-in environment's verifier reads its state features: on the arithmetic
+chain the features name the hard steps (a multiplication, the total's digits), which a tiny random backbone's hidden
+state does not, and the head that reads them is chosen; an environment without features is offered no such head."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helper.commands.choose import choose
+from helper.commands.pipeline import PipelineConfig
+from helper.data import collect
+from helper.data.environment import EnvSpec
+
+
+def collected(tmp_path, env: str, agent: str):
+    spec = EnvSpec(env=env, agent=agent)
+    data = tmp_path / "trajectories"
+    collect.run(collect.CollectConfig(spec=spec, split="train", episodes=48, budget=2, explore_p=[0.0, 0.3],
+                                      seed=0, out=str(data), shard_size=16))
+    return spec, str(data)
+
+
+def test_the_verifier_reads_the_state_features_where_the_training_folds_say_they_rank(tmp_path, one_torch_thread):
+    spec, data = collected(tmp_path, "examples.arith_chain:make_episodes", "examples.arith_chain:make_agent")
+    cfg = PipelineConfig(spec=spec, prm_model="tiny", prm_target="process", prm_pooling="mean", prm_folds=3, seed=0)
+    assert cfg.chooses_state_features()
+    choice = choose(cfg, data, tmp_path / "choose", [1, 2])
+    by_features = {(c["state_features"], c["binning"]): c for c in choice["candidates"]}
+    assert set(by_features) == {(f, b) for f in (False, True) for b in ("quantile", "supervised")}
+    reads, blind = by_features[(True, "quantile")], by_features[(False, "quantile")]
+    assert reads["prm_oof_auroc"] > max(0.75, blind["prm_oof_auroc"] + 0.05)
+    best = max(choice["candidates"], key=lambda c: c["mean_held_out_success"])
+    assert choice["state_features"] is best["state_features"] is True
+    assert json.loads((tmp_path / "choose" / "choice.json").read_text())["state_features"] is True
+    state = json.loads((tmp_path / "choose" / "prm-mean-process-state" / "metrics.json").read_text())
+    assert state["oof_auroc"] == pytest.approx(reads["prm_oof_auroc"])
+
+
+def test_no_state_feature_head_where_the_user_chose_or_the_env_has_none(tmp_path):
+    arith = EnvSpec(env="examples.arith_chain:make_episodes", agent="examples.arith_chain:make_agent")
+    assert not PipelineConfig(spec=arith, prm_model="tiny", prm_state_features=False).chooses_state_features()
+    assert not PipelineConfig(spec=arith, prm_model="tiny", prm_target="process", prm_pooling="mean",
+                              binning="quantile").chooses_state_features()  # nothing left to choose
+    assert not PipelineConfig(spec=EnvSpec(), prm_model="tiny").chooses_state_features()  # ProductQA: not a plug-in
+    spec, data = collected(tmp_path, "examples.plain_cue:make_episodes", "examples.plain_cue:make_agent")
+    cfg = PipelineConfig(spec=spec, prm_model="tiny", prm_target="soft", prm_pooling="mean", prm_folds=2, seed=0)
+    choice = choose(cfg, data, tmp_path / "choose", [1])
+    assert {c["state_features"] for c in choice["candidates"]} == {False}  # its observations carry no features
