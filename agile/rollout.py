@@ -373,8 +373,8 @@ def _chooses_among(gate, affordable: list[Help]) -> bool:
     """Whether ``gate`` names kinds of these helps itself (``choose``, as ``TieredHelperGate``): a gate of one kind
     (``HelperGate.kinds == ("intervene",)``) or none answers ``should_intervene`` instead."""
     kinds = getattr(gate, "kinds", ())
-    return callable(getattr(gate, "choose", None)) and len(kinds) > 1 and \
-        set(kinds) & {h.name for h in affordable} != set()
+    names = {h.name for h in affordable}
+    return callable(getattr(gate, "choose", None)) and len(kinds) > 1 and bool(set(kinds) & names)
 
 
 def _named_kind(gate, answer, affordable: list[Help]) -> Help | None:

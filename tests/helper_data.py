@@ -34,6 +34,14 @@ class PerfectScorer:
         return self.simulator.success_probability(observation)
 
 
+def complete_folder(frame: pl.DataFrame, data: Path) -> Path:
+    """``frame`` as a finished trajectories folder ``data`` (one shard, marked complete), as collection leaves one."""
+    data.mkdir(parents=True, exist_ok=True)
+    frame.write_parquet(data / "part-000.parquet")
+    mark_complete(data)
+    return data
+
+
 def trajectories(directory: Path, n: int = 120, seed: int = 11) -> Path:
     agent = SimulatorAgent(seed=0)
     source = AgileSource(default_catalog_dir(0), "train", model=None, memory="lexical")

@@ -17,7 +17,7 @@ from prm.scoring.score import ScoreConfig, run_score
 from prm.training.quality import auroc
 from prm.training.train import TrainConfig, run_train
 from prm.verifiers.model import ProcessRewardModel
-from trajectories.shards import mark_complete
+from helper_data import complete_folder
 
 SCHEMA = ("Table `pans` (20 products). Columns:\nproduct_id TEXT -- the product's asin\ntitle TEXT\n"
           "price REAL -- 4.98 to 99.95 dollar\nbrand TEXT -- values: Presto, Bialetti, Lodge, ...\n"
@@ -103,10 +103,7 @@ def _frame(episodes: int, seed: int) -> pl.DataFrame:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, one_torch_thread):
     root = tmp_path_factory.mktemp("evidence")
-    data = root / "data"
-    data.mkdir()
-    _frame(96, seed=3).write_parquet(data / "part-000.parquet")
-    mark_complete(data)
+    data = complete_folder(_frame(96, seed=3), root / "data")
     common = {"data": str(data), "model": "tiny", "tag_after": "proposal", "target": "proposal", "progress": False,
               "proposal_features": True, "hidden": False}
     return root, {"visible": run_train(TrainConfig(out=str(root / "visible"), **common)),
@@ -126,10 +123,7 @@ def test_the_evidence_verifier_ranks_what_the_form_cannot_and_the_gate_agrees(tr
     prm = ProcessRewardModel.load(root / "evidence")
     assert prm.settings.question_vector == 384 and prm.settings.head_width == 384 + 2 * len(prm.settings.signal_keys)
     fresh = _frame(12, seed=11).with_columns(pl.col("episode_id").str.replace("synthetic", "fresh"))
-    new = tmp_path / "new"
-    new.mkdir()
-    fresh.write_parquet(new / "part-000.parquet")
-    mark_complete(new)
+    new = complete_folder(fresh, tmp_path / "new")
     run_score(ScoreConfig(data=str(new), model=str(root / "evidence"), progress=False))
     logged = pl.read_parquet(new / "part-000.parquet")
     assert auroc(logged["prm_score"], logged["proposal_reward"]) > 0.9

@@ -18,7 +18,7 @@ from prm.inputs.signals import signal_matrix
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
 from prm.inputs.visible import KEYS, proposal_features
-from trajectories.shards import mark_complete
+from helper_data import complete_folder
 
 STATE = ("You answer customers' questions about t. Reply with one line:\nTable `t` (2 products). Columns:\n"
          "[GetQuestion] {question}\n"
@@ -72,10 +72,7 @@ def _proposal_frame(episodes: int, seed: int) -> pl.DataFrame:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, one_torch_thread):
     root = tmp_path_factory.mktemp("visible")
-    data = root / "data"
-    data.mkdir()
-    _proposal_frame(120, seed=3).write_parquet(data / "part-000.parquet")
-    mark_complete(data)
+    data = complete_folder(_proposal_frame(120, seed=3), root / "data")
     common = {"data": str(data), "model": "tiny", "tag_after": "proposal", "target": "proposal", "progress": False,
               "feature_cache": str(root / "features.npz")}
     return root, {"hidden": run_train(TrainConfig(out=str(root / "hidden"), **common)),
@@ -89,10 +86,7 @@ def test_proposal_features_train_score_and_the_gate_agrees(trained, tmp_path):
     assert reports["visible"]["signals"] == list(KEYS)
     assert reports["visible"]["oof_auroc"] > 0.8 and reports["hidden"]["signals"] is None
     fresh = _proposal_frame(16, seed=11).with_columns(pl.col("episode_id").str.replace("synthetic", "fresh"))
-    new = tmp_path / "new"
-    new.mkdir()
-    fresh.write_parquet(new / "part-000.parquet")
-    mark_complete(new)
+    new = complete_folder(fresh, tmp_path / "new")
     run_score(ScoreConfig(data=str(new), model=str(root / "visible"), progress=False))
     logged = pl.read_parquet(new / "part-000.parquet")
     assert auroc(logged["prm_score"], logged["proposal_reward"]) > 0.8
@@ -110,10 +104,7 @@ def test_proposal_features_need_proposal_mode(tmp_path):
 
 
 def test_the_cli_refuses_proposal_features_in_one_line(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    synthetic_frame(episodes=12, steps=1, seed=1).write_parquet(data / "part-000.parquet")
-    mark_complete(data)
+    data = complete_folder(synthetic_frame(episodes=12, steps=1, seed=1), tmp_path / "data")
     # --proposal-features is an experiment's option: the experiment entry parses it, and the data refuse it.
     entry = str(Path(__file__).resolve().parents[3] / "benchmarks" / "experiment.py")
     done = subprocess.run([sys.executable, entry, "prm", "train", "--data", str(data), "--model", "tiny",

@@ -19,6 +19,7 @@ from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
 from trajectories.number_maps import number_maps
 from trajectories.shards import mark_complete
+from helper_data import complete_folder
 
 
 def test_signal_matrix_has_a_fixed_order_and_flags_missing_values():
@@ -98,10 +99,7 @@ def _signal_frame(episodes: int, seed: int) -> pl.DataFrame:
 def trained(tmp_path_factory, one_torch_thread):
     root = tmp_path_factory.mktemp("signals")
     frame = _signal_frame(96, seed=4)
-    data = root / "data"
-    data.mkdir()
-    frame.write_parquet(data / "part-000.parquet")
-    mark_complete(data)
+    data = complete_folder(frame, root / "data")
     common = {"data": str(data), "model": "tiny", "target": "hard", "tag_after": "proposal", "progress": False,
               "feature_cache": str(root / "features.npz")}
     reports = {

@@ -17,6 +17,7 @@ from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
 from trajectories.number_maps import number_maps
 from trajectories.shards import mark_complete
+from helper_data import complete_folder
 
 
 def _state_frame(episodes: int, seed: int) -> pl.DataFrame:
@@ -42,10 +43,7 @@ def test_state_keys_and_matrix_read_the_features_column():
 def trained(tmp_path_factory, one_torch_thread):
     root = tmp_path_factory.mktemp("state")
     frame = _state_frame(140, seed=2)
-    data = root / "data"
-    data.mkdir()
-    frame.write_parquet(data / "part-000.parquet")
-    mark_complete(data)
+    data = complete_folder(frame, root / "data")
     common = {"data": str(data), "model": "tiny", "target": "hard", "tag_after": "state", "progress": False,
               "feature_cache": str(root / "features.npz")}
     reports = {

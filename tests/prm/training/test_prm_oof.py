@@ -17,7 +17,7 @@ from prm.scoring.score import ScoreConfig, run_score
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
 from tabular_rl.discretize import Discretizer
-from trajectories.shards import mark_complete
+from helper_data import complete_folder
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -41,10 +41,7 @@ FRAME = FRAME.with_columns(
 @pytest.fixture(scope="module")
 def overfit(tmp_path_factory):
     root = tmp_path_factory.mktemp("oof")
-    data = root / "data"
-    data.mkdir()
-    FRAME.write_parquet(data / "part-000.parquet")
-    mark_complete(data)
+    data = complete_folder(FRAME, root / "data")
     # No calibration: the raw head's memorisation is the point here (a map fitted on the poor
     # out-of-fold scores would rightly pull the in-fold scores to the base rate).
     report = run_train(TrainConfig(data=str(data), out=str(root / "prm"), model="tiny", target="hard", l2=0.0,

@@ -10,7 +10,7 @@ from prm.data.episodes import episodes_of
 from prm.verifiers.load import load_prm
 from prm.data.synthetic import synthetic_frame
 from prm.training.train import TrainConfig, run_train
-from trajectories.shards import mark_complete
+from helper_data import complete_folder
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -149,22 +149,23 @@ def test_lora_tag_head_loss_decreases_and_round_trips(tmp_path):
 def _score_folder(tmp_path, frame, model):
     from prm.scoring.score import ScoreConfig, run_score
 
-    data = tmp_path / "data"
-    data.mkdir()
-    frame.write_parquet(data / "part-000.parquet")
-    mark_complete(data)
+    data = complete_folder(frame, tmp_path / "data")
     summary = run_score(ScoreConfig(data=str(data), model=str(model), progress=False))
     return summary, pl.read_parquet(data / "part-000.parquet").sort(["episode_id", "step"])
 
 
+def _twenty_with_one_edited(frame: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+    """The first 20 episodes of ``frame``, the first one's state text edited (new to a trained PRM), and its id."""
+    frame = frame.filter(pl.col("episode_id").is_in(frame["episode_id"].unique(maintain_order=True)[:20].to_list()))
+    changed = frame["episode_id"][0]
+    edited = pl.when(pl.col("episode_id") == changed).then(pl.col("state_text") + " edited")
+    return frame.with_columns(edited.otherwise(pl.col("state_text"))), changed
+
+
 def test_score_gives_training_episodes_their_out_of_fold_scores(trained, tmp_path):
     out, _ = trained
-    frame = FRAME.filter(pl.col("episode_id").is_in(FRAME["episode_id"].unique(maintain_order=True)[:20].to_list()))
     # One episode's text changed after training: it is new data, scored by the saved all-data model.
-    changed = frame["episode_id"][0]
-    frame = frame.with_columns(
-        pl.when(pl.col("episode_id") == changed).then(pl.col("state_text") + " edited").otherwise(pl.col("state_text"))
-    )
+    frame, changed = _twenty_with_one_edited(FRAME)
     summary, got = _score_folder(tmp_path, frame, out)
     ids, episodes = episodes_of(frame)
     reference = load_prm(out)
@@ -188,11 +189,7 @@ def test_score_reuses_saved_features_with_identical_scores(tmp_path):
     run_train(TrainConfig(data="synthetic", out=str(model), model="tiny", folds=1, l2=0.01, progress=False),
               frame=frame)
     assert (model / FEATURES_FILE).exists()
-    frame = frame.filter(pl.col("episode_id").is_in(frame["episode_id"].unique(maintain_order=True)[:20].to_list()))
-    changed = frame["episode_id"][0]
-    frame = frame.with_columns(
-        pl.when(pl.col("episode_id") == changed).then(pl.col("state_text") + " edited").otherwise(pl.col("state_text"))
-    )
+    frame, changed = _twenty_with_one_edited(frame)
     summary, got = _score_folder(tmp_path, frame, model)
     ids, episodes = episodes_of(frame)
     reference = load_prm(model)
