@@ -38,7 +38,8 @@ _ENV_SPEC = {
 }
 _PRM_INPUTS = {"proposal_features": MEASURED, "evidence_features": MEASURED + " (the evidence verifier)",
                "question_vector": MEASURED, "state_features": MEASURED + "; on by default for TextWorld",
-               "hidden": MEASURED + "; off by default for TextWorld", "pooling": MEASURED, "signals": ABLATION}
+               "hidden": MEASURED + "; off by default for TextWorld", "pooling": MEASURED, "signals": ABLATION,
+               "fold_mean": MEASURED + " (the arithmetic chain)"}
 _SFT_TUNING = ("micro_batch_size", "lora_alpha", "lora_dropout", "max_grad_norm", "cpu_threads", "save", "weight_decay",
                "log_every", "max_steps", "data_file", "batch_size", "advice_share")
 _PPO_TUNING = ("micro_batch_size", "lora_alpha", "max_grad_norm", "cpu_threads", "save", "max_new_tokens",

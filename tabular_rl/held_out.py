@@ -11,7 +11,8 @@ discretization that merges states the policy should tell apart pays for it in th
 
 Its assumption: the held-out model is a fair judge of a policy over the discretized state, which holds
 where what the state leaves out does not depend on the past actions (plain-cue's risks are drawn
-afresh at every crossing); where it does, the figure is a model-based estimate, not a measurement.
+afresh at every crossing); where it does, the figure is a model-based estimate, not a measurement. One such case
+the judge does see: an episode that carries a failed step to its end (``tabular_rl.carried``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import polars as pl
 from .discretize import Discretizer
 from .estimate import MissingActionError, estimate
 from .evaluate import evaluate
-from .judge import JUDGE_SMOOTHING, shrink_toward
+from .carried import CarriedFailure
+from .judge import JUDGE_SMOOTHING, grid_of, judge_model, judged, shrink_toward
 from .solvers.solve import solve
 from .transitions import DEFAULT_COLUMNS, Columns
 
@@ -48,10 +50,36 @@ def held_out_values(df: pl.DataFrame, folds: np.ndarray, budgets: list[int], bin
                                     objective="success"), fitted)
         except MissingActionError:
             continue
+        carried = CarriedFailure.of(held_rows, fit_rows, columns=columns)
+        if carried:  # the judge also knows whether an earlier step failed (tabular_rl.carried)
+            cells = grid_of([disc.edges_])
+            grid = carried.grid(cells)
+            try:
+                carried_judge = judge_model(carried.rows(held_rows, cells), carried.rows(fit_rows, cells), grid,
+                                            columns=columns, smoothing=smoothing, backoff=backoff,
+                                            objective="success")
+            except MissingActionError:
+                continue
         for c in per_budget:
             policy = solve(fitted, c, "exact", pessimism).policy
+            if carried:
+                decide = carried.decide(_table_decide(policy, disc), cells)
+                per_budget[c].append(judged(carried_judge, grid, decide, c)[0])
+                continue
             T = min(policy.shape[0], judge.horizon)
             if T < judge.horizon:  # the held-out fold is longer: the policy acts (never intervenes) past its horizon
                 policy = np.concatenate([policy, np.zeros((judge.horizon - T, *policy.shape[1:]))])
             per_budget[c].append(float(evaluate(judge, policy[:judge.horizon], c, hard_budget=True).expected_success))
     return {c: float(np.mean(v)) if v else float("nan") for c, v in per_budget.items()}
+
+
+def _table_decide(policy: np.ndarray, disc: Discretizer):
+    """``decide(step, score, budget_left)`` of a solved table over ``disc``'s states (never past its horizon)."""
+    def decide(step, score, budget_left):
+        step, budget_left = np.asarray(step), np.asarray(budget_left)
+        inside = step < policy.shape[0]
+        t = np.minimum(step, policy.shape[0] - 1)
+        state = disc.transform(np.asarray(score, dtype=np.float64), t)
+        return policy[t, state, np.minimum(budget_left, policy.shape[2] - 1)] * inside
+
+    return decide

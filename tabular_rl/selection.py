@@ -8,7 +8,8 @@ other folds, exactly as on all of them, and read on fold ``k`` under each cap C:
 
 - ``replay`` (``tabular_rl.replay``), where the rows log the base agent's outcome at every decision and decisions
   are separate questions: the member played on fold ``k``'s logged episodes, no model;
-- ``judge`` (``tabular_rl.judge``) otherwise: fold ``k``'s own model on a grid of every member's edges.
+- ``judge`` (``tabular_rl.judge``) otherwise: fold ``k``'s own model on a grid of every member's edges (and, where
+  an episode carries a failed step to its end, whether one has: ``tabular_rl.carried``).
 
 A member's figure is the mean over every held-out episode (each is held out once). ``best`` takes the highest
 success per cap; a tie (within ``TIE``) goes to the member listed first, so the configured solve keeps its place
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from .carried import CarriedFailure
 from .discretize import Discretizer
 from .estimate import MissingActionError
 from .judge import grid_of, judge_model, judged
@@ -48,6 +50,8 @@ class CrossFitted:
     folds: int
     episodes: int = 0
     skipped_folds: list = field(default_factory=list)
+    fold_success: np.ndarray | None = None
+    """Per fold read (first axis), member and cap: the success on that fold's held-out episodes."""
 
     def best(self, among: list[int] | None = None) -> dict[int, int]:
         """Per cap, the index (into ``specs``) of the member with the highest success (ties: listed first), among
@@ -118,7 +122,7 @@ def cross_fitted(rows: pl.DataFrame, folds: np.ndarray, specs: list[MemberSpec],
     horizon = int(rows[columns.step].max()) + 1
     total = np.zeros((len(specs), len(budgets)))
     spent = np.zeros((len(specs), len(budgets)))
-    weight, skipped = 0, []
+    weight, skipped, per_fold = 0, [], []
     for k in np.unique(folds):
         inside = folds != k
         fit_rows, held_rows = rows.filter(pl.Series(inside)), rows.filter(pl.Series(~inside))
@@ -139,11 +143,12 @@ def cross_fitted(rows: pl.DataFrame, folds: np.ndarray, specs: list[MemberSpec],
         total += values[0] * held_episodes
         spent += values[1] * held_episodes
         weight += held_episodes
+        per_fold.append(values[0])
     if weight == 0:
         nan = np.full((len(specs), len(budgets)), np.nan)
         return CrossFitted(list(specs), budgets, nan, nan.copy(), evaluator, len(np.unique(folds)), 0, skipped)
     return CrossFitted(list(specs), budgets, total / weight, spent / weight, evaluator, len(np.unique(folds)), weight,
-                       skipped)
+                       skipped, np.stack(per_fold))
 
 
 def _read_fold(evaluator: str, members: list[Member], budgets: list[int], held_rows: pl.DataFrame,
@@ -164,14 +169,20 @@ def _read_fold(evaluator: str, members: list[Member], budgets: list[int], held_r
     # a held-out fold a row or none per cell, and the judge becomes the training folds' model (a threshold that spent
     # the cap before the rapids was judged 0.41 there, 0.20 when played).
     reference = Discretizer(REFERENCE_BINS).fit(fit_rows[columns.score], fit_rows[columns.step]).edges_
+    # Where an episode carries a failed step to its end, the judge's state also says whether one has
+    # (tabular_rl.carried); members still decide on the score alone.
+    carried = CarriedFailure.of(held_rows, fit_rows, columns=columns)
     judges: dict[tuple, tuple] = {}
     for i, member in enumerate(members):
         grid = grid_of([reference, member.edges])
         key = tuple(grid.edges_)
         if key not in judges:
-            judges[key] = (grid, judge_model(held_rows, fit_rows, grid, columns=columns, smoothing=smoothing,
-                                             objective=objective, shaping=shaping))
-        grid, judge = judges[key]
+            kwargs = dict(columns=columns, smoothing=smoothing, objective=objective, shaping=shaping)
+            judges[key] = ((carried.grid(grid), judge_model(carried.rows(held_rows, grid), carried.rows(fit_rows, grid),
+                                                            carried.grid(grid), **kwargs)) if carried
+                           else (grid, judge_model(held_rows, fit_rows, grid, **kwargs)))
+        judge_grid, judge = judges[key]
+        decide = carried.decide(member.decide, grid) if carried else member.decide
         for j, c in enumerate(budgets):
-            success[i, j], spent[i, j] = judged(judge, grid, member.decide, c)
+            success[i, j], spent[i, j] = judged(judge, judge_grid, decide, c)
     return success, spent

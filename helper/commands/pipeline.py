@@ -94,6 +94,10 @@ class PipelineConfig:
     found rows, answered yes / no / an id, the question's phrasing, ...), the same in every product group. With
     --prm-hidden False it reads only those and the agent's signals, with no backbone pass: on shared ProductQA's
     train groups, out of fold by group, 0.765 against the default's 0.736 (three seeds; benchmarks/RESULTS.md)."""
+    prm_fold_mean: bool = False
+    """The gate's PRM head is the mean of the fold heads that wrote the training rows' scores (prm train
+    --fold-mean), not one head fitted on every episode: new steps are scored on the scale the solve's cells and the
+    thresholds' levels were set on."""
     prm_evidence_features: bool = False
     """The PRM's head also reads the proposal checked against the record (prm train --evidence-features: the
     product details, schema values and memory the sentence encoder retrieves for the question, against the
@@ -199,7 +203,7 @@ class PipelineConfig:
             state_features=self.state_features(), hidden=self.hidden_inputs(),
             proposal_features=self.prm_proposal_features,
             evidence_features=self.prm_evidence_features, question_vector=self.prm_question_vector,
-            pooling=self.pooling_name(),
+            pooling=self.pooling_name(), fold_mean=self.prm_fold_mean,
             lora=self.prm_lora,
         ), **changes})
         if "auto" in (settings.target, settings.pooling):

@@ -227,9 +227,12 @@ def pool(runs: list[Run], resamples: int, seed: int, drop_incomplete: bool = Fal
     dropped = []
     if gaps.to_numpy().any():
         incomplete = gaps.any(axis=0).to_numpy().nonzero()[0]
-        if not drop_incomplete:
-            method, budget = tables["success"].columns[incomplete[0]]
-            missing = units["run"][gaps.iloc[:, incomplete[0]].to_numpy()].iloc[0]
+        # A no-cap level past the ones every run plays extends one run's curve to its own priced spend
+        # (helper.evaluation.spend.play_free): left out of the pooled curve and named, never a refusal.
+        refused = [k for k in incomplete if not str(tables["success"].columns[k][0]).endswith(FREE)]
+        if refused and not drop_incomplete:
+            method, budget = tables["success"].columns[refused[0]]
+            missing = units["run"][gaps.iloc[:, refused[0]].to_numpy()].iloc[0]
             raise ValueError(f"{runs[missing].path}: {method} at C={budget} did not play every episode the others "
                              "did; a paired comparison needs the same episodes and budgets for every method (runs "
                              "pooled as seeds need the same budgets, e.g. one --budgets; or rerun the sweep; or "
@@ -543,7 +546,8 @@ def run(cfg: ReportConfig) -> str:
         notes.append(f"No group column (runs before it was recorded), episodes resampled without groups: "
                      f"{', '.join(ungrouped)}.")
     if dropped:
-        notes.append("Left out (--drop-incomplete), not played on every seed's episodes: " + "; ".join(dropped) + ".")
+        notes.append("Left out, not played on every seed's episodes (a no-cap level past those every run plays, or "
+                     "with --drop-incomplete): " + "; ".join(dropped) + ".")
     if figures:
         notes.append("Figures: " + ", ".join(figures) + " (success against interventions used, one line per method).")
     lines = [markdown_table(rows), "", *notes, ""] if rows or not joins else []

@@ -4,8 +4,9 @@ A cap C is the gate's promise (never more than C in an episode); a cost per inte
 constraint (no cap, a price), read as success at a mean spend. There the priced helper (``helper_priced``: the helper
 priced to spend s interventions an episode, no cap) is compared with each threshold-type baseline played with no cap
 at levels that spend about 1, 2, ... an episode (rows ``<method>_nocap``, keyed by the spend the level was set to on
-the training rows), the levels going on until the baseline's curve reaches past the priced helper's largest spend: no
-reading is out of reach. Each baseline's success at the priced helper's mean spend is read on its own curve (never's
+the training rows): every run plays 1 .. the largest budget + 1 (so runs pooled as seeds or folds share those
+levels), and goes on until the baseline's curve reaches past the priced helper's largest spend: no reading is out of
+reach. Each baseline's success at the priced helper's mean spend is read on its own curve (never's
 C = 0 row as its zero point): the two levels whose mean spends bracket it, mixed as a gate playing the larger on that
 share of the episodes (``metrics.spend_matched_mix``), per episode, so the comparison stays paired.
 
@@ -33,8 +34,8 @@ def free_row(method: str) -> str:
 
 def play_free(ctx, method) -> None:
     """``method`` (a ``ThresholdMethod``: ``train_score``, ``decisions``, ``score_fn``) with no cap at the levels that
-    spend 1, 2, ... interventions an episode on its training scores, until its largest mean spend reaches the priced
-    helper's (or every decision is asked)."""
+    spend 1, 2, ... interventions an episode on its training scores: 1 .. max(budgets) + 1, then on until its largest
+    mean spend reaches the priced helper's (or every decision is asked)."""
     cap = int(ctx.env.horizon)
     targets = [c for c in ctx.budgets if c > 0] or [1]
     priced = ctx.usage(PRICED)
@@ -50,10 +51,13 @@ def play_free(ctx, method) -> None:
         result = ctx.evaluate(row, lambda _: gate, [spend], cap=cap)
         played[spend] = result[0][0]["interventions"]
 
-    for spend in targets:
+    # Every run plays the same levels 1 .. max(targets) + 1 (the level past the largest target), so runs pooled as
+    # seeds or cross-fit folds share a curve that passes their pooled priced spend; a run goes further only where
+    # its own priced helper spends past that. A level that asks at every decision ends the curve.
+    spend = 0
+    while spend < min(max(targets) + 1, cap) and (spend == 0 or np.isfinite(levels[spend])):
+        spend += 1
         play(spend)
-    spend = max(targets)
-    # Until the curve reaches the priced helper's largest spend; a level that asks at every decision ends it.
     while goal is not None and max(played.values()) < goal - 1e-9 and spend < cap and np.isfinite(levels[spend]):
         spend += 1
         play(spend)

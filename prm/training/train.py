@@ -65,6 +65,7 @@ from prm.data import labels as L
 from prm.training import quality
 from prm.verifiers.backbones import is_encoder
 from prm.verifiers.calibration import METHODS, cross_fitted, default_method, fit_calibrator
+from prm.verifiers.model import FoldMeanHead
 from prm.data.folds import Folds, assign_folds, task_type
 from prm.training.probe import cross_validated_l2, fit_head
 from trajectories import schema, shards
@@ -177,6 +178,10 @@ class TrainConfig:
     question_vector: bool = False
     """The value head also reads the sentence encoder's vector of each step's question (all-MiniLM-L6-v2, 384
     numbers, penalised like the hidden state): which kinds of question the agent gets wrong, across groups."""
+    fold_mean: bool = False
+    """The saved head (the gate's) is the mean of the fold heads that wrote the out-of-fold scores, not one head
+    fitted on every episode, so new steps are scored on the scale the solve's cells were cut on
+    (``prm.verifiers.model.FoldMeanHead``); frozen backbone, value head, --folds 2 or more."""
     hidden: bool = True
     """The value head reads the backbone's hidden state; --no-hidden: only the signals and state features (the text's
     game-specific content cannot leak into the score; the backbone then runs only when scoring)."""
@@ -318,6 +323,9 @@ def _check_options(cfg: TrainConfig, reads_data: bool) -> None:
         raise ValueError(f"--model {cfg.model}: an encoder is fine-tuned whole with the value head on its own "
                          "mean-pooled window; drop --lora, --head tag, --layers, --pooling, --no-hidden and "
                          "--question-vector.")
+    if cfg.fold_mean and (cfg.lora or cfg.head != "value" or is_encoder(cfg.model) or cfg.folds == 1):
+        raise ValueError("fold_mean=True keeps the fold heads of a frozen backbone's value head: use --head value, "
+                         "no --lora, no encoder, --folds 2 or more; or drop it.")
     if cfg.target is not None and cfg.target not in L.TARGETS:
         raise ValueError(f"target={cfg.target!r}: use one of {L.TARGETS}.")
     if cfg.calibration is not None and cfg.calibration not in METHODS:
@@ -497,19 +505,23 @@ def _fit_frozen(prm, data: _Data, cfg: TrainConfig) -> _Fit:
             head, x, y, data.row_group[rows], cfg.head_steps, cfg.seed)
         return fit_head(copy.deepcopy(head), x, y, l2, cfg.head_steps, losses), l2, table
 
-    oof_scores = None
+    oof_scores, fold_heads = None, []
     if data.split:
         # One head per fold, fitted without the fold's episodes, scores that fold only.
         oof_scores = np.full(data.train_frame.height, np.nan)
         for k in range(data.split.k):
             fold_head, _, _ = fitted_head(used_rows & (data.row_fold != k))
+            fold_heads.append(fold_head)
             held = data.row_fold == k
             with torch.no_grad():
                 oof_scores[held] = torch.sigmoid(fold_head(train_x[held])).numpy()
-    # THE model (the gate's): one head on every training episode.
+    # THE model (the gate's): one head on every training episode, or (fold_mean) the fold heads' mean.
     losses_seen: list[float] = []
     all_data, l2, cv_table = fitted_head(used_rows, losses_seen)
     head.load_state_dict(all_data.state_dict())
+    if cfg.fold_mean:
+        head = FoldMeanHead(fold_heads)
+        prm.head, prm.settings.fold_heads = head, len(fold_heads)
     if cv_table:
         print(f"prm train: l2 {l2:g} chosen by 3-fold CV over training episodes (log loss {cv_table})")
     with torch.no_grad():

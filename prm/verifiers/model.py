@@ -123,6 +123,9 @@ class PRMSettings:
     episode so far, in one pass."""
     pooling: str = "last"
     """The head reads the hidden state at the step's tag (last) or its mean over the step's tokens (mean)."""
+    fold_heads: int = 0
+    """The value head is the mean of this many heads, each fitted without one fold of the training episodes (the
+    heads that wrote the training rows' out-of-fold scores, ``FoldMeanHead``); 0: one head fitted on every one."""
     encoder: bool = False
     """The backbone is a bidirectional encoder fine-tuned whole, mean-pooled over one window per step
     (``prm.verifiers.encoder``)."""
@@ -160,6 +163,25 @@ class ValueHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.linear((hidden.float() - self.mean) / self.scale).squeeze(-1)
+
+
+class FoldMeanHead(nn.Module):
+    """The mean probability of the fold heads, as a logit.
+
+    The solve cuts its cells and the thresholds set their levels on the training rows' out-of-fold scores, each
+    written by a head fitted without that row's fold. A head fitted on every episode scores new steps on another
+    scale (with few episodes it is surer: fewer test steps fall in the middle cells a table keeps its budget for);
+    the fold heads' mean scores a new step with the very heads whose scores the cells were cut on."""
+
+    def __init__(self, heads: list[nn.Module]):
+        super().__init__()
+        if not heads:
+            raise ValueError("FoldMeanHead needs at least one head")
+        self.heads = nn.ModuleList(heads)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        p = torch.stack([torch.sigmoid(h(hidden)) for h in self.heads]).mean(0)
+        return torch.logit(p.clamp(1e-7, 1 - 1e-7))
 
 
 class TagHead(nn.Module):
@@ -554,6 +576,9 @@ class ProcessRewardModel(nn.Module):
             model.eval()
         if settings.head == "tag":
             head = TagHead(torch.zeros(2, settings.hidden_size))
+        elif settings.fold_heads:
+            head = FoldMeanHead([ValueHead(settings.head_width, settings.signal_width)
+                                 for _ in range(settings.fold_heads)])
         else:
             head = ValueHead(settings.head_width, settings.signal_width)
         try:

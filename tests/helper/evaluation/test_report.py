@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from helper.commands.cli import main
 from helper.evaluation.report import ReportConfig, run, verdict
@@ -205,6 +206,21 @@ def test_drop_incomplete_leaves_out_what_a_seed_did_not_play_and_names_it(tmp_pa
     assert "| router |" not in text
     assert [_row(text, "random")[f"C={c}"] for c in (1, 2)] == ["+1.000 [+1.000, +1.000]", "+1.000 [+1.000, +1.000]"]
 
+
+
+def test_a_no_cap_level_one_seed_played_past_the_others_is_left_out_without_asking(tmp_path):
+    # Seed 0's threshold curve went one level further (its priced helper spent more): pooled, that level goes,
+    # named, with no --drop-incomplete; a capped cell only one seed played is still refused.
+    s0 = _standard(tmp_path / "s0", [1, 1, 1, 1], [0, 0, 0, 0])
+    s1 = _standard(tmp_path / "s1", [1, 1, 1, 1], [0, 0, 0, 0], seed=1001)
+    frame = pd.read_csv(s0 / "episodes.csv")
+    extra = frame[(frame.method == "random") & (frame.budget == 2)]
+    pd.concat([frame, extra.assign(method="prm_threshold_nocap", budget=4)]).to_csv(s0 / "episodes.csv", index=False)
+    text = run(ReportConfig(runs=[str(s0), str(s1)], out=str(tmp_path / "r.md"), resamples=200, figures=False))
+    assert f"prm_threshold_nocap at C=4 (not played by {s1})" in text
+    pd.concat([frame, extra.assign(budget=3)]).to_csv(s0 / "episodes.csv", index=False)
+    with pytest.raises(ValueError, match="random at C=3 did not play every episode"):
+        run(ReportConfig(runs=[str(s0), str(s1)], out=str(tmp_path / "r.md"), resamples=200, figures=False))
 
 # -- the verdict's family, spend beside success, baselines apart -------------------------------------------
 def test_holm_is_the_step_down_rule_by_brute_force():
