@@ -80,8 +80,9 @@ COMPLETED = "†"
 class ReportConfig:
     runs: Annotated[list[str], tyro.conf.Positional, tyro.conf.arg(metavar="RUN")] = field(default_factory=list)
     """Finished run folders (a pipeline's --out or a sweep folder); NAME=RUN names the set-up."""
-    out: str = "report.md"
-    """Markdown file to write; the figures go beside it."""
+    out: str | None = None
+    """Markdown file to write; the figures go beside it. Default: RUN/report.md for one run, ./report.md for several
+    (and for --headline)."""
     budgets: list[int] = field(default_factory=lambda: [1, 2])
     """Budgets C at which the helper's success is compared with each baseline's."""
     resamples: int = 2000
@@ -499,7 +500,8 @@ def run(cfg: ReportConfig) -> str:
     setups: dict[str, list[Run]] = {}
     for one in runs:
         setups.setdefault(one.setup, []).append(one)
-    out = Path(cfg.out)
+    out = Path(cfg.out) if cfg.out else (runs[0].path / "report.md" if len(runs) == 1 and not joins
+                                         else Path("report.md"))
     out.parent.mkdir(parents=True, exist_ok=True)
     rows, figures, dropped = [], [], []
     for name, members in setups.items():
@@ -572,7 +574,7 @@ def run_headline(cfg: ReportConfig) -> str:
     if cfg.runs:
         raise ValueError(f"runs {cfg.runs}: give RUN folders or --headline, not both (the source lists the runs)")
     text = headline_block(Path(cfg.headline), cfg.refresh, cfg.resamples, cfg.seed, cfg.level)
-    said = write(text, Path(cfg.out))
+    said = write(text, Path(cfg.out or "report.md"))
     print(text, end="")
     print(f"report: {said}")
     return text

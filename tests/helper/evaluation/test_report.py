@@ -186,6 +186,13 @@ def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys):
     assert "differ in agent_dtype (agent_dtype: 'bfloat16' vs 'float32')" in capsys.readouterr().err
 
 
+
+def test_one_run_without_out_is_reported_inside_it(tmp_path, monkeypatch):
+    folder = _standard(tmp_path / "only", [1, 1, 1, 1], [0, 1, 0, 1])
+    monkeypatch.chdir(tmp_path)
+    run(ReportConfig(runs=[str(folder)], resamples=100, figures=False))
+    assert (folder / "report.md").is_file() and not (tmp_path / "report.md").exists()
+
 def test_drop_incomplete_leaves_out_what_a_seed_did_not_play_and_names_it(tmp_path):
     # Seed 0 also swept C=3 and a method ("router") seed 1's sweep skipped; pooled, both go, named under the
     # table, and the cells that every seed played are the ones without them (seed 0 +1, seed 1 +1: +1).
