@@ -8,11 +8,17 @@ plug-in environment, are experiment options elsewhere), every candidate is tried
 1. for each pooling, the backbone runs once over the training episodes (a feature cache per pooling), and for
    each target a PRM head is fitted out of fold (``prm train``'s folds, by group): every training row gets a
    score from a head that did not see its episode;
-2. for each binning, the whole solve is cross-validated over those same folds (``tabular_rl.held_out``): bins,
-   model and policy fitted on the other folds, the policy's expected success judged in the model of the fold
-   it did not see;
-3. the candidate with the highest held-out success, averaged over the budgets solved for, is chosen (the first
-   listed wins a tie).
+2. for each binning, the family the helper would choose its member from (the solved table, its variants and the
+   threshold on the same score: ``helper.gate.select.family_for``) is cross-fitted over those same folds as
+   distill cross-fits it (``tabular_rl.selection``): each member fitted on the other folds and read on the fold it
+   did not see, the best member per budget;
+3. the candidate with the highest held-out success of that member, averaged over the budgets solved for, is chosen
+   (the first listed wins a tie).
+
+A verifier is judged through the member the helper will play with it, not its solved table alone: where a
+threshold on one verifier beats every table on another (the arithmetic chain with 192 training chains: the
+feature-reading head's threshold), the table-only figure chose the verifier whose threshold the helper then could
+not play.
 
 Target candidates: ``soft`` (the episode's Monte-Carlo outcome), ``process`` where the environment rewards
 steps, ``fatal`` (the step a failed episode ended on: no step reward needed) where some episode failed, ``mc``
@@ -79,14 +85,23 @@ def scored_rows(trajectories: str, prm_dir: Path) -> tuple[pl.DataFrame, np.ndar
 
 def binning_values(scored: pl.DataFrame, folds: np.ndarray, budgets: list[int], bins: int, binnings: list[str],
                    pessimism: float = 0.0) -> dict[str, dict[int, float]]:
-    """Per binning, the held-out success per budget of the solve cross-validated over ``folds``."""
+    """Per binning, the held-out success per budget of the member the helper would play: the family a solve with
+    that binning gives distill (``helper.gate.select.family_for``: the solved table, its variants and the threshold
+    on the same score), cross-fitted over ``folds`` as distill chooses among them, the best member per budget."""
+    from helper.gate.select import family_for
     from helper.gate.solve_command import own_rewards
-    from tabular_rl.held_out import held_out_values
+    from tabular_rl.selection import cross_fitted
     from tabular_rl.transitions import Columns
 
     own = own_rewards(scored, Columns())
-    return {b: held_out_values(scored, folds, budgets, bins, b, own if b == "supervised" else None,
-                               pessimism=pessimism) for b in binnings}
+    out = {}
+    for binning in binnings:
+        family = family_for({"bins": bins, "binning": binning, "pessimism": pessimism}, scored, budgets)
+        table = cross_fitted(scored, folds, family, budgets,
+                             targets=own if any(s.binning == "supervised" for s in family) else None)
+        best = table.best()
+        out[binning] = {c: float(table.success[best[c], j]) for j, c in enumerate(table.budgets)}
+    return out
 
 
 def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
@@ -126,9 +141,10 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
     choice = {
         "target": best["target"], "pooling": best["pooling"], "binning": best["binning"],
         "state_features": best["state_features"],
-        "criterion": ("the solve cross-validated over the PRM's training folds (by group): the policy fitted on the "
-                      "other folds, its expected success in the model of the fold it did not see, mean over "
-                      f"budgets {budgets} (tabular_rl.held_out); out-of-fold PRM scores"),
+        "criterion": ("the helper's family (helper.gate.select.family_for) cross-fitted over the PRM's training folds "
+                      "(by group): each member fitted on the other folds and read on the fold it did not see "
+                      f"(tabular_rl.selection), the best member's success, mean over budgets {budgets}; out-of-fold "
+                      "PRM scores"),
         "rows": f"training collection only ({frame['episode_id'].n_unique()} episodes, {frame.height} rows)",
         "candidates": candidates,
     }
