@@ -531,8 +531,9 @@ def run(cfg: ReportConfig) -> str:
         "baseline at the level its training folds chose for the best success under c (a level that leaves the cap "
         "unspent is not at full strength), the helper at the member its training folds chose for c.",
         "At a spend (s=c): no cap; the priced helper set to spend c interventions an episode on its training rows, "
-        "minus the baseline's no-cap curve (levels set to spend 1, 2, ... an episode, played until the curve reaches "
-        "past the priced helper; never as its zero point) read at the priced helper's mean spend: the two levels "
+        "minus the baseline's no-cap curve (levels set to spend 1, 2, ... an episode: every run 1 to the largest "
+        "budget + 1, then on until the curve reaches past its priced helper; never as its zero point) read at the "
+        "priced helper's mean spend: the two levels "
         "whose mean spends bracket it, mixed as a gate playing the larger on that share of episodes (per episode, so "
         "still paired, with the same t interval; the weights are the pooled means', taken as known); "
         "'out of reach' where a curve stops short (levels some seed did not play are left out).",
