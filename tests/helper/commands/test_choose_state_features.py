@@ -48,3 +48,26 @@ def test_no_state_feature_head_where_the_user_chose_or_the_env_has_none(tmp_path
     cfg = PipelineConfig(spec=spec, prm_model="tiny", prm_target="soft", prm_pooling="mean", prm_folds=2, seed=0)
     choice = choose(cfg, data, tmp_path / "choose", [1])
     assert {c["state_features"] for c in choice["candidates"]} == {False}  # its observations carry no features
+
+
+def test_a_verifier_is_judged_by_the_best_member_of_its_family_thresholds_included():
+    # A chain whose score says exactly which step is risky: the threshold on it is the best anyone can do at a cap
+    # of one, so the candidate's figure is at least that threshold's cross-fitted success, and it is the figure of
+    # one member of the family distill would choose from.
+    import numpy as np
+
+    from helper.commands.choose import binning_values
+    from helper.gate.select import family_for
+    from tabular_rl.selection import cross_fitted
+    from carried_chains import chain_rows
+
+    rows = chain_rows(5, 120)
+    folds = np.array([int(e[1:]) % 4 for e in rows["episode_id"]])
+    values = binning_values(rows, folds, [1, 2], 4, ["quantile"])["quantile"]
+    family = family_for({"bins": 4, "binning": "quantile"}, rows, [1, 2])
+    table = cross_fitted(rows, folds, family, [1, 2])
+    thresholds = table.kind_indices("threshold")
+    assert thresholds and any(s.kind == "table" for s in family)
+    for j, c in enumerate([1, 2]):
+        assert values[c] >= np.nanmax(table.success[thresholds, j]) - 1e-12
+        assert values[c] == pytest.approx(np.nanmax(table.success[:, j]))
