@@ -30,7 +30,8 @@ The rooms, in the order the data meets them:
 - ``held_out.py``: a whole solve cross-validated on logged episodes it was not fitted on.
 - ``members.py``: the helper's family (the solved table, its variants, the threshold on the same score, priced
   tables); ``selection.py``: the choice among them on training folds, read by ``replay.py`` (logged episodes
-  replayed where decisions are separate questions) or ``judge.py`` (a held-out fold's own model).
+  replayed where decisions are separate questions) or ``judge.py`` (a held-out fold's own model), whose state
+  ``carried.py`` extends with whether an earlier step failed where an episode carries a failure to its end.
 """
 
 from .discretize import Discretizer
