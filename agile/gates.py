@@ -44,7 +44,7 @@ from typing import Literal
 
 import numpy as np
 
-from agile.budget import BudgetedGate
+from agile.budget import BudgetedGate, ScoredGate
 from agile.envs.phrasing import is_yes_no_question
 from agile.functions import current_question
 from agile.protocol import Observation
@@ -140,17 +140,24 @@ class PhrasingGate(BudgetedGate):
         return not is_yes_no_question(current_question(observation.state_text))
 
 
-class ScoreThresholdGate(BudgetedGate):
-    """Intervene when ``score(observation) <= threshold``; a NaN score never intervenes."""
+class ScoreThresholdGate(ScoredGate):
+    """Intervene when ``score(observation) <= threshold``; a NaN score never intervenes.
+
+    Where the score is a PRM scorer's (``score`` its bound method, or ``scorer`` given), the episode loop's
+    ``record_action`` and ``end_episode`` reach that scorer, as they reach the helper's: the PRM reads the actions
+    taken before each step, and without them it scored another text than the training rows' (earlier actions
+    rendered empty), so the ``prm_threshold`` baseline played on scores its level was not set on."""
 
     name = "threshold"
 
     def __init__(self, score: Callable[..., float], threshold: float, budget: int | None = None,
-                 name: str | None = None, decide_after: str = "state"):
+                 name: str | None = None, decide_after: str = "state", scorer=None):
         super().__init__(budget)
         self.score = score
         self.threshold = float(threshold)
         self.decide_after = decide_after
+        owner = getattr(score, "__self__", None)
+        self.scorer = scorer if scorer is not None else owner if hasattr(owner, "record_action") else None
         if name:
             self.name = name
 

@@ -234,6 +234,29 @@ def test_prm_scorer_reproduces_logged_scores(tiny_prm):
     assert sum(said) <= 1 and gate.stats()["fallbacks"] == 0
 
 
+
+def test_a_prm_threshold_gate_passes_the_actions_on_so_it_reads_the_logged_scores(tiny_prm):
+    """The threshold on the PRM score is told each action by the episode loop, as the helper is: without it the
+    PRM rendered earlier actions empty and the baseline played on other scores than its level was set on."""
+    from prm.scoring.scorer import PrmScorer
+
+    states = ["Question 1 of 3 (fact_qa).\nCustomer: is it red?", "Question 2 of 3 (search_qa).\nFind a kettle.",
+              "Question 3 of 3 (fact_qa).\nIs it big?"]
+    actions = ["[PredictAnswer] yes", "[PredictAnswer] B01", "[PredictAnswer] no"]
+    logged = tiny_prm.score_episodes([(states, actions)])[0]
+    scorer = PrmScorer(tiny_prm)
+    seen = []
+    gate = ScoreThresholdGate(scorer.score, threshold=-1.0, budget=1)  # never fires: only what it reads matters
+    assert gate.scorer is scorer and ScoreThresholdGate(lambda o: 0.5, 0.5).scorer is None
+    for step, (state, action) in enumerate(zip(states, actions, strict=True)):
+        observation = Observation("thr", "test", "t", step, state, 3, {})
+        assert not gate.should_intervene(observation)
+        seen.append(scorer.score(observation))
+        gate.record_action(observation, action)  # what run_episodes calls after each decision
+    assert seen == pytest.approx(logged.tolist(), abs=1e-5)
+    gate.end_episode("thr")
+    assert "thr" not in scorer._history  # the scorer's history freed with the gate's count
+
 def test_prm_scorer_keeps_lockstep_caches_within_its_memory_budget(tiny_prm):
     """Many episodes stepped in lockstep keep their caches while they fit the byte budget; a
     small budget drops the least recently used, and scores never change."""
