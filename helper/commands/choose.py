@@ -11,14 +11,16 @@ plug-in environment, are experiment options elsewhere), every candidate is tried
 2. for each binning, the family the helper would choose its member from (the solved table, its variants and the
    threshold on the same score: ``helper.gate.select.family_for``) is cross-fitted over those same folds as
    distill cross-fits it (``tabular_rl.selection``): each member fitted on the other folds and read on the fold it
-   did not see, the best member per budget;
-3. the candidate with the highest held-out success of that member, averaged over the budgets solved for, is chosen
-   (the first listed wins a tie).
+   did not see, the best member under each cap C; and so is the priced family at a spend of C an episode with no
+   cap (``helper.gate.select.priced_family``), the best member within that spend;
+3. the candidate with the highest mean of the two, averaged over the budgets solved for, is chosen (the first
+   listed wins a tie).
 
-A verifier is judged through the member the helper will play with it, not its solved table alone: where a
-threshold on one verifier beats every table on another (the arithmetic chain with 192 training chains: the
-feature-reading head's threshold), the table-only figure chose the verifier whose threshold the helper then could
-not play.
+A verifier is judged through the members the helper will play with it, under a cap and at a spend, not its solved
+table alone: where a threshold on one verifier beats every table on another (the arithmetic chain with 192 training
+chains: the feature-reading head's threshold), the table-only figure chose the verifier whose threshold the helper
+then could not play; judged under the cap alone, the rapids' choice moved to a verifier whose priced helper trailed
+`router` at a spend.
 
 Target candidates: ``soft`` (the episode's Monte-Carlo outcome), ``process`` where the environment rewards
 steps, ``fatal`` (the step a failed episode ended on: no step reward needed) where some episode failed, ``mc``
@@ -85,22 +87,33 @@ def scored_rows(trajectories: str, prm_dir: Path) -> tuple[pl.DataFrame, np.ndar
 
 def binning_values(scored: pl.DataFrame, folds: np.ndarray, budgets: list[int], bins: int, binnings: list[str],
                    pessimism: float = 0.0) -> dict[str, dict[int, float]]:
-    """Per binning, the held-out success per budget of the member the helper would play: the family a solve with
-    that binning gives distill (``helper.gate.select.family_for``: the solved table, its variants and the threshold
-    on the same score), cross-fitted over ``folds`` as distill chooses among them, the best member per budget."""
-    from helper.gate.select import family_for
+    """Per binning, per budget C, the held-out success of the members the helper would play with this verifier,
+    under both yardsticks: the family a solve with that binning gives distill (``helper.gate.select.family_for``:
+    the solved table, its variants and the threshold on the same score) under the cap C, and the priced family at a
+    spend of C an episode with no cap (``helper.gate.select.priced_family``), each cross-fitted over ``folds`` as
+    distill and the sweep choose among them; the mean of the two best."""
+    from helper.gate.select import family_for, priced_family
     from helper.gate.solve_command import own_rewards
     from tabular_rl.selection import cross_fitted
     from tabular_rl.transitions import Columns
 
-    own = own_rewards(scored, Columns())
+    cols = Columns()
+    own = own_rewards(scored, cols)
+    horizon = int(scored[cols.step].max()) + 1
+    decisions = float(scored.group_by(cols.episode).len()["len"].mean())
     out = {}
     for binning in binnings:
         family = family_for({"bins": bins, "binning": binning, "pessimism": pessimism}, scored, budgets)
-        table = cross_fitted(scored, folds, family, budgets,
-                             targets=own if any(s.binning == "supervised" for s in family) else None)
-        best = table.best()
-        out[binning] = {c: float(table.success[best[c], j]) for j, c in enumerate(table.budgets)}
+        supervised = own if any(s.binning == "supervised" for s in family) else None
+        capped = cross_fitted(scored, folds, family, budgets, targets=supervised)
+        best = capped.best()
+        tables = [s for s in family if s.kind == "table" and not s.pessimism]
+        values = {}
+        for j, c in enumerate(capped.budgets):
+            free = cross_fitted(scored, folds, priced_family(tables, decisions, c), [horizon], targets=supervised)
+            spent = free.success[free.best_within(c, horizon), 0]
+            values[c] = 0.5 * (float(capped.success[best[c], j]) + float(spent))
+        out[binning] = values
     return out
 
 
@@ -141,10 +154,11 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
     choice = {
         "target": best["target"], "pooling": best["pooling"], "binning": best["binning"],
         "state_features": best["state_features"],
-        "criterion": ("the helper's family (helper.gate.select.family_for) cross-fitted over the PRM's training folds "
-                      "(by group): each member fitted on the other folds and read on the fold it did not see "
-                      f"(tabular_rl.selection), the best member's success, mean over budgets {budgets}; out-of-fold "
-                      "PRM scores"),
+        "criterion": ("the helper's family under each cap C and its priced family at a spend of C (helper.gate."
+                      "select.family_for, priced_family) cross-fitted over the PRM's training folds (by group): each "
+                      "member fitted on the other folds and read on the fold it did not see (tabular_rl.selection), "
+                      f"the mean of the two best members' success, mean over budgets {budgets}; out-of-fold PRM "
+                      "scores"),
         "rows": f"training collection only ({frame['episode_id'].n_unique()} episodes, {frame.height} rows)",
         "candidates": candidates,
     }

@@ -123,6 +123,13 @@ PRICED_SPREAD = (0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5)
 the target on folds it was not fitted on."""
 
 
+def priced_family(tables: list[MemberSpec], decisions: float, target: int) -> list[MemberSpec]:
+    """The priced helper's family at target spend ``target``: each table priced on the training model to spend a few
+    multiples of it (``PRICED_SPREAD``), and the threshold members for that spend."""
+    return ([replace(s, kind="priced", spend=round(target * m, 6)) for s in tables for m in PRICED_SPREAD]
+            + threshold_specs(decisions, target))
+
+
 def priced_members(solve_folder: str | Path, targets: list[int], cap: int, folds: int = FOLDS,
                    evaluator: str = "auto") -> tuple[dict, dict]:
     """The priced helper at each target spend s (interventions an episode, no cap: ``cap`` is the horizon), chosen on
@@ -144,8 +151,7 @@ def priced_members(solve_folder: str | Path, targets: list[int], cap: int, folds
     ids, by = fold_ids(rows, folds)
     chosen, report = {}, {"folds_by": by, "cap": int(cap), "targets": {}}
     for target in targets_of:
-        family = [replace(s, kind="priced", spend=round(target * m, 6)) for s in tables for m in PRICED_SPREAD]
-        family += threshold_specs(decisions, target)
+        family = priced_family(tables, decisions, target)
         table = cross_fitted(rows, ids, family, [int(cap)], evaluator=evaluator, targets=own, **settings)
         best = table.best_within(float(target), int(cap))
         chosen[target] = fit_member(family[best], rows, int(cap), targets=own, **settings)

@@ -50,24 +50,30 @@ def test_no_state_feature_head_where_the_user_chose_or_the_env_has_none(tmp_path
     assert {c["state_features"] for c in choice["candidates"]} == {False}  # its observations carry no features
 
 
-def test_a_verifier_is_judged_by_the_best_member_of_its_family_thresholds_included():
-    # A chain whose score says exactly which step is risky: the threshold on it is the best anyone can do at a cap
-    # of one, so the candidate's figure is at least that threshold's cross-fitted success, and it is the figure of
-    # one member of the family distill would choose from.
+def test_a_verifier_is_judged_by_the_best_members_of_its_families_under_a_cap_and_at_a_spend():
+    # A chain whose score says exactly which step is risky. The candidate's figure at C is the mean of the best
+    # member of distill's family under the cap C (its threshold included) and of the priced family's best within a
+    # spend of C: under each yardstick never below the threshold on the same score.
     import numpy as np
 
     from helper.commands.choose import binning_values
-    from helper.gate.select import family_for
+    from helper.gate.select import family_for, priced_family
     from tabular_rl.selection import cross_fitted
-    from carried_chains import chain_rows
+    from carried_chains import HORIZON, chain_rows
 
     rows = chain_rows(5, 120)
     folds = np.array([int(e[1:]) % 4 for e in rows["episode_id"]])
     values = binning_values(rows, folds, [1, 2], 4, ["quantile"])["quantile"]
     family = family_for({"bins": 4, "binning": "quantile"}, rows, [1, 2])
-    table = cross_fitted(rows, folds, family, [1, 2])
-    thresholds = table.kind_indices("threshold")
-    assert thresholds and any(s.kind == "table" for s in family)
+    capped = cross_fitted(rows, folds, family, [1, 2])
+    tables = [s for s in family if s.kind == "table" and not s.pessimism]
+    assert capped.kind_indices("threshold") and tables
     for j, c in enumerate([1, 2]):
-        assert values[c] >= np.nanmax(table.success[thresholds, j]) - 1e-12
-        assert values[c] == pytest.approx(np.nanmax(table.success[:, j]))
+        cap_best = np.nanmax(capped.success[:, j])
+        assert cap_best >= np.nanmax(capped.success[capped.kind_indices("threshold"), j])
+        free = cross_fitted(rows, folds, priced_family(tables, float(HORIZON), c), [HORIZON])
+        within = free.best_within(c, HORIZON)
+        thresholds = [i for i in free.kind_indices("threshold") if free.interventions[i, 0] <= c + 0.02]
+        assert all(free.success[within, 0] >= free.success[i, 0] - 1e-12 for i in thresholds)
+        assert free.interventions[within, 0] <= c + 0.02 or not np.any(free.interventions[:, 0] <= c + 0.02)
+        assert values[c] == pytest.approx(0.5 * (cap_best + free.success[within, 0]))
