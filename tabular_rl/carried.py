@@ -51,8 +51,7 @@ def _per_episode(rows: pl.DataFrame, c: Columns) -> pl.DataFrame | None:
         carried=((pl.col(c.reward) < FAILED) & (pl.col(c.step) < pl.col(c.step).max())).any())
 
 
-def _succeeds_by_every_step(rows: pl.DataFrame, c: Columns) -> bool:
-    per = _per_episode(rows, c)
+def _succeeds_by_every_step(per: pl.DataFrame | None) -> bool:
     return per is not None and float((per["every"] == per["won"]).mean()) >= AGREEING
 
 
@@ -60,7 +59,7 @@ def carries_failure(rows: pl.DataFrame, columns: Columns = DEFAULT_COLUMNS) -> b
     """Whether the rows' episodes succeed when every step is rewarded and fail otherwise (all but ``AGREEING``'s
     rest), and some failed step is not the episode's last (a failure carried on without ending it)."""
     per = _per_episode(rows, columns)
-    return per is not None and float((per["every"] == per["won"]).mean()) >= AGREEING and bool(per["carried"].any())
+    return _succeeds_by_every_step(per) and bool(per["carried"].any())
 
 
 @dataclass(frozen=True)
@@ -73,8 +72,8 @@ class CarriedFailure:
     def of(cls, *frames: pl.DataFrame, columns: Columns = DEFAULT_COLUMNS) -> CarriedFailure | None:
         """The memory for these frames, or None where they carry no failure (every frame's episodes succeed by
         every step, and one of them carries a failure on: ``carries_failure``)."""
-        if not frames or not all(_succeeds_by_every_step(f, columns) for f in frames) \
-                or not any(carries_failure(f, columns) for f in frames):
+        per = [_per_episode(f, columns) for f in frames]  # once per frame: this runs for every fold read
+        if not per or not all(_succeeds_by_every_step(p) for p in per) or not any(p["carried"].any() for p in per):
             return None
         return cls(columns)
 
