@@ -14,6 +14,12 @@ play beside a sure-footed agent, each episode counting its exact success probabi
 full-strength ``prm_threshold`` (the level its training folds chose for C, on the run's own PRM) and the exact
 optimal gate, on the same episodes. The share of the room captured is (helper − threshold) / (optimum − threshold)
 per C, pooled over the seeds; the goal (issue 58) is 0.8 where the room is at least 0.05.
+
+A run's kept data (``benchmarks/setups/keep_run.py``) holds no models, so ``--save FILE`` writes every held-out
+episode's success probability per method and C (and the member the helper played) as a CSV to commit beside it, and
+``--from FILE`` prints the same tables from that CSV alone:
+
+    python benchmarks/setups/rapids.py --from benchmarks/data/rapids-rerun/expected-*.csv
 """
 
 from __future__ import annotations
@@ -96,14 +102,50 @@ def expected_run(run: Path, budgets: list[int], episodes: int) -> dict[str, dict
     return out
 
 
+METHODS = ("helper", "prm_threshold", "optimum")
+
+
+def to_frame(per_run: dict[str, dict]) -> pl.DataFrame:
+    """One row per run, method, C and held-out episode: the success probability (and the helper's member)."""
+    rows = []
+    for run, result in per_run.items():
+        for method in METHODS:
+            for c, values in result[method].items():
+                rows += [{"run": run, "method": method, "C": c, "episode": i, "success": float(v),
+                          "member": result["members"].get(c, "")} for i, v in enumerate(values)]
+    return pl.DataFrame(rows)
+
+
+def from_frame(frame: pl.DataFrame) -> dict[str, dict]:
+    """``to_frame``'s inverse, the runs in the order they were written."""
+    per_run = {}
+    for run in frame["run"].unique(maintain_order=True):
+        rows = frame.filter(pl.col("run") == run).sort(["method", "C", "episode"])
+        result = {m: {int(c): rows.filter((pl.col("method") == m) & (pl.col("C") == c))["success"].to_numpy()
+                      for c in rows["C"].unique(maintain_order=True)} for m in METHODS}
+        result["members"] = {int(c): m for c, m in rows.select("C", "member").unique(maintain_order=True).iter_rows()}
+        per_run[run] = result
+    return per_run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", help="pipeline output folders (one per seed)")
+    parser.add_argument("runs", nargs="*", help="pipeline output folders (one per seed; their helper folders)")
     parser.add_argument("--expected", type=int, default=2000, metavar="N", help="held-out episodes per seed")
     parser.add_argument("--budgets", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--save", type=Path, help="write every episode's success probability to this CSV")
+    parser.add_argument("--from", dest="sources", type=Path, nargs="+", help="read the CSVs --save wrote instead of playing")
     args = parser.parse_args()
+    if bool(args.runs) == bool(args.sources):
+        parser.error("give either run folders or --from CSV")
     rooms = room_table(args.budgets)
-    per_run = {run: expected_run(Path(run), args.budgets, args.expected) for run in args.runs}
+    if args.sources:
+        per_run = from_frame(pl.concat([pl.read_csv(source) for source in args.sources]))
+        args.expected = len(next(iter(per_run.values()))["helper"][args.budgets[0]])
+    else:
+        per_run = {run: expected_run(Path(run), args.budgets, args.expected) for run in args.runs}
+    if args.save:
+        to_frame(per_run).write_csv(args.save)
     print(f"\nper seed, {args.expected} held-out episodes in expectation over the slips "
           "(helper / full-strength prm_threshold / optimum; the member the helper played):")
     for run, result in per_run.items():
