@@ -21,6 +21,12 @@ tried and the best kept. Two verifiers: ``process``, the crossing's own slip pro
 makes every crossing from here (intervene where it is at most the level). Neither looks ahead at
 what the budget will be needed for; ``room`` is what that costs.
 
+At a spend, with no cap (the priced helper's yardstick): ``priced_frontier`` is the best success any gate reaches
+for each expected number of interventions an episode (every deterministic (crossing, risk) policy enumerated, a slip
+ending the episode before later calls; mixing two policies draws the segment between them, so the frontier is the
+upper concave hull), ``threshold_curve`` a static threshold's (success, spend) at each level of an ideal verifier,
+read between levels as the report reads a baseline's curve, and ``room_at_spend`` what the best of them leaves.
+
 ``SureFootedAgent`` and ``expected_outcome`` are plain-cue's (``examples.plain_cue_optimum``): the
 agent, the slips and the intervention are the same, so they evaluate a gate in expectation over
 the slips here too.
@@ -28,6 +34,7 @@ the slips here too.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 
@@ -37,7 +44,8 @@ from examples.plain_cue_optimum import RISKS, SureFootedAgent, expected_outcome
 from examples.rapids import HORIZON, SLIP, risk_odds_by_step
 
 __all__ = ["RISKS", "SureFootedAgent", "best_threshold", "expected_outcome", "optimal_gate", "optimum",
-           "outcome_score", "policy_search", "process_score", "room", "threshold_success", "true_model"]
+           "outcome_score", "policy_point", "policy_search", "priced_frontier", "process_score", "room",
+           "room_at_spend", "threshold_curve", "threshold_success", "true_model"]
 
 # The odds are decimal (0.3, 0.7, ...), not binary fractions, so two equal values reached along
 # different sums can differ in their last bits: an intervention must win by more than that, and a
@@ -169,3 +177,64 @@ def _threshold(scores: dict, level: float, helps_above: bool) -> Callable[[int, 
 def room(budget: int, horizon: int = HORIZON) -> float:
     """How much success the optimum gains over the best threshold of either verifier under the same cap."""
     return optimum(budget, horizon)[0] - max(best_threshold(budget, horizon).values())
+
+
+def policy_point(helps: Callable[[int, str], bool], horizon: int = HORIZON) -> tuple[float, float]:
+    """(success, expected interventions) of the no-cap gate that intervenes wherever ``helps(t, risk)``."""
+    reach, spent = 1.0, 0.0  # the chance of reaching crossing t, the calls expected so far
+    for t, odds in enumerate(risk_odds_by_step(horizon)):
+        spent += reach * sum(p for risk, p in odds.items() if helps(t, risk))
+        reach *= sum(p * (1.0 if helps(t, risk) else 1.0 - SLIP[risk]) for risk, p in odds.items())
+    return reach, spent
+
+
+def _upper_hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The upper concave hull of (spend, success) points, by spend, from the least spending one."""
+    hull: list[tuple[float, float]] = []
+    for x, y in sorted(set(points)):
+        if hull and y <= hull[-1][1]:  # spends more for no more success: dominated
+            continue
+        while len(hull) >= 2 and ((hull[-1][0] - hull[-2][0]) * (y - hull[-2][1])
+                                  >= (hull[-1][1] - hull[-2][1]) * (x - hull[-2][0])):
+            hull.pop()
+        hull.append((x, y))
+    return hull
+
+
+@functools.lru_cache(maxsize=None)
+def priced_frontier(horizon: int = HORIZON) -> tuple[tuple[float, float], ...]:
+    """The (spend, success) vertices of the best success at each expected spend, no cap: every deterministic
+    (crossing, risk) policy over the cells a river can reach, then the upper concave hull (mixtures between)."""
+    odds = risk_odds_by_step(horizon)
+    cells = [(t, r) for t in range(horizon) for r in RISKS if odds[t][r] > 0]
+    points = []
+    for choice in itertools.product((False, True), repeat=len(cells)):
+        chosen = {cell for cell, on in zip(cells, choice) if on}
+        success, spend = policy_point(lambda t, risk: (t, risk) in chosen, horizon)
+        points.append((spend, success))
+    return tuple(_upper_hull(points))
+
+
+def threshold_curve(name: str, horizon: int = HORIZON) -> list[tuple[float, float]]:
+    """(spend, success) of a static threshold on the ideal ``process`` or ``outcome`` verifier at each level, no
+    cap, by spend."""
+    score, helps_above = {"process": (process_score, True), "outcome": (outcome_score, False)}[name]
+    odds = risk_odds_by_step(horizon)
+    scores = {(t, r): score(t, r, horizon) for t in range(horizon) for r in RISKS}
+    levels = sorted({scores[t, r] for t in range(horizon) for r in RISKS if odds[t][r] > 0})
+    levels.append(np.inf if helps_above else -np.inf)
+    points = {policy_point(_threshold(scores, level, helps_above), horizon)[::-1] for level in levels}
+    return sorted(points)
+
+
+def _read(curve, spend: float) -> float:
+    xs, ys = zip(*curve)
+    return float(np.interp(spend, xs, ys))
+
+
+def room_at_spend(spend: float, horizon: int = HORIZON) -> dict[str, float]:
+    """At an expected ``spend`` an episode: the optimum's success, the best ideal threshold's (read between its
+    levels) and the room between them."""
+    best = _read(priced_frontier(horizon), spend)
+    threshold = max(_read(threshold_curve(name, horizon), spend) for name in ("process", "outcome"))
+    return {"optimum": best, "threshold": threshold, "room": best - threshold}

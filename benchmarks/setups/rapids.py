@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script:
 
 from agile.gates import NeverGate, ScoreThresholdGate  # noqa: E402
 from examples.plain_cue_optimum import SureFootedAgent, expected_outcome  # noqa: E402
-from examples.rapids_optimum import best_threshold, optimal_gate, optimum  # noqa: E402
+from examples.rapids_optimum import best_threshold, optimal_gate, optimum, room_at_spend  # noqa: E402
 from helper.data.environment import Environment  # noqa: E402
 from helper.evaluation.evaluate import evaluate_gate, load_helper  # noqa: E402
 from helper.evaluation.sweep import SweepConfig  # noqa: E402
@@ -54,6 +54,12 @@ def room_table(budgets: list[int]) -> dict[int, dict]:
         thresholds = best_threshold(c)
         out[c] = {"optimum": best, **thresholds, "room": best - max(thresholds.values())}
         print(f"{c:>2}  {best:7.4f}  {thresholds['process']:11.4f}  {thresholds['outcome']:11.4f}  {out[c]['room']:6.4f}")
+    print("at a spend s an episode, no cap (examples.rapids_optimum.room_at_spend: the best of the two ideal "
+          "thresholds, read between levels):")
+    print(f"{'s':>2}  {'optimum':>7}  {'threshold':>9}  {'room':>6}")
+    for s in budgets:
+        at = room_at_spend(s)
+        print(f"{s:>2}  {at['optimum']:7.4f}  {at['threshold']:9.4f}  {at['room']:6.4f}")
     return out
 
 

@@ -32,8 +32,13 @@ from examples.rapids_optimum import (
     optimal_gate,
     optimum,
     outcome_score,
+    policy_point,
     policy_search,
+    priced_frontier,
+    process_score,
     room,
+    room_at_spend,
+    threshold_curve,
     threshold_success,
     true_model,
 )
@@ -142,6 +147,29 @@ def test_the_quoted_figures_and_the_room_a_threshold_leaves():
         assert round(room(c), 3) == ROOM[c - 1]
         assert max(thresholds.values()) <= optimum(c)[0] + 1e-12  # no threshold beats the optimum
     assert room(3) >= 0.05 and room(4) >= 0.05
+
+
+def test_at_a_spend_the_frontier_holds_every_gate_and_a_threshold_is_near_it():
+    frontier = priced_frontier()
+    spends, successes = zip(*frontier)
+    assert spends[0] == 0.0 and successes[0] == pytest.approx(optimum(0)[0]) and successes[-1] == pytest.approx(1.0)
+    assert all(a < b for a, b in zip(successes, successes[1:]))  # more spend, more success, concave between
+    slopes = np.diff(successes) / np.diff(spends)
+    assert all(a >= b - 1e-12 for a, b in zip(slopes, slopes[1:]))
+    # A no-cap policy's point is its success by the capped induction with a budget no river can spend.
+    wants = lambda t, risk: process_score(t, risk) >= 0.5 or t >= HORIZON - 1  # noqa: E731
+    assert policy_point(wants)[0] == pytest.approx(threshold_success(HORIZON, wants), abs=1e-15)
+    # Every capped optimum, history-dependent as it is, lies on or under the no-cap frontier at its own spend:
+    # without a cap the best gate at a price per call needs no budget state.
+    for c in range(1, 6):
+        success, spent = optimum(c)
+        assert success <= np.interp(spent, spends, successes) + 1e-12
+    for name in ("process", "outcome"):
+        for spend, success in threshold_curve(name):
+            assert success <= np.interp(spend, spends, successes) + 1e-12
+    # Measured: the timing matters under a cap (ROOM) and next to nothing at a spend.
+    rooms = [room_at_spend(s)["room"] for s in np.linspace(0.0, HORIZON, 25)]
+    assert min(rooms) >= -1e-12 and round(max(rooms), 3) == 0.036
 
 
 @pytest.mark.parametrize("budget", [1, 3])
