@@ -28,7 +28,9 @@ where every row carries the cloned branches (``--counterfactual``), ``proposal``
 Pooling: ``last`` and ``mean`` (a fine-tuned encoder has only its own). Binning: ``quantile`` and
 ``supervised``. State features (a plug-in environment whose observations carry them, ``--prm-state-features``
 left unset): the head without and with them beside the hidden state, so a verifier never reads less than what a
-feature-reading baseline (``router``) reads where the features rank the agent's mistakes and the text does not. The choice and every candidate's training-fold figures go to ``<out>/choice.json`` (and the
+feature-reading baseline (``router``) reads where the features rank the agent's mistakes and the text does not.
+Words (a plug-in environment left to choose): a head on the state text's words alone (``prm.inputs.words``), with
+the step targets, where a few dozen episodes leave the backbone's head blind to a risk the text names. The choice and every candidate's training-fold figures go to ``<out>/choice.json`` (and the
 pipeline copies them into ``pipeline.json``). Nothing here builds an environment: the sweep's test episodes
 are not read.
 """
@@ -47,6 +49,8 @@ from trajectories.files import write_json_atomic
 AUTO = "auto"
 CHOICE_FILE = "choice.json"
 BINNING_CANDIDATES = ("quantile", "supervised")
+WORD_TARGETS = ("process", "fatal")
+"""The targets a head on the state's words is tried with (``prm.inputs.words``): the step's own outcome."""
 POOLING_CANDIDATES = ("last", "mean")
 
 
@@ -133,27 +137,37 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
                 else ["last"] if is_encoder(cfg.prm_model) else list(POOLING_CANDIDATES))
     binnings = [cfg.binning_name()] if cfg.binning_name() != AUTO else list(BINNING_CANDIDATES)
     features = [False, True] if cfg.chooses_state_features() and state_keys(frame) else [cfg.state_features()]
+    reads = [(state, False) for state in features]
+    if cfg.chooses_word_features():
+        reads.append((False, True))
     candidates = []
     for pooling in poolings:
         cache = out / f"features-{pooling}.npz"
-        for target, reads in itertools.product(targets, features):
+        for target, (state, words) in itertools.product(targets, reads):
+            if words and (pooling != poolings[0] or target not in WORD_TARGETS):
+                continue  # no hidden state to pool; a step's words tell the step's risk, not the episode's end
             # The backbone's features are cached per pooling: a second head (with the state features) costs a fit.
-            folder = out / (f"prm-{pooling}-{target}" + ("-state" if reads and len(features) > 1 else ""))
+            folder = out / (f"prm-{pooling}-{target}" + ("-state" if state and len(features) > 1 else "")
+                            + ("-words" if words else ""))
+            extra = {"word_features": True, "hidden": False} if words else {}
             metrics = prm_train.run_train(cfg.prm_train_config(
-                trajectories, folder, target=target, pooling=pooling, state_features=reads,
-                feature_cache=str(cache), progress=False))
+                trajectories, folder, target=target, pooling=pooling, state_features=state,
+                feature_cache=str(cache), progress=False, **extra))
             scored, folds = scored_rows(trajectories, folder)
             for binning, values in binning_values(scored, folds, budgets, cfg.bins, binnings,
                                                   cfg.solve_pessimism).items():
-                candidates.append({"target": target, "pooling": pooling, "binning": binning, "state_features": reads,
-                                   "held_out_success": {str(c): v for c, v in values.items()},
-                                   "mean_held_out_success": float(np.nanmean(list(values.values()))),
-                                   "prm_oof_auroc": metrics.get("oof_auroc"), "prm_label": metrics.get("target")})
+                candidate = {"target": target, "pooling": pooling, "binning": binning, "state_features": state,
+                             "held_out_success": {str(c): v for c, v in values.items()},
+                             "mean_held_out_success": float(np.nanmean(list(values.values()))),
+                             "prm_oof_auroc": metrics.get("oof_auroc"), "prm_label": metrics.get("target")}
+                if len(reads) > len(features):
+                    candidate["word_features"] = words
+                candidates.append(candidate)
     best = max(candidates, key=lambda c: (np.nan_to_num(c["mean_held_out_success"], nan=-1.0),
                                           -candidates.index(c)))
     choice = {
         "target": best["target"], "pooling": best["pooling"], "binning": best["binning"],
-        "state_features": best["state_features"],
+        "state_features": best["state_features"], "word_features": best.get("word_features", False),
         "criterion": ("the helper's family under each cap C and its priced family at a spend of C (helper.gate."
                       "select.family_for, priced_family) cross-fitted over the PRM's training folds (by group): each "
                       "member fitted on the other folds and read on the fold it did not see (tabular_rl.selection), "
@@ -163,7 +177,8 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
         "candidates": candidates,
     }
     write_json_atomic(choice, out / CHOICE_FILE)
-    named = ("target", "pooling", "binning", "state_features") if len(features) > 1 else ("target", "pooling", "binning")
+    named = ("target", "pooling", "binning") + (("state_features",) if len(features) > 1 else ()) + (
+        ("word_features",) if len(reads) > len(features) else ())
     print("[pipeline] chosen on training folds: " + ", ".join(f"{k} {best[k]}" for k in named)
           + f" (held-out success {best['mean_held_out_success']:.4f}; "
           + "; ".join("/".join(str(c[k]) for k in named) + f" {c['mean_held_out_success']:.4f}"

@@ -228,6 +228,15 @@ class PipelineConfig:
         return (self.prm_state_features is None and self.spec.plugin and self.chooses()
                 and not self.prm_lora and not is_encoder(self.prm_model))
 
+    def chooses_word_features(self) -> bool:
+        """Whether the training folds may choose a head on the state text's words alone (``prm.inputs.words``),
+        beside the backbone's: a plug-in environment left to choose its verifier (a built-in env's text is the
+        agent's long context, where a word says little), the value head on a frozen causal backbone."""
+        from prm.verifiers.backbones import is_encoder
+
+        return (self.spec.plugin and self.chooses() and self.prm_hidden is None and self.prm_state_features is None
+                and not self.prm_lora and not is_encoder(self.prm_model))
+
     def fold_count(self) -> int:
         return self.prm_folds if self.prm_folds is not None else (3 if self.quick else 5)
 
@@ -361,6 +370,8 @@ def run(cfg: PipelineConfig, collected=None, feature_cache: str | None = None) -
             changes = dict(target=choice["target"], pooling=choice["pooling"],
                            state_features=choice.get("state_features", cfg.state_features()),
                            feature_cache=str(out / "choose" / f"features-{choice['pooling']}.npz"))
+            if choice.get("word_features"):  # a head on the state's words alone (prm.inputs.words)
+                changes.update(word_features=True, hidden=False)
         prm_train.run_train(cfg.prm_train_config(trajectories, out / "prm", **changes))
 
     _stage(out, "prm", cfg.redo, train_prm)

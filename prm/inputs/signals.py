@@ -19,7 +19,9 @@ Proposal features (``prm train --proposal-features``, ``prm.inputs.visible``) ar
 and the proposal texts (the proposal's form, the search's outcome, the answer's shape), keys
 ``view:<name>``; they are computed from the ``state_text`` and ``proposal_text`` columns, not logged. Evidence
 features (``prm train --evidence-features``, ``prm.inputs.evidence``) likewise, keys ``evidence:<name>``: the
-record lines the sentence encoder retrieves for the question, against the proposal.
+record lines the sentence encoder retrieves for the question, against the proposal. Word features
+(``prm train --word-features``, ``prm.inputs.words``), keys ``word:<w>``: which words of a fixed vocabulary the
+state text holds, the one kind of signal column the L2 penalty covers.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import polars as pl
 
 from prm.inputs.evidence import EVIDENCE_PREFIX
 from prm.inputs.visible import VIEW_PREFIX, frame_view_features
+from prm.inputs.words import WORD_PREFIX, frame_word_features
 from trajectories.number_maps import number_maps
 
 SIGNALS_COLUMN = "proposal_signals"
@@ -91,6 +94,8 @@ def signal_matrix(frame: pl.DataFrame, keys: Sequence[str]) -> np.ndarray:
         from prm.inputs.evidence import frame_evidence_features
 
         rows = [{**said, **found} for said, found in zip(rows, frame_evidence_features(frame))]
+    if any(key.startswith(WORD_PREFIX) for key in keys):
+        rows = [{**said, **found} for said, found in zip(rows, frame_word_features(frame))]
     if not rows:
         return np.zeros((0, 2 * len(keys)), dtype=np.float32)
     return np.stack([signal_vector(row, keys) for row in rows])

@@ -248,6 +248,7 @@ class PrmScorer:
             return None
         from prm.inputs.signals import EVIDENCE_PREFIX, signal_vector, state_inputs
         from prm.inputs.visible import VIEW_PREFIX
+        from prm.inputs.words import WORD_PREFIX, word_inputs
 
         said = dict(proposal.signals) if isinstance(proposal, Action) else {}
         if proposal is not None and any(k.startswith(VIEW_PREFIX) for k in keys):  # prm.inputs.visible
@@ -258,6 +259,8 @@ class PrmScorer:
             from prm.inputs.evidence import evidence_inputs
 
             said.update(evidence_inputs(observation.state_text, str(getattr(proposal, "text", proposal))))
+        if any(k.startswith(WORD_PREFIX) for k in keys):  # prm.inputs.words: the state's words, as logged rows
+            said.update(word_inputs(observation.state_text))
         return signal_vector({**said, **state_inputs(observation.features)}, keys)
 
     # -- the two ways to score -------------------------------------------------------------------

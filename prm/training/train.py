@@ -182,6 +182,9 @@ class TrainConfig:
     """The saved head (the gate's) is the mean of the fold heads that wrote the out-of-fold scores, not one head
     fitted on every episode, so new steps are scored on the scale the solve's cells were cut on
     (``prm.verifiers.model.FoldMeanHead``); frozen backbone, value head, --folds 2 or more."""
+    word_features: bool = False
+    """The value head reads which words of a fixed vocabulary the state text holds (prm.inputs.words), and nothing
+    else: with --no-hidden, no signals, state, proposal or evidence features; the word columns are penalised."""
     hidden: bool = True
     """The value head reads the backbone's hidden state; --no-hidden: only the signals and state features (the text's
     game-specific content cannot leak into the score; the backbone then runs only when scoring)."""
@@ -326,6 +329,12 @@ def _check_options(cfg: TrainConfig, reads_data: bool) -> None:
     if cfg.fold_mean and (cfg.lora or cfg.head != "value" or is_encoder(cfg.model) or cfg.folds == 1):
         raise ValueError("fold_mean=True keeps the fold heads of a frozen backbone's value head: use --head value, "
                          "no --lora, no encoder, --folds 2 or more; or drop it.")
+    if cfg.word_features and (cfg.hidden or cfg.head != "value" or cfg.lora or is_encoder(cfg.model) or cfg.signals
+                              or cfg.state_features or cfg.proposal_features or cfg.evidence_features
+                              or cfg.question_vector or cfg.fold_mean):
+        raise ValueError("word_features=True: the head reads the state's words and nothing else; add --no-hidden and "
+                         "drop --signals, --state-features, --proposal-features, --evidence-features, "
+                         "--question-vector, --fold-mean, --lora and --head tag.")
     if cfg.target is not None and cfg.target not in L.TARGETS:
         raise ValueError(f"target={cfg.target!r}: use one of {L.TARGETS}.")
     if cfg.calibration is not None and cfg.calibration not in METHODS:
@@ -663,6 +672,14 @@ def _save(prm, data: _Data, fit: _Fit, report: dict, judged_frame: pl.DataFrame,
 def _signal_keys(frame: pl.DataFrame, cfg: TrainConfig) -> list[str] | None:
     """The agent signal keys (``--signals``) then the state feature keys (``--state-features``) the head
     reads, or None."""
+    if cfg.word_features:
+        from prm.inputs.words import word_keys
+
+        keys = word_keys(frame["state_text"].to_list())
+        if not keys:
+            raise ValueError(f"word_features=True but the state texts of {cfg.data} share no word that some rows "
+                             "lack; drop --word-features.")
+        return keys
     agent = (_agent_signal_keys(frame, cfg) or []) + _view_keys(frame, cfg) + _evidence_keys(frame, cfg)
     if not cfg.state_features:
         return agent or None

@@ -138,6 +138,14 @@ class PRMSettings:
         return 2 * len(self.signal_keys or ())
 
     @property
+    def free_width(self) -> int:
+        """Trailing signal columns the L2 penalty leaves free: every signal's but the words' (``prm.inputs.words``:
+        a word-reading head reads nothing else, so its columns are all of them)."""
+        from prm.inputs.words import penalised_width
+
+        return self.signal_width - penalised_width(self.signal_keys)
+
+    @property
     def head_width(self) -> int:
         """Columns of the value head's input: the hidden state (when read), the question's vector, the signals."""
         return (self.hidden_size if self.hidden_inputs else 0) + self.question_vector + self.signal_width
@@ -314,7 +322,7 @@ class ProcessRewardModel(nn.Module):
         if head == "tag":
             head_module = TagHead(*_lm_rows(model, [plus_id, minus_id]))
         else:
-            head_module = ValueHead(settings.head_width, settings.signal_width)
+            head_module = ValueHead(settings.head_width, settings.free_width)
         if lora:
             model = _wrap_lora(model, settings)
         head_module.to(model.device)
@@ -577,10 +585,10 @@ class ProcessRewardModel(nn.Module):
         if settings.head == "tag":
             head = TagHead(torch.zeros(2, settings.hidden_size))
         elif settings.fold_heads:
-            head = FoldMeanHead([ValueHead(settings.head_width, settings.signal_width)
+            head = FoldMeanHead([ValueHead(settings.head_width, settings.free_width)
                                  for _ in range(settings.fold_heads)])
         else:
-            head = ValueHead(settings.head_width, settings.signal_width)
+            head = ValueHead(settings.head_width, settings.free_width)
         try:
             head.load_state_dict(load_file(directory / HEAD_FILE))
         except FileNotFoundError:

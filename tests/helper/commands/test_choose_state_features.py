@@ -27,9 +27,10 @@ def test_the_verifier_reads_the_state_features_where_the_training_folds_say_they
     cfg = PipelineConfig(spec=spec, prm_model="tiny", prm_target="process", prm_pooling="mean", prm_folds=3, seed=0)
     assert cfg.chooses_state_features()
     choice = choose(cfg, data, tmp_path / "choose", [1, 2])
-    by_features = {(c["state_features"], c["binning"]): c for c in choice["candidates"]}
-    assert set(by_features) == {(f, b) for f in (False, True) for b in ("quantile", "supervised")}
-    reads, blind = by_features[(True, "quantile")], by_features[(False, "quantile")]
+    by_features = {(c["state_features"], c["word_features"], c["binning"]): c for c in choice["candidates"]}
+    assert set(by_features) == {(f, w, b) for f, w in ((False, False), (True, False), (False, True))
+                                for b in ("quantile", "supervised")}
+    reads, blind = by_features[(True, False, "quantile")], by_features[(False, False, "quantile")]
     assert reads["prm_oof_auroc"] > max(0.75, blind["prm_oof_auroc"] + 0.05)
     best = max(choice["candidates"], key=lambda c: c["mean_held_out_success"])
     assert choice["state_features"] is best["state_features"] is True
@@ -48,6 +49,22 @@ def test_no_state_feature_head_where_the_user_chose_or_the_env_has_none(tmp_path
     cfg = PipelineConfig(spec=spec, prm_model="tiny", prm_target="soft", prm_pooling="mean", prm_folds=2, seed=0)
     choice = choose(cfg, data, tmp_path / "choose", [1])
     assert {c["state_features"] for c in choice["candidates"]} == {False}  # its observations carry no features
+    assert {c["word_features"] for c in choice["candidates"]} == {False}  # words are tried with step targets only
+
+
+def test_a_head_on_the_words_is_offered_where_the_text_names_the_risk(tmp_path, one_torch_thread):
+    spec, data = collected(tmp_path, "examples.rapids:make_episodes", "examples.rapids:make_agent")
+    cfg = PipelineConfig(spec=spec, prm_model="tiny", prm_target="process", prm_pooling="mean", prm_folds=3, seed=0)
+    assert cfg.chooses_word_features()
+    assert not PipelineConfig(spec=spec, prm_model="tiny", prm_hidden=True).chooses_word_features()
+    assert not PipelineConfig(spec=EnvSpec(), prm_model="tiny").chooses_word_features()  # ProductQA: not a plug-in
+    choice = choose(cfg, data, tmp_path / "choose", [1, 2])
+    words = [c for c in choice["candidates"] if c["word_features"]]
+    assert {c["binning"] for c in words} == {"quantile", "supervised"}
+    assert words[0]["prm_oof_auroc"] > 0.7  # the risk word, read out of fold
+    metrics = json.loads((tmp_path / "choose" / "prm-mean-process-words" / "metrics.json").read_text())
+    assert metrics["signals"] and all(k.startswith("word:") for k in metrics["signals"])
+    assert isinstance(choice["word_features"], bool)
 
 
 def test_a_verifier_is_judged_by_the_best_members_of_its_families_under_a_cap_and_at_a_spend():
