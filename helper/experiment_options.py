@@ -39,7 +39,8 @@ _ENV_SPEC = {
 _PRM_INPUTS = {"proposal_features": MEASURED, "evidence_features": MEASURED + " (the evidence verifier)",
                "question_vector": MEASURED, "state_features": MEASURED + "; on by default for TextWorld",
                "hidden": MEASURED + "; off by default for TextWorld", "pooling": MEASURED, "signals": ABLATION,
-               "fold_mean": MEASURED + " (the arithmetic chain)"}
+               "fold_mean": MEASURED + " (the arithmetic chain)",
+               "word_features": "chosen by the pipeline's training folds on a plug-in env (prm.inputs.words)"}
 _SFT_TUNING = ("micro_batch_size", "lora_alpha", "lora_dropout", "max_grad_norm", "cpu_threads", "save", "weight_decay",
                "log_every", "max_steps", "data_file", "batch_size", "advice_share")
 _PPO_TUNING = ("micro_batch_size", "lora_alpha", "max_grad_norm", "cpu_threads", "save", "max_new_tokens",
@@ -55,7 +56,8 @@ EXPERIMENT_OPTIONS: dict[str, dict[str, str]] = {
     "EnvSpec": _ENV_SPEC,
     "EnvConfig": {"agent_seed": "a measurement's second seed (the base agent's draws)",
                   "split": "episodes of the training split: a measurement's (the product plays held-out ones)"},
-    "PipelineConfig": {**{f"prm_{name}": why for name, why in _PRM_INPUTS.items() if name != "signals"},
+    "PipelineConfig": {**{f"prm_{name}": why for name, why in _PRM_INPUTS.items()
+                          if name not in ("signals", "word_features")},
                        "prm_lora": MEASURED, "prm_folds": ABLATION + " only",
                        "counterfactual": "records the mc target's branches",
                        "rl_use_prm": BASELINE, "solve_pessimism": TUNING,

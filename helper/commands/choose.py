@@ -30,8 +30,9 @@ Pooling: ``last`` and ``mean`` (a fine-tuned encoder has only its own). Binning:
 left unset): the head without and with them beside the hidden state, so a verifier never reads less than what a
 feature-reading baseline (``router``) reads where the features rank the agent's mistakes and the text does not.
 Words (a plug-in environment left to choose): a head on the state text's words alone (``prm.inputs.words``), with
-the step targets, where a few dozen episodes leave the backbone's head blind to a risk the text names. The choice and every candidate's training-fold figures go to ``<out>/choice.json`` (and the
-pipeline copies them into ``pipeline.json``). Nothing here builds an environment: the sweep's test episodes
+the step targets, where a few dozen episodes leave the backbone's head blind to a risk the text names. The choice
+and every candidate's training-fold figures go to ``<out>/choice.json`` (and the pipeline copies them into
+``pipeline.json``). Nothing here builds an environment: the sweep's test episodes
 are not read.
 """
 

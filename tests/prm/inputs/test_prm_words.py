@@ -1,5 +1,6 @@
 """A verifier on the state text's words alone (``--word-features``, ``prm.inputs.words``): its vocabulary is fixed
-without labels, it ranks held-out steps where one word says the risk, every word column is penalised, and ``prm score`` and the gate give the same scores."""
+without labels, it ranks held-out steps where one word says the risk, every word column is penalised, and
+``prm score`` and the gate give the same scores."""
 
 from __future__ import annotations
 
