@@ -16,10 +16,10 @@ optimal gate, on the same episodes. The share of the room captured is (helper âˆ
 per C, pooled over the seeds; the goal (issue 58) is 0.8 where the room is at least 0.05.
 
 A run's kept data (``benchmarks/setups/keep_run.py``) holds no models, so ``--save FILE`` writes every held-out
-episode's success probability per method and C (and the member the helper played) as a CSV to commit beside it, and
-``--from FILE`` prints the same tables from that CSV alone:
+episode's success probability per method and C (and the member the helper played), as Parquet (``.parquet``) or
+CSV, to commit beside it, and ``--from FILE ...`` prints the same tables from those files alone:
 
-    python benchmarks/setups/rapids.py --from benchmarks/data/rapids-rerun/expected-*.csv
+    python benchmarks/setups/rapids.py --from benchmarks/data/rapids-rerun/expected-even.parquet
 """
 
 from __future__ import annotations
@@ -134,6 +134,11 @@ def from_frame(frame: pl.DataFrame) -> dict[str, dict]:
     return per_run
 
 
+def read_kept(path: Path) -> pl.DataFrame:
+    """What ``--save`` wrote: Parquet (as kept in the repository, small) or CSV."""
+    return pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="*", help="pipeline output folders (one per seed; their helper folders)")
@@ -146,12 +151,13 @@ def main() -> None:
         parser.error("give either run folders or --from CSV")
     rooms = room_table(args.budgets)
     if args.sources:
-        per_run = from_frame(pl.concat([pl.read_csv(source) for source in args.sources]))
+        per_run = from_frame(pl.concat([read_kept(source) for source in args.sources]))
         args.expected = len(next(iter(per_run.values()))["helper"][args.budgets[0]])
     else:
         per_run = {run: expected_run(Path(run), args.budgets, args.expected) for run in args.runs}
     if args.save:
-        to_frame(per_run).write_csv(args.save)
+        frame = to_frame(per_run)
+        frame.write_parquet(args.save) if args.save.suffix == ".parquet" else frame.write_csv(args.save)
     print(f"\nper seed, {args.expected} held-out episodes in expectation over the slips "
           "(helper / full-strength prm_threshold / optimum; the member the helper played):")
     for run, result in per_run.items():
