@@ -57,7 +57,7 @@ EXPERIMENT_OPTIONS: dict[str, dict[str, str]] = {
     "EnvConfig": {"agent_seed": "a measurement's second seed (the base agent's draws)",
                   "split": "episodes of the training split: a measurement's (the product plays held-out ones)"},
     "PipelineConfig": {**{f"prm_{name}": why for name, why in _PRM_INPUTS.items()
-                          if name not in ("signals", "word_features")},
+                          if name != "signals"},
                        "prm_lora": MEASURED, "prm_folds": ABLATION + " only",
                        "counterfactual": "records the mc target's branches",
                        "rl_use_prm": BASELINE, "solve_pessimism": TUNING,

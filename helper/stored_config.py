@@ -61,7 +61,9 @@ ADDED: dict[str, dict[str, Any]] = {
     # The sweep's environment gained the AGILE settings when it nested EnvSpec; older sweeps ran with these.
     "SweepConfig": {"max_new_tokens": 96, "decoding": "free"},
     # The PRM's proposal features became a pipeline flag; older pipelines' PRMs did not read them.
-    "PipelineConfig": {"prm_proposal_features": False, "solve_pessimism": 0.0, "binning": "quantile"},
+    "PipelineConfig": {"prm_proposal_features": False, "solve_pessimism": 0.0, "binning": "quantile",
+                       # The words candidate came later: an older pipeline's verifier never read them.
+                       "prm_word_features": False},
 }
 """Keys added to stored configs since older folders were written, with the value those folders had."""
 

@@ -141,11 +141,13 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
     reads = [(state, False) for state in features]
     if cfg.chooses_word_features():
         reads.append((False, True))
+    if cfg.prm_word_features:  # the user's: words alone, with the step targets
+        reads, targets = [(False, True)], [t for t in targets if t in WORD_TARGETS] or targets
     candidates = []
     for pooling in poolings:
         cache = out / f"features-{pooling}.npz"
         for target, (state, words) in itertools.product(targets, reads):
-            if words and (pooling != poolings[0] or target not in WORD_TARGETS):
+            if words and (pooling != poolings[0] or target not in WORD_TARGETS) and not cfg.prm_word_features:
                 continue  # no hidden state to pool; a step's words tell the step's risk, not the episode's end
             # The backbone's features are cached per pooling: a second head (with the state features) costs a fit.
             folder = out / (f"prm-{pooling}-{target}" + ("-state" if state and len(features) > 1 else "")
@@ -161,7 +163,7 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
                              "held_out_success": {str(c): v for c, v in values.items()},
                              "mean_held_out_success": float(np.nanmean(list(values.values()))),
                              "prm_oof_auroc": metrics.get("oof_auroc"), "prm_label": metrics.get("target")}
-                if len(reads) > len(features):
+                if words or len(reads) > len(features):
                     candidate["word_features"] = words
                 candidates.append(candidate)
     best = max(candidates, key=lambda c: (np.nan_to_num(c["mean_held_out_success"], nan=-1.0),
@@ -179,7 +181,7 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
     }
     write_json_atomic(choice, out / CHOICE_FILE)
     named = ("target", "pooling", "binning") + (("state_features",) if len(features) > 1 else ()) + (
-        ("word_features",) if len(reads) > len(features) else ())
+        ("word_features",) if "word_features" in best else ())
     print("[pipeline] chosen on training folds: " + ", ".join(f"{k} {best[k]}" for k in named)
           + f" (held-out success {best['mean_held_out_success']:.4f}; "
           + "; ".join("/".join(str(c[k]) for k in named) + f" {c['mean_held_out_success']:.4f}"

@@ -94,6 +94,9 @@ class PipelineConfig:
     found rows, answered yes / no / an id, the question's phrasing, ...), the same in every product group. With
     --prm-hidden False it reads only those and the agent's signals, with no backbone pass: on shared ProductQA's
     train groups, out of fold by group, 0.765 against the default's 0.736 (three seeds; benchmarks/RESULTS.md)."""
+    prm_word_features: bool | None = None
+    """The PRM's head reads the state text's words alone (prm.inputs.words; with the step targets). Default: on a
+    plug-in environment left to choose, the training folds try it beside the backbone's heads."""
     prm_fold_mean: bool = False
     """The gate's PRM head is the mean of the fold heads that wrote the training rows' scores (prm train
     --fold-mean), not one head fitted on every episode: new steps are scored on the scale the solve's cells and the
@@ -200,10 +203,10 @@ class PipelineConfig:
             # the human answered say nothing about it.
             base_only=target in ("process", "fatal"),
             seed=self.seed, device=self.spec.device, layers=self.prm_layer_count(), folds=self.fold_count(),
-            state_features=self.state_features(), hidden=self.hidden_inputs(),
+            state_features=self.state_features(), hidden=self.hidden_inputs() and not self.prm_word_features,
             proposal_features=self.prm_proposal_features,
             evidence_features=self.prm_evidence_features, question_vector=self.prm_question_vector,
-            pooling=self.pooling_name(), fold_mean=self.prm_fold_mean,
+            pooling=self.pooling_name(), fold_mean=self.prm_fold_mean, word_features=bool(self.prm_word_features),
             lora=self.prm_lora,
         ), **changes})
         if "auto" in (settings.target, settings.pooling):
@@ -235,7 +238,7 @@ class PipelineConfig:
         from prm.verifiers.backbones import is_encoder
 
         return (self.spec.plugin and self.chooses() and self.prm_hidden is None and self.prm_state_features is None
-                and not self.prm_lora and not is_encoder(self.prm_model))
+                and self.prm_word_features is None and not self.prm_lora and not is_encoder(self.prm_model))
 
     def fold_count(self) -> int:
         return self.prm_folds if self.prm_folds is not None else (3 if self.quick else 5)

@@ -26,7 +26,7 @@ STAGES = ("collect", "prm", "score", "solve", "distill", "sweep")
 
 FIRST_STAGE = {
     **dict.fromkeys(("prm_model", "prm_lora", "prm_target", "prm_layers", "prm_state_features", "prm_hidden",
-                     "prm_proposal_features", "prm_pooling", "prm_folds", "prm_fold_mean"), "prm"),
+                     "prm_proposal_features", "prm_pooling", "prm_folds", "prm_fold_mean", "prm_word_features"), "prm"),
     **dict.fromkeys(("bins", "binning", "solve_pessimism"), "solve"),
     "backend": "distill",
     **dict.fromkeys(("eval_episodes", "methods", "rl_use_prm"), "sweep"),

@@ -38,7 +38,8 @@ def test_an_old_flat_pipeline_config_loads_nested_with_its_budgets():
         f for f in flat(EnvSpec()) if f not in OLD_PIPELINE} | {"prm_proposal_features", "solve_pessimism", "cross_fit",
                                                                  "counterfactual", "binning",
                                                                  "prm_evidence_features",
-                                                                 "prm_question_vector", "prm_fold_mean"}  # the fields it gained
+                                                                 "prm_question_vector", "prm_fold_mean",
+                                                                 "prm_word_features"}  # the fields it gained
     # What a pipeline of that release ran:
     assert cfg.prm_proposal_features is False and cfg.solve_pessimism == 0.0 and cfg.binning == "quantile"
     unset = config_of(PipelineConfig, OLD_PIPELINE | {"max_budget": None})
