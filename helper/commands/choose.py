@@ -141,13 +141,14 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
     reads = [(state, False) for state in features]
     if cfg.chooses_word_features():
         reads.append((False, True))
-    if cfg.prm_word_features:  # the user's: words alone, with the step targets
+    if cfg.prm_word_features:  # the user's: words alone (no hidden state to pool), with the step targets
         reads, targets = [(False, True)], [t for t in targets if t in WORD_TARGETS] or targets
+        poolings = poolings[:1]
     candidates = []
     for pooling in poolings:
         cache = out / f"features-{pooling}.npz"
         for target, (state, words) in itertools.product(targets, reads):
-            if words and (pooling != poolings[0] or target not in WORD_TARGETS) and not cfg.prm_word_features:
+            if words and not cfg.prm_word_features and (pooling != poolings[0] or target not in WORD_TARGETS):
                 continue  # no hidden state to pool; a step's words tell the step's risk, not the episode's end
             # The backbone's features are cached per pooling: a second head (with the state features) costs a fit.
             folder = out / (f"prm-{pooling}-{target}" + ("-state" if state and len(features) > 1 else "")
