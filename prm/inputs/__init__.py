@@ -11,4 +11,6 @@ beside the backbone's hidden state. The ground floor of ``prm``: it imports no o
 - ``evidence.py``: the proposal checked against the record the sentence encoder retrieves for the question
   (product details, schema values, memory, the SQL's conditions) as ``evidence:`` head inputs
   (``--evidence-features``), and the question's vector (``--question-vector``).
+- ``words.py``: which words of a label-free vocabulary the state text holds, as ``word:`` head inputs read alone
+  (``--word-features``; a verifier candidate on a plug-in env).
 """

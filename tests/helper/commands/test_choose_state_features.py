@@ -60,8 +60,8 @@ def test_a_head_on_the_words_is_offered_where_the_text_names_the_risk(tmp_path, 
     assert not PipelineConfig(spec=EnvSpec(), prm_model="tiny").chooses_word_features()  # ProductQA: not a plug-in
     forced = PipelineConfig(spec=spec, prm_model="tiny", prm_word_features=True)
     assert not forced.chooses_word_features()  # the user chose
-    assert (forced.prm_train_config("t", "p", target="process").word_features,
-            forced.prm_train_config("t", "p", target="process").hidden) == (True, False)
+    settings = forced.prm_train_config("t", "p", target="process", pooling="mean")
+    assert (settings.word_features, settings.hidden) == (True, False)
     choice = choose(cfg, data, tmp_path / "choose", [1, 2])
     words = [c for c in choice["candidates"] if c["word_features"]]
     assert {c["binning"] for c in words} == {"quantile", "supervised"}
