@@ -193,15 +193,22 @@ def _on_ctrl_c(signum, frame):
 
 
 def _watch_ctrl_c() -> Callable[[], None]:
-    """Note a SIGINT before it raises (the default handler only raises); the function that stops watching."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not \
-            signal.default_int_handler:  # a handler of the caller's own stays
+    """Note a SIGINT before it raises; the function that stops watching. A handler the process already had (a
+    library's, another tool's) still runs after the note and is put back after; an ignored SIGINT stays ignored."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
         return lambda: None
-    signal.signal(signal.SIGINT, _on_ctrl_c)
+    if previous is signal.default_int_handler:
+        handler = _on_ctrl_c
+    else:
+        def handler(signum, frame):
+            _ctrl_c["pressed"] = True
+            return previous(signum, frame)
+    signal.signal(signal.SIGINT, handler)
     _ctrl_c.update(watching=True, pressed=False)
 
     def stop() -> None:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, previous)
         _ctrl_c["watching"] = False
     return stop
 

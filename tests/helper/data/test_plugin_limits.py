@@ -52,6 +52,25 @@ def test_a_plug_ins_exit_interrupt_or_wrong_return_is_one_line_naming_it(plugins
     assert not list(out.glob("*.parquet")) and not json.loads((out / "manifest.json").read_text())["complete"]
 
 
+def test_a_plug_ins_own_interrupt_is_named_whatever_sigint_handler_the_process_had(plugins, tmp_path, capsys):
+    # A library may have installed its own SIGINT handler before the command runs: the plug-in's KeyboardInterrupt is
+    # still told from a Ctrl-C, and the library's handler is the process's again afterwards.
+    import signal
+
+    calls = []
+
+    def library_handler(signum, frame):
+        calls.append(signum)
+
+    before = signal.signal(signal.SIGINT, library_handler)
+    try:
+        assert run_collect(tmp_path / "out", "misbehaving:interrupts") == 2
+        assert "raised KeyboardInterrupt itself" in one_error_line(capsys)
+        assert signal.getsignal(signal.SIGINT) is library_handler and not calls
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("env, named", [
     ("misbehaving:int_ids", "misbehaving:int_ids: episode 0 has the episode_id 1000 (int); an episode_id is a "
                             "non-empty str"),
