@@ -194,10 +194,17 @@ def _on_ctrl_c(signum, frame):
 
 def _watch_ctrl_c() -> Callable[[], None]:
     """Note a SIGINT before it raises; the function that stops watching. A handler the process already had (a
-    library's, another tool's) still runs after the note and is put back after; an ignored SIGINT stays ignored."""
+    library's, another tool's) still runs after the note and is put back after. Where SIGINT is ignored (or left to
+    end the process) nothing is installed: no KeyboardInterrupt can then be a Ctrl-C."""
     previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+    if threading.current_thread() is not threading.main_thread():
         return lambda: None
+    if not callable(previous):
+        _ctrl_c.update(watching=True, pressed=False)
+
+        def unwatch() -> None:
+            _ctrl_c["watching"] = False
+        return unwatch
     if previous is signal.default_int_handler:
         handler = _on_ctrl_c
     else:

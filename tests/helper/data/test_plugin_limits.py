@@ -7,6 +7,7 @@ plug-in's; ``collect-offline-trajectories --help | head -1`` prints no traceback
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -55,8 +56,6 @@ def test_a_plug_ins_exit_interrupt_or_wrong_return_is_one_line_naming_it(plugins
 def test_a_plug_ins_own_interrupt_is_named_whatever_sigint_handler_the_process_had(plugins, tmp_path, capsys):
     # A library may have installed its own SIGINT handler before the command runs: the plug-in's KeyboardInterrupt is
     # still told from a Ctrl-C, and the library's handler is the process's again afterwards.
-    import signal
-
     calls = []
 
     def library_handler(signum, frame):
@@ -67,6 +66,10 @@ def test_a_plug_ins_own_interrupt_is_named_whatever_sigint_handler_the_process_h
         assert run_collect(tmp_path / "out", "misbehaving:interrupts") == 2
         assert "raised KeyboardInterrupt itself" in one_error_line(capsys)
         assert signal.getsignal(signal.SIGINT) is library_handler and not calls
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # ignored: no KeyboardInterrupt can be a Ctrl-C
+        assert run_collect(tmp_path / "out2", "misbehaving:interrupts") == 2
+        assert "raised KeyboardInterrupt itself" in one_error_line(capsys)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, before)
 
@@ -137,7 +140,9 @@ def test_the_users_ctrl_c_still_stops_the_run(tmp_path):
     env = {"PYTHONPATH": f"{tmp_path}:{REPO}", "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-m", "helper.data.collect", "--env", "misbehaving:presses_ctrl_c",
                            "--agent", AGENT, "--episodes", "2", "--out", str(tmp_path / "out")], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=120, check=False,
+                          # as a shell starts it: a test runner's worker may ignore SIGINT, which a child inherits
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = [line for line in done.stderr.splitlines() if line.strip() and "%|" not in line]
     assert done.returncode == 130 and len(lines) == 1 and "Traceback" not in done.stderr
     assert lines[0].startswith("collect-offline-trajectories: interrupted (Ctrl-C)")
