@@ -38,7 +38,6 @@ are not read.
 
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
 
@@ -138,35 +137,33 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
                 else ["last"] if is_encoder(cfg.prm_model) else list(POOLING_CANDIDATES))
     binnings = [cfg.binning_name()] if cfg.binning_name() != AUTO else list(BINNING_CANDIDATES)
     features = [False, True] if cfg.chooses_state_features() and state_keys(frame) else [cfg.state_features()]
-    reads = [(state, False) for state in features]
-    if cfg.chooses_word_features():
-        reads.append((False, True))
-    if cfg.prm_word_features:  # the user's: words alone (no hidden state to pool), with the step targets
-        reads, targets = [(False, True)], [t for t in targets if t in WORD_TARGETS] or targets
-        poolings = poolings[:1]
+    # (pooling, target, reads the state features, reads the words alone): a words head has no hidden state to pool,
+    # and its words tell the step's risk, not the episode's end, so it is tried once per step target.
+    word_targets = [t for t in targets if t in WORD_TARGETS] or (targets if cfg.prm_word_features else [])
+    words_offered = cfg.chooses_word_features() or bool(cfg.prm_word_features)
+    heads = [] if cfg.prm_word_features else [
+        (pooling, target, state, False) for pooling in poolings for target in targets for state in features]
+    heads += [(poolings[0], target, False, True) for target in word_targets] if words_offered else []
     candidates = []
-    for pooling in poolings:
+    for pooling, target, state, words in heads:
         cache = out / f"features-{pooling}.npz"
-        for target, (state, words) in itertools.product(targets, reads):
-            if words and not cfg.prm_word_features and (pooling != poolings[0] or target not in WORD_TARGETS):
-                continue  # no hidden state to pool; a step's words tell the step's risk, not the episode's end
-            # The backbone's features are cached per pooling: a second head (with the state features) costs a fit.
-            folder = out / (f"prm-{pooling}-{target}" + ("-state" if state and len(features) > 1 else "")
-                            + ("-words" if words else ""))
-            extra = {"word_features": True, "hidden": False} if words else {}
-            metrics = prm_train.run_train(cfg.prm_train_config(
-                trajectories, folder, target=target, pooling=pooling, state_features=state,
-                feature_cache=str(cache), progress=False, **extra))
-            scored, folds = scored_rows(trajectories, folder)
-            for binning, values in binning_values(scored, folds, budgets, cfg.bins, binnings,
-                                                  cfg.solve_pessimism).items():
-                candidate = {"target": target, "pooling": pooling, "binning": binning, "state_features": state,
-                             "held_out_success": {str(c): v for c, v in values.items()},
-                             "mean_held_out_success": float(np.nanmean(list(values.values()))),
-                             "prm_oof_auroc": metrics.get("oof_auroc"), "prm_label": metrics.get("target")}
-                if words or len(reads) > len(features):
-                    candidate["word_features"] = words
-                candidates.append(candidate)
+        # The backbone's features are cached per pooling: a second head (with the state features) costs a fit.
+        folder = out / (f"prm-{pooling}-{target}" + ("-state" if state and len(features) > 1 else "")
+                        + ("-words" if words else ""))
+        extra = {"word_features": True, "hidden": False} if words else {}
+        metrics = prm_train.run_train(cfg.prm_train_config(
+            trajectories, folder, target=target, pooling=pooling, state_features=state,
+            feature_cache=str(cache), progress=False, **extra))
+        scored, folds = scored_rows(trajectories, folder)
+        for binning, values in binning_values(scored, folds, budgets, cfg.bins, binnings,
+                                              cfg.solve_pessimism).items():
+            candidate = {"target": target, "pooling": pooling, "binning": binning, "state_features": state,
+                         "held_out_success": {str(c): v for c, v in values.items()},
+                         "mean_held_out_success": float(np.nanmean(list(values.values()))),
+                         "prm_oof_auroc": metrics.get("oof_auroc"), "prm_label": metrics.get("target")}
+            if words_offered:
+                candidate["word_features"] = words
+            candidates.append(candidate)
     best = max(candidates, key=lambda c: (np.nan_to_num(c["mean_held_out_success"], nan=-1.0),
                                           -candidates.index(c)))
     choice = {
