@@ -17,7 +17,9 @@ The rooms, in the order the data meets them:
 - ``transitions.py``: logged rows -> flat transition arrays (step, state, action, next state, reward).
 - ``discretize.py``: ``Discretizer``: PRM score (and step) -> a small integer state;
   ``supervised_bins.py``: score edges where the outcome changes.
-- ``estimate.py``: count-based model estimation, P(s' | step, s, a), mean reward, start distribution.
+- ``estimate.py``: count-based model estimation, P(s' | step, s, a), mean reward, start distribution;
+  ``stationary.py``: the same model under two assumptions (a state's risk pooled over steps, the next state a
+  draw of the step), a member of the helper's family.
 - ``solvers/``: the budgeted solvers behind one entry point, ``solve``: exact backward induction over
   the budget left, Lagrangian (a price per intervention), occupancy LP (budget in expectation), priced
   (a fixed price, no budget), and pessimism (an intervention taken only where its gain clears z

@@ -8,8 +8,9 @@ Three kinds of member, all played by the helper's table backend (PRM score -> di
 
 - ``table``: the budgeted MDP solved exactly (``tabular_rl.solvers.solve_exact``) with its own structure: the
   configured bins, finer bins where the rows allow, every step pooled into one estimate (``backoff`` at its
-  maximum: the proportional-hazards end rate and the step-pooled moves), or pessimism (an intervention whose
-  own gain is within z standard errors of nothing is not taken);
+  maximum: the proportional-hazards end rate and the step-pooled moves), stationary dynamics (a state's risk the
+  same at every step, the next state a draw of the step alone: ``tabular_rl.stationary``), or pessimism (an
+  intervention whose own gain is within z standard errors of nothing is not taken);
 - ``threshold``: intervene while the budget lasts wherever the score is at or below the ``share`` quantile of the
   training scores: the threshold a user would set on the same verifier, as a table with one score edge.
 - ``priced``: a table's structure solved with a price on each intervention, the price set on the training model
@@ -32,11 +33,13 @@ import polars as pl
 from .discretize import Discretizer
 from .estimate import MAX_POOLING_WEIGHT, estimate
 from .solution import Solution
+from .stationary import estimate_stationary
 from .solvers.exact import solve_exact
 from .solvers.priced import solve_spending
-from .transitions import DEFAULT_COLUMNS, Columns
+from .transitions import DEFAULT_COLUMNS, Columns, extract_transitions, with_objective
 
 KINDS = ("table", "threshold", "priced")
+DYNAMICS = ("steps", "stationary")
 THRESHOLD_LEVELS = 32
 """Threshold members per family: score quantiles evenly spaced up to the share that spends about 3 C_max."""
 ROWS_PER_CELL = 20
@@ -63,6 +66,9 @@ class MemberSpec:
     """threshold: the share of training scores at or below the level."""
     spend: float = 0.0
     """priced: the interventions per episode its price is set to spend on the training model."""
+    dynamics: str = "steps"
+    """table, priced: ``steps`` (``tabular_rl.estimate``, a cell per step) or ``stationary``
+    (``tabular_rl.stationary``: a state's risk pooled over steps, the next state a draw of the step)."""
 
     @property
     def name(self) -> str:
@@ -71,6 +77,8 @@ class MemberSpec:
         parts = [f"{self.kind}:{self.bins}{self.binning[0]}"] + ([f"spend{self.spend:g}"] if self.kind == "priced" else [])
         if self.step_buckets:
             parts.append(f"steps{self.step_buckets}")
+        if self.dynamics != "steps":
+            parts.append(self.dynamics)
         if self.backoff != "auto":
             parts.append("pooled" if float(self.backoff) >= MAX_POOLING_WEIGHT else f"backoff{float(self.backoff):g}")
         if self.pessimism:
@@ -87,14 +95,16 @@ class MemberSpec:
 
 def default_family(bins: int, binning: str, rows: int, horizon: int, decisions: float, top_budget: int,
                    step_buckets: int = 0, levels: int = THRESHOLD_LEVELS, pessimism: bool = True) -> list[MemberSpec]:
-    """The configured solve first (ties go to it), then finer bins where ``rows`` allow, steps pooled,
-    pessimism (where the objective is the success alone: ``pessimism``), and ``levels`` thresholds up to the
-    score share that spends about 3 ``top_budget`` decisions of the ``decisions`` an episode has."""
+    """The configured solve first (ties go to it), then finer bins where ``rows`` allow, steps pooled, and
+    where the objective is the success alone (``pessimism``) stationary dynamics and pessimism; then ``levels``
+    thresholds up to the score share that spends about 3 ``top_budget`` decisions of the ``decisions`` an
+    episode has."""
     family = [MemberSpec("table", bins, binning, step_buckets)]
     if rows >= ROWS_PER_CELL * 2 * bins * max(horizon, 1):
         family.append(MemberSpec("table", 2 * bins, "quantile", step_buckets))
     family.append(MemberSpec("table", bins, binning, step_buckets, backoff=MAX_POOLING_WEIGHT))
     if pessimism:
+        family.append(MemberSpec("table", bins, binning, step_buckets, dynamics="stationary"))
         family.append(MemberSpec("table", bins, binning, step_buckets, pessimism=1.0))
     return family + threshold_specs(decisions, top_budget, levels)
 
@@ -152,13 +162,22 @@ def fit_member(spec: MemberSpec, rows: pl.DataFrame, budget: int, *, targets: np
     outcome per row for supervised bins (``helper.gate.solve_command.own_rewards``)."""
     if spec.kind not in KINDS:
         raise ValueError(f"member kind={spec.kind!r}: choose one of {', '.join(KINDS)}")
+    if spec.dynamics not in DYNAMICS:
+        raise ValueError(f"member dynamics={spec.dynamics!r}: choose one of {', '.join(DYNAMICS)}")
     horizon = horizon or int(rows[columns.step].max()) + 1
     if spec.kind == "threshold":
         return threshold_member(spec, rows[columns.score].cast(pl.Float64).to_numpy(), horizon, budget)
     discretizer = Discretizer(spec.bins, spec.binning, spec.step_buckets).fit(
         rows[columns.score], rows[columns.step], targets if spec.binning == "supervised" else None)
-    model = estimate(rows, discretizer, columns=columns, smoothing=smoothing, backoff=spec.backoff,
-                     objective=objective, shaping=shaping)
+    if spec.dynamics == "stationary":
+        if objective != "success" or shaping:
+            raise ValueError("member dynamics='stationary' reads a failure as an end that pays nothing: it needs "
+                             f"objective='success' with no shaping (got {objective!r}, shaping={shaping})")
+        transitions = with_objective(extract_transitions(rows, discretizer, columns), objective)
+        model = estimate_stationary(transitions, smoothing=smoothing, discretizer=discretizer)
+    else:
+        model = estimate(rows, discretizer, columns=columns, smoothing=smoothing, backoff=spec.backoff,
+                         objective=objective, shaping=shaping)
     if spec.kind == "priced":
         return Member(spec, discretizer, solve_spending(model, budget, spec.spend))
     return Member(spec, discretizer, solve_exact(model, budget, pessimism=spec.pessimism))

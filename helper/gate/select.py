@@ -6,7 +6,7 @@
 The solved table is one way to spend a cap on the verifier's score; the threshold a user would set on the same
 score is another, and which is better depends on the data (a table with thin cells, a score whose ranking is all it
 has). So the helper does not assume: its family (``tabular_rl.members.default_family``) holds the configured solve,
-finer bins where the rows allow, every step pooled, pessimism, and the threshold at 32 levels, and under each solved
+finer bins where the rows allow, every step pooled, stationary dynamics, pessimism, and the threshold at 32 levels, and under each solved
 cap C it plays the member with the best success on the training folds, each member fitted without the fold it is
 read on (``tabular_rl.selection``: the logged episodes replayed where decisions are separate questions, the held-out
 fold's own model elsewhere). The folds are whole task groups where there are five or more, else episodes
