@@ -1,0 +1,163 @@
+"""How well the training folds choose the helper's member on the rapids: every member's cross-fitted figure against
+its true success, in expectation over the slips on fresh rivers.
+
+    python benchmarks/setups/rapids_members.py runs/rapids/seed0 runs/rapids/seed2 --rivers 500 \\
+        --save benchmarks/data/rapids-members
+    python benchmarks/setups/rapids_members.py --from benchmarks/data/rapids-members/seed0 \\
+        benchmarks/data/rapids-members/seed2
+
+``helpgate distill`` plays, under each cap C, the member of its family with the best success on the training folds
+(``helper.gate.select``). Here each member of a finished run's family is fitted on the run's training rows as distill
+fits the chosen one, and played on ``--rivers`` fresh rivers scored by the run's own verifier, each river counting
+its exact success probability (the slips taken out of the draw: ``examples.plain_cue_optimum.expected_outcome``).
+Beside it, the member's cross-fitted figure from ``selection.json``. So a reader sees what the folds' choice costs
+(regret: the best member's true success minus the chosen one's) and whether the judge reads some members
+systematically high (bias: cross-fitted minus true, per member).
+
+``--save DIR`` keeps per run what the table is recomputed from (``DIR/<run name>/``): the training rows the members
+are fitted on (``labels.parquet``), the fresh rivers' scores and slip probabilities (``rivers.parquet``), the family
+(``family.json``) and the run's ``selection.json``; ``--from`` reads those alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
+
+from examples.rapids_optimum import optimum  # noqa: E402
+from helper.gate.solve_command import own_rewards  # noqa: E402
+from tabular_rl.members import MemberSpec, fit_member  # noqa: E402
+from tabular_rl.transitions import Columns  # noqa: E402
+
+LABEL_COLUMNS = ("episode_id", "step", "intervened", "budget_left", "reward", "done", "success", "prm_score")
+
+
+def score_rivers(run: Path, rivers: int) -> pl.DataFrame:
+    """``rivers`` fresh rivers of the run's held-out environment, each state scored once by the run's verifier."""
+    from benchmarks.setups.rapids import ScoresOnce
+    from agile.gates import NeverGate
+    from examples.plain_cue_optimum import SLIP, SureFootedAgent
+    from helper.data.environment import Environment
+    from helper.evaluation.evaluate import evaluate_gate, load_helper
+    from helper.evaluation.sweep import SweepConfig
+    from helper.stored_config import config_of
+
+    summary_path = run / "sweep" / "summary.json"
+    cfg = config_of(SweepConfig, {**json.loads(summary_path.read_text())["config"], "episodes": rivers},
+                    where=summary_path)
+    env = Environment(cfg)
+    env.base = SureFootedAgent()
+    helper = load_helper(cfg, cfg.helper_backend)
+    _, _, walked = evaluate_gate(env, lambda c: NeverGate(c), [0], "scoring the rivers", ci_resamples=10)
+    scores = ScoresOnce(helper.scorer.prm, walked[0]).scores
+    rows = [{"river": i, "step": t, "prm_score": float(scores[(steps[0].episode_id, t)]), "slip": SLIP[risk]}
+            for i, (steps, episode) in enumerate(zip(walked[0], env.episodes())) for t, risk in enumerate(episode.risks)]
+    return pl.DataFrame(rows)
+
+
+def play(member, scores: np.ndarray, slip: np.ndarray, budget: int) -> float:
+    """Mean exact success probability of ``member`` under cap ``budget`` on rivers of (rivers, steps) arrays."""
+    n, horizon = scores.shape
+    left, reach = np.full(n, budget), np.ones(n)
+    for t in range(horizon):
+        act = member.decide(np.full(n, t), scores[:, t], left) & (left > 0)
+        reach *= np.where(act, 1.0, 1.0 - slip[:, t])
+        left = left - act
+    return float(reach.mean())
+
+
+def gather(run: Path, rivers: int) -> dict:
+    """What the table reads, from a finished run folder."""
+    from helper.gate.select import family_for
+    from trajectories.shards import read_shard
+
+    labels = read_shard(run / "solve" / "labels.parquet").select(LABEL_COLUMNS)
+    selection = json.loads((run / "helper" / "members" / "selection.json").read_text())
+    solved = json.loads((run / "solve" / "solution.json").read_text()).get("config", {})
+    listed = set(selection["members"])  # the family as distill built it (a run of an older family has fewer)
+    family = [spec for spec in family_for(solved, labels, selection["budgets"]) if spec.name in listed]
+    return {"labels": labels, "rivers": score_rivers(run, rivers), "selection": selection,
+            "family": [spec.to_dict() for spec in family]}
+
+
+def save(kept: dict, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    kept["labels"].write_parquet(folder / "labels.parquet")
+    kept["rivers"].write_parquet(folder / "rivers.parquet")
+    (folder / "family.json").write_text(json.dumps(kept["family"], indent=1) + "\n")
+    (folder / "selection.json").write_text(json.dumps(kept["selection"], indent=1) + "\n")
+
+
+def load(folder: Path) -> dict:
+    return {"labels": pl.read_parquet(folder / "labels.parquet"), "rivers": pl.read_parquet(folder / "rivers.parquet"),
+            "family": json.loads((folder / "family.json").read_text()),
+            "selection": json.loads((folder / "selection.json").read_text())}
+
+
+def member_table(kept: dict) -> pl.DataFrame:
+    """One row per member and cap: its cross-fitted success, its true success, and whether distill chose it."""
+    labels, selection = kept["labels"], kept["selection"]
+    rivers = kept["rivers"].sort(["river", "step"])
+    horizon = int(rivers["step"].max()) + 1
+    scores = rivers["prm_score"].to_numpy().reshape(-1, horizon)
+    slip = rivers["slip"].to_numpy().reshape(-1, horizon)
+    specs = [MemberSpec.from_dict(d) for d in kept["family"]]
+    targets = own_rewards(labels, Columns()) if any(s.binning == "supervised" for s in specs) else None
+    budgets = [int(b) for b in selection["budgets"]]
+    index = {name: i for i, name in enumerate(selection["members"])}
+    chosen = {int(c): entry["member"]["name"] for c, entry in selection["chosen"].items()}
+    rows = []
+    for spec in specs:
+        member = fit_member(spec, labels, max(budgets), targets=targets, objective="success")
+        for j, c in enumerate(budgets):
+            rows.append({"member": spec.name, "kind": spec.kind, "C": c, "true": play(member, scores, slip, c),
+                         "cross_fitted": selection["success"][index[spec.name]][j], "chosen": chosen[c] == spec.name})
+    return pl.DataFrame(rows)
+
+
+def report(name: str, table: pl.DataFrame) -> None:
+    print(f"\n{name}: per cap, the chosen member's true success, the best member's, and the judge's reading")
+    print(f"{'C':>2}  {'chosen':<24} {'true':>6}  {'best in truth':<24} {'true':>6}  {'regret':>6}  "
+          f"{'best thr':>8}  {'optimum':>7}  {'rank corr':>9}")
+    for c in sorted(table["C"].unique()):
+        cap = table.filter(pl.col("C") == c)
+        pick = cap.filter(pl.col("chosen")).row(0, named=True)
+        best = cap.sort("true", descending=True).row(0, named=True)
+        thresholds = cap.filter(pl.col("kind") == "threshold")
+        best_thr = thresholds.sort("cross_fitted", descending=True).row(0, named=True)["true"]
+        corr = cap.select(pl.corr("cross_fitted", "true", method="spearman")).item()
+        print(f"{c:>2}  {pick['member']:<24} {pick['true']:6.3f}  {best['member']:<24} {best['true']:6.3f}  "
+              f"{best['true'] - pick['true']:6.3f}  {best_thr:8.3f}  {optimum(c)[0]:7.3f}  {corr:9.2f}")
+    tables = table.filter(pl.col("kind") != "threshold").with_columns(bias=pl.col("cross_fitted") - pl.col("true"))
+    by_member = tables.group_by("member", maintain_order=True).agg(pl.col("bias").mean())
+    thresholds = table.filter(pl.col("kind") == "threshold")
+    print("  judge's bias (cross-fitted - true, mean over caps): " + ", ".join(
+        f"{m} {b:+.3f}" for m, b in by_member.iter_rows()) +
+        f", thresholds {(thresholds['cross_fitted'] - thresholds['true']).mean():+.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="*", type=Path, help="finished rapids pipeline folders")
+    parser.add_argument("--rivers", type=int, default=500, help="fresh rivers per run")
+    parser.add_argument("--save", type=Path, help="keep what the table reads under this folder, one subfolder per run")
+    parser.add_argument("--from", dest="sources", type=Path, nargs="+", help="read kept folders instead of runs")
+    args = parser.parse_args()
+    if bool(args.runs) == bool(args.sources):
+        parser.error("give either run folders or --from KEPT_FOLDER ...")
+    for source in args.sources or args.runs:
+        kept = load(source) if args.sources else gather(source, args.rivers)
+        if args.save:
+            save(kept, args.save / source.name)
+        report(str(source), member_table(kept))
+
+
+if __name__ == "__main__":
+    main()
