@@ -12,7 +12,9 @@ fits the chosen one, and played on ``--rivers`` fresh rivers scored by the run's
 its exact success probability (the slips taken out of the draw: ``examples.plain_cue_optimum.expected_outcome``).
 Beside it, the member's cross-fitted figure from ``selection.json``. So a reader sees what the folds' choice costs
 (regret: the best member's true success minus the chosen one's) and whether the judge reads some members
-systematically high (bias: cross-fitted minus true, per member).
+systematically high (bias: cross-fitted minus true, per member); and the verifier's ceiling (``ceiling``: the best
+any gate reading this score reaches on these rivers, an oracle) between the members and the exact optimum, so the
+gap splits into what the verifier leaves, what 64 episodes' estimate loses, and what the choice loses.
 
 ``--save DIR`` keeps per run what the table is recomputed from (``DIR/<run name>/``): the training rows the members
 are fitted on (``labels.parquet``), the fresh rivers' scores and slip probabilities (``rivers.parquet``), the family
@@ -101,6 +103,44 @@ def load(folder: Path) -> dict:
             "selection": json.loads((folder / "selection.json").read_text())}
 
 
+CEILING_BINS = 12
+"""Score bins per step of the ceiling's policy."""
+
+
+def ceiling(scores: np.ndarray, slip: np.ndarray, budget: int) -> float:
+    """The best a gate reading this verifier's score (and the step and budget left) reaches on these rivers: a
+    per-step table of ``CEILING_BINS`` score bins whose slip rates and next states are read off the rivers themselves
+    (their true slip probabilities), solved exactly. An oracle: it reads the test rivers' risks, so it bounds what the
+    verifier allows, it is not a method."""
+    from tabular_rl.estimate import TabularModel
+    from tabular_rl.solvers.exact import solve_exact
+
+    n, horizon = scores.shape
+    edges = np.quantile(scores, np.linspace(0, 1, CEILING_BINS + 1)[1:-1])
+    state = np.searchsorted(edges, scores, side="right")
+    S = CEILING_BINS
+    transitions, rewards = np.zeros((horizon, S, 2, S + 1)), np.zeros((horizon, S, 2))
+    for t in range(horizon):
+        seen = np.bincount(state[:, t], minlength=S)
+        risk = np.bincount(state[:, t], weights=slip[:, t], minlength=S) / np.maximum(seen, 1)
+        if t < horizon - 1:
+            following = np.bincount(state[:, t + 1], minlength=S) / n
+            transitions[t, :, 0, :S] = (1 - risk)[:, None] * following
+            transitions[t, :, 0, S] = risk
+            transitions[t, :, 1, :S] = following
+        else:
+            transitions[t, :, :, S] = 1.0
+            rewards[t, :, 0], rewards[t, :, 1] = 1 - risk, 1.0
+    start = np.bincount(state[:, 0], minlength=S) / n
+    solution = solve_exact(TabularModel(transitions=transitions, rewards=rewards, start=start), budget)
+    reach, left = np.ones(n), np.full(n, budget)
+    for t in range(horizon):
+        act = (solution.intervene_prob(np.full(n, t), state[:, t], left) > 0.5) & (left > 0)
+        reach *= np.where(act, 1.0, 1.0 - slip[:, t])
+        left = left - act
+    return float(reach.mean())
+
+
 def member_table(kept: dict) -> pl.DataFrame:
     """One row per member and cap: its cross-fitted success, its true success, and whether distill chose it."""
     labels, selection = kept["labels"], kept["selection"]
@@ -113,19 +153,20 @@ def member_table(kept: dict) -> pl.DataFrame:
     budgets = [int(b) for b in selection["budgets"]]
     index = {name: i for i, name in enumerate(selection["members"])}
     chosen = {int(c): entry["member"]["name"] for c, entry in selection["chosen"].items()}
-    rows = []
+    rows, bound = [], {c: ceiling(scores, slip, c) for c in budgets}
     for spec in specs:
         member = fit_member(spec, labels, max(budgets), targets=targets, objective="success")
         for j, c in enumerate(budgets):
             rows.append({"member": spec.name, "kind": spec.kind, "C": c, "true": play(member, scores, slip, c),
-                         "cross_fitted": selection["success"][index[spec.name]][j], "chosen": chosen[c] == spec.name})
+                         "cross_fitted": selection["success"][index[spec.name]][j], "chosen": chosen[c] == spec.name,
+                         "ceiling": bound[c]})
     return pl.DataFrame(rows)
 
 
 def report(name: str, table: pl.DataFrame) -> None:
     print(f"\n{name}: per cap, the chosen member's true success, the best member's, and the judge's reading")
     print(f"{'C':>2}  {'chosen':<24} {'true':>6}  {'best in truth':<24} {'true':>6}  {'regret':>6}  "
-          f"{'best thr':>8}  {'optimum':>7}  {'rank corr':>9}")
+          f"{'best thr':>8}  {'ceiling':>7}  {'optimum':>7}  {'rank corr':>9}")
     for c in sorted(table["C"].unique()):
         cap = table.filter(pl.col("C") == c)
         pick = cap.filter(pl.col("chosen")).row(0, named=True)
@@ -134,7 +175,8 @@ def report(name: str, table: pl.DataFrame) -> None:
         best_thr = thresholds.sort("cross_fitted", descending=True).row(0, named=True)["true"]
         corr = cap.select(pl.corr("cross_fitted", "true", method="spearman")).item()
         print(f"{c:>2}  {pick['member']:<24} {pick['true']:6.3f}  {best['member']:<24} {best['true']:6.3f}  "
-              f"{best['true'] - pick['true']:6.3f}  {best_thr:8.3f}  {optimum(c)[0]:7.3f}  {corr:9.2f}")
+              f"{best['true'] - pick['true']:6.3f}  {best_thr:8.3f}  {pick['ceiling']:7.3f}  {optimum(c)[0]:7.3f}  "
+              f"{corr:9.2f}")
     tables = table.filter(pl.col("kind") != "threshold").with_columns(bias=pl.col("cross_fitted") - pl.col("true"))
     by_member = tables.group_by("member", maintain_order=True).agg(pl.col("bias").mean())
     thresholds = table.filter(pl.col("kind") == "threshold")

@@ -4,6 +4,7 @@ slips it leaves to the agent (checked river by river), and what it keeps reads b
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import polars as pl
 
 from examples.plain_cue_optimum import expected_outcome
@@ -63,3 +64,16 @@ def test_what_it_keeps_reads_back_to_the_same_table(tmp_path):
     assert back["family"] == data["family"]
     assert members.member_table(back).equals(members.member_table(data))
     members.report("seed3", members.member_table(back))  # prints; a missing column or cap would raise
+
+
+def test_the_ceiling_of_an_ideal_verifier_is_the_exact_optimum():
+    from examples.rapids import risk_odds_by_step
+    from examples.rapids_optimum import RISKS, optimum
+
+    rng = np.random.default_rng(5)
+    odds = risk_odds_by_step(6)
+    risks = np.array([[rng.choice(RISKS, p=[odds[t][r] for r in RISKS]) for t in range(6)] for _ in range(4000)])
+    scores = np.vectorize(SCORE.get)(risks).astype(float)
+    slips = np.vectorize(SLIP.get)(risks).astype(float)
+    for c in (2, 3, 4):
+        assert members.ceiling(scores, slips, c) == pytest.approx(optimum(c)[0], abs=0.02)
