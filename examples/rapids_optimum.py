@@ -27,6 +27,9 @@ ending the episode before later calls; mixing two policies draws the segment bet
 upper concave hull), ``threshold_curve`` a static threshold's (success, spend) at each level of an ideal verifier,
 read between levels as the report reads a baseline's curve, and ``room_at_spend`` what the best of them leaves.
 
+``logged_rows`` and ``scored_rivers`` log the dynamics and score fresh rivers with an ideal verifier plus noise, for
+tests and benchmarks of the solve and the member choice apart from any PRM.
+
 ``SureFootedAgent`` and ``expected_outcome`` are plain-cue's (``examples.plain_cue_optimum``): the
 agent, the slips and the intervention are the same, so they evaluate a gate in expectation over
 the slips here too.
@@ -43,7 +46,8 @@ import numpy as np
 from examples.plain_cue_optimum import RISKS, SureFootedAgent, expected_outcome
 from examples.rapids import HORIZON, SLIP, risk_odds_by_step
 
-__all__ = ["RISKS", "SureFootedAgent", "best_threshold", "expected_outcome", "optimal_gate", "optimum",
+__all__ = ["IDEAL_SCORE", "RISKS", "SureFootedAgent", "best_threshold", "expected_outcome", "logged_rows",
+           "optimal_gate", "optimum", "scored_rivers",
            "outcome_score", "policy_point", "policy_search", "priced_frontier", "process_score", "room",
            "room_at_spend", "threshold_curve", "threshold_success", "true_model"]
 
@@ -238,3 +242,45 @@ def room_at_spend(spend: float, horizon: int = HORIZON) -> dict[str, float]:
     best = _read(priced_frontier(horizon), spend)
     threshold = max(_read(threshold_curve(name, horizon), spend) for name in ("process", "outcome"))
     return {"optimum": best, "threshold": threshold, "room": best - threshold}
+
+
+IDEAL_SCORE = {"calm": 0.9, "tricky": 0.5, "dangerous": 0.1}
+"""A verifier of the crossing's own risk, one score per word (three uniform bins hold one word each)."""
+
+
+def logged_rows(episodes: int, seed: int, *, noise: float = 0.0, explore: float = 0.4, horizon: int = HORIZON):
+    """The rapids logged as a collection logs them, without the texts: random interventions with probability
+    ``explore``, a slip ending the river, the success on every row of a river made to its end, and as the
+    verifier's score ``IDEAL_SCORE`` of the risk plus normal ``noise`` (its standard deviation): for tests and
+    benchmarks of the solve and the member choice apart from any PRM."""
+    import polars as pl
+
+    rng = np.random.default_rng(seed)
+    odds = risk_odds_by_step(horizon)
+    rows = []
+    for e in range(episodes):
+        kept, made = [], True
+        for t in range(horizon):
+            risk = RISKS[rng.choice(len(RISKS), p=[odds[t][r] for r in RISKS])]
+            helped = bool(rng.random() < explore)
+            slipped = not helped and rng.random() < SLIP[risk]
+            kept.append({"episode_id": f"e{e}", "step": t, "intervened": helped, "reward": float(not slipped),
+                         "done": slipped or t == horizon - 1,
+                         "prm_score": IDEAL_SCORE[risk] + (rng.normal(0.0, noise) if noise else 0.0)})
+            if slipped:
+                made = False
+                break
+        rows += [r | {"success": float(made)} for r in kept]
+    return pl.DataFrame(rows)
+
+
+def scored_rivers(rivers: int, seed: int, *, noise: float = 0.0, horizon: int = HORIZON):
+    """(scores, slip probabilities), each of shape (rivers, crossings): fresh rivers scored as ``logged_rows``
+    scores them, to play a gate on in expectation over the slips."""
+    rng = np.random.default_rng(seed)
+    odds = risk_odds_by_step(horizon)
+    risks = np.array([[rng.choice(len(RISKS), p=[odds[t][r] for r in RISKS]) for t in range(horizon)]
+                      for _ in range(rivers)])
+    ideal = np.array([IDEAL_SCORE[r] for r in RISKS])
+    scores = ideal[risks] + (rng.normal(0.0, noise, risks.shape) if noise else 0.0)
+    return scores, np.array([SLIP[r] for r in RISKS])[risks]

@@ -8,16 +8,17 @@ import pytest
 import polars as pl
 
 from examples.plain_cue_optimum import expected_outcome
+from examples.rapids_optimum import IDEAL_SCORE as SCORE
+from examples.rapids_optimum import logged_rows
 from examples.rapids import SLIP
 from tabular_rl.members import MemberSpec, default_family, fit_member
 from tests.imports import benchmark_module
-from tests.tabular_rl.test_tabular_stationary import SCORE, rapids_rows
 
 members = benchmark_module("rapids_members")
 
 
 def kept(seed: int = 0) -> dict:
-    labels = rapids_rows(64, seed=seed)
+    labels = logged_rows(64, seed=seed)
     rng = np.random.default_rng(seed + 1)
     risks = rng.choice(list(SCORE), size=(40, 6))  # 40 fresh rivers, scored by a noisy verifier of the risk
     rivers = pl.DataFrame({"river": np.repeat(np.arange(40), 6), "step": np.tile(np.arange(6), 40),

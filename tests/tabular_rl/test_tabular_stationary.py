@@ -1,40 +1,14 @@
 """The stationary model (a state's risk pooled over steps, the next state a draw of the step) and its member."""
 
 import numpy as np
-import polars as pl
 import pytest
 
 from examples.rapids import SLIP, risk_odds_by_step
-from examples.rapids_optimum import RISKS, optimum
+from examples.rapids_optimum import IDEAL_SCORE, RISKS, logged_rows, optimum
 from tabular_rl.discretize import Discretizer
 from tabular_rl.members import MemberSpec, default_family, fit_member
 from tabular_rl.stationary import estimate_stationary
 from tabular_rl.transitions import Transitions, extract_transitions, with_objective
-
-SCORE = {"calm": 0.9, "tricky": 0.5, "dangerous": 0.1}
-"""An ideal verifier of the crossing's risk, one score per word (three uniform bins hold one word each)."""
-
-
-def rapids_rows(episodes: int, seed: int, horizon: int = 6, explore: float = 0.4) -> pl.DataFrame:
-    """The rapids' dynamics logged as a collection does: random interventions, a slip ends the episode, success
-    on every row of a river made to its end."""
-    rng = np.random.default_rng(seed)
-    odds = risk_odds_by_step(horizon)
-    rows = []
-    for e in range(episodes):
-        kept, made = [], True
-        for t in range(horizon):
-            risk = RISKS[rng.choice(len(RISKS), p=[odds[t][r] for r in RISKS])]
-            helped = bool(rng.random() < explore)
-            slipped = not helped and rng.random() < SLIP[risk]
-            kept.append({"episode_id": f"e{e}", "step": t, "intervened": helped, "reward": float(not slipped),
-                         "done": slipped or t == horizon - 1, "prm_score": SCORE[risk]})
-            if slipped:
-                made = False
-                break
-        rows += [r | {"success": float(made)} for r in kept]
-    return pl.DataFrame(rows)
-
 
 def test_the_estimate_counts_every_step_for_a_states_risk_and_the_step_alone_for_what_comes_next():
     # Two states, three steps; rows (step, state, action, next, credit) written out.
@@ -62,13 +36,13 @@ def test_the_estimate_counts_every_step_for_a_states_risk_and_the_step_alone_for
 
 @pytest.mark.parametrize("budget", [2, 3, 4])
 def test_on_the_rapids_with_an_ideal_verifier_the_stationary_member_plays_the_exact_optimum(budget):
-    rows = rapids_rows(3000, seed=budget)
+    rows = logged_rows(3000, seed=budget)
     member = fit_member(MemberSpec("table", 3, "uniform", dynamics="stationary"), rows, budget, objective="success")
     # its decisions are the optimum's wherever they matter: played in expectation on the true dynamics
     from examples.rapids_optimum import threshold_success
 
     def wants(t, risk, left=None):
-        return bool(member.decide(np.array([t]), np.array([SCORE[risk]]), np.array([left]))[0])
+        return bool(member.decide(np.array([t]), np.array([IDEAL_SCORE[risk]]), np.array([left]))[0])
 
     played = _success_in_expectation(wants, budget)
     assert played == pytest.approx(optimum(budget)[0], abs=0.01)
@@ -98,7 +72,7 @@ def test_the_family_offers_it_where_the_objective_is_success_and_the_spec_reads_
 
 
 def test_it_refuses_an_objective_it_cannot_read_a_failure_from():
-    rows = rapids_rows(20, seed=1)
+    rows = logged_rows(20, seed=1)
     with pytest.raises(ValueError, match="objective='success' with no shaping"):
         fit_member(MemberSpec("table", 3, dynamics="stationary"), rows, 2, objective="reward")
     with pytest.raises(ValueError, match="dynamics='sometimes'"):
@@ -106,7 +80,7 @@ def test_it_refuses_an_objective_it_cannot_read_a_failure_from():
 
 
 def test_a_priced_stationary_member_spends_no_more_than_asked_on_its_model():
-    rows = rapids_rows(400, seed=7)
+    rows = logged_rows(400, seed=7)
     member = fit_member(MemberSpec("priced", 3, "uniform", dynamics="stationary", spend=1.0), rows, 6, objective="success")
     assert member.solution.expected_interventions <= 1.0 + 1e-6
     d = Discretizer(3, "quantile", 0).fit(rows["prm_score"], rows["step"])

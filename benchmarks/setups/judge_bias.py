@@ -1,0 +1,96 @@
+"""How the training folds read the helper's members when the truth is known: the rapids' dynamics logged with an
+ideal verifier plus noise, every member's cross-fitted figure against its true success on fresh rivers.
+
+    python benchmarks/setups/judge_bias.py --noise 0.1 0.2 0.3 --seeds 8 --episodes 64
+
+No PRM: the rows are ``examples.rapids_optimum.logged_rows`` (random interventions, a slip ends the river), the
+verifier's score the risk's ideal score plus normal noise of each ``--noise``. Per seed the family a 6-bin solve
+gives (``tabular_rl.members.default_family``: the table, steps pooled, stationary dynamics, pessimism, thresholds)
+is cross-fitted over 5 folds of episodes (``tabular_rl.selection.cross_fitted``, the judge distill uses), and each
+member, fitted on every row, is played on ``--rivers`` fresh rivers in expectation over the slips. Printed per noise:
+the judge's bias per member (cross-fitted minus true, mean over seeds and caps), the choice's regret (the best
+member's true success minus the chosen one's) and what the helper keeps of the room between the ideal verifier's best
+threshold and the exact optimum. ``--prior-rows`` repeats the reading with the judge's prior weight
+(``tabular_rl.judge.PRIOR_ROWS``: rows' worth of the training folds' estimate in each held-out cell) at other values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
+
+import tabular_rl.judge as judge  # noqa: E402
+from examples.rapids_optimum import best_threshold, logged_rows, optimum, scored_rivers  # noqa: E402
+from tabular_rl.members import default_family, fit_member  # noqa: E402
+from tabular_rl.selection import cross_fitted  # noqa: E402
+
+CAPS = (2, 3, 4, 5)
+
+
+def play(member, scores: np.ndarray, slip: np.ndarray, budget: int) -> float:
+    n, horizon = scores.shape
+    left, reach = np.full(n, budget), np.ones(n)
+    for t in range(horizon):
+        act = member.decide(np.full(n, t), scores[:, t], left) & (left > 0)
+        reach *= np.where(act, 1.0, 1.0 - slip[:, t])
+        left = left - act
+    return float(reach.mean())
+
+
+def one_seed(seed: int, noise: float, episodes: int, scores: np.ndarray, slip: np.ndarray, prior_rows: list[float]):
+    rows = logged_rows(episodes, 1000 + seed, noise=noise)
+    decisions = float(rows.group_by("episode_id").len()["len"].mean())
+    family = default_family(6, "quantile", rows.height, 6, decisions, max(CAPS))
+    truth = np.array([[play(fit_member(s, rows, max(CAPS), objective="success"), scores, slip, c) for c in CAPS]
+                      for s in family])
+    folds = rows["episode_id"].str.slice(1).cast(int).to_numpy() % 5
+    out = {}
+    for weight in prior_rows:
+        kept, judge.PRIOR_ROWS = judge.PRIOR_ROWS, weight
+        try:
+            table = cross_fitted(rows, folds, family, list(CAPS), objective="success")
+        finally:
+            judge.PRIOR_ROWS = kept
+        best = table.best()
+        out[weight] = {"bias": table.success - truth, "chosen": np.array([truth[best[c], j] for j, c in enumerate(CAPS)]),
+                       "best": truth.max(0)}
+    return [s.name for s in family], out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--noise", type=float, nargs="+", default=[0.1, 0.2, 0.3])
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--episodes", type=int, default=64, help="training rivers a seed")
+    parser.add_argument("--rivers", type=int, default=3000, help="fresh rivers the truth is read on")
+    parser.add_argument("--prior-rows", type=float, nargs="+", default=[judge.PRIOR_ROWS])
+    args = parser.parse_args()
+    room = {c: (optimum(c)[0], max(best_threshold(c).values())) for c in CAPS}
+    print(f"caps {CAPS}; exact optimum {[round(room[c][0], 3) for c in CAPS]}, the ideal verifier's best threshold "
+          f"{[round(room[c][1], 3) for c in CAPS]}")
+    for noise in args.noise:
+        scores, slip = scored_rivers(args.rivers, 99, noise=noise)
+        results = [one_seed(seed, noise, args.episodes, scores, slip, args.prior_rows) for seed in range(args.seeds)]
+        names = results[0][0]
+        for weight in args.prior_rows:
+            bias = np.mean([r[1][weight]["bias"] for r in results], axis=0).mean(1)
+            chosen = np.mean([r[1][weight]["chosen"] for r in results], axis=0)
+            best = np.mean([r[1][weight]["best"] for r in results], axis=0)
+            captured = [(chosen[j] - room[c][1]) / (room[c][0] - room[c][1]) for j, c in enumerate(CAPS)]
+            tables = [i for i, n in enumerate(names) if not n.startswith("threshold")]
+            thresholds = [i for i, n in enumerate(names) if n.startswith("threshold")]
+            print(f"\nnoise {noise}, {args.seeds} seeds of {args.episodes} rivers, judge prior {weight:g} rows:")
+            print("  bias (cross-fitted - true): " + ", ".join(f"{names[i]} {bias[i]:+.3f}" for i in tables)
+                  + f", thresholds {bias[thresholds].mean():+.3f}")
+            print("  chosen member's true success " + " / ".join(f"{v:.3f}" for v in chosen)
+                  + "; best member's " + " / ".join(f"{v:.3f}" for v in best)
+                  + "; captured " + " / ".join(f"{v:.2f}" for v in captured) + f" at C = {CAPS}")
+
+
+if __name__ == "__main__":
+    main()
