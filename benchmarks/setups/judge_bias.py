@@ -8,9 +8,9 @@ verifier's score the risk's ideal score plus normal noise of each ``--noise``. P
 gives (``tabular_rl.members.default_family``: the table, steps pooled, stationary dynamics, pessimism, thresholds)
 is cross-fitted over 5 folds of episodes (``tabular_rl.selection.cross_fitted``, the judge distill uses), and each
 member, fitted on every row, is played on ``--rivers`` fresh rivers in expectation over the slips. Printed per noise:
-the judge's bias per member (cross-fitted minus true, mean over seeds and caps), the choice's regret (the best
-member's true success minus the chosen one's) and what the helper keeps of the room between the ideal verifier's best
-threshold and the exact optimum. ``--prior-rows`` repeats the reading with the judge's prior weight
+the judge's bias per member (cross-fitted minus true, mean over seeds and caps), the chosen and the best member's true
+success, what the helper keeps of the room between the ideal verifier's best threshold and the exact optimum, and
+the helper against the threshold member the same folds choose (the full-strength ``prm_threshold``), both in truth. ``--prior-rows`` repeats the reading with the judge's prior weight
 (``tabular_rl.judge.PRIOR_ROWS``: rows' worth of the training folds' estimate in each held-out cell) at other values.
 """
 
@@ -56,9 +56,9 @@ def one_seed(seed: int, noise: float, episodes: int, scores: np.ndarray, slip: n
             table = cross_fitted(rows, folds, family, list(CAPS), objective="success")
         finally:
             judge.PRIOR_ROWS = kept
-        best = table.best()
+        best, threshold = table.best(), table.best(table.kind_indices("threshold"))
         out[weight] = {"bias": table.success - truth, "chosen": np.array([truth[best[c], j] for j, c in enumerate(CAPS)]),
-                       "best": truth.max(0)}
+                       "best": truth.max(0), "threshold": np.array([truth[threshold[c], j] for j, c in enumerate(CAPS)])}
     return [s.name for s in family], out
 
 
@@ -81,6 +81,7 @@ def main() -> None:
             bias = np.mean([r[1][weight]["bias"] for r in results], axis=0).mean(1)
             chosen = np.mean([r[1][weight]["chosen"] for r in results], axis=0)
             best = np.mean([r[1][weight]["best"] for r in results], axis=0)
+            lead = np.array([r[1][weight]["chosen"] - r[1][weight]["threshold"] for r in results])
             captured = [(chosen[j] - room[c][1]) / (room[c][0] - room[c][1]) for j, c in enumerate(CAPS)]
             tables = [i for i, n in enumerate(names) if not n.startswith("threshold")]
             thresholds = [i for i, n in enumerate(names) if n.startswith("threshold")]
@@ -90,6 +91,8 @@ def main() -> None:
             print("  chosen member's true success " + " / ".join(f"{v:.3f}" for v in chosen)
                   + "; best member's " + " / ".join(f"{v:.3f}" for v in best)
                   + "; captured " + " / ".join(f"{v:.2f}" for v in captured) + f" at C = {CAPS}")
+            print("  helper - the threshold member its folds choose (both in truth): " + " / ".join(
+                f"{m:+.3f} (worst seed {w:+.3f})" for m, w in zip(lead.mean(0), lead.min(0))))
 
 
 if __name__ == "__main__":
