@@ -177,6 +177,10 @@ def report(name: str, table: pl.DataFrame) -> None:
         print(f"{c:>2}  {pick['member']:<24} {pick['true']:6.3f}  {best['member']:<24} {best['true']:6.3f}  "
               f"{best['true'] - pick['true']:6.3f}  {best_thr:8.3f}  {pick['ceiling']:7.3f}  {optimum(c)[0]:7.3f}  "
               f"{corr:9.2f}")
+    caps = sorted(table["C"].unique())
+    print("  every table member's true success at C = " + " / ".join(str(c) for c in caps) + ": " + "; ".join(
+        f"{m} " + " / ".join(f"{v:.3f}" for v in rows.sort("C")["true"])
+        for (m,), rows in table.filter(pl.col("kind") != "threshold").group_by("member", maintain_order=True)))
     tables = table.filter(pl.col("kind") != "threshold").with_columns(bias=pl.col("cross_fitted") - pl.col("true"))
     by_member = tables.group_by("member", maintain_order=True).agg(pl.col("bias").mean())
     thresholds = table.filter(pl.col("kind") == "threshold")
