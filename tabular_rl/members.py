@@ -96,7 +96,9 @@ class MemberSpec:
 def default_family(bins: int, binning: str, rows: int, horizon: int, decisions: float, top_budget: int,
                    step_buckets: int = 0, levels: int = THRESHOLD_LEVELS, pessimism: bool = True) -> list[MemberSpec]:
     """The configured solve first (ties go to it), then finer bins where ``rows`` allow, steps pooled, and
-    where the objective is the success alone (``pessimism``) stationary dynamics and pessimism; then ``levels``
+    where the objective is the success alone (``pessimism``) stationary dynamics (on equal-count bins: supervised
+    edges fitted to outcomes pooled over steps place them where the mix of steps changes, not the risk) and
+    pessimism; then ``levels``
     thresholds up to the score share that spends about 3 ``top_budget`` decisions of the ``decisions`` an
     episode has."""
     family = [MemberSpec("table", bins, binning, step_buckets)]
@@ -104,7 +106,7 @@ def default_family(bins: int, binning: str, rows: int, horizon: int, decisions: 
         family.append(MemberSpec("table", 2 * bins, "quantile", step_buckets))
     family.append(MemberSpec("table", bins, binning, step_buckets, backoff=MAX_POOLING_WEIGHT))
     if pessimism:
-        family.append(MemberSpec("table", bins, binning, step_buckets, dynamics="stationary"))
+        family.append(MemberSpec("table", bins, "quantile", step_buckets, dynamics="stationary"))
         family.append(MemberSpec("table", bins, binning, step_buckets, pessimism=1.0))
     return family + threshold_specs(decisions, top_budget, levels)
 

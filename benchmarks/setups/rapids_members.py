@@ -16,6 +16,9 @@ systematically high (bias: cross-fitted minus true, per member); and the verifie
 any gate reading this score reaches on these rivers, an oracle) between the members and the exact optimum, so the
 gap splits into what the verifier leaves, what 64 episodes' estimate loses, and what the choice loses.
 
+``--current-family`` reads the family this commit's distill would build instead (a member added since the run has no
+cross-fitted figure and is never the chosen one, but its truth is printed).
+
 ``--save DIR`` keeps per run what the table is recomputed from (``DIR/<run name>/``): the training rows the members
 are fitted on (``labels.parquet``), the fresh rivers' scores and slip probabilities (``rivers.parquet``), the family
 (``family.json``) and the run's ``selection.json``; ``--from`` reads those alone.
@@ -141,6 +144,17 @@ def ceiling(scores: np.ndarray, slip: np.ndarray, budget: int) -> float:
     return float(reach.mean())
 
 
+def current_family(kept: dict) -> list[dict]:
+    """The family this commit's distill would build for the kept run's configured solve (its first member): members
+    added since the run have no cross-fitted figure (NaN) and are never the chosen one, but are read in truth."""
+    from helper.gate.select import family_for
+
+    own = MemberSpec.from_dict(kept["family"][0])
+    solved = {"bins": own.bins, "binning": own.binning, "step_buckets": own.step_buckets, "backoff": own.backoff,
+              "pessimism": own.pessimism}
+    return [spec.to_dict() for spec in family_for(solved, kept["labels"], kept["selection"]["budgets"])]
+
+
 def member_table(kept: dict) -> pl.DataFrame:
     """One row per member and cap: its cross-fitted success, its true success, and whether distill chose it."""
     labels, selection = kept["labels"], kept["selection"]
@@ -158,9 +172,10 @@ def member_table(kept: dict) -> pl.DataFrame:
         member = fit_member(spec, labels, max(budgets), targets=targets, objective="success")
         for j, c in enumerate(budgets):
             rows.append({"member": spec.name, "kind": spec.kind, "C": c, "true": play(member, scores, slip, c),
-                         "cross_fitted": selection["success"][index[spec.name]][j], "chosen": chosen[c] == spec.name,
+                         "cross_fitted": selection["success"][index[spec.name]][j] if spec.name in index else None,
+                         "chosen": chosen[c] == spec.name,
                          "ceiling": bound[c]})
-    return pl.DataFrame(rows)
+    return pl.DataFrame(rows, schema_overrides={"cross_fitted": pl.Float64})
 
 
 def report(name: str, table: pl.DataFrame) -> None:
@@ -173,7 +188,7 @@ def report(name: str, table: pl.DataFrame) -> None:
         best = cap.sort("true", descending=True).row(0, named=True)
         thresholds = cap.filter(pl.col("kind") == "threshold")
         best_thr = thresholds.sort("cross_fitted", descending=True).row(0, named=True)["true"]
-        corr = cap.select(pl.corr("cross_fitted", "true", method="spearman")).item()
+        corr = cap.drop_nulls("cross_fitted").select(pl.corr("cross_fitted", "true", method="spearman")).item()
         print(f"{c:>2}  {pick['member']:<24} {pick['true']:6.3f}  {best['member']:<24} {best['true']:6.3f}  "
               f"{best['true'] - pick['true']:6.3f}  {best_thr:8.3f}  {pick['ceiling']:7.3f}  {optimum(c)[0]:7.3f}  "
               f"{corr:9.2f}")
@@ -181,7 +196,8 @@ def report(name: str, table: pl.DataFrame) -> None:
     print("  every table member's true success at C = " + " / ".join(str(c) for c in caps) + ": " + "; ".join(
         f"{m} " + " / ".join(f"{v:.3f}" for v in rows.sort("C")["true"])
         for (m,), rows in table.filter(pl.col("kind") != "threshold").group_by("member", maintain_order=True)))
-    tables = table.filter(pl.col("kind") != "threshold").with_columns(bias=pl.col("cross_fitted") - pl.col("true"))
+    tables = (table.filter(pl.col("kind") != "threshold").drop_nulls("cross_fitted")
+              .with_columns(bias=pl.col("cross_fitted") - pl.col("true")))
     by_member = tables.group_by("member", maintain_order=True).agg(pl.col("bias").mean())
     thresholds = table.filter(pl.col("kind") == "threshold")
     print("  judge's bias (cross-fitted - true, mean over caps): " + ", ".join(
@@ -195,6 +211,8 @@ def main() -> None:
     parser.add_argument("--rivers", type=int, default=500, help="fresh rivers per run")
     parser.add_argument("--save", type=Path, help="keep what the table reads under this folder, one subfolder per run")
     parser.add_argument("--from", dest="sources", type=Path, nargs="+", help="read kept folders instead of runs")
+    parser.add_argument("--current-family", action="store_true",
+                        help="read every member this commit's family holds, not only those the run's distill tried")
     args = parser.parse_args()
     if bool(args.runs) == bool(args.sources):
         parser.error("give either run folders or --from KEPT_FOLDER ...")
@@ -202,6 +220,8 @@ def main() -> None:
         kept = load(source) if args.sources else gather(source, args.rivers)
         if args.save:
             save(kept, args.save / source.name)
+        if args.current_family:
+            kept = kept | {"family": current_family(kept)}
         report(str(source), member_table(kept))
 
 

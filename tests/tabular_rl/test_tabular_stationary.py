@@ -86,3 +86,9 @@ def test_a_priced_stationary_member_spends_no_more_than_asked_on_its_model():
     d = Discretizer(3, "quantile", 0).fit(rows["prm_score"], rows["step"])
     tr = with_objective(extract_transitions(rows, d), "success")
     assert estimate_stationary(tr).horizon == 6
+
+
+def test_the_stationary_member_cuts_equal_count_bins_whatever_the_configured_binning():
+    family = default_family(6, "supervised", rows=100, horizon=5, decisions=5, top_budget=2)
+    (stationary,) = [s for s in family if s.dynamics == "stationary"]
+    assert stationary.binning == "quantile" and family[0].binning == "supervised"
