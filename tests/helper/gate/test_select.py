@@ -104,3 +104,15 @@ def test_no_choice_reads_a_held_out_row(helper_folder, tmp_path, monkeypatch):
     assert groups and not groups & set(episodes["group"].astype(str))
     assert set(summary["prm_threshold"]["capped_levels"]["levels"]) == {"1", "2"}
     assert np.isfinite(summary["helper_priced"]["targets"]["1"]["cross_fitted_success"])
+
+
+def test_distill_says_a_judged_figure_ranks_the_members_and_is_no_forecast(capsys):
+    from helper.gate.select import _print
+
+    entry = {"member": {"name": "table:6q"}, "cross_fitted_success": 0.68, "cross_fitted_interventions": 1.4,
+             "configured_solve_success": 0.68, "best_threshold": {"member": "threshold@0.3", "cross_fitted_success": 0.4}}
+    for evaluator, caveat in (("judge", True), ("replay", False)):
+        _print({"folds": 5, "folds_by": "episode", "evaluator": evaluator, "episodes": 64, "chosen": {"3": entry}})
+        out = capsys.readouterr().out
+        assert "C=3: table:6q 0.6800" in out
+        assert ("not a forecast" in out) is caveat
