@@ -96,7 +96,7 @@ def binning_values(scored: pl.DataFrame, folds: np.ndarray, budgets: list[int], 
     the solved table, its variants and the threshold on the same score) under the cap C, and the priced family at a
     spend of C an episode with no cap (``helper.gate.select.priced_family``), each cross-fitted over ``folds`` as
     distill and the sweep choose among them; the mean of the two best."""
-    from helper.gate.select import family_for, priced_family
+    from helper.gate.select import family_for, priced_family, priced_tables
     from helper.gate.solve_command import own_rewards
     from tabular_rl.selection import cross_fitted
     from tabular_rl.transitions import Columns
@@ -111,7 +111,7 @@ def binning_values(scored: pl.DataFrame, folds: np.ndarray, budgets: list[int], 
         supervised = own if any(s.binning == "supervised" for s in family) else None
         capped = cross_fitted(scored, folds, family, budgets, targets=supervised)
         best = capped.best()
-        tables = [s for s in family if s.kind == "table" and not s.pessimism]
+        tables = priced_tables(family)
         values = {}
         for j, c in enumerate(capped.budgets):
             free = cross_fitted(scored, folds, priced_family(tables, decisions, c), [horizon], targets=supervised)

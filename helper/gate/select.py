@@ -126,6 +126,14 @@ PRICED_SPREAD = (0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5)
 the target on folds it was not fitted on."""
 
 
+def priced_tables(family: list[MemberSpec]) -> list[MemberSpec]:
+    """The tables of a capped family the priced helper prices: not the pessimistic one (a bound on a gain has no price
+    to trade against) nor the stationary one (what it estimates better is when to keep the cap for later, which at a
+    spend with no cap matters least: the rapids leave a threshold at most 0.036 behind there; and each priced member
+    costs a bisection of exact solves per fold)."""
+    return [s for s in family if s.kind == "table" and not s.pessimism and s.dynamics == "steps"]
+
+
 def priced_family(tables: list[MemberSpec], decisions: float, target: int) -> list[MemberSpec]:
     """The priced helper's family at target spend ``target``: each table priced on the training model to spend a few
     multiples of it (``PRICED_SPREAD``), and the threshold members for that spend."""
@@ -145,7 +153,7 @@ def priced_members(solve_folder: str | Path, targets: list[int], cap: int, folds
     rows = read_shard(source / "labels.parquet", require=("episode_id", "step", "prm_score"))
     rows = rows.drop([c for c in rows.columns if c.startswith("optimal_intervene")])
     cols = Columns()
-    tables = [s for s in family_for(solved, rows, targets) if s.kind == "table" and not s.pessimism]
+    tables = priced_tables(family_for(solved, rows, targets))
     decisions = float(rows.group_by(cols.episode).len()["len"].mean())
     targets_of = sorted({int(t) for t in targets if int(t) > 0})
     own = own_rewards(rows, cols) if any(s.binning == "supervised" for s in tables) else None

@@ -92,3 +92,4 @@ def test_the_stationary_member_cuts_equal_count_bins_whatever_the_configured_bin
     family = default_family(6, "supervised", rows=100, horizon=5, decisions=5, top_budget=2)
     (stationary,) = [s for s in family if s.dynamics == "stationary"]
     assert stationary.binning == "quantile" and family[0].binning == "supervised"
+

@@ -116,3 +116,11 @@ def test_distill_says_a_judged_figure_ranks_the_members_and_is_no_forecast(capsy
         out = capsys.readouterr().out
         assert "C=3: table:6q 0.6800" in out
         assert ("not a forecast" in out) is caveat
+
+
+def test_the_priced_helper_prices_the_step_tables_only():
+    from helper.gate.select import priced_tables
+    from tabular_rl.members import default_family
+
+    family = default_family(6, "quantile", rows=100, horizon=5, decisions=5, top_budget=2)
+    assert [s.name for s in priced_tables(family)] == ["table:6q", "table:6q,pooled"]
