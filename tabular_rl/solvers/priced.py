@@ -46,11 +46,13 @@ def solve_priced(model: TabularModel, price: float) -> Solution:
     return Solution.evaluated(model, "priced", T, policy, hard_budget=True, lam=float(price))
 
 
-def solve_spending(model: TabularModel, budget: int, target: float, *, iterations: int = 60) -> Solution:
+def solve_spending(model: TabularModel, budget: int, target: float, *, iterations: int = 32) -> Solution:
     """The hard-budget policy at the lowest price whose expected interventions are <= ``target``.
 
     Expected interventions fall as the price rises (each priced solve is optimal for its price),
-    so bisection on the price finds it; a target at or above the unpriced spend is price 0.
+    so bisection on the price finds it; a target at or above the unpriced spend is price 0. The policy changes only
+    at finitely many prices, and 32 halvings leave a bracket of 2^-32 of the price range: on the kept rapids rows
+    (4 seeds, 3 / 6 / 12 bins, 12 targets) every policy equals the one 60 halvings find, at half the solves.
     """
     if not (np.isfinite(target) and target >= 0):
         raise ValueError(f"target={target!r}: give the expected interventions to spend, a number >= 0")
