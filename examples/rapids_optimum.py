@@ -47,7 +47,7 @@ from examples.plain_cue_optimum import RISKS, SureFootedAgent, expected_outcome
 from examples.rapids import HORIZON, SLIP, risk_odds_by_step
 
 __all__ = ["IDEAL_SCORE", "RISKS", "SureFootedAgent", "best_threshold", "expected_outcome", "logged_rows",
-           "optimal_gate", "optimum", "scored_rivers",
+           "optimal_gate", "optimum", "played_in_expectation", "scored_rivers",
            "outcome_score", "policy_point", "policy_search", "priced_frontier", "process_score", "room",
            "room_at_spend", "threshold_curve", "threshold_success", "true_model"]
 
@@ -284,3 +284,16 @@ def scored_rivers(rivers: int, seed: int, *, noise: float = 0.0, horizon: int = 
     ideal = np.array([IDEAL_SCORE[r] for r in RISKS])
     scores = ideal[risks] + (rng.normal(0.0, noise, risks.shape) if noise else 0.0)
     return scores, np.array([SLIP[r] for r in RISKS])[risks]
+
+
+def played_in_expectation(decide: Callable, scores: np.ndarray, slip: np.ndarray, budget: int) -> float:
+    """Mean success probability over rivers of a gate ``decide(step, score, budget_left)`` (vectorised, as a
+    member's) under a cap of ``budget``: (rivers, crossings) arrays of scores and slip probabilities, each
+    crossing left to the agent made with 1 - its slip probability, as ``expected_outcome`` reads one river."""
+    rivers, horizon = scores.shape
+    left, reach = np.full(rivers, int(budget)), np.ones(rivers)
+    for t in range(horizon):
+        helped = np.asarray(decide(np.full(rivers, t), scores[:, t], left), dtype=bool) & (left > 0)
+        reach *= np.where(helped, 1.0, 1.0 - slip[:, t])
+        left = left - helped
+    return float(reach.mean())

@@ -25,29 +25,20 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
 
 import tabular_rl.judge as judge  # noqa: E402
-from examples.rapids_optimum import best_threshold, logged_rows, optimum, scored_rivers  # noqa: E402
+from examples.rapids_optimum import (best_threshold, logged_rows, optimum, played_in_expectation,  # noqa: E402
+                                     scored_rivers)
 from tabular_rl.members import default_family, fit_member  # noqa: E402
 from tabular_rl.selection import cross_fitted  # noqa: E402
 
 CAPS = (2, 3, 4, 5)
 
 
-def play(member, scores: np.ndarray, slip: np.ndarray, budget: int) -> float:
-    n, horizon = scores.shape
-    left, reach = np.full(n, budget), np.ones(n)
-    for t in range(horizon):
-        act = member.decide(np.full(n, t), scores[:, t], left) & (left > 0)
-        reach *= np.where(act, 1.0, 1.0 - slip[:, t])
-        left = left - act
-    return float(reach.mean())
-
-
 def one_seed(seed: int, noise: float, episodes: int, scores: np.ndarray, slip: np.ndarray, prior_rows: list[float]):
     rows = logged_rows(episodes, 1000 + seed, noise=noise)
     decisions = float(rows.group_by("episode_id").len()["len"].mean())
     family = default_family(6, "quantile", rows.height, 6, decisions, max(CAPS))
-    truth = np.array([[play(fit_member(s, rows, max(CAPS), objective="success"), scores, slip, c) for c in CAPS]
-                      for s in family])
+    fitted = [fit_member(s, rows, max(CAPS), objective="success") for s in family]
+    truth = np.array([[played_in_expectation(m.decide, scores, slip, c) for c in CAPS] for m in fitted])
     folds = rows["episode_id"].str.slice(1).cast(int).to_numpy() % 5
     out = {}
     for weight in prior_rows:

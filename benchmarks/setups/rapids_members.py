@@ -36,7 +36,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
 
-from examples.rapids_optimum import optimum  # noqa: E402
+from examples.rapids_optimum import optimum, played_in_expectation  # noqa: E402
 from helper.gate.solve_command import own_rewards  # noqa: E402
 from tabular_rl.members import MemberSpec, fit_member  # noqa: E402
 from tabular_rl.transitions import Columns  # noqa: E402
@@ -65,17 +65,6 @@ def score_rivers(run: Path, rivers: int) -> pl.DataFrame:
     rows = [{"river": i, "step": t, "prm_score": float(scores[(steps[0].episode_id, t)]), "slip": SLIP[risk]}
             for i, (steps, episode) in enumerate(zip(walked[0], env.episodes())) for t, risk in enumerate(episode.risks)]
     return pl.DataFrame(rows)
-
-
-def play(member, scores: np.ndarray, slip: np.ndarray, budget: int) -> float:
-    """Mean exact success probability of ``member`` under cap ``budget`` on rivers of (rivers, steps) arrays."""
-    n, horizon = scores.shape
-    left, reach = np.full(n, budget), np.ones(n)
-    for t in range(horizon):
-        act = member.decide(np.full(n, t), scores[:, t], left) & (left > 0)
-        reach *= np.where(act, 1.0, 1.0 - slip[:, t])
-        left = left - act
-    return float(reach.mean())
 
 
 def gather(run: Path, rivers: int) -> dict:
@@ -136,12 +125,11 @@ def ceiling(scores: np.ndarray, slip: np.ndarray, budget: int) -> float:
             rewards[t, :, 0], rewards[t, :, 1] = 1 - risk, 1.0
     start = np.bincount(state[:, 0], minlength=S) / n
     solution = solve_exact(TabularModel(transitions=transitions, rewards=rewards, start=start), budget)
-    reach, left = np.ones(n), np.full(n, budget)
-    for t in range(horizon):
-        act = (solution.intervene_prob(np.full(n, t), state[:, t], left) > 0.5) & (left > 0)
-        reach *= np.where(act, 1.0, 1.0 - slip[:, t])
-        left = left - act
-    return float(reach.mean())
+
+    def decide(step, score, left):
+        return solution.intervene_prob(step, np.searchsorted(edges, score, side="right"), left) > 0.5
+
+    return played_in_expectation(decide, scores, slip, budget)
 
 
 def current_family(kept: dict) -> list[dict]:
@@ -171,7 +159,8 @@ def member_table(kept: dict) -> pl.DataFrame:
     for spec in specs:
         member = fit_member(spec, labels, max(budgets), targets=targets, objective="success")
         for j, c in enumerate(budgets):
-            rows.append({"member": spec.name, "kind": spec.kind, "C": c, "true": play(member, scores, slip, c),
+            rows.append({"member": spec.name, "kind": spec.kind, "C": c,
+                         "true": played_in_expectation(member.decide, scores, slip, c),
                          "cross_fitted": selection["success"][index[spec.name]][j] if spec.name in index else None,
                          "chosen": chosen[c] == spec.name,
                          "ceiling": bound[c]})
