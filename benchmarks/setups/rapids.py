@@ -82,8 +82,10 @@ class ScoresOnce:
         return float(self.scores[(observation.episode_id, observation.step)])
 
 
-def expected_run(run: Path, budgets: list[int], episodes: int) -> dict[str, dict[int, np.ndarray]]:
-    """Per method and C, each held-out episode's success probability, with the slips taken out of the draw."""
+def held_out_walk(run: Path, episodes: int):
+    """The run's held-out environment at ``episodes`` rivers beside a sure-footed agent, the run's helper, and every
+    held-out state scored once by its verifier (the helper's scorer replaced by ``ScoresOnce``): (summary, env,
+    helper, the walk's records)."""
     summary_path = run / "sweep" / "summary.json"
     summary = json.loads(summary_path.read_text())
     cfg = config_of(SweepConfig, {**summary["config"], "episodes": episodes}, where=summary_path)
@@ -92,6 +94,12 @@ def expected_run(run: Path, budgets: list[int], episodes: int) -> dict[str, dict
     helper = load_helper(cfg, cfg.helper_backend)
     _, _, walked = evaluate_gate(env, lambda c: NeverGate(c), [0], "sure-footed walk", ci_resamples=10)
     helper.scorer = ScoresOnce(helper.scorer.prm, walked[0])
+    return summary, env, helper, walked[0]
+
+
+def expected_run(run: Path, budgets: list[int], episodes: int) -> dict[str, dict[int, np.ndarray]]:
+    """Per method and C, each held-out episode's success probability, with the slips taken out of the draw."""
+    summary, env, helper, _ = held_out_walk(run, episodes)
     levels = {int(c): entry["level"] for c, entry in summary["prm_threshold"]["capped_levels"]["levels"].items()}
     risks = [episode.risks for episode in env.episodes()]
 

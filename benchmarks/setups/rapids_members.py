@@ -46,24 +46,13 @@ LABEL_COLUMNS = ("episode_id", "step", "intervened", "budget_left", "reward", "d
 
 def score_rivers(run: Path, rivers: int) -> pl.DataFrame:
     """``rivers`` fresh rivers of the run's held-out environment, each state scored once by the run's verifier."""
-    from benchmarks.setups.rapids import ScoresOnce
-    from agile.gates import NeverGate
-    from examples.plain_cue_optimum import SLIP, SureFootedAgent
-    from helper.data.environment import Environment
-    from helper.evaluation.evaluate import evaluate_gate, load_helper
-    from helper.evaluation.sweep import SweepConfig
-    from helper.stored_config import config_of
+    from benchmarks.setups.rapids import held_out_walk
+    from examples.plain_cue_optimum import SLIP
 
-    summary_path = run / "sweep" / "summary.json"
-    cfg = config_of(SweepConfig, {**json.loads(summary_path.read_text())["config"], "episodes": rivers},
-                    where=summary_path)
-    env = Environment(cfg)
-    env.base = SureFootedAgent()
-    helper = load_helper(cfg, cfg.helper_backend)
-    _, _, walked = evaluate_gate(env, lambda c: NeverGate(c), [0], "scoring the rivers", ci_resamples=10)
-    scores = ScoresOnce(helper.scorer.prm, walked[0]).scores
+    _, env, helper, walked = held_out_walk(run, rivers)
+    scores = helper.scorer.scores
     rows = [{"river": i, "step": t, "prm_score": float(scores[(steps[0].episode_id, t)]), "slip": SLIP[risk]}
-            for i, (steps, episode) in enumerate(zip(walked[0], env.episodes())) for t, risk in enumerate(episode.risks)]
+            for i, (steps, episode) in enumerate(zip(walked, env.episodes())) for t, risk in enumerate(episode.risks)]
     return pl.DataFrame(rows)
 
 
