@@ -19,7 +19,7 @@ The rooms, in the order the data meets them:
   ``supervised_bins.py``: score edges where the outcome changes.
 - ``estimate.py``: count-based model estimation, P(s' | step, s, a), mean reward, start distribution;
   ``stationary.py``: the same model under two assumptions (a state's risk pooled over steps, the next state a
-  draw of the step), a member of the helper's family.
+  draw of the step), one member of the helper's family (``choice/``).
 - ``solvers/``: the budgeted solvers behind one entry point, ``solve``: exact backward induction over
   the budget left, Lagrangian (a price per intervention), occupancy LP (budget in expectation), priced
   (a fixed price, no budget), and pessimism (an intervention taken only where its gain clears z
@@ -29,11 +29,8 @@ The rooms, in the order the data meets them:
 - ``evaluate.py``: exact evaluation of a policy in a model; ``simulate.py``: a model rolled out into rows.
 - ``tiered/``: which of several kinds of help to call, each at its price, under a cost budget and
   per-kind caps (its own model, estimator, exact and Lagrangian solvers; the wing's map names its rooms).
-- ``held_out.py``: a whole solve cross-validated on logged episodes it was not fitted on.
-- ``members.py``: the helper's family (the solved table, its variants, the threshold on the same score, priced
-  tables); ``selection.py``: the choice among them on training folds, read by ``replay.py`` (logged episodes
-  replayed where decisions are separate questions) or ``judge.py`` (a held-out fold's own model), whose state
-  ``carried.py`` extends with whether an earlier step failed where an episode carries a failure to its end.
+- ``choice/``: the helper's family of members and the choice among them on training folds (replayed or judged),
+  and a whole solve cross-validated on held-out episodes; the wing's map names its rooms.
 """
 
 from .discretize import Discretizer

@@ -21,7 +21,7 @@ kept: the rapids ahead are in ``next_t``, which differs by step; what is pooled 
 
 Where the assumptions fail (a game whose next room depends on the move; a late step riskier than an early one in
 the same state) this model is wrong, and the helper's family keeps it only where it wins the training folds
-(``tabular_rl.selection``), read by a judge that pools nothing over steps (``tabular_rl.judge``). It needs the
+(``tabular_rl.choice.selection``), read by a judge that pools nothing over steps (``tabular_rl.choice.judge``). It needs the
 episode's success as the objective (``objective="success"``, no shaping): a failure is an end that pays nothing.
 """
 

@@ -5,13 +5,13 @@ ideal verifier plus noise, every member's cross-fitted figure against its true s
 
 No PRM: the rows are ``examples.rapids_optimum.logged_rows`` (random interventions, a slip ends the river), the
 verifier's score the risk's ideal score plus normal noise of each ``--noise``. Per seed the family a 6-bin solve
-gives (``tabular_rl.members.default_family``: the table, steps pooled, stationary dynamics, pessimism, thresholds)
-is cross-fitted over 5 folds of episodes (``tabular_rl.selection.cross_fitted``, the judge distill uses), and each
+gives (``tabular_rl.choice.members.default_family``: the table, steps pooled, stationary dynamics, pessimism, thresholds)
+is cross-fitted over 5 folds of episodes (``tabular_rl.choice.selection.cross_fitted``, the judge distill uses), and each
 member, fitted on every row, is played on ``--rivers`` fresh rivers in expectation over the slips. Printed per noise:
 the judge's bias per member (cross-fitted minus true, mean over seeds and caps), the chosen and the best member's true
 success, what the helper keeps of the room between the ideal verifier's best threshold and the exact optimum, and
 the helper against the threshold member the same folds choose (the full-strength ``prm_threshold``), both in truth. ``--prior-rows`` repeats the reading with the judge's prior weight
-(``tabular_rl.judge.PRIOR_ROWS``: rows' worth of the training folds' estimate in each held-out cell) at other values.
+(``tabular_rl.choice.judge.PRIOR_ROWS``: rows' worth of the training folds' estimate in each held-out cell) at other values.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
 
-import tabular_rl.judge as judge  # noqa: E402
+import tabular_rl.choice.judge as judge  # noqa: E402
 from examples.rapids_optimum import (best_threshold, logged_rows, optimum, played_in_expectation,  # noqa: E402
                                      scored_rivers)
-from tabular_rl.members import default_family, fit_member  # noqa: E402
-from tabular_rl.selection import cross_fitted  # noqa: E402
+from tabular_rl.choice.members import default_family, fit_member  # noqa: E402
+from tabular_rl.choice.selection import cross_fitted  # noqa: E402
 
 CAPS = (2, 3, 4, 5)
 

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script:
 
 from examples.rapids_optimum import optimum, played_in_expectation  # noqa: E402
 from helper.gate.solve_command import own_rewards  # noqa: E402
-from tabular_rl.members import MemberSpec, fit_member  # noqa: E402
+from tabular_rl.choice.members import MemberSpec, fit_member  # noqa: E402
 from tabular_rl.transitions import Columns  # noqa: E402
 
 LABEL_COLUMNS = ("episode_id", "step", "intervened", "budget_left", "reward", "done", "success", "prm_score")

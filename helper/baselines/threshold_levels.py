@@ -7,7 +7,7 @@ A threshold gate (``agile.gates.ScoreThresholdGate``) intervenes while its budge
 below a level. Two readings need two kinds of level:
 
 - *under a cap C* the level is the one a user tuning a threshold for that cap would keep: the best success under
-  cap C on the training rows, read on folds each fitted without it (``tabular_rl.selection``: the helper's own
+  cap C on the training rows, read on folds each fitted without it (``tabular_rl.choice.selection``: the helper's own
   threshold members and evaluator, so a threshold and the helper are chosen by one rule). A level that fires on
   about C decisions an episode leaves the cap unspent wherever an episode has fewer such decisions; the chosen one
   is usually higher.
@@ -26,8 +26,8 @@ import polars as pl
 
 from agile.gates import calibrate_threshold
 from helper.gate.training_folds import fold_ids
-from tabular_rl.members import threshold_specs
-from tabular_rl.selection import cross_fitted
+from tabular_rl.choice.members import threshold_specs
+from tabular_rl.choice.selection import cross_fitted
 
 FOLDS = 5
 

@@ -10,7 +10,7 @@ plug-in environment, are experiment options elsewhere), every candidate is tried
    score from a head that did not see its episode;
 2. for each binning, the family the helper would choose its member from (the solved table, its variants and the
    threshold on the same score: ``helper.gate.select.family_for``) is cross-fitted over those same folds as
-   distill cross-fits it (``tabular_rl.selection``): each member fitted on the other folds and read on the fold it
+   distill cross-fits it (``tabular_rl.choice.selection``): each member fitted on the other folds and read on the fold it
    did not see, the best member under each cap C; and so is the priced family at a spend of C an episode with no
    cap (``helper.gate.select.priced_family``), the best member within that spend;
 3. the candidate with the highest mean of the two, averaged over the budgets solved for, is chosen (the first
@@ -98,7 +98,7 @@ def binning_values(scored: pl.DataFrame, folds: np.ndarray, budgets: list[int], 
     distill and the sweep choose among them; the mean of the two best."""
     from helper.gate.select import family_for, priced_family, priced_tables
     from helper.gate.solve_command import own_rewards
-    from tabular_rl.selection import cross_fitted
+    from tabular_rl.choice.selection import cross_fitted
     from tabular_rl.transitions import Columns
 
     cols = Columns()
@@ -171,7 +171,7 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
         "state_features": best["state_features"], "word_features": best.get("word_features", False),
         "criterion": ("the helper's family under each cap C and its priced family at a spend of C (helper.gate."
                       "select.family_for, priced_family) cross-fitted over the PRM's training folds (by group): each "
-                      "member fitted on the other folds and read on the fold it did not see (tabular_rl.selection), "
+                      "member fitted on the other folds and read on the fold it did not see (tabular_rl.choice.selection), "
                       f"the mean of the two best members' success, mean over budgets {budgets}; out-of-fold PRM "
                       "scores"),
         "rows": f"training collection only ({frame['episode_id'].n_unique()} episodes, {frame.height} rows)",

@@ -5,10 +5,10 @@
 
 The solved table is one way to spend a cap on the verifier's score; the threshold a user would set on the same
 score is another, and which is better depends on the data (a table with thin cells, a score whose ranking is all it
-has). So the helper does not assume: its family (``tabular_rl.members.default_family``) holds the configured solve,
+has). So the helper does not assume: its family (``tabular_rl.choice.members.default_family``) holds the configured solve,
 finer bins where the rows allow, every step pooled, stationary dynamics, pessimism, and the threshold at 32 levels, and under each solved
 cap C it plays the member with the best success on the training folds, each member fitted without the fold it is
-read on (``tabular_rl.selection``: the logged episodes replayed where decisions are separate questions, the held-out
+read on (``tabular_rl.choice.selection``: the logged episodes replayed where decisions are separate questions, the held-out
 fold's own model elsewhere). The folds are whole task groups where there are five or more, else episodes
 (``helper.gate.training_folds.fold_ids``), the rule the threshold baselines' levels are chosen by
 (``helper.baselines.threshold_levels``): on the training folds the helper is never below the best threshold under
@@ -35,8 +35,8 @@ from helper.gate.training_folds import fold_ids
 from helper.gate import solve_files
 from helper.gate.solve_command import own_rewards, parse_backoff
 from tabular_rl import Discretizer, Solution
-from tabular_rl.members import MemberSpec, default_family, fit_member, threshold_specs
-from tabular_rl.selection import cross_fitted
+from tabular_rl.choice.members import MemberSpec, default_family, fit_member, threshold_specs
+from tabular_rl.choice.selection import cross_fitted
 from tabular_rl.transitions import Columns
 from trajectories.files import write_json_atomic
 from trajectories.shards import read_shard
@@ -145,7 +145,7 @@ def priced_members(solve_folder: str | Path, targets: list[int], cap: int, folds
                    evaluator: str = "auto") -> tuple[dict, dict]:
     """The priced helper at each target spend s (interventions an episode, no cap: ``cap`` is the horizon), chosen on
     the training folds like for like: among the family's tables priced on the training model to spend a few
-    multiples of s (``PRICED_SPREAD``; ``tabular_rl.members`` kind ``priced``) and the threshold members, the best
+    multiples of s (``PRICED_SPREAD``; ``tabular_rl.choice.members`` kind ``priced``) and the threshold members, the best
     cross-fitted success among those whose cross-fitted mean spend stays within s (``CrossFitted.best_within``), all
     read with no cap. Returns ``({target: fitted Member}, report)``."""
     source = Path(solve_folder)

@@ -11,7 +11,7 @@ from examples.plain_cue_optimum import expected_outcome
 from examples.rapids_optimum import IDEAL_SCORE as SCORE
 from examples.rapids_optimum import logged_rows
 from examples.rapids import SLIP
-from tabular_rl.members import MemberSpec, default_family, fit_member
+from tabular_rl.choice.members import MemberSpec, default_family, fit_member
 from tests.imports import benchmark_module
 
 members = benchmark_module("rapids_members")

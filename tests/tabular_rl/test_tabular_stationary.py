@@ -6,7 +6,7 @@ import pytest
 from examples.rapids import SLIP, risk_odds_by_step
 from examples.rapids_optimum import IDEAL_SCORE, RISKS, logged_rows, optimum
 from tabular_rl.discretize import Discretizer
-from tabular_rl.members import MemberSpec, default_family, fit_member
+from tabular_rl.choice.members import MemberSpec, default_family, fit_member
 from tabular_rl.stationary import estimate_stationary
 from tabular_rl.transitions import Transitions, extract_transitions, with_objective
 

@@ -79,7 +79,7 @@ def test_a_verifier_is_judged_by_the_best_members_of_its_families_under_a_cap_an
 
     from helper.commands.choose import binning_values
     from helper.gate.select import family_for, priced_family
-    from tabular_rl.selection import cross_fitted
+    from tabular_rl.choice.selection import cross_fitted
     from carried_chains import HORIZON, chain_rows
 
     rows = chain_rows(5, 120)

@@ -75,7 +75,7 @@ def test_the_gate_plays_the_member_of_its_cap(helper_folder):
 def test_no_choice_reads_a_held_out_row(helper_folder, tmp_path, monkeypatch):
     """Every row any member or level is fitted on or read on comes from the training rows: a spy on the fitting and
     the reading of every fold fails the test on a single row of the held-out groups or episodes."""
-    import tabular_rl.selection as selection
+    import tabular_rl.choice.selection as selection
 
     out, solve = helper_folder
     seen: list = []
@@ -120,7 +120,7 @@ def test_distill_says_a_judged_figure_ranks_the_members_and_is_no_forecast(capsy
 
 def test_the_priced_helper_prices_the_step_tables_only():
     from helper.gate.select import priced_tables
-    from tabular_rl.members import default_family
+    from tabular_rl.choice.members import default_family
 
     family = default_family(6, "quantile", rows=100, horizon=5, decisions=5, top_budget=2)
     assert [s.name for s in priced_tables(family)] == ["table:6q", "table:6q,pooled"]

@@ -3,13 +3,13 @@
     table = cross_fitted(rows, folds, specs, budgets=[1, 2, 3])     # success and spend per member and cap
     best = table.best()                                            # {cap: index of the chosen member}
 
-For each fold ``k`` every member of ``specs`` is fitted (``tabular_rl.members.fit_member``) on the rows of the
+For each fold ``k`` every member of ``specs`` is fitted (``tabular_rl.choice.members.fit_member``) on the rows of the
 other folds, exactly as on all of them, and read on fold ``k`` under each cap C:
 
-- ``replay`` (``tabular_rl.replay``), where the rows log the base agent's outcome at every decision and decisions
+- ``replay`` (``tabular_rl.choice.replay``), where the rows log the base agent's outcome at every decision and decisions
   are separate questions: the member played on fold ``k``'s logged episodes, no model;
-- ``judge`` (``tabular_rl.judge``) otherwise: fold ``k``'s own model on a grid of every member's edges (and, where
-  an episode carries a failed step to its end, whether one has: ``tabular_rl.carried``).
+- ``judge`` (``tabular_rl.choice.judge``) otherwise: fold ``k``'s own model on a grid of every member's edges (and, where
+  an episode carries a failed step to its end, whether one has: ``tabular_rl.choice.carried``).
 
 A member's figure is the mean over every held-out episode (each is held out once). ``best`` takes the highest
 success per cap; a tie (within ``TIE``) goes to the member listed first, so the configured solve keeps its place
@@ -25,12 +25,12 @@ import numpy as np
 import polars as pl
 
 from .carried import CarriedFailure
-from .discretize import Discretizer
-from .estimate import MissingActionError
+from ..discretize import Discretizer
+from ..estimate import MissingActionError
 from .judge import grid_of, judge_model, judged
 from .members import Member, MemberSpec, fit_member
 from .replay import ReplayEpisodes, replay, replayable
-from .transitions import DEFAULT_COLUMNS, Columns
+from ..transitions import DEFAULT_COLUMNS, Columns
 
 TIE = 1e-9
 EVALUATORS = ("replay", "judge")
@@ -170,7 +170,7 @@ def _read_fold(evaluator: str, members: list[Member], budgets: list[int], held_r
     # the cap before the rapids was judged 0.41 there, 0.20 when played).
     reference = Discretizer(REFERENCE_BINS).fit(fit_rows[columns.score], fit_rows[columns.step]).edges_
     # Where an episode carries a failed step to its end, the judge's state also says whether one has
-    # (tabular_rl.carried); members still decide on the score alone.
+    # (tabular_rl.choice.carried); members still decide on the score alone.
     carried = CarriedFailure.of(held_rows, fit_rows, columns=columns)
     judges: dict[tuple, tuple] = {}
     for i, member in enumerate(members):

@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import polars as pl
 
-from .discretize import Discretizer
-from .estimate import TabularModel, estimate
-from .evaluate import evaluate
-from .transitions import DEFAULT_COLUMNS, Columns
+from ..discretize import Discretizer
+from ..estimate import TabularModel, estimate
+from ..evaluate import evaluate
+from ..transitions import DEFAULT_COLUMNS, Columns
 
 JUDGE_SMOOTHING = 1e-3
 """Pseudo-count of the held-out fold's empirical model before the prior below: it only keeps empty cells defined."""

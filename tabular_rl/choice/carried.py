@@ -5,7 +5,7 @@
         model = judge_model(carried.rows(held_rows, grid), carried.rows(fit_rows, grid), carried.grid(grid))
         success, spent = judged(model, carried.grid(grid), carried.decide(decide, grid), budget=2)
 
-A held-out fold's model (``tabular_rl.judge``) is a fair judge where what the score leaves out does not depend on the
+A held-out fold's model (``tabular_rl.choice.judge``) is a fair judge where what the score leaves out does not depend on the
 past actions. One common case breaks it: a chain whose episode succeeds only if every step does (the arithmetic
 chain: a wrong total is where the next operation starts), so a step that fails dooms the episode while it goes on.
 A gate's score reads the state and not whether an earlier step failed; the judge's model, over that score alone,
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from .discretize import Discretizer
-from .transitions import DEFAULT_COLUMNS, Columns
+from ..discretize import Discretizer
+from ..transitions import DEFAULT_COLUMNS, Columns
 
 FAILED = 0.5
 """A step reward below this is a failed step; an episode success below it a failed episode."""

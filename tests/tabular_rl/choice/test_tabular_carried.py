@@ -6,9 +6,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tabular_rl.carried import CarriedFailure, carries_failure
-from tabular_rl.judge import grid_of, judge_model, judged
-from tabular_rl.members import MemberSpec, threshold_member
+from tabular_rl.choice.carried import CarriedFailure, carries_failure
+from tabular_rl.choice.judge import grid_of, judge_model, judged
+from tabular_rl.choice.members import MemberSpec, threshold_member
 from carried_chains import HORIZON, RISKY, SLIP, chain_rows
 
 def true_success(budget: int) -> float:

@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 
 from agile.gates import ScoreThresholdGate
 from agile.protocol import Observation
-from tabular_rl.judge import grid_of, grid_policy
-from tabular_rl.members import MemberSpec, default_family, fit_member, threshold_member
-from tabular_rl.replay import ReplayEpisodes, replay, replayable
-from tabular_rl.selection import CrossFitted, cross_fitted
+from tabular_rl.choice.judge import grid_of, grid_policy
+from tabular_rl.choice.members import MemberSpec, default_family, fit_member, threshold_member
+from tabular_rl.choice.replay import ReplayEpisodes, replay, replayable
+from tabular_rl.choice.selection import CrossFitted, cross_fitted
 
 
 def question_rows(seed: int, episodes: int = 60, horizon: int = 5, noise: float = 0.1) -> pl.DataFrame:

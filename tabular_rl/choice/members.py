@@ -1,6 +1,6 @@
 """The helper's family: policies over (step, score, budget left) that the training folds choose among.
 
-    from tabular_rl.members import default_family, fit_member
+    from tabular_rl.choice.members import default_family, fit_member
     member = fit_member(spec, rows, budget=3, targets=own)     # fitted on training rows
     member.decide(step, score, budget_left)                    # vectorised
 
@@ -20,7 +20,7 @@ Three kinds of member, all played by the helper's table backend (PRM score -> di
 A member's policy at ``b`` interventions left does not depend on the episode's cap (the exact solve at cap C
 restricted to b <= C is the solve at b), so one fitted member serves every cap up to the one it was solved for.
 ``edges`` are the score values where its decision can change: a grid holding every member's edges is fine enough
-to evaluate each of them exactly (``tabular_rl.judge``).
+to evaluate each of them exactly (``tabular_rl.choice.judge``).
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import polars as pl
 
-from .discretize import Discretizer
-from .estimate import MAX_POOLING_WEIGHT, estimate
-from .solution import Solution
-from .stationary import estimate_stationary
-from .solvers.exact import solve_exact
-from .solvers.priced import solve_spending
-from .transitions import DEFAULT_COLUMNS, Columns, extract_transitions, with_objective
+from ..discretize import Discretizer
+from ..estimate import MAX_POOLING_WEIGHT, estimate
+from ..solution import Solution
+from ..stationary import estimate_stationary
+from ..solvers.exact import solve_exact
+from ..solvers.priced import solve_spending
+from ..transitions import DEFAULT_COLUMNS, Columns, extract_transitions, with_objective
 
 KINDS = ("table", "threshold", "priced")
 DYNAMICS = ("steps", "stationary")

@@ -12,7 +12,7 @@ discretization that merges states the policy should tell apart pays for it in th
 Its assumption: the held-out model is a fair judge of a policy over the discretized state, which holds
 where what the state leaves out does not depend on the past actions (plain-cue's risks are drawn
 afresh at every crossing); where it does, the figure is a model-based estimate, not a measurement. One such case
-the judge does see: an episode that carries a failed step to its end (``tabular_rl.carried``).
+the judge does see: an episode that carries a failed step to its end (``tabular_rl.choice.carried``).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .discretize import Discretizer
-from .estimate import MissingActionError, estimate
-from .evaluate import evaluate
+from ..discretize import Discretizer
+from ..estimate import MissingActionError, estimate
+from ..evaluate import evaluate
 from .carried import CarriedFailure
 from .judge import JUDGE_SMOOTHING, grid_of, judge_model, judged, shrink_toward
-from .solvers.solve import solve
-from .transitions import DEFAULT_COLUMNS, Columns
+from ..solvers.solve import solve
+from ..transitions import DEFAULT_COLUMNS, Columns
 
 
 def held_out_values(df: pl.DataFrame, folds: np.ndarray, budgets: list[int], bins: int, binning: str,
@@ -51,7 +51,7 @@ def held_out_values(df: pl.DataFrame, folds: np.ndarray, budgets: list[int], bin
         except MissingActionError:
             continue
         carried = CarriedFailure.of(held_rows, fit_rows, columns=columns)
-        if carried:  # the judge also knows whether an earlier step failed (tabular_rl.carried)
+        if carried:  # the judge also knows whether an earlier step failed (tabular_rl.choice.carried)
             cells = grid_of([disc.edges_])
             grid = carried.grid(cells)
             try:
