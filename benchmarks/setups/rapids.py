@@ -184,7 +184,7 @@ def main() -> None:
         captured = diff.mean() / gap if gap > 1e-9 else float("nan")
         goal = ("met" if captured >= CAPTURE else "MISSED") if rooms[c]["room"] >= ROOM else "tie expected"
         print(f"{c:>2}  {helper.mean():6.3f}  {thresh.mean():6.3f}  {best.mean():7.3f}  "
-              f"{diff.mean():+.3f} [{diff.mean() - half:+.3f}, {diff.mean() + half:+.3f}]  {captured:8.2f}  {goal}")
+              f"{diff.mean():+.3f} [{diff.mean() - half:+.3f}, {diff.mean() + half:+.3f}]  {captured:8.3f}  {goal}")
 
 
 if __name__ == "__main__":
