@@ -9,7 +9,8 @@ clustered ROC variance with Student's t over the groups (``prm.training.quality.
 rule the report's intervals follow. From a run folder the rows are its PRM's ``oof_scores.parquet`` joined with the
 training rows it judged (``trajectories/``: what ``metrics.json`` says it is judged against, ``outcome``, at 0.5,
 on the base agent's rows alone where its ``rows`` says so; the group, the ``task_id`` before ``/``); ``--keep DEST`` writes them, small, as ``DEST/<fold>/prm/oof_rows.parquet``
-(episode, step, group, target, score) so the numbers recompute from the repository.
+(episode, step, group, target, score) so the numbers recompute from the repository. ``--in-fold`` adds each PRM's
+in-fold AUROC as its ``metrics.json`` keeps it (``in_fold_auroc``: the head scored on the rows it was fitted on).
 """
 
 from __future__ import annotations
@@ -68,17 +69,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="run folders (or kept copies with oof_rows.parquet)")
     parser.add_argument("--keep", nargs="*", type=Path, default=None,
                         help="one kept folder per run: write its out-of-fold rows there")
+    parser.add_argument("--in-fold", action="store_true",
+                        help="add each PRM's in-fold AUROC from its metrics.json (in_fold_auroc)")
     args = parser.parse_args(argv)
     if args.keep is not None and len(args.keep) != len(args.runs):
         raise SystemExit(f"--keep: give one folder per run ({len(args.runs)}), got {len(args.keep)}")
-    print(f"{'PRM':<40} {'rows':>5} {'groups':>6}  AUROC [95%, t over groups]")
+    print(f"{'PRM':<40} {'rows':>5} {'groups':>6}  AUROC [95%, t over groups]"
+          + ("  in fold" if args.in_fold else ""))
     for index, run in enumerate(args.runs):
         for folder in prm_folders(run):
             rows = oof_rows(folder)
             area, low, high = clustered_auroc_interval(rows["score"].to_numpy(), rows["target"].to_numpy() >= 0.5,
                                                        rows["group"].to_list())
+            in_fold = ""
+            if args.in_fold:
+                metrics = folder / "prm" / "metrics.json"
+                value = json.loads(metrics.read_text()).get("in_fold_auroc") if metrics.is_file() else None
+                in_fold = f"  {value:.3f}" if value is not None else "  –"
             print(f"{str(folder):<40} {rows.height:>5} {rows['group'].n_unique():>6}  "
-                  f"{area:.3f} [{low:.3f}, {high:.3f}]")
+                  f"{area:.3f} [{low:.3f}, {high:.3f}]{in_fold}")
             if args.keep is not None:
                 dest = args.keep[index] / folder.relative_to(run) / KEPT
                 dest.parent.mkdir(parents=True, exist_ok=True)

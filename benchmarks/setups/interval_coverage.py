@@ -20,6 +20,7 @@ Prints, per design, coverage and mean width of both (a binomial 95% band of the 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import numpy as np
@@ -76,7 +77,7 @@ def main() -> None:
             band = 1.96 * np.sqrt(p * (1 - p) / args.reps)
             cells += [f"{p:.3f} [{p - band:.3f}, {p + band:.3f}]", f"{np.mean(widths[name]):.3f}"]
         print(f"| {seeds} x {groups} | {design} | " + " | ".join(cells) + " |", flush=True)
-    print(f"({time.perf_counter() - started:.0f} s)")
+    print(f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)  # the table alone on stdout: it recomputes
 
 
 if __name__ == "__main__":
