@@ -8,7 +8,8 @@
   (sensible turns from a model with no SFT); ``sql_grammar.py``: the queries it may write.
 - ``choice_head.py``: a linear head on the choice state that moves ``[SeekAdvice]``'s score (PPO's choice head),
   and the threshold on the ask score that sets an advice rate.
-- ``consistency.py``: self-consistency: k turns sampled beside the greedy one, read as two signals.
+- ``consistency.py``: self-consistency: k turns sampled beside the greedy one, read as two signals or a vote.
+- ``self_consistency.py``: the compute help: the majority turn of k samples, on the base agent's model.
 - ``lexical.py``: lexical retrieval for the memory (shared content words, no model).
 - ``episode.py``: the agent's sessions as ``agile.protocol`` episodes, for the episode loop.
 - ``metrics.py``: accuracy, advice rate, total score = accuracy - c * advice rate (their one home).

@@ -1,6 +1,7 @@
-"""Self-consistency of the constrained policy: k turns sampled beside the greedy one, as two signals.
+"""Self-consistency of the constrained policy: k turns sampled beside the greedy one, as two signals or a vote.
 
-    decoder = ConstrainedDecoder(model, tokenizer, samples=8, seed=0)
+    decoder = ConstrainedDecoder(model, tokenizer, samples=8, seed=0)              # the signals
+    decoder = ConstrainedDecoder(model, tokenizer, samples=8, seed=0, vote=True)   # the majority turn
 
 A constrained turn is two choices, each by the model's log-probabilities over a few candidates: the
 function among the allowed ones, then (for an answer) the line among yes / no / the ids shown / the
@@ -17,7 +18,13 @@ turn computed: the prompt is never prefilled again, whatever k. Only where the g
 cached keys and values: the few tokens of ``[PredictAnswer]`` that the query does not share are
 prefilled and the model's own line is decoded, the same for any k. The generator is seeded
 from the decoder's seed and the prompt's tokens, so a decision's samples do not depend on batching or
-on what ran before.
+on what ran before (a decoder called with ``seeds`` draws each decision from its own seed instead).
+
+With ``vote=True`` the turn is the samples' **majority** (``majority``), as self-consistency decoding
+(Wang et al., 2022) answers with the most frequent of the answers of sampled reasoning paths: here a path is
+one constrained turn, and the turns are compared by their key, so an answer that several lines spell alike
+(the free line "Yes" and the line "yes") gathers all their votes. This is the compute help
+(``agile.executor.self_consistency``).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import hashlib
 import math
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -48,6 +55,19 @@ def consistency_signals(greedy: str, samples: Sequence[str]) -> dict[str, float]
     entropy = -sum(c / n * math.log(c / n) for c in Counter(keys).values())
     agree = sum(key == answer_key(greedy) for key in keys) / n
     return {"consistency_agree": float(agree), "consistency_entropy": float(entropy) + 0.0}
+
+
+def majority(keys: Sequence[str], greedy: str, log_probs: Mapping[str, float]) -> str:
+    """The key most of ``keys`` share. A tie goes to ``greedy`` where it is among the tied keys: a tie is no
+    evidence against the agent's own turn. Else to the tied key of the highest ``log_probs`` (the model's
+    probability that one sample is that turn: the count the k draws estimate, without their noise); then to
+    the one drawn first."""
+    counts = Counter(keys)  # in the order first drawn
+    top = max(counts.values())
+    tied = [key for key, count in counts.items() if count == top]
+    if greedy in tied:
+        return greedy
+    return max(tied, key=lambda key: log_probs.get(key, -math.inf))  # max keeps the first of equal ones
 
 
 def decision_rng(seed: int, prompt: Sequence[int]) -> np.random.Generator:

@@ -57,7 +57,9 @@ could still be the best or second-best line (``cut_lines``): the choice and its 
 Greedy and deterministic, unless ``sample_functions``: PPO's rollouts then draw the function from the
 softmax of the allowed functions' log-probabilities (a seeded stream) and record the draw
 (``choices[i]["decision"]``: prompt, candidates, chosen, its renormalised log-probability) for
-``agile.train.choices``; the answer's form stays the most probable. Prompts go through
+``agile.train.choices``; the answer's form stays the most probable. With ``vote`` (the compute help,
+``agile.executor.self_consistency``) the turn is the majority of the k consistency samples
+(``agile.executor.consistency``), drawn from a seed per decision where the call gives one. Prompts go through
 ``agile.agents.prompt_cache.PromptKVCache``: the system text and schema are shared by every session
 of a group and are computed once.
 """
@@ -77,7 +79,7 @@ from agile.executor.choice_head import choice_state
 from agile.envs.answer_eval import parse_product_ids
 from agile.envs.phrasing import is_yes_no_question
 from agile import functions as fn
-from agile.executor.consistency import consistency_signals, decision_rng, draw
+from agile.executor.consistency import answer_key, consistency_signals, decision_rng, draw, majority
 from agile.executor.sql_grammar import MAX_CONDITIONS, SQLGrammar
 from agile.seeding import derive_seed
 
@@ -94,9 +96,14 @@ class ConstrainedDecoder:
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 96, cache_tokens: int = 16_384,
                  samples: int = 0, seed: int = 0, sample_functions: bool = False, batched: bool = True,
-                 cut_lines: bool = True):
+                 cut_lines: bool = True, vote: bool = False):
         if samples < 0:
             raise ValueError(f"samples must be >= 0 (0: off), got {samples}.")
+        if vote and (samples < 1 or sample_functions):
+            raise ValueError(f"vote=True takes the majority of the consistency samples: give samples >= 1 (got "
+                             f"{samples}) and leave sample_functions off.")
+        self.vote = bool(vote)
+        """A turn is the majority of its ``samples`` (``agile.executor.consistency.majority``), not the greedy one."""
         self.batched = bool(batched)
         """Turns of one call advance together, their forwards batched (False: one turn after another)."""
         self.fit_cache = True
@@ -138,12 +145,15 @@ class ConstrainedDecoder:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     @torch.no_grad()
-    def __call__(self, executors: Sequence) -> list[list[int]]:
+    def __call__(self, executors: Sequence, seeds: Sequence[int] | None = None) -> list[list[int]]:
         """One turn per executor. Batched (the default): the turns advance together, each round's
-        forwards shared (see ``_serve``); else one turn after another, as a single agent would run."""
+        forwards shared (see ``_serve``); else one turn after another, as a single agent would run.
+        ``seeds``: one per executor, the seed of its turn's samples (default: the decoder's seed and the prompt)."""
+        if seeds is not None and len(seeds) != len(executors):
+            raise ValueError(f"{len(seeds)} seeds for {len(executors)} executors; give one seed per executor.")
         if self.fit_cache:
             self._fit_cache(executors)
-        jobs = [self._job(e) for e in executors]
+        jobs = [self._job(e, None if seeds is None else seeds[i]) for i, e in enumerate(executors)]
         start = time.perf_counter()
         try:
             turns, choices, errors = self._drive(jobs) if self.batched else self._drive_alone(jobs)
@@ -165,14 +175,14 @@ class ConstrainedDecoder:
         cap = MAX_CACHE_BYTES // kv_bytes_per_token(self.model)
         self.cache.max_tokens = max(self.cache.max_tokens, min(need, cap))
 
-    def _job(self, executor):
+    def _job(self, executor, seed: int | None = None):
         # A PPO rollout's copies of one session draw their first function without replacement (``spread_draw``,
         # set by ``agile.train.ppo.collect``); read once, so the session's later turns sample as usual.
         spread, executor.spread_draw = getattr(executor, "spread_draw", None), None
         try:
             threshold = getattr(getattr(executor, "config", None), "yes_no_threshold", 0.0)
             return self._turn_steps(executor.prompt_ids(), executor.allowed(), executor.context_text(),
-                                    self._grammar(executor), spread, threshold)
+                                    self._grammar(executor), spread, threshold, seed)
         except Exception as error:  # noqa: BLE001 - reported with the session's name, after the others
             return _failed(error)
 
@@ -293,7 +303,8 @@ class ConstrainedDecoder:
 
     # One turn, as a generator of requests (see the module docstring for what it chooses).
 
-    def _turn_steps(self, prompt, allowed, context, grammar, spread=None, yes_no_threshold: float = 0.0):
+    def _turn_steps(self, prompt, allowed, context, grammar, spread=None, yes_no_threshold: float = 0.0,
+                    seed: int | None = None):
         if not allowed:
             raise ValueError("the executor allows no function now (its episode is finished).")
         yes_no = is_yes_no_question(fn.current_question(context))
@@ -341,9 +352,36 @@ class ConstrainedDecoder:
             if answers is None and fn.PREDICT_ANSWER in candidates:
                 answers = yield from self._answer_lines(prompt, state, context, yes_no, sampling=True,
                                                         yes_no_threshold=yes_no_threshold)
-            signals.update(self._consistency(prompt, candidates, scores, answers, name, choice["turn"]))
+            line_keys = _line_keys(answers, self.tokenizer)
+            rng = decision_rng(self.seed, prompt) if seed is None else np.random.default_rng(seed)
+            drawn = _draw_turns(rng, candidates, scores, answers, line_keys, self.samples)
+            greedy = answer_key(choice["turn"]) if name == fn.PREDICT_ANSWER else _turn_key(name)
+            signals.update(consistency_signals(greedy, drawn))
+            if self.vote:
+                options = _turn_options(candidates, scores, answers, line_keys)
+                won = majority(drawn, greedy, {key: option[0] for key, option in options.items()})
+                choice["vote"] = {"greedy": greedy, "turn": won, "count": drawn.count(won), "samples": len(drawn)}
+                if won != greedy:
+                    ids = yield from self._voted_turn(prompt, grammar, answers, options[won], choice)
         choice["signals"] = signals
         return ids, choice
+
+    def _voted_turn(self, prompt, grammar, answers, option, choice):
+        """The ids of the turn that won the vote (``option``: its ``_turn_options`` entry), written as the greedy
+        turn of its function would be; ``choice`` is told the function, form and turn."""
+        _, name, line = option
+        if line is not None:  # an answer line: its ids as scored
+            key = list(answers[0])[line]
+            ids, choice["form"] = answers[0][key], key[0]
+        elif name == fn.SEARCH_PRODUCT:
+            ids, choice["form"] = (yield from self._grammar_sql(prompt, grammar)), "sql"
+        elif name == fn.SEEK_ADVICE:
+            ids, choice["form"] = self._encode(name) + [self.newline_id], "none"
+        else:
+            ids, choice["form"] = (yield from self._free(prompt, self._encode(name))), "free"
+        choice["function"] = name
+        choice["turn"] = self.tokenizer.decode(ids, skip_special_tokens=True).rstrip("\n")
+        return ids
 
     def _spread_pick(self, scores, key, copy: int) -> int:
         """Copy ``copy`` of the session keyed ``key``: the ``copy``-th function of one draw without replacement
@@ -422,21 +460,6 @@ class ConstrainedDecoder:
         exact, _ = yield _Score(prompt, [free], state, sampling)
         return lines, fixed + exact
 
-    def _consistency(self, prompt, functions, function_scores, answers, greedy_function, greedy_turn) -> dict:
-        """The consistency signals of ``samples`` turns drawn from the same log-probabilities."""
-        rng = decision_rng(self.seed, prompt)
-        lines, scores = (list(answers[0].values()), answers[1]) if answers is not None else ([], [])
-        drawn = []
-        for f in draw(rng, function_scores, self.samples):
-            name = functions[f]
-            if name == fn.PREDICT_ANSWER:
-                line = lines[draw(rng, scores, 1)[0]]
-                drawn.append(self.tokenizer.decode(line, skip_special_tokens=True))
-            else:
-                drawn.append(_turn_key(name))
-        greedy = greedy_turn if greedy_function == fn.PREDICT_ANSWER else _turn_key(greedy_function)
-        return consistency_signals(greedy, drawn)
-
 
 def _failed(error: Exception):
     raise error
@@ -476,6 +499,39 @@ def _best_answer(lines: dict, scores: list[float]):
     for (form, _), score in zip(keys, scores):
         by_form[form] = max(by_form.get(form, -float("inf")), score)
     return lines[keys[best]], keys[best][0], by_form
+
+
+def _line_keys(answers, tokenizer) -> list[str]:
+    """The key (``answer_key``) of each answer line; none where no answer was scored."""
+    return [] if answers is None else [answer_key(tokenizer.decode(line, skip_special_tokens=True))
+                                       for line in answers[0].values()]
+
+
+def _turn_options(functions, function_scores, answers, line_keys) -> dict[str, tuple[float, str, int | None]]:
+    """Every turn a sample can be, by its key: the log-probability that one sample is it (summed over the lines
+    of that key), its function, and for an answer the index of its most probable line (the one it is written as)."""
+    logp = np.asarray(function_scores, dtype=np.float64)
+    logp = logp - np.logaddexp.reduce(logp)
+    options: dict[str, tuple[float, str, int | None]] = {}
+    for name, lp in zip(functions, logp):
+        if name != fn.PREDICT_ANSWER:
+            options[_turn_key(name)] = (float(lp), name, None)
+        elif answers is not None:
+            scores = np.asarray(answers[1], dtype=np.float64)
+            line_logp = scores - np.logaddexp.reduce(scores)
+            for j in np.argsort(-scores, kind="stable"):  # most probable first: a key keeps its best line
+                total, _, best = options.get(line_keys[j], (-np.inf, name, int(j)))
+                options[line_keys[j]] = (float(np.logaddexp(total, lp + line_logp[j])), name, best)
+    return options
+
+
+def _draw_turns(rng, functions, function_scores, answers, line_keys, k: int) -> list[str]:
+    """The keys of ``k`` turns drawn from the turn's log-probabilities: a function, then for an answer a line."""
+    drawn = []
+    for f in draw(rng, function_scores, k):
+        name = functions[f]
+        drawn.append(line_keys[draw(rng, answers[1], 1)[0]] if name == fn.PREDICT_ANSWER else _turn_key(name))
+    return drawn
 
 
 def _turn_key(function: str) -> str:

@@ -78,6 +78,16 @@ class EnvKind:
         """Its built-in strong actor named by ``spec.strong`` (the human, a plug-in or served one is built before)."""
         raise NotImplementedError
 
+    def compute_samples(self, spec, name: str) -> int | None:
+        """k where the kind of help ``name`` is the base agent's own extra compute (ProductQA: ``compute``,
+        ``compute@K``), refused where the base agent cannot give it; None where ``name`` is no such help (it is
+        then an actor, as ``--strong`` names one). Reads the name only: nothing loads."""
+        return None
+
+    def compute_help(self, setup, name: str, samples: int):
+        """The agent of that help, on the base agent's loaded model."""
+        raise NotImplementedError
+
 
 class ProductQA(EnvKind):
     """Sessions of questions of a ProductQA group, run by the AGILE executor, its memory carried over."""
@@ -147,6 +157,22 @@ class ProductQA(EnvKind):
         s = setup.spec
         policy = load_policy(s.strong, s.device, s.max_new_tokens, decoding=s.decoding)
         return AgileAgent(policy, name=f"strong:{s.strong}", actor=STRONG)
+
+    def compute_samples(self, spec, name: str) -> int | None:
+        from agile.executor.self_consistency import samples_of
+
+        samples = samples_of(name)
+        if samples is not None and not (spec.local_llm and spec.decoding == "constrained"):
+            raise ValueError(f"{name!r} plays the majority of samples of the base agent's own LLM under constrained "
+                             f"decoding, and agent={spec.agent!r} with decoding={spec.decoding!r} is none; run "
+                             "--agent smollm2 (or another model) with --decoding constrained, or drop the kind.")
+        return samples
+
+    def compute_help(self, setup, name: str, samples: int):
+        from agile.executor.self_consistency import SelfConsistencyAgent
+
+        # The source's policy is the base agent's (``base_agent``): one model, loaded once.
+        return SelfConsistencyAgent(setup.source().policy, samples, seed=setup.agent_seed, name=name)
 
 
 class TextWorld(EnvKind):

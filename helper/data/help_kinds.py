@@ -10,9 +10,11 @@
 - ``--help-weights KIND=W``: a kind's share of the exploration draws (default: 1 each, a uniform draw).
 
 Who answers a kind (``resolve``): the episodes' own expert of that name where the env's episodes list it in
-``help_kinds`` (``agile.helps``: ``expert_action(kind=...)``), ``human`` the episode's ``expert_action()``, any
-other name the strong actor it names as ``--strong`` would (``human-cli``, a model, ``openai:MODEL``, a plug-in
-agent). Every refusal is one line naming the flag and the value.
+``help_kinds`` (``agile.helps``: ``expert_action(kind=...)``), ``human`` the episode's ``expert_action()``, the
+base agent's own extra compute where the env kind names it so (ProductQA's ``compute`` and ``compute@K``:
+``agile.executor.self_consistency``, on the base agent's loaded model), any other name the strong actor it names
+as ``--strong`` would (``human-cli``, a model, ``openai:MODEL``, a plug-in agent). Every refusal is one line
+naming the flag and the value.
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ def check_names(setup, kinds: list[HelpKind], own: tuple[str, ...]) -> None:
 
     for kind in kinds:
         name = kind.name
-        if name in own or name == "human":
+        if name in own or name == "human" or _compute_samples(setup, kind) is not None:
             continue
         try:
             EnvSetup(replace(setup.spec, strong=name), setup.split, setup.groups)  # a plug-in that does not import
@@ -129,7 +131,10 @@ def resolve(setup, kinds: list[HelpKind], own: tuple[str, ...]) -> tuple[Help, .
     helps = []
     for kind in kinds:
         agent = None
-        if kind.name not in own and kind.name != "human":
+        samples = None if kind.name in own or kind.name == "human" else _compute_samples(setup, kind)
+        if samples is not None:
+            agent = setup.kind.compute_help(setup, kind.name, samples)
+        elif kind.name not in own and kind.name != "human":
             named = EnvSetup(replace(setup.spec, strong=kind.name), setup.split, setup.groups,
                              setup.agent_seed, setup.strong_seed)
             try:
@@ -139,3 +144,12 @@ def resolve(setup, kinds: list[HelpKind], own: tuple[str, ...]) -> tuple[Help, .
                                  f"own kinds ({', '.join(own) or 'none'}) and not an actor: {error}") from error
         helps.append(Help(kind.name, agent, kind.price, kind.cap, kind.weight))
     return tuple(helps)
+
+
+def _compute_samples(setup, kind: HelpKind) -> int | None:
+    """k where ``kind`` is the base agent's own extra compute on this env (``EnvKind.compute_samples``), refused in
+    the flag's words where the base agent cannot give it."""
+    try:
+        return setup.kind.compute_samples(setup.spec, kind.name)
+    except ValueError as error:
+        raise ValueError(f"{FLAGS} {kind.name}:{kind.price:g}: {error}") from error
