@@ -53,12 +53,18 @@ def one_seed(seed: int, noise: float, episodes: int, scores: np.ndarray, slip: n
     return [s.name for s in family], out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def synthetic_arguments(description: str) -> argparse.ArgumentParser:
+    """The synthetic rapids' flags, shared by the scripts that read the member choice against its truth."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--noise", type=float, nargs="+", default=[0.1, 0.2, 0.3])
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--episodes", type=int, default=64, help="training rivers a seed")
     parser.add_argument("--rivers", type=int, default=3000, help="fresh rivers the truth is read on")
+    return parser
+
+
+def main() -> None:
+    parser = synthetic_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--prior-rows", type=float, nargs="+", default=[judge.PRIOR_ROWS])
     args = parser.parse_args()
     room = {c: (optimum(c)[0], max(best_threshold(c).values())) for c in CAPS}

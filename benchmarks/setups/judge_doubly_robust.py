@@ -23,7 +23,6 @@ member; then, at ``--check-episodes`` logged rivers, each member's truth, judge 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from pathlib import Path
@@ -33,6 +32,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
 
+from benchmarks.setups.judge_bias import synthetic_arguments  # noqa: E402
 from examples.rapids_optimum import (best_threshold, logged_rows, optimum, played_in_expectation,  # noqa: E402
                                      scored_rivers)
 from tabular_rl.choice.judge import grid_of, grid_policy, judge_model, judged  # noqa: E402
@@ -152,11 +152,7 @@ def check(noise: float, episodes: int, scores: np.ndarray, slip: np.ndarray, cap
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--noise", type=float, nargs="+", default=[0.1, 0.2, 0.3])
-    parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--episodes", type=int, default=64, help="training rivers a seed")
-    parser.add_argument("--rivers", type=int, default=3000, help="fresh rivers the truth is read on")
+    parser = synthetic_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--check-episodes", type=int, default=3000, help="logged rivers of the check; 0: none")
     args = parser.parse_args()
     room = {c: (optimum(c)[0], max(best_threshold(c).values())) for c in CAPS}
