@@ -17,6 +17,7 @@ The rooms, in the order the data meets them:
 - ``transitions.py``: logged rows -> flat transition arrays (step, state, action, next state, reward).
 - ``discretize.py``: ``Discretizer``: PRM score (and step) -> a small integer state;
   ``supervised_bins.py``: score edges where the outcome changes.
+- ``aligned.py``: steps counted from each episode's end where horizons differ and the horizon is a deadline.
 - ``estimate.py``: count-based model estimation, P(s' | step, s, a), mean reward, start distribution;
   ``stationary.py``: the same model under two assumptions (a state's risk pooled over steps, the next state a
   draw of the step), one member of the helper's family (``choice/``).

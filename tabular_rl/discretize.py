@@ -80,6 +80,8 @@ class Discretizer:
         self.score_range = None if score_range is None else (float(score_range[0]), float(score_range[1]))
         self.edges_: np.ndarray | None = None
         self.horizon_: int | None = None
+        self.aligned_to: int | None = None
+        """The horizon a table's steps count back from (``tabular_rl.aligned``), or None: steps from the start."""
 
     # -- sizes ---------------------------------------------------------------------------------
     @property
@@ -183,14 +185,22 @@ class Discretizer:
             "score_range": None if self.score_range is None else list(self.score_range),
             "edges": None if self.edges_ is None else [float(e) for e in self.edges_],
             "horizon": self.horizon_,
-        }
+        } | ({} if self.aligned_to is None else {"aligned_to": int(self.aligned_to)})
 
     @classmethod
     def from_dict(cls, d: dict) -> Discretizer:
         self = cls(d["bins"], d["binning"], d["step_buckets"], d.get("score_range"))
         self.edges_ = None if d.get("edges") is None else np.asarray(d["edges"], dtype=np.float64)
         self.horizon_ = d.get("horizon")
+        self.aligned_to = d.get("aligned_to")
         return self
+
+    def table_step(self, step, horizon) -> np.ndarray:
+        """The step a table over this discretizer reads for a decision at ``step`` of an episode of ``horizon``
+        decisions: counted from the end where the table was solved so (``tabular_rl.aligned``)."""
+        from .aligned import aligned
+
+        return aligned(step, horizon, self.aligned_to)
 
     def save(self, path: str | Path) -> None:
         # repr round-trips a float64 exactly, so a loaded discretizer bins identically.

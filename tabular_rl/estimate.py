@@ -81,7 +81,7 @@ class TabularModel:
     rewards: np.ndarray
     """(T, S, 2) expected reward of acting at (step, state)."""
     start: np.ndarray
-    """(S,) distribution of the state at step 0."""
+    """(S,) share of episodes starting in each state at step 0."""
     success: np.ndarray | None = None
     """(T, S, 2) expected episode success credited at this step (it is nonzero where episodes end)."""
     counts: np.ndarray | None = None
@@ -97,9 +97,15 @@ class TabularModel:
     """Weight of the step-pooled estimate in the per-step transitions."""
     n_truncated: int = 0
     """Rows that were not done but had no next row, treated as terminal."""
+    entries: np.ndarray | None = None
+    """(T, S) share of episodes whose first decision is at step t > 0 in each state (row 0 is zero): episodes
+    aligned at their ends (``tabular_rl.aligned``) start where their horizon is shorter; with ``start`` it sums to 1."""
 
     def __post_init__(self) -> None:
-        check_tables(self.rewards, self.transitions, self.start, n_actions=2)
+        entered = self.start if self.entries is None else self.start + self.entries.sum(0)
+        check_tables(self.rewards, self.transitions, entered, n_actions=2)
+        if self.entries is not None and self.entries.shape != self.rewards.shape[:2]:
+            raise ValueError(f"entries has shape {self.entries.shape}; expected {self.rewards.shape[:2]}")
 
     @property
     def horizon(self) -> int:
@@ -283,14 +289,20 @@ def estimate_tables(tr: Transitions, *, n_actions: int, smoothing: float, backof
             table += share * _shrink(sums, rows_of_part, pooled, weight)
         return table
 
-    first = tr.step == 0
-    if not first.any():
+    first = tr.first if tr.first is not None else tr.step == 0
+    if not (first & (tr.step == 0)).any() and tr.first is None:
         raise ValueError("no row has step == 0: the start distribution is estimated from step-0 rows")
-    start = np.bincount(tr.state[first], minlength=S) / first.sum()
+    at_zero = first & (tr.step == 0)
+    start = np.bincount(tr.state[at_zero], minlength=S) / first.sum()
+    later = first & (tr.step > 0)
+    entries = None
+    if later.any():  # episodes aligned at their ends enter where their horizon is shorter (tabular_rl.aligned)
+        entries = np.bincount(tr.step[later] * S + tr.state[later], minlength=T * S).reshape(T, S) / first.sum()
     return {
         "transitions": transitions,
         "rewards": mean_by_outcome(tr.reward, reward_weight),
         "start": start,
+        "entries": entries,
         "success": None if tr.success is None else mean_by_outcome(tr.success, reward_weight),
         "counts": counts,
         "next_counts": next_counts,

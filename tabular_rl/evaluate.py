@@ -67,6 +67,8 @@ def evaluate(model: TabularModel, policy: np.ndarray, budget: int, hard_budget: 
     d = np.zeros((S, B))
     d[:, -1] = model.start
     for t in range(T):
+        if model.entries is not None and t:  # episodes aligned at their ends enter later (tabular_rl.aligned)
+            d[:, -1] += model.entries[t]
         x1 = d * policy[t]
         occ[t, :, :, 0], occ[t, :, :, 1] = d - x1, x1
         p = model.transitions[t, :, :, :S]

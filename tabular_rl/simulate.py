@@ -34,6 +34,8 @@ def simulate(
     T, S = model.horizon, model.n_states
     cum = np.cumsum(model.transitions, axis=-1)
     ep = np.arange(n_episodes)
+    if model.entries is not None:
+        raise ValueError("this model's episodes enter past step 0 (aligned at their ends); use solve_exact / evaluate")
     s = rng.choice(S, size=n_episodes, p=model.start)
     b = np.full(n_episodes, int(budget))
     ret = np.zeros(n_episodes)

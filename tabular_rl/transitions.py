@@ -64,6 +64,8 @@ class Transitions:
     success: np.ndarray | None
     n_states: int
     n_truncated: int = 0
+    first: np.ndarray | None = None
+    """Whether each row is its episode's first (an episode aligned at its end starts past step 0)."""
 
     @property
     def horizon(self) -> int:
@@ -167,6 +169,7 @@ def extract_transitions(df: pl.DataFrame, discretizer: Discretizer, columns: Col
         success=success,
         n_states=n_states,
         n_truncated=int((last & ~done).sum()),
+        first=np.concatenate([[True], last[:-1]]),
     )
 
 

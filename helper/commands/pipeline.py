@@ -124,6 +124,8 @@ class PipelineConfig:
     """Collect with cloned branches at every decision (collect --counterfactual: the base agent / an intervention
     here, then the base agent alone), which the mc target learns from; costs about horizon + 1 times the agent
     calls of a plain collection."""
+    solve_time_axis: str = "start"
+    """Count each episode's steps from its start or its end (solve --time-axis, an experiment's option)."""
     solve_pessimism: float = 0.0
     """Standard errors of its estimated own gain an intervention must clear (solve --pessimism, an experiment's option):
     an intervention whose gain rests on thin data is not taken. 0: the point estimates."""
@@ -389,6 +391,7 @@ def run(cfg: PipelineConfig, collected=None, feature_cache: str | None = None) -
     methods = sweep_methods(cfg, llm_agent(spec))
     _stage(out, "solve", cfg.redo, lambda: solve_command.run(solve_command.SolveConfig(
         data=trajectories, budgets=solved, bins=cfg.bins, binning=binning, pessimism=cfg.solve_pessimism,
+        time_axis=cfg.solve_time_axis,
         out=str(out / "solve"),
     )))
     _stage(out, "distill", cfg.redo, lambda: distill.run(distill.DistillConfig(

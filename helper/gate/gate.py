@@ -221,8 +221,9 @@ class HelperGate(ScoredGate):
         if math.isnan(score):
             return self._fallback(observation, left)
         if self.backend == "table":
-            state = self.discretizer.transform([score], [observation.step])
-            return float(self.table.intervene_prob([observation.step], state, [left])[0])
+            step = self.discretizer.table_step([observation.step], [observation.horizon])  # tabular_rl.aligned
+            state = self.discretizer.transform([score], step)
+            return float(self.table.intervene_prob(step, state, [left])[0])
         row = observation_features(observation, left, score, self.classifier.feature_names)
         return float(self.classifier.predict_proba(row)[0])
 

@@ -35,6 +35,7 @@ from helper.gate.training_folds import fold_ids
 from helper.gate import solve_files
 from helper.gate.solve_command import own_rewards, parse_backoff
 from tabular_rl import Discretizer, Solution
+from tabular_rl.aligned import align, longest_if_they_differ
 from tabular_rl.choice.members import MemberSpec, default_family, fit_member, threshold_specs
 from tabular_rl.choice.selection import cross_fitted
 from tabular_rl.transitions import Columns
@@ -85,6 +86,9 @@ def select_members(solve_folder: str | Path, helper_folder: str | Path, folds: i
     rows = read_shard(source / "labels.parquet", require=("episode_id", "step", "prm_score"))
     rows = rows.drop([c for c in rows.columns if c.startswith("optimal_intervene")])
     cols = Columns()
+    # The solve's own time axis (tabular_rl.aligned).
+    to = longest_if_they_differ(rows, cols) if solved.get("time_axis", "start") == "end" else None
+    rows = align(rows, to, cols)
     family = family_for(solved, rows, budgets)
     targets = own_rewards(rows, cols) if any(s.binning == "supervised" for s in family) else None
     settings = dict(smoothing=float(solved.get("smoothing", 1.0)), objective=solved.get("objective", "success"),
@@ -100,6 +104,7 @@ def select_members(solve_folder: str | Path, helper_folder: str | Path, folds: i
         spec = family[chosen[c]]
         if spec.name not in fitted:
             fitted[spec.name] = fit_member(spec, rows, max(budgets), targets=targets, **settings)
+            fitted[spec.name].discretizer.aligned_to = to
         member = fitted[spec.name]
         policy_file, discretizer_file = member_files(c)
         member.solution.save(out / policy_file)
@@ -153,6 +158,9 @@ def priced_members(solve_folder: str | Path, targets: list[int], cap: int, folds
     rows = read_shard(source / "labels.parquet", require=("episode_id", "step", "prm_score"))
     rows = rows.drop([c for c in rows.columns if c.startswith("optimal_intervene")])
     cols = Columns()
+    # The solve's own time axis (tabular_rl.aligned).
+    to = longest_if_they_differ(rows, cols) if solved.get("time_axis", "start") == "end" else None
+    rows = align(rows, to, cols)
     tables = priced_tables(family_for(solved, rows, targets))
     decisions = float(rows.group_by(cols.episode).len()["len"].mean())
     targets_of = sorted({int(t) for t in targets if int(t) > 0})
@@ -166,6 +174,7 @@ def priced_members(solve_folder: str | Path, targets: list[int], cap: int, folds
         table = cross_fitted(rows, ids, family, [int(cap)], evaluator=evaluator, targets=own, **settings)
         best = table.best_within(float(target), int(cap))
         chosen[target] = fit_member(family[best], rows, int(cap), targets=own, **settings)
+        chosen[target].discretizer.aligned_to = to
         report["targets"][str(target)] = {
             "chosen": family[best].name, "evaluator": table.evaluator,
             "cross_fitted_success": _value(table.success[best, 0]),

@@ -35,6 +35,14 @@ need. Choosing on the training folds keeps the helper at least at the best thres
 the table is better. The expected success printed below is this table's on the model it was solved on (in
 sample): the training folds' figures are in the helper's ``members/selection.json``.
 
+With ``time_axis="end"`` (an experiment's option) episodes of different horizons (a text game ends after 3 x its
+quest's length + 5 moves) are counted from their ends (``tabular_rl.aligned``): step t from the start is the last
+move of a short game and the middle of a long one, and a table over it kept the budget for the short games' last
+moves (13, 16, 19, ...) and helped there, too late for most games (TextWorld, benchmarks/RESULTS.md). Counted back
+from each episode's end, every deadline is one step; the discretizer records it (``aligned_to``) and the gate shifts
+each decision's step by its episode's horizon the same way; ``labels.parquet`` keeps the logged steps. Measured
+mixed (better at C = 3, 4, worse at C = 1), so not the default.
+
 With ``--help-kinds compute:1 stronger:2 human:4`` (and ``--help-caps human=1``) on rows that name the help they called
 (``help_kind``), the solve decides which help to call under a cost budget: ``helper.gate.tiered_solve``.
 
@@ -55,6 +63,7 @@ import tyro
 
 from helper.gate import solve_files
 from helper.gate.solve_inputs import DEFAULT_BUDGETS, one_outcome, own_rewards, parse_backoff  # noqa: F401 (re-exported)
+from tabular_rl.aligned import TIME_AXES, align, longest_if_they_differ
 from tabular_rl.discretize import BINNINGS, Discretizer
 from tabular_rl.estimate import estimate
 from tabular_rl.label import label
@@ -104,6 +113,9 @@ class SolveConfig:
     """Standard errors of its estimated own gain (intervening against giving the intervention up) an
     intervention must clear, else the agent acts (tabular_rl.solvers.pessimism): a bin whose gain rests on a thin
     difference spends nothing. 0: the point estimates. Needs --objective success and --method exact."""
+    time_axis: str = "start"
+    """Count each episode's steps from its start, or from its end ("end": where horizons differ and are a deadline,
+    tabular_rl.aligned; on TextWorld with a weak agent +0.15 at C = 4, -0.08 at C = 1: benchmarks/RESULTS.md)."""
     out: str = "runs/default/solve"
     """Output directory: discretizer.json, policy_c{C}.npz, counts.csv, labels.parquet, solution.json, solve.json."""
     memory_limit_gb: float | None = None
@@ -149,6 +161,9 @@ def _validate(config: SolveConfig) -> list[int]:
     if config.memory_limit_gb is not None and not (math.isfinite(config.memory_limit_gb)
                                                    and config.memory_limit_gb > 0):
         raise ValueError(f"memory_limit_gb={config.memory_limit_gb}: give a finite number of GB > 0")
+    if config.time_axis not in TIME_AXES:
+        raise ValueError(f"time_axis={config.time_axis!r}: choose {' or '.join(TIME_AXES)} (count steps from each "
+                         "episode's start or its end)")
     if check_pessimism(config.pessimism) and (config.objective != "success" or config.shaping or config.advice_cost is not None
                              or config.method != "exact"):
         raise ValueError("pessimism: bounds a gain by the range of an episode's success and compares intervening with "
@@ -219,9 +234,13 @@ def run(config: SolveConfig) -> dict:
                          f"any budget >= {longest} intervenes everywhere it can; give budgets up to {longest}.")
     check_memory(config, int(df["step"].max()) + 1, budgets)
     cols = Columns()
+    # Episodes of different horizons are counted from their ends (tabular_rl.aligned): one deadline step.
+    to = longest_if_they_differ(df, cols) if config.time_axis == "end" else None
+    work = align(df, to, cols)
     disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(
-        df[cols.score], df[cols.step], own_rewards(df, cols) if config.binning == "supervised" else None)
-    model = estimate(df, disc, columns=cols, smoothing=config.smoothing, backoff=backoff,
+        work[cols.score], work[cols.step], own_rewards(df, cols) if config.binning == "supervised" else None)
+    disc.aligned_to = to
+    model = estimate(work, disc, columns=cols, smoothing=config.smoothing, backoff=backoff,
                      objective=config.objective, shaping=config.shaping)
     if config.advice_cost is None:
         solutions = [solve(model, c, config.method, config.pessimism) for c in budgets]
@@ -237,7 +256,8 @@ def run(config: SolveConfig) -> dict:
     counts.write_csv(out / "counts.csv")
     for sol in solutions:
         sol.save(out / f"policy_c{sol.budget}.npz")
-    write_shard(label(df, solutions, columns=cols), out / "labels.parquet", require=REQUIRED)
+    write_shard(label(work, solutions, columns=cols).with_columns(df[cols.step]), out / "labels.parquet",
+                require=REQUIRED)
 
     n_thin = int((counts["n"] < THIN).sum())
     summary = {
@@ -248,6 +268,7 @@ def run(config: SolveConfig) -> dict:
             "rows": df.height,
             "episodes": df[cols.episode].n_unique(),
             "horizon": model.horizon,
+            "aligned_to_end": to is not None,
             "n_states": model.n_states,
             "reward_backoff": model.backoff,
             "transition_backoff": model.transition_backoff,
@@ -265,6 +286,8 @@ def run(config: SolveConfig) -> dict:
     written = [*solve_files.FIXED_OUTPUTS, *(f"policy_c{sol.budget}.npz" for sol in solutions)]
     solve_files.finish(out, written, [sol.budget for sol in solutions], config.advice_cost, unfinished)
 
+    if to is not None:
+        print(f"episodes have horizons up to {to}: steps counted back from each episode's end (tabular_rl.aligned)")
     print(
         f"{df.height} rows, {model.horizon} steps, {model.n_states} states; {n_thin}/{counts.height} "
         f"(step, state, action) cells have fewer than {THIN} rows (see {out / 'counts.csv'}); back-off weight "

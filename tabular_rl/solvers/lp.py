@@ -48,6 +48,8 @@ def occupancy_lp(model: TabularModel, budget: int) -> tuple[np.ndarray, float]:
         vals.append(-p[t, s, a, s2])
     a_eq = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(T * S, n))
     b_eq = np.zeros(T * S)
+    if model.entries is not None:
+        raise ValueError("this model's episodes enter past step 0 (aligned at their ends); use solve_exact / evaluate")
     b_eq[:S] = model.start
     a_ub = sparse.csr_matrix((var % 2).astype(float)[None, :])
     options = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}

@@ -79,5 +79,8 @@ def estimate_tiered(df: pl.DataFrame, discretizer: Discretizer, kinds, *, column
     tr = with_objective(extract_transitions(frame, discretizer, replace(columns, action=ACTION)), objective, shaping)
     tables = estimate_tables(tr, n_actions=len(kinds) + 1, smoothing=smoothing, backoff=backoff)
     del tables["next_counts"]
+    if tables.pop("entries") is not None:
+        raise ValueError("tiered help: some episode's first decision is past step 0; the tiered solve reads episodes "
+                         "from their first step (align no rows at their ends for it)")
     return TieredModel(**tables, kinds=kinds, discretizer=discretizer, smoothing=float(smoothing),
                        n_truncated=tr.n_truncated)

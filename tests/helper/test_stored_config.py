@@ -36,6 +36,7 @@ def test_an_old_flat_pipeline_config_loads_nested_with_its_budgets():
     assert "max_budget" not in stored and config_of(PipelineConfig, stored) == cfg
     assert set(stored) == set(OLD_PIPELINE) - {"max_budget"} | {"budgets"} | {
         f for f in flat(EnvSpec()) if f not in OLD_PIPELINE} | {"prm_proposal_features", "solve_pessimism", "cross_fit",
+                                                                 "solve_time_axis",
                                                                  "counterfactual", "binning",
                                                                  "prm_evidence_features",
                                                                  "prm_question_vector", "prm_fold_mean",
