@@ -49,8 +49,10 @@ def aligned(step, horizon, to: int | None) -> np.ndarray:
     step = np.asarray(step, dtype=np.int64)
     if to is None:
         return step
-    horizon = np.asarray([to if h is None else h for h in np.ravel(horizon)], dtype=np.int64).reshape(np.shape(horizon))
-    return np.maximum(step + int(to) - horizon, 0)
+    horizon = np.asarray(horizon)
+    if horizon.dtype == object:  # an observation without a horizon
+        horizon = np.where(horizon == None, to, horizon)  # noqa: E711 (elementwise)
+    return np.maximum(step + int(to) - horizon.astype(np.int64), 0)
 
 
 def align(rows: pl.DataFrame, to: int | None, columns: Columns = DEFAULT_COLUMNS) -> pl.DataFrame:

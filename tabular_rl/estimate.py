@@ -289,11 +289,10 @@ def estimate_tables(tr: Transitions, *, n_actions: int, smoothing: float, backof
             table += share * _shrink(sums, rows_of_part, pooled, weight)
         return table
 
-    first = tr.first if tr.first is not None else tr.step == 0
-    if not (first & (tr.step == 0)).any() and tr.first is None:
+    first = tr.step == 0 if tr.first is None else tr.first
+    if not first.any():
         raise ValueError("no row has step == 0: the start distribution is estimated from step-0 rows")
-    at_zero = first & (tr.step == 0)
-    start = np.bincount(tr.state[at_zero], minlength=S) / first.sum()
+    start = np.bincount(tr.state[first & (tr.step == 0)], minlength=S) / first.sum()
     later = first & (tr.step > 0)
     entries = None
     if later.any():  # episodes aligned at their ends enter where their horizon is shorter (tabular_rl.aligned)

@@ -15,23 +15,19 @@ data the judge reads?) and by the logging policy's exploration rate. The mean ov
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import polars as pl
 
-from helper.gate.select import FOLDS, family_for, fold_ids
+from helper.gate.select import FOLDS, family_for, fold_ids, training_rows
 from tabular_rl.choice.members import MemberSpec
 from tabular_rl.choice.selection import cross_fitted
-from trajectories.shards import read_shard
 
 
 def read_run(run: Path, budgets: list[int]) -> list[dict]:
-    solved = json.loads((run / "solve" / "solution.json").read_text()).get("config", {})
-    rows = read_shard(run / "solve" / "labels.parquet", require=("episode_id", "step", "prm_score"))
-    rows = rows.drop([c for c in rows.columns if c.startswith("optimal_intervene")])
+    solved, rows, _ = training_rows(run / "solve")
     family = family_for(solved, rows, budgets) + [MemberSpec("threshold", share=1.0)]
     ids, _ = fold_ids(rows, FOLDS)
     table = cross_fitted(rows, ids, family, budgets, smoothing=float(solved.get("smoothing", 1.0)),

@@ -6,8 +6,9 @@ difference between the sets, paired per episode.
 
 The runs of a pair share their seed (so the same held-out episodes: the sweep draws them from the seed); they are
 matched by their folder's name. Printed: per cap, every named method's mean success (interventions) in each set,
-then the first method's after - before on the same episodes with a 95% t interval over the games (each game's mean
-difference a cluster, seeds pooled; the sweep's ``group`` column names the game).
+then the first method's after - before on the same episodes with a 95% t interval over the games
+(``helper.evaluation.metrics.cluster_t_interval``, each game a cluster, seeds pooled; the sweep's ``group`` column
+names the game).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-from scipy import stats
+
+from helper.evaluation.metrics import cluster_t_interval
 
 
 def episodes(runs: list[Path]) -> pd.DataFrame:
@@ -52,12 +53,10 @@ def main(argv=None) -> None:
     paired = paired.assign(game=paired["group_after"] if "group_after" in paired.columns else paired["episode_id"])
     print(f"{first}: after - before on the same episodes [95% t interval over games]")
     for c in caps:
-        cell = paired[paired["budget"] == c].groupby("game")["diff"].mean().to_numpy()
-        mean = float(cell.mean())
-        spread = cell.std(ddof=1) / np.sqrt(cell.size) if cell.size > 1 else np.nan
-        half = float(stats.t.ppf(0.975, max(cell.size - 1, 1)) * spread)
-        print(f"  C={c}: {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]  ({cell.size} games, "
-              f"{int((paired['budget'] == c).sum())} episodes)")
+        at = paired[paired["budget"] == c]
+        low, high = cluster_t_interval(at["diff"].to_numpy(), [at["game"].tolist()])  # the report's interval
+        print(f"  C={c}: {at['diff'].mean():+.3f} [{low:+.3f}, {high:+.3f}]  ({at['game'].nunique()} games, "
+              f"{len(at)} episodes)")
 
 
 if __name__ == "__main__":

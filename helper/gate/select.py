@@ -71,6 +71,16 @@ def family_for(solved: dict, rows, budgets: list[int]) -> list[MemberSpec]:
     return family
 
 
+def training_rows(source: Path) -> tuple[dict, object, int | None]:
+    """A solve folder's settings, its training rows (labels dropped) with their steps on the solve's own time axis
+    (``tabular_rl.aligned``), and the horizon they count back from (None: from the start)."""
+    solved = json.loads((source / "solution.json").read_text()).get("config", {})
+    rows = read_shard(source / "labels.parquet", require=("episode_id", "step", "prm_score"))
+    rows = rows.drop([c for c in rows.columns if c.startswith("optimal_intervene")])
+    to = longest_if_they_differ(rows) if solved.get("time_axis", "start") == "end" else None
+    return solved, align(rows, to), to
+
+
 def select_members(solve_folder: str | Path, helper_folder: str | Path, folds: int = FOLDS,
                    evaluator: str = "auto") -> dict | None:
     """Choose and write the member of every cap the solve folder solved (module docstring); the record written to
@@ -82,13 +92,8 @@ def select_members(solve_folder: str | Path, helper_folder: str | Path, folds: i
     budgets = sorted(int(b) for b in listed["budgets"] if int(b) > 0)
     if not budgets:
         return None
-    solved = json.loads((source / "solution.json").read_text()).get("config", {})
-    rows = read_shard(source / "labels.parquet", require=("episode_id", "step", "prm_score"))
-    rows = rows.drop([c for c in rows.columns if c.startswith("optimal_intervene")])
+    solved, rows, to = training_rows(source)
     cols = Columns()
-    # The solve's own time axis (tabular_rl.aligned).
-    to = longest_if_they_differ(rows, cols) if solved.get("time_axis", "start") == "end" else None
-    rows = align(rows, to, cols)
     family = family_for(solved, rows, budgets)
     targets = own_rewards(rows, cols) if any(s.binning == "supervised" for s in family) else None
     settings = dict(smoothing=float(solved.get("smoothing", 1.0)), objective=solved.get("objective", "success"),
@@ -154,13 +159,8 @@ def priced_members(solve_folder: str | Path, targets: list[int], cap: int, folds
     cross-fitted success among those whose cross-fitted mean spend stays within s (``CrossFitted.best_within``), all
     read with no cap. Returns ``({target: fitted Member}, report)``."""
     source = Path(solve_folder)
-    solved = json.loads((source / "solution.json").read_text()).get("config", {})
-    rows = read_shard(source / "labels.parquet", require=("episode_id", "step", "prm_score"))
-    rows = rows.drop([c for c in rows.columns if c.startswith("optimal_intervene")])
+    solved, rows, to = training_rows(source)
     cols = Columns()
-    # The solve's own time axis (tabular_rl.aligned).
-    to = longest_if_they_differ(rows, cols) if solved.get("time_axis", "start") == "end" else None
-    rows = align(rows, to, cols)
     tables = priced_tables(family_for(solved, rows, targets))
     decisions = float(rows.group_by(cols.episode).len()["len"].mean())
     targets_of = sorted({int(t) for t in targets if int(t) > 0})

@@ -234,7 +234,7 @@ def run(config: SolveConfig) -> dict:
                          f"any budget >= {longest} intervenes everywhere it can; give budgets up to {longest}.")
     check_memory(config, int(df["step"].max()) + 1, budgets)
     cols = Columns()
-    # Episodes of different horizons are counted from their ends (tabular_rl.aligned): one deadline step.
+    # time_axis end: episodes of different horizons counted from their ends (tabular_rl.aligned).
     to = longest_if_they_differ(df, cols) if config.time_axis == "end" else None
     work = align(df, to, cols)
     disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(
@@ -268,7 +268,6 @@ def run(config: SolveConfig) -> dict:
             "rows": df.height,
             "episodes": df[cols.episode].n_unique(),
             "horizon": model.horizon,
-            "aligned_to_end": to is not None,
             "n_states": model.n_states,
             "reward_backoff": model.backoff,
             "transition_backoff": model.transition_backoff,
