@@ -20,7 +20,8 @@ The rooms, in the order the data meets them:
 - ``aligned.py``: steps counted from each episode's end where horizons differ and the horizon is a deadline.
 - ``estimate.py``: count-based model estimation, P(s' | step, s, a), mean reward, start distribution;
   ``stationary.py``: the same model under two assumptions (a state's risk pooled over steps, the next state a
-  draw of the step), one member of the helper's family (``choice/``).
+  draw of the step), one member of the helper's family (``choice/``); ``smooth.py``: the same with a state's risk
+  on a curve over step and score (a member, and half of what fills the judge's thin cells).
 - ``solvers/``: the budgeted solvers behind one entry point, ``solve``: exact backward induction over
   the budget left, Lagrangian (a price per intervention), occupancy LP (budget in expectation), priced
   (a fixed price, no budget), and pessimism (an intervention taken only where its gain clears z

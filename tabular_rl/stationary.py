@@ -38,8 +38,20 @@ def _per_state(index: np.ndarray, mask: np.ndarray, S: int, A: int, weights: np.
     return np.bincount(index[mask], weights=w, minlength=S * A).reshape(S, A).astype(np.float64)
 
 
-def estimate_stationary(tr: Transitions, *, smoothing: float = 1.0, discretizer=None) -> TabularModel:
-    """The stationary model of ``tr`` (module docstring); ``tr.reward`` is the episode's success credit."""
+def pooled_fail_rate(tr: Transitions, smoothing: float) -> np.ndarray:
+    """P(the episode ends here as a failure | state, action), every step's rows pooled (states x actions)."""
+    S, A = tr.n_states, 2
+    failed = (tr.next_state == S) & (tr.reward <= 0)
+    sa = tr.state * A + tr.action
+    rows, fails = _per_state(sa, np.ones_like(failed), S, A), _per_state(sa, failed, S, A)
+    return _shrink(fails, rows, fails.sum() / max(rows.sum(), 1.0), smoothing)
+
+
+def estimate_stationary(tr: Transitions, *, smoothing: float = 1.0, discretizer=None,
+                        fail_rate: np.ndarray | None = None) -> TabularModel:
+    """The stationary model of ``tr`` (module docstring); ``tr.reward`` is the episode's success credit.
+    ``fail_rate`` (steps x states x actions) replaces the pooled failure rate where the risk is modelled per step
+    (``tabular_rl.smooth``)."""
     if smoothing < 0:
         raise ValueError(f"smoothing={smoothing}: must be >= 0")
     _check_actions(tr.action, "intervened")
@@ -47,14 +59,16 @@ def estimate_stationary(tr: Transitions, *, smoothing: float = 1.0, discretizer=
     credit = tr.reward
     last = tr.step == T - 1
     ends = tr.next_state == S
-    failed, won_early = ends & (credit <= 0), ends & ~last & (credit > 0)
+    won_early = ends & ~last & (credit > 0)
     continuing = ~ends
     sa = tr.state * A + tr.action
-    everywhere = np.ones_like(last)
-    rows, rows_early = _per_state(sa, everywhere, S, A), _per_state(sa, ~last, S, A)
-    fails, wins = _per_state(sa, failed, S, A), _per_state(sa, won_early, S, A)
-    p_fail = _shrink(fails, rows, fails.sum() / max(rows.sum(), 1.0), smoothing)
+    rows_early = _per_state(sa, ~last, S, A)
+    wins = _per_state(sa, won_early, S, A)
     p_win = _shrink(wins, rows_early, wins.sum() / max(rows_early.sum(), 1.0), smoothing)
+    p_fail = (np.broadcast_to(pooled_fail_rate(tr, smoothing), (T, S, A)) if fail_rate is None
+              else np.asarray(fail_rate, dtype=np.float64))
+    if p_fail.shape != (T, S, A):
+        raise ValueError(f"fail_rate has shape {p_fail.shape}; expected (steps, states, actions) = {(T, S, A)}")
     end_early = np.minimum(1.0, p_fail + p_win)
 
     paying = ends & (credit > 0)
@@ -69,11 +83,11 @@ def estimate_stationary(tr: Transitions, *, smoothing: float = 1.0, discretizer=
     for t in range(T - 1):
         seen = np.bincount(tr.state[tr.step == t + 1], minlength=S).astype(np.float64)
         following = (seen + smoothing / S) / (seen.sum() + smoothing) if seen.sum() + smoothing > 0 else np.full(S, 1 / S)
-        transitions[t, :, :, :S] = (1.0 - end_early)[..., None] * following
-        transitions[t, :, :, S] = end_early
-        rewards[t] = p_win * win_credit + (1.0 - end_early) * continue_credit
+        transitions[t, :, :, :S] = (1.0 - end_early[t])[..., None] * following
+        transitions[t, :, :, S] = end_early[t]
+        rewards[t] = p_win * win_credit + (1.0 - end_early[t]) * continue_credit
     transitions[T - 1, :, :, S] = 1.0
-    rewards[T - 1] = (1.0 - p_fail) * win_credit
+    rewards[T - 1] = (1.0 - p_fail[T - 1]) * win_credit
 
     first = tr.step == 0
     if not first.any():

@@ -11,7 +11,9 @@ member, fitted on every row, is played on ``--rivers`` fresh rivers in expectati
 the judge's bias per member (cross-fitted minus true, mean over seeds and caps), the chosen and the best member's true
 success, what the helper keeps of the room between the ideal verifier's best threshold and the exact optimum, and
 the helper against the threshold member the same folds choose (the full-strength ``prm_threshold``), both in truth. ``--prior-rows`` repeats the reading with the judge's prior weight
-(``tabular_rl.choice.judge.PRIOR_ROWS``: rows' worth of the training folds' estimate in each held-out cell) at other values.
+(``tabular_rl.choice.judge.PRIOR_ROWS``: rows' worth of the training folds' estimate in each held-out cell) at other values,
+``--judge-prior steps mixed smooth`` with that estimate the training folds' per-step model, half of it and half their
+smooth model (``tabular_rl.smooth``; the default), or the smooth model alone.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ import tabular_rl.choice.judge as judge  # noqa: E402
 from examples.rapids_optimum import (best_threshold, logged_rows, optimum, played_in_expectation,  # noqa: E402
                                      scored_rivers)
 from tabular_rl.choice.members import default_family, fit_member  # noqa: E402
-from tabular_rl.choice.selection import cross_fitted  # noqa: E402
+from tabular_rl.choice.selection import JUDGE_PRIORS, cross_fitted  # noqa: E402
 
 CAPS = (2, 3, 4, 5)
 
 
-def one_seed(seed: int, noise: float, episodes: int, scores: np.ndarray, slip: np.ndarray, prior_rows: list[float]):
+def one_seed(seed: int, noise: float, episodes: int, scores: np.ndarray, slip: np.ndarray,
+             readings: list[tuple[float, str]]):
     rows = logged_rows(episodes, 1000 + seed, noise=noise)
     decisions = float(rows.group_by("episode_id").len()["len"].mean())
     family = default_family(6, "quantile", rows.height, 6, decisions, max(CAPS))
@@ -41,14 +44,14 @@ def one_seed(seed: int, noise: float, episodes: int, scores: np.ndarray, slip: n
     truth = np.array([[played_in_expectation(m.decide, scores, slip, c) for c in CAPS] for m in fitted])
     folds = rows["episode_id"].str.slice(1).cast(int).to_numpy() % 5
     out = {}
-    for weight in prior_rows:
+    for weight, prior in readings:
         kept, judge.PRIOR_ROWS = judge.PRIOR_ROWS, weight
         try:
-            table = cross_fitted(rows, folds, family, list(CAPS), objective="success")
+            table = cross_fitted(rows, folds, family, list(CAPS), objective="success", judge_prior=prior)
         finally:
             judge.PRIOR_ROWS = kept
         best, threshold = table.best(), table.best(table.kind_indices("threshold"))
-        out[weight] = {"bias": table.success - truth, "chosen": np.array([truth[best[c], j] for j, c in enumerate(CAPS)]),
+        out[(weight, prior)] = {"bias": table.success - truth, "chosen": np.array([truth[best[c], j] for j, c in enumerate(CAPS)]),
                        "best": truth.max(0), "threshold": np.array([truth[threshold[c], j] for j, c in enumerate(CAPS)])}
     return [s.name for s in family], out
 
@@ -66,23 +69,29 @@ def synthetic_arguments(description: str) -> argparse.ArgumentParser:
 def main() -> None:
     parser = synthetic_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--prior-rows", type=float, nargs="+", default=[judge.PRIOR_ROWS])
+    parser.add_argument("--judge-prior", nargs="+", default=["mixed"], choices=list(JUDGE_PRIORS),
+                        help="what fills the judge's thin cells: the training folds' per-step model, half of it and "
+                             "half their smooth model, or the smooth model alone")
     args = parser.parse_args()
+    readings = [(weight, prior) for prior in args.judge_prior for weight in args.prior_rows]
     room = {c: (optimum(c)[0], max(best_threshold(c).values())) for c in CAPS}
     print(f"caps {CAPS}; exact optimum {[round(room[c][0], 3) for c in CAPS]}, the ideal verifier's best threshold "
           f"{[round(room[c][1], 3) for c in CAPS]}")
     for noise in args.noise:
         scores, slip = scored_rivers(args.rivers, 99, noise=noise)
-        results = [one_seed(seed, noise, args.episodes, scores, slip, args.prior_rows) for seed in range(args.seeds)]
+        results = [one_seed(seed, noise, args.episodes, scores, slip, readings) for seed in range(args.seeds)]
         names = results[0][0]
-        for weight in args.prior_rows:
-            bias = np.mean([r[1][weight]["bias"] for r in results], axis=0).mean(1)
-            chosen = np.mean([r[1][weight]["chosen"] for r in results], axis=0)
-            best = np.mean([r[1][weight]["best"] for r in results], axis=0)
-            lead = np.array([r[1][weight]["chosen"] - r[1][weight]["threshold"] for r in results])
+        for weight, prior in readings:
+            read = [r[1][(weight, prior)] for r in results]
+            bias = np.mean([r["bias"] for r in read], axis=0).mean(1)
+            chosen = np.mean([r["chosen"] for r in read], axis=0)
+            best = np.mean([r["best"] for r in read], axis=0)
+            lead = np.array([r["chosen"] - r["threshold"] for r in read])
             captured = [(chosen[j] - room[c][1]) / (room[c][0] - room[c][1]) for j, c in enumerate(CAPS)]
             tables = [i for i, n in enumerate(names) if not n.startswith("threshold")]
             thresholds = [i for i, n in enumerate(names) if n.startswith("threshold")]
-            print(f"\nnoise {noise}, {args.seeds} seeds of {args.episodes} rivers, judge prior {weight:g} rows:")
+            print(f"\nnoise {noise}, {args.seeds} seeds of {args.episodes} rivers, judge prior {weight:g} rows of the "
+                  f"{prior} model:")
             print("  bias (cross-fitted - true): " + ", ".join(f"{names[i]} {bias[i]:+.3f}" for i in tables)
                   + f", thresholds {bias[thresholds].mean():+.3f}")
             print("  chosen member's true success " + " / ".join(f"{v:.3f}" for v in chosen)

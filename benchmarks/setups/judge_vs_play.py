@@ -4,7 +4,8 @@
 
 For each kept run (its ``solve/labels.parquet``: the training rows with their out-of-fold scores, and
 ``solve/solution.json``: the solve's settings): the member selection is read again exactly as the pipeline read it
-(``helper.gate.select``: the family of the run's settings, 5 folds by task group), with one member added, the
+(``helper.gate.select``: the family of the run's settings and its judge, 5 folds by task group), with one member
+added, the
 threshold at its top (every decision while the budget lasts: the ``first_k`` baseline as a member). Printed per cap:
 the chosen member, the judge's reading of it and of ``first_k``, and what the helper and ``first_k`` scored when
 played on the run's held-out episodes (``sweep/sweep.csv``); then, from the training rows alone, the success of
@@ -15,6 +16,7 @@ data the judge reads?) and by the logging policy's exploration rate. The mean ov
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +30,13 @@ from tabular_rl.choice.selection import cross_fitted
 
 def read_run(run: Path, budgets: list[int]) -> list[dict]:
     solved, rows, _ = training_rows(run / "solve")
-    family = family_for(solved, rows, budgets) + [MemberSpec("threshold", share=1.0)]
+    record = json.loads((run / "helper" / "members" / "selection.json").read_text())
+    listed = set(record["members"])  # the family as the run's distill built it (a later family may hold more)
+    family = [s for s in family_for(solved, rows, budgets) if s.name in listed] + [MemberSpec("threshold", share=1.0)]
     ids, _ = fold_ids(rows, FOLDS)
     table = cross_fitted(rows, ids, family, budgets, smoothing=float(solved.get("smoothing", 1.0)),
-                         objective=solved.get("objective", "success"), shaping=float(solved.get("shaping", 0.0)))
+                         objective=solved.get("objective", "success"), shaping=float(solved.get("shaping", 0.0)),
+                         judge_prior=record.get("judge_prior", "steps"))
     chosen, top = table.best(list(range(len(family) - 1))), len(family) - 1
     played = pd.read_csv(run / "sweep" / "sweep.csv").set_index(["method", "budget"])["success"]
     return [{"run": run.name, "C": c, "chosen": family[chosen[c]].name,

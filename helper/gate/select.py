@@ -6,7 +6,8 @@
 The solved table is one way to spend a cap on the verifier's score; the threshold a user would set on the same
 score is another, and which is better depends on the data (a table with thin cells, a score whose ranking is all it
 has). So the helper does not assume: its family (``tabular_rl.choice.members.default_family``) holds the configured solve,
-finer bins where the rows allow, every step pooled, stationary dynamics, pessimism, and the threshold at 32 levels, and under each solved
+finer bins where the rows allow, every step pooled, stationary dynamics, the risk on a curve over step and score,
+pessimism, and the threshold at 32 levels, and under each solved
 cap C it plays the member with the best success on the training folds, each member fitted without the fold it is
 read on (``tabular_rl.choice.selection``: the logged episodes replayed where decisions are separate questions, the held-out
 fold's own model elsewhere). The folds are whole task groups where there are five or more, else episodes
@@ -18,8 +19,10 @@ The chosen members are fitted again on every training row and written to ``<help
 ``c{C}.npz`` (the table, ``tabular_rl.Solution``), ``c{C}.discretizer.json`` and ``selection.json`` (per cap the
 member chosen, its cross-fitted success and spend, and every member's, so a reader sees the margin and what lost).
 The cross-fitted figures rank the members; read through the judge they are no forecast of the success: on the rapids
-the judge reads the solved tables 0.003-0.12 above their success on fresh rivers and the thresholds up to 0.18 below
-(``benchmarks/setups/rapids_members.py``, ``judge_bias.py``), which is what the chosen member's figure inherits.
+the judge whose thin cells the training folds' per-step model fills read the solved tables 0.003-0.12 above their
+success on fresh rivers and the thresholds up to 0.18 below (``benchmarks/setups/rapids_members.py``,
+``judge_bias.py``); half of that model is now their smooth one, which roughly halves the lean
+(``tabular_rl.choice.judge``), and what remains is what the chosen member's figure inherits.
 ``HelperGate.load(dir, budget=C)`` and ``gate.with_budget(C)`` play the member of C through the table backend.
 """
 

@@ -8,7 +8,10 @@ Where a decision changes what comes next (a slip ends the river, a move changes 
 shows a policy's outcome, so a held-out fold is read through a model: estimated on that fold's rows alone, per
 step, with no pooling across steps (whose pull toward other steps would bias the figure), each (step, state,
 action) shrunk toward the training folds' estimate by ``PRIOR_ROWS`` rows, so a cell the fold never visits is
-judged by the training folds instead of a uniform guess. The judge's states are a score grid holding every
+judged by the training folds instead of a uniform guess. That estimate is half their per-step model and half their
+smooth model (``tabular_rl.smooth``) where the success is the objective: the per-step model alone is the one the
+step tables were solved on and reads them 0.07-0.08 above their truth on the synthetic rapids, the smooth one
+alone 0.02 below (``benchmarks/published/judge-prior.txt``). The judge's states are a score grid holding every
 member's edges, so each member's decision is constant on each of its cells and every member is read by one
 judge: a coarse member pays for what it merges in the same currency as a fine one.
 
@@ -27,7 +30,8 @@ import polars as pl
 from ..discretize import Discretizer
 from ..estimate import TabularModel, estimate
 from ..evaluate import evaluate
-from ..transitions import DEFAULT_COLUMNS, Columns
+from ..smooth import RiskCurve, estimate_smooth, state_scores
+from ..transitions import DEFAULT_COLUMNS, Columns, extract_transitions, with_objective
 
 JUDGE_SMOOTHING = 1e-3
 """Pseudo-count of the held-out fold's empirical model before the prior below: it only keeps empty cells defined."""
@@ -68,14 +72,33 @@ def grid_policy(decide: Callable, grid: Discretizer, horizon: int, budget: int) 
 
 def judge_model(held: pl.DataFrame, fitted: pl.DataFrame, grid: Discretizer, *, columns: Columns = DEFAULT_COLUMNS,
                 smoothing: float = 1.0, backoff: float | str = "auto", objective: str = "success",
-                shaping: float = 0.0) -> TabularModel:
+                shaping: float = 0.0, curve: RiskCurve | None = None, smooth_weight: float = 0.5) -> TabularModel:
     """The held-out rows' per-step empirical model on ``grid``, each cell shrunk toward the fitted rows' model by
-    ``PRIOR_ROWS`` rows (module docstring). Raises ``MissingActionError`` where the held-out rows lack an action."""
+    ``PRIOR_ROWS`` rows (module docstring): their per-step model, or with ``curve`` (the fitted rows' risk curve,
+    ``tabular_rl.smooth``) that model mixed with their smooth model, ``smooth_weight`` of the latter. Raises
+    ``MissingActionError`` where the held-out rows lack an action."""
     own = estimate(held, grid, columns=columns, smoothing=JUDGE_SMOOTHING, backoff=0.0, objective=objective,
                    shaping=shaping)
     prior = estimate(fitted, grid, columns=columns, smoothing=smoothing, backoff=backoff, objective=objective,
                      shaping=shaping)
+    if curve is not None:
+        transitions = with_objective(extract_transitions(fitted, grid, columns), objective, shaping)
+        smooth = estimate_smooth(transitions, curve.rates(state_scores(fitted, grid, columns)), smoothing=smoothing,
+                                 discretizer=grid)
+        prior = mixed(prior, smooth, smooth_weight)
     return shrink_toward(own, prior)
+
+
+def mixed(a: TabularModel, b: TabularModel, weight: float) -> TabularModel:
+    """``(1 - weight) a + weight b`` cell by cell (two models on one grid: a mixture of kernels is a kernel)."""
+    if a.transitions.shape != b.transitions.shape:
+        raise ValueError(f"models of shapes {a.transitions.shape} and {b.transitions.shape} cannot be mixed")
+
+    def mix(x, y):
+        return None if x is None or y is None else (1 - weight) * x + weight * y
+
+    return dataclasses.replace(a, transitions=mix(a.transitions, b.transitions), rewards=mix(a.rewards, b.rewards),
+                               success=mix(a.success, b.success))
 
 
 def shrink_toward(held: TabularModel, fitted: TabularModel) -> TabularModel:

@@ -9,7 +9,8 @@ Three kinds of member, all played by the helper's table backend (PRM score -> di
 - ``table``: the budgeted MDP solved exactly (``tabular_rl.solvers.solve_exact``) with its own structure: the
   configured bins, finer bins where the rows allow, every step pooled into one estimate (``backoff`` at its
   maximum: the proportional-hazards end rate and the step-pooled moves), stationary dynamics (a state's risk the
-  same at every step, the next state a draw of the step alone: ``tabular_rl.stationary``), or pessimism (an
+  same at every step, the next state a draw of the step alone: ``tabular_rl.stationary``), the same with the risk
+  on a curve over step and score (``tabular_rl.smooth``), or pessimism (an
   intervention whose own gain is within z standard errors of nothing is not taken);
 - ``threshold``: intervene while the budget lasts wherever the score is at or below the ``share`` quantile of the
   training scores: the threshold a user would set on the same verifier, as a table with one score edge.
@@ -33,13 +34,14 @@ import polars as pl
 from ..discretize import Discretizer
 from ..estimate import MAX_POOLING_WEIGHT, estimate
 from ..solution import Solution
+from ..smooth import estimate_smooth, fit_risk_curve, state_scores
 from ..stationary import estimate_stationary
 from ..solvers.exact import solve_exact
 from ..solvers.priced import solve_spending
 from ..transitions import DEFAULT_COLUMNS, Columns, extract_transitions, with_objective
 
 KINDS = ("table", "threshold", "priced")
-DYNAMICS = ("steps", "stationary")
+DYNAMICS = ("steps", "stationary", "smooth")
 THRESHOLD_LEVELS = 32
 """Threshold members per family: score quantiles evenly spaced up to the share that spends about 3 C_max."""
 ROWS_PER_CELL = 20
@@ -67,8 +69,9 @@ class MemberSpec:
     spend: float = 0.0
     """priced: the interventions per episode its price is set to spend on the training model."""
     dynamics: str = "steps"
-    """table, priced: ``steps`` (``tabular_rl.estimate``, a cell per step) or ``stationary``
-    (``tabular_rl.stationary``: a state's risk pooled over steps, the next state a draw of the step)."""
+    """table, priced: ``steps`` (``tabular_rl.estimate``, a cell per step), ``stationary``
+    (``tabular_rl.stationary``: a state's risk pooled over steps, the next state a draw of the step) or ``smooth``
+    (``tabular_rl.smooth``: the same with the risk on a curve over step and score)."""
 
     @property
     def name(self) -> str:
@@ -97,8 +100,9 @@ def default_family(bins: int, binning: str, rows: int, horizon: int, decisions: 
                    step_buckets: int = 0, levels: int = THRESHOLD_LEVELS, pessimism: bool = True) -> list[MemberSpec]:
     """The configured solve first (ties go to it), then finer bins where ``rows`` allow, steps pooled, and
     where the objective is the success alone (``pessimism``) stationary dynamics (on equal-count bins: supervised
-    edges fitted to outcomes pooled over steps place them where the mix of steps changes, not the risk) and
-    pessimism; then ``levels``
+    edges fitted to outcomes pooled over steps place them where the mix of steps changes, not the risk), the same
+    with the risk on a curve over step and score (``tabular_rl.smooth``: its parameters do not grow with the bins,
+    so it takes twice as many) and pessimism; then ``levels``
     thresholds up to the score share that spends about 3 ``top_budget`` decisions of the ``decisions`` an
     episode has."""
     family = [MemberSpec("table", bins, binning, step_buckets)]
@@ -107,6 +111,7 @@ def default_family(bins: int, binning: str, rows: int, horizon: int, decisions: 
     family.append(MemberSpec("table", bins, binning, step_buckets, backoff=MAX_POOLING_WEIGHT))
     if pessimism:
         family.append(MemberSpec("table", bins, "quantile", step_buckets, dynamics="stationary"))
+        family.append(MemberSpec("table", 2 * bins, "quantile", step_buckets, dynamics="smooth"))
         family.append(MemberSpec("table", bins, binning, step_buckets, pessimism=1.0))
     return family + threshold_specs(decisions, top_budget, levels)
 
@@ -171,12 +176,16 @@ def fit_member(spec: MemberSpec, rows: pl.DataFrame, budget: int, *, targets: np
         return threshold_member(spec, rows[columns.score].cast(pl.Float64).to_numpy(), horizon, budget)
     discretizer = Discretizer(spec.bins, spec.binning, spec.step_buckets).fit(
         rows[columns.score], rows[columns.step], targets if spec.binning == "supervised" else None)
-    if spec.dynamics == "stationary":
+    if spec.dynamics in ("stationary", "smooth"):
         if objective != "success" or shaping:
-            raise ValueError("member dynamics='stationary' reads a failure as an end that pays nothing: it needs "
+            raise ValueError(f"member dynamics={spec.dynamics!r} reads a failure as an end that pays nothing: it needs "
                              f"objective='success' with no shaping (got {objective!r}, shaping={shaping})")
         transitions = with_objective(extract_transitions(rows, discretizer, columns), objective)
-        model = estimate_stationary(transitions, smoothing=smoothing, discretizer=discretizer)
+        if spec.dynamics == "smooth":
+            rates = fit_risk_curve(rows, columns, transitions.horizon).rates(state_scores(rows, discretizer, columns))
+            model = estimate_smooth(transitions, rates, smoothing=smoothing, discretizer=discretizer)
+        else:
+            model = estimate_stationary(transitions, smoothing=smoothing, discretizer=discretizer)
     else:
         model = estimate(rows, discretizer, columns=columns, smoothing=smoothing, backoff=spec.backoff,
                          objective=objective, shaping=shaping)

@@ -135,7 +135,8 @@ def test_the_choice_breaks_ties_toward_the_first_member_and_can_hold_a_spend():
 def test_the_family_grows_finer_bins_only_where_rows_allow():
     few = default_family(6, "quantile", rows=100, horizon=5, decisions=5, top_budget=2)
     many = default_family(6, "quantile", rows=10_000, horizon=5, decisions=5, top_budget=2)
-    assert [s.name for s in few if s.kind == "table"] == ["table:6q", "table:6q,pooled", "table:6q,stationary", "table:6q,z1"]
+    assert [s.name for s in few if s.kind == "table"] == ["table:6q", "table:6q,pooled", "table:6q,stationary",
+                                                          "table:12q,smooth", "table:6q,z1"]
     assert "table:12q" in [s.name for s in many]
     shares = [s.share for s in many if s.kind == "threshold"]
     assert len(shares) == 32 and shares[-1] == pytest.approx(1.0) and shares == sorted(shares)
