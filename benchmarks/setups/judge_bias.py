@@ -35,11 +35,19 @@ from tabular_rl.choice.selection import JUDGE_PRIORS, cross_fitted  # noqa: E402
 CAPS = (2, 3, 4, 5)
 
 
-def one_seed(seed: int, noise: float, episodes: int, scores: np.ndarray, slip: np.ndarray,
-             readings: list[tuple[float, str]]):
-    rows = logged_rows(episodes, 1000 + seed, noise=noise)
+def synthetic_family(rows, before_smooth: bool = False) -> list:
+    """The family a 6-bin solve gives on the synthetic rapids; ``before_smooth``: without the smooth member, as the
+    readings of ``judge_optimism.py`` and ``judge_doubly_robust.py`` (and this script's ``judge-bias`` table) were
+    taken, with the judge's thin cells filled by the per-step model alone."""
     decisions = float(rows.group_by("episode_id").len()["len"].mean())
     family = default_family(6, "quantile", rows.height, 6, decisions, max(CAPS))
+    return [s for s in family if s.dynamics != "smooth"] if before_smooth else family
+
+
+def one_seed(seed: int, noise: float, episodes: int, scores: np.ndarray, slip: np.ndarray,
+             readings: list[tuple[float, str]], before_smooth: bool = False):
+    rows = logged_rows(episodes, 1000 + seed, noise=noise)
+    family = synthetic_family(rows, before_smooth)
     fitted = [fit_member(s, rows, max(CAPS), objective="success") for s in family]
     truth = np.array([[played_in_expectation(m.decide, scores, slip, c) for c in CAPS] for m in fitted])
     folds = rows["episode_id"].str.slice(1).cast(int).to_numpy() % 5
@@ -69,17 +77,22 @@ def synthetic_arguments(description: str) -> argparse.ArgumentParser:
 def main() -> None:
     parser = synthetic_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--prior-rows", type=float, nargs="+", default=[judge.PRIOR_ROWS])
+    parser.add_argument("--before-smooth", action="store_true",
+                        help="the family and judge before the smooth model (no smooth member, the per-step prior)")
     parser.add_argument("--judge-prior", nargs="+", default=["mixed"], choices=list(JUDGE_PRIORS),
                         help="what fills the judge's thin cells: the training folds' per-step model, half of it and "
                              "half their smooth model, or the smooth model alone")
     args = parser.parse_args()
-    readings = [(weight, prior) for prior in args.judge_prior for weight in args.prior_rows]
+    if args.before_smooth and args.judge_prior != ["mixed"]:
+        parser.error("--before-smooth reads with the per-step judge alone; leave --judge-prior out")
+    priors = ["steps"] if args.before_smooth else args.judge_prior
+    readings = [(weight, prior) for prior in priors for weight in args.prior_rows]
     room = {c: (optimum(c)[0], max(best_threshold(c).values())) for c in CAPS}
     print(f"caps {CAPS}; exact optimum {[round(room[c][0], 3) for c in CAPS]}, the ideal verifier's best threshold "
           f"{[round(room[c][1], 3) for c in CAPS]}")
     for noise in args.noise:
         scores, slip = scored_rivers(args.rivers, 99, noise=noise)
-        results = [one_seed(seed, noise, args.episodes, scores, slip, readings) for seed in range(args.seeds)]
+        results = [one_seed(seed, noise, args.episodes, scores, slip, readings, args.before_smooth) for seed in range(args.seeds)]
         names = results[0][0]
         for weight, prior in readings:
             read = [r[1][(weight, prior)] for r in results]

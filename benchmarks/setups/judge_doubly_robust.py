@@ -32,7 +32,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
 
-from benchmarks.setups.judge_bias import synthetic_arguments  # noqa: E402
+from benchmarks.setups.judge_bias import synthetic_arguments, synthetic_family  # noqa: E402
 from examples.rapids_optimum import (best_threshold, logged_rows, optimum, played_in_expectation,  # noqa: E402
                                      scored_rivers)
 from tabular_rl.choice.judge import grid_of, grid_policy, judge_model, judged  # noqa: E402
@@ -111,8 +111,7 @@ def read(reading: str, members, held: pl.DataFrame, fit: pl.DataFrame) -> np.nda
 
 def one_seed(seed: int, noise: float, episodes: int, scores: np.ndarray, slip: np.ndarray):
     rows = logged_rows(episodes, 1000 + seed, noise=noise, explore=EXPLORE)
-    decisions = float(rows.group_by("episode_id").len()["len"].mean())
-    family = default_family(6, "quantile", rows.height, 6, decisions, max(CAPS))
+    family = synthetic_family(rows, before_smooth=True)  # the family and judge this remedy was read against
     truth = np.array([[played_in_expectation(fit_member(s, rows, max(CAPS), objective="success").decide, scores, slip,
                                              c) for c in CAPS] for s in family])
     folds = rows["episode_id"].str.slice(1).cast(int).to_numpy() % 5
@@ -139,7 +138,7 @@ def check(noise: float, episodes: int, scores: np.ndarray, slip: np.ndarray, cap
     """Each member at ``episodes`` logged rivers: its truth, the judge's and the doubly robust reading (training
     folds' model from as many other rivers): the variance the weights carry when data is not short."""
     fit, held = (logged_rows(episodes, seed, noise=noise, explore=EXPLORE) for seed in (7001, 7002))
-    family = default_family(6, "quantile", fit.height, 6, 5.0, max(CAPS))
+    family = [s for s in default_family(6, "quantile", fit.height, 6, 5.0, max(CAPS)) if s.dynamics != "smooth"]
     reference = Discretizer(REFERENCE_BINS).fit(fit["prm_score"], fit["step"]).edges_
     print(f"\n  at {episodes} logged rivers, C = {cap}: member truth / judge / dr prior")
     for spec in family:

@@ -27,8 +27,9 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
 
+from benchmarks.setups.judge_bias import synthetic_family  # noqa: E402
 from examples.rapids_optimum import logged_rows, played_in_expectation, scored_rivers  # noqa: E402
-from tabular_rl.choice.members import default_family, fit_member  # noqa: E402
+from tabular_rl.choice.members import fit_member  # noqa: E402
 from tabular_rl.choice.selection import cross_fitted  # noqa: E402
 from tabular_rl.discretize import Discretizer  # noqa: E402
 from tabular_rl.estimate import estimate  # noqa: E402
@@ -89,13 +90,12 @@ class Sim:
 
 def judged_family(rows, family):
     folds = rows["episode_id"].str.slice(1).cast(int).to_numpy() % 5
-    return cross_fitted(rows, folds, family, list(CAPS), objective="success").success
+    return cross_fitted(rows, folds, family, list(CAPS), objective="success", judge_prior="steps").success
 
 
 def one_seed(seed, noise, episodes, scores, slip, B, plays):
     rows = logged_rows(episodes, 1000 + seed, noise=noise, explore=EXPLORE)
-    decisions = float(rows.group_by("episode_id").len()["len"].mean())
-    family = default_family(6, "quantile", rows.height, 6, decisions, max(CAPS))
+    family = synthetic_family(rows, before_smooth=True)  # the family and judge this lead was read against
     truth = np.array([[played_in_expectation(fit_member(s, rows, max(CAPS), objective="success").decide, scores, slip, c)
                        for c in CAPS] for s in family])
     J = judged_family(rows, family)
