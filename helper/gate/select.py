@@ -224,4 +224,4 @@ def _print(record: dict) -> None:
               f"{fmt(best['cross_fitted_success'])}")
     if record["evaluator"] == "judge":
         print("  (figures that rank the members, not a forecast: a held-out fold read through a model leans towards the "
-              "solved tables, up to 0.12 above their success on fresh episodes on the rapids; the sweep measures it)")
+              "solved tables, up to 0.07 above their success on fresh episodes on the rapids; the sweep measures it)")
