@@ -121,15 +121,17 @@ def ceiling(scores: np.ndarray, slip: np.ndarray, budget: int) -> float:
     return played_in_expectation(decide, scores, slip, budget)
 
 
-def current_family(kept: dict) -> list[dict]:
+def current_family(kept: dict, before_smooth: bool = False) -> list[dict]:
     """The family this commit's distill would build for the kept run's configured solve (its first member): members
-    added since the run have no cross-fitted figure (NaN) and are never the chosen one, but are read in truth."""
+    added since the run have no cross-fitted figure (NaN) and are never the chosen one, but are read in truth.
+    ``before_smooth``: without the smooth member (the family the stationary member's reading was made with)."""
     from helper.gate.select import family_for
 
     own = MemberSpec.from_dict(kept["family"][0])
     solved = {"bins": own.bins, "binning": own.binning, "step_buckets": own.step_buckets, "backoff": own.backoff,
               "pessimism": own.pessimism}
-    return [spec.to_dict() for spec in family_for(solved, kept["labels"], kept["selection"]["budgets"])]
+    family = family_for(solved, kept["labels"], kept["selection"]["budgets"])
+    return [spec.to_dict() for spec in family if not (before_smooth and spec.dynamics == "smooth")]
 
 
 def member_table(kept: dict) -> pl.DataFrame:
@@ -191,6 +193,8 @@ def main() -> None:
     parser.add_argument("--from", dest="sources", type=Path, nargs="+", help="read kept folders instead of runs")
     parser.add_argument("--current-family", action="store_true",
                         help="read every member this commit's family holds, not only those the run's distill tried")
+    parser.add_argument("--before-smooth", action="store_true",
+                        help="with --current-family: leave the smooth member out (the family before it joined)")
     args = parser.parse_args()
     if bool(args.runs) == bool(args.sources):
         parser.error("give either run folders or --from KEPT_FOLDER ...")
@@ -199,7 +203,7 @@ def main() -> None:
         if args.save:
             save(kept, args.save / source.name)
         if args.current_family:
-            kept = kept | {"family": current_family(kept)}
+            kept = kept | {"family": current_family(kept, args.before_smooth)}
         report(str(source), member_table(kept))
 
 
