@@ -47,6 +47,14 @@ def _design(step: np.ndarray, z: np.ndarray, horizon: int) -> np.ndarray:
     return np.column_stack([one_hot, SHARED_SCALE * z, one_hot * z[:, None]])
 
 
+def _scale(x: np.ndarray, unit: bool) -> np.ndarray:
+    """The logit of a score in [0, 1] (clipped off 0 and 1); other scores as they are."""
+    if not unit:
+        return x
+    x = np.clip(x, 1e-4, 1 - 1e-4)
+    return np.log(x / (1 - x))
+
+
 @dataclass
 class RiskCurve:
     """P(the episode ends here as a failure | step, score, action), fitted by ``fit_risk_curve``."""
@@ -60,10 +68,8 @@ class RiskCurve:
     """Per action, the fitted regression (None: no failure or no survivor among its rows)."""
 
     def z(self, scores: np.ndarray) -> np.ndarray:
-        x = np.asarray(scores, dtype=np.float64)
-        if self.unit:
-            x = np.clip(x, 1e-4, 1 - 1e-4)
-            x = np.log(x / (1 - x))
+        """Standardised regression input (a missing score reads as the mean)."""
+        x = _scale(np.asarray(scores, dtype=np.float64), self.unit)
         return (np.nan_to_num(x, nan=self.center) - self.center) / self.spread
 
     def rates(self, state_scores: np.ndarray) -> np.ndarray:
@@ -108,7 +114,7 @@ def fit_risk_curve(rows: pl.DataFrame, columns: Columns = DEFAULT_COLUMNS, horiz
     score = rows[columns.score].cast(pl.Float64).to_numpy()
     finite = score[np.isfinite(score)]
     unit = bool(finite.size and finite.min() >= 0 and finite.max() <= 1)
-    raw = np.log(np.clip(finite, 1e-4, 1 - 1e-4) / (1 - np.clip(finite, 1e-4, 1 - 1e-4))) if unit else finite
+    raw = _scale(finite, unit)
     center = float(raw.mean()) if raw.size else 0.0
     spread = float(raw.std()) if raw.size and raw.std() > 0 else 1.0
     curve = RiskCurve(horizon, center, spread, unit, [None, None])

@@ -35,6 +35,8 @@ from ..transitions import DEFAULT_COLUMNS, Columns, extract_transitions, with_ob
 
 JUDGE_SMOOTHING = 1e-3
 """Pseudo-count of the held-out fold's empirical model before the prior below: it only keeps empty cells defined."""
+SMOOTH_SHARE = 0.5
+"""The smooth model's share of the prior where it is used (``benchmarks/published/judge-prior.txt``)."""
 PRIOR_ROWS = 1.0
 """Rows' worth of the fitted model's estimate mixed into each (step, state, action) cell of the held-out fold's
 model: a cell the fold never visits is judged by the training folds' estimate instead of a uniform guess (whose
@@ -72,7 +74,8 @@ def grid_policy(decide: Callable, grid: Discretizer, horizon: int, budget: int) 
 
 def judge_model(held: pl.DataFrame, fitted: pl.DataFrame, grid: Discretizer, *, columns: Columns = DEFAULT_COLUMNS,
                 smoothing: float = 1.0, backoff: float | str = "auto", objective: str = "success",
-                shaping: float = 0.0, curve: RiskCurve | None = None, smooth_weight: float = 0.5) -> TabularModel:
+                shaping: float = 0.0, curve: RiskCurve | None = None,
+                smooth_weight: float = SMOOTH_SHARE) -> TabularModel:
     """The held-out rows' per-step empirical model on ``grid``, each cell shrunk toward the fitted rows' model by
     ``PRIOR_ROWS`` rows (module docstring): their per-step model, or with ``curve`` (the fitted rows' risk curve,
     ``tabular_rl.smooth``) that model mixed with their smooth model, ``smooth_weight`` of the latter. Raises

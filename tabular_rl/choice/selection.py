@@ -27,7 +27,7 @@ import polars as pl
 from .carried import CarriedFailure
 from ..discretize import Discretizer
 from ..estimate import MissingActionError
-from .judge import grid_of, judge_model, judged
+from .judge import SMOOTH_SHARE, grid_of, judge_model, judged
 from .members import Member, MemberSpec, fit_member
 from .replay import ReplayEpisodes, replay, replayable
 from ..smooth import fit_risk_curve
@@ -35,7 +35,7 @@ from ..transitions import DEFAULT_COLUMNS, Columns
 
 TIE = 1e-9
 EVALUATORS = ("replay", "judge")
-JUDGE_PRIORS = {"steps": 0.0, "mixed": 0.5, "smooth": 1.0}
+JUDGE_PRIORS = {"steps": 0.0, "mixed": SMOOTH_SHARE, "smooth": 1.0}
 """What fills the judge's thin cells (``_read_fold``): the weight of the training folds' smooth model beside their
 per-step one."""
 REFERENCE_BINS = 6
