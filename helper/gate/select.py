@@ -8,7 +8,8 @@ score is another, and which is better depends on the data (a table with thin cel
 has). So the helper does not assume: its family (``tabular_rl.choice.members.default_family``) holds the configured solve,
 finer bins where the rows allow, every step pooled, stationary dynamics, the risk on a curve over step and score,
 pessimism, and the threshold at 32 levels, and under each solved
-cap C it plays the member with the best success on the training folds, each member fitted without the fold it is
+cap C it plays the member with the best success on the training folds (or, within one standard error of it and not
+below the best threshold, the smooth member: ``CrossFitted.chosen``), each member fitted without the fold it is
 read on (``tabular_rl.choice.selection``: the logged episodes replayed where decisions are separate questions, the held-out
 fold's own model elsewhere). The folds are whole task groups where there are five or more, else episodes
 (``helper.gate.training_folds.fold_ids``), the rule the threshold baselines' levels are chosen by
@@ -103,7 +104,7 @@ def select_members(solve_folder: str | Path, helper_folder: str | Path, folds: i
                     shaping=float(solved.get("shaping", 0.0)))
     ids, by = fold_ids(rows, folds)
     table = cross_fitted(rows, ids, family, budgets, evaluator=evaluator, targets=targets, **settings)
-    chosen = table.best()
+    chosen, top = table.chosen(), table.best()
     thresholds = table.best(table.kind_indices("threshold"))
     (out / FOLDER).mkdir(parents=True, exist_ok=True)
     fitted: dict[str, object] = {}
@@ -124,6 +125,7 @@ def select_members(solve_folder: str | Path, helper_folder: str | Path, folds: i
             "cross_fitted_success": _value(table.success[chosen[c], j]),
             "cross_fitted_interventions": _value(table.interventions[chosen[c], j]),
             "configured_solve_success": _value(table.success[0, j]),
+            "best_on_folds": family[top[c]].name,
             "best_threshold": {"member": family[best_threshold].name,
                                "cross_fitted_success": _value(table.success[best_threshold, j]),
                                "cross_fitted_interventions": _value(table.interventions[best_threshold, j])}}

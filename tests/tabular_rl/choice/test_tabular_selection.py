@@ -132,6 +132,23 @@ def test_the_choice_breaks_ties_toward_the_first_member_and_can_hold_a_spend():
     assert table.best_within(0.5, 1) == 1  # none within: the one that spends least
 
 
+def test_the_smooth_member_is_played_within_one_standard_error_of_the_best_never_below_a_threshold():
+    specs = [MemberSpec("table", 6), MemberSpec("table", 12, dynamics="smooth"), MemberSpec("threshold", share=0.2)]
+    # Per fold (3), member and cap (4): the first member leads the smooth one by 0.02 on average at every cap.
+    lead = np.array([[0.01, 0.03, 0.02], [0.02, 0.02, 0.02], [-0.02, 0.06, 0.02], [-0.02, 0.06, 0.02]]).T
+    smooth = np.full((3, 4), 0.60)
+    threshold = np.array([0.55, 0.55, 0.61, 0.55])
+    folds = np.stack([smooth + lead, smooth, np.broadcast_to(threshold, (3, 4))], axis=1)
+    table = CrossFitted(specs, [1, 2, 3, 4], folds.mean(0), np.ones((3, 4)), "judge", 3, 30, fold_success=folds)
+    # Standard errors of the paired differences: 0.0058, 0 (the same lead on every fold), 0.0231, 0.0231.
+    assert table.best() == {1: 0, 2: 0, 3: 0, 4: 0}
+    # C = 1: 0.02 > 0.0058, the best; C = 2: a steady lead, the best; C = 3: within, but below the threshold's 0.61;
+    # C = 4: within and above the threshold, the smooth member.
+    assert table.chosen() == {1: 0, 2: 0, 3: 0, 4: 1}
+    one_fold = CrossFitted(specs, [1, 2, 3, 4], folds.mean(0), np.ones((3, 4)), "judge", 1, 30, fold_success=folds[:1])
+    assert one_fold.chosen() == one_fold.best()  # no spread to read: the best
+
+
 def test_the_family_grows_finer_bins_only_where_rows_allow():
     few = default_family(6, "quantile", rows=100, horizon=5, decisions=5, top_budget=2)
     many = default_family(6, "quantile", rows=10_000, horizon=5, decisions=5, top_budget=2)
