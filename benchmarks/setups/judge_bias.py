@@ -44,8 +44,12 @@ def synthetic_family(rows, before_smooth: bool = False) -> list:
     return [s for s in family if s.dynamics != "smooth"] if before_smooth else family
 
 
+RULES = {"best": "the best on the folds", "chosen": "the best, or the smooth member within one standard error"}
+"""How the chosen member is read off the cross-fitted table: ``CrossFitted.best`` or ``CrossFitted.chosen``."""
+
+
 def one_seed(seed: int, noise: float, episodes: int, scores: np.ndarray, slip: np.ndarray,
-             readings: list[tuple[float, str]], before_smooth: bool = False):
+             readings: list[tuple[float, str]], before_smooth: bool = False, rules: tuple[str, ...] = ("best",)):
     rows = logged_rows(episodes, 1000 + seed, noise=noise)
     family = synthetic_family(rows, before_smooth)
     fitted = [fit_member(s, rows, max(CAPS), objective="success") for s in family]
@@ -58,9 +62,12 @@ def one_seed(seed: int, noise: float, episodes: int, scores: np.ndarray, slip: n
             table = cross_fitted(rows, folds, family, list(CAPS), objective="success", judge_prior=prior)
         finally:
             judge.PRIOR_ROWS = kept
-        best, threshold = table.best(), table.best(table.kind_indices("threshold"))
-        out[(weight, prior)] = {"bias": table.success - truth, "chosen": np.array([truth[best[c], j] for j, c in enumerate(CAPS)]),
-                       "best": truth.max(0), "threshold": np.array([truth[threshold[c], j] for j, c in enumerate(CAPS)])}
+        threshold = table.best(table.kind_indices("threshold"))
+        for rule in rules:
+            best = getattr(table, rule)()
+            out[(weight, prior, rule)] = {
+                "bias": table.success - truth, "chosen": np.array([truth[best[c], j] for j, c in enumerate(CAPS)]),
+                "best": truth.max(0), "threshold": np.array([truth[threshold[c], j] for j, c in enumerate(CAPS)])}
     return [s.name for s in family], out
 
 
@@ -82,20 +89,25 @@ def main() -> None:
     parser.add_argument("--judge-prior", nargs="+", default=["mixed"], choices=list(JUDGE_PRIORS),
                         help="what fills the judge's thin cells: the training folds' per-step model, half of it and "
                              "half their smooth model, or the smooth model alone")
+    parser.add_argument("--choice", nargs="+", default=["chosen"], choices=list(RULES),
+                        help="how the member is chosen: the best on the folds, or (distill's rule) the smooth member "
+                             "where it is within one standard error of the best and not below the best threshold")
     args = parser.parse_args()
     if args.before_smooth and args.judge_prior != ["mixed"]:
         parser.error("--before-smooth reads with the per-step judge alone; leave --judge-prior out")
     priors = ["steps"] if args.before_smooth else args.judge_prior
     readings = [(weight, prior) for prior in priors for weight in args.prior_rows]
+    rules = tuple(args.choice)
     room = {c: (optimum(c)[0], max(best_threshold(c).values())) for c in CAPS}
     print(f"caps {CAPS}; exact optimum {[round(room[c][0], 3) for c in CAPS]}, the ideal verifier's best threshold "
           f"{[round(room[c][1], 3) for c in CAPS]}")
     for noise in args.noise:
         scores, slip = scored_rivers(args.rivers, 99, noise=noise)
-        results = [one_seed(seed, noise, args.episodes, scores, slip, readings, args.before_smooth) for seed in range(args.seeds)]
+        results = [one_seed(seed, noise, args.episodes, scores, slip, readings, args.before_smooth, rules)
+                   for seed in range(args.seeds)]
         names = results[0][0]
-        for weight, prior in readings:
-            read = [r[1][(weight, prior)] for r in results]
+        for (weight, prior), rule in ((reading, rule) for reading in readings for rule in rules):
+            read = [r[1][(weight, prior, rule)] for r in results]
             bias = np.mean([r["bias"] for r in read], axis=0).mean(1)
             chosen = np.mean([r["chosen"] for r in read], axis=0)
             best = np.mean([r["best"] for r in read], axis=0)
@@ -104,7 +116,7 @@ def main() -> None:
             tables = [i for i, n in enumerate(names) if not n.startswith("threshold")]
             thresholds = [i for i, n in enumerate(names) if n.startswith("threshold")]
             print(f"\nnoise {noise}, {args.seeds} seeds of {args.episodes} rivers, judge prior {weight:g} rows of the "
-                  f"{prior} model:")
+                  f"{prior} model" + ("" if rules == ("best",) else f", chosen: {RULES[rule]}") + ":")
             print("  bias (cross-fitted - true): " + ", ".join(f"{names[i]} {bias[i]:+.3f}" for i in tables)
                   + f", thresholds {bias[thresholds].mean():+.3f}")
             print("  chosen member's true success " + " / ".join(f"{v:.3f}" for v in chosen)

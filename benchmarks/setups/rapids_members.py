@@ -19,6 +19,10 @@ gap splits into what the verifier leaves, what 64 episodes' estimate loses, and 
 ``--current-family`` reads the family this commit's distill would build instead (a member added since the run has no
 cross-fitted figure and is never the chosen one, but its truth is printed).
 
+``--rechoose`` reads the cross-fitted table again from the kept training rows (the folds distill deals,
+``helper.gate.training_folds.fold_ids``) and takes the member this commit's rule chooses
+(``tabular_rl.choice.selection.CrossFitted.chosen``) instead of the one the run played.
+
 ``--save DIR`` keeps per run what the table is recomputed from (``DIR/<run name>/``): the training rows the members
 are fitted on (``labels.parquet``), the fresh rivers' scores and slip probabilities (``rivers.parquet``), the family
 (``family.json``) and the run's ``selection.json``; ``--from`` reads those alone.
@@ -134,6 +138,28 @@ def current_family(kept: dict, before_smooth: bool = False) -> list[dict]:
     return [spec.to_dict() for spec in family if not (before_smooth and spec.dynamics == "smooth")]
 
 
+def rechosen(kept: dict) -> dict:
+    """``kept`` with its selection's figures read again on its training rows and the member of each cap the one this
+    commit's rule chooses (``CrossFitted.chosen``); the figures must be the run's own (the same judge)."""
+    from helper.gate.training_folds import fold_ids
+    from tabular_rl.choice.selection import cross_fitted
+
+    labels, selection = kept["labels"], kept["selection"]
+    specs = [MemberSpec.from_dict(d) for d in kept["family"]]
+    targets = own_rewards(labels, Columns()) if any(s.binning == "supervised" for s in specs) else None
+    table = cross_fitted(labels, fold_ids(labels, int(selection["folds"]))[0], specs, selection["budgets"],
+                         targets=targets, judge_prior=selection.get("judge_prior", "steps"))
+    index = {name: i for i, name in enumerate(selection["members"])}
+    for i, spec in enumerate(specs):
+        if spec.name in index and not np.allclose(table.success[i], selection["success"][index[spec.name]], atol=1e-6):
+            raise SystemExit(f"{spec.name}: its cross-fitted figures read again differ from the run's selection.json; "
+                             "the run was judged by another commit's judge, so --rechoose cannot read it")
+    chosen = table.chosen()
+    return kept | {"selection": selection | {
+        "members": [s.name for s in specs], "success": table.success.tolist(),
+        "chosen": {str(c): {"member": {"name": specs[i].name}} for c, i in chosen.items()}}}
+
+
 def member_table(kept: dict) -> pl.DataFrame:
     """One row per member and cap: its cross-fitted success, its true success, and whether distill chose it."""
     labels, selection = kept["labels"], kept["selection"]
@@ -185,6 +211,37 @@ def report(name: str, table: pl.DataFrame) -> None:
         f", thresholds {(thresholds['cross_fitted'] - thresholds['true']).mean():+.3f}")
 
 
+def scale(name: str, kept: dict) -> None:
+    """Per step, the quartiles and 10/90th percentiles of the training rows' scores (out of fold: what the members'
+    edges are cut on) beside the fresh rivers' (the scores the gate reads)."""
+    labels, rivers = kept["labels"], kept["rivers"]
+    print(f"\n{name}: score quantiles 10 / 25 / 50 / 75 / 90 %, training rows (out of fold) | fresh rivers")
+    for t in sorted(rivers["step"].unique()):
+        own = labels.filter(pl.col("step") == t)["prm_score"].to_numpy()
+        read = rivers.filter(pl.col("step") == t)["prm_score"].to_numpy()
+        quantiles = (0.1, 0.25, 0.5, 0.75, 0.9)
+        print(f"  step {t}: " + " ".join(f"{v:.3f}" for v in np.quantile(own, quantiles)) + "  |  "
+              + " ".join(f"{v:.3f}" for v in np.quantile(read, quantiles)))
+
+
+def pooled(tables: list[pl.DataFrame]) -> None:
+    """Per cap, the mean over the runs of the chosen member's, the best member's and the folds' threshold's true
+    success, the ceiling and the optimum, and the share of the room above that threshold the chosen member captures."""
+    print(f"\npooled over {len(tables)} run(s), in truth: captured = (chosen - threshold) / (optimum - threshold)")
+    print(f"{'C':>2}  {'chosen':>6}  {'best':>6}  {'thresh':>6}  {'ceiling':>7}  {'optimum':>7}  {'captured':>8}")
+    for c in sorted(tables[0]["C"].unique()):
+        chosen, best, threshold, bound = [], [], [], []
+        for table in tables:
+            cap = table.filter(pl.col("C") == c)
+            chosen.append(cap.filter(pl.col("chosen"))["true"][0])
+            best.append(cap["true"].max())
+            threshold.append(cap.filter(pl.col("kind") == "threshold").sort("cross_fitted", descending=True)["true"][0])
+            bound.append(cap["ceiling"][0])
+        top, low = optimum(c)[0], float(np.mean(threshold))
+        print(f"{c:>2}  {np.mean(chosen):6.3f}  {np.mean(best):6.3f}  {low:6.3f}  {np.mean(bound):7.3f}  {top:7.3f}  "
+              f"{(np.mean(chosen) - low) / (top - low):8.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="*", type=Path, help="finished rapids pipeline folders")
@@ -195,16 +252,30 @@ def main() -> None:
                         help="read every member this commit's family holds, not only those the run's distill tried")
     parser.add_argument("--before-smooth", action="store_true",
                         help="with --current-family: leave the smooth member out (the family before it joined)")
+    parser.add_argument("--scale", action="store_true",
+                        help="print only the training rows' and the rivers' score quantiles per step")
+    parser.add_argument("--pooled", action="store_true", help="end with the mean over the runs and the captured share")
+    parser.add_argument("--rechoose", action="store_true",
+                        help="the member this commit's rule chooses from the run's cross-fitted table, read again")
     args = parser.parse_args()
     if bool(args.runs) == bool(args.sources):
         parser.error("give either run folders or --from KEPT_FOLDER ...")
+    tables = []
     for source in args.sources or args.runs:
         kept = load(source) if args.sources else gather(source, args.rivers)
         if args.save:
             save(kept, args.save / source.name)
+        if args.scale:
+            scale(str(source), kept)
+            continue
         if args.current_family:
             kept = kept | {"family": current_family(kept, args.before_smooth)}
-        report(str(source), member_table(kept))
+        if args.rechoose:
+            kept = rechosen(kept)
+        tables.append(member_table(kept))
+        report(str(source), tables[-1])
+    if args.pooled and tables:
+        pooled(tables)
 
 
 if __name__ == "__main__":

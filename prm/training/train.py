@@ -331,10 +331,10 @@ def _check_options(cfg: TrainConfig, reads_data: bool) -> None:
                          "no --lora, no encoder, --folds 2 or more; or drop it.")
     if cfg.word_features and (cfg.hidden or cfg.head != "value" or cfg.lora or is_encoder(cfg.model) or cfg.signals
                               or cfg.state_features or cfg.proposal_features or cfg.evidence_features
-                              or cfg.question_vector or cfg.fold_mean):
+                              or cfg.question_vector):
         raise ValueError("word_features=True: the head reads the state's words and nothing else; add --no-hidden and "
                          "drop --signals, --state-features, --proposal-features, --evidence-features, "
-                         "--question-vector, --fold-mean, --lora and --head tag.")
+                         "--question-vector, --lora and --head tag.")
     if cfg.target is not None and cfg.target not in L.TARGETS:
         raise ValueError(f"target={cfg.target!r}: use one of {L.TARGETS}.")
     if cfg.calibration is not None and cfg.calibration not in METHODS:

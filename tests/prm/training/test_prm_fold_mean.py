@@ -53,3 +53,16 @@ def test_the_fold_mean_needs_folds(tmp_path):
     with pytest.raises(ValueError, match="fold_mean"):
         run_train(TrainConfig(data=str(data), out=str(tmp_path / "prm"), model="tiny", target="hard", folds=1,
                               fold_mean=True, progress=False))
+
+
+def test_a_word_reading_head_can_be_the_fold_mean_too(tmp_path):
+    # The verifier choice trains a word-reading candidate beside the others; with --prm-fold-mean it is a mean too.
+    data = complete_folder(FRAME, tmp_path / "data")
+    run_train(TrainConfig(data=str(data), out=str(tmp_path / "prm"), model="tiny", target="hard", folds=3,
+                          fold_mean=True, word_features=True, hidden=False, head_steps=50, progress=False,
+                          calibration="none"))
+    assert read_settings(tmp_path / "prm").fold_heads == 3
+    prm = load_prm(tmp_path / "prm")
+    assert isinstance(prm.head, FoldMeanHead) and len(prm.head.heads) == 3
+    scores = np.concatenate(prm.score_episodes(episodes_of(FRAME)[1]))
+    assert np.isfinite(scores).all() and ((scores > 0) & (scores < 1)).all()
