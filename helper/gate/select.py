@@ -223,7 +223,9 @@ def _print(record: dict) -> None:
         print(f"  C={c}: {entry['member']['name']} {fmt(entry['cross_fitted_success'])} "
               f"({fmt(entry['cross_fitted_interventions'])} int.); configured solve "
               f"{fmt(entry['configured_solve_success'])}; best threshold {best['member']} "
-              f"{fmt(best['cross_fitted_success'])}")
+              f"{fmt(best['cross_fitted_success'])}"
+              + ("" if entry["best_on_folds"] == entry["member"]["name"]
+                 else f" (the folds' best, {entry['best_on_folds']}, within one standard error: the smooth member)"))
     if record["evaluator"] == "judge":
         print("  (figures that rank the members, not a forecast: a held-out fold read through a model leans towards the "
               "solved tables, up to 0.07 above their success on fresh episodes on the rapids; the sweep measures it)")
