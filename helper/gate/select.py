@@ -224,7 +224,7 @@ def _print(record: dict) -> None:
               f"({fmt(entry['cross_fitted_interventions'])} int.); configured solve "
               f"{fmt(entry['configured_solve_success'])}; best threshold {best['member']} "
               f"{fmt(best['cross_fitted_success'])}"
-              + ("" if entry["best_on_folds"] == entry["member"]["name"]
+              + ("" if entry.get("best_on_folds", entry["member"]["name"]) == entry["member"]["name"]
                  else f" (the folds' best, {entry['best_on_folds']}, within one standard error: the smooth member)"))
     if record["evaluator"] == "judge":
         print("  (figures that rank the members, not a forecast: a held-out fold read through a model leans towards the "
