@@ -141,14 +141,12 @@ def current_family(kept: dict, before_smooth: bool = False) -> list[dict]:
 def rechosen(kept: dict) -> dict:
     """``kept`` with its selection's figures read again on its training rows and the member of each cap the one this
     commit's rule chooses (``CrossFitted.chosen``); the figures must be the run's own (the same judge)."""
-    from helper.gate.training_folds import fold_ids
-    from tabular_rl.choice.selection import cross_fitted
+    from helper.gate.select import cross_fitted_family
 
     labels, selection = kept["labels"], kept["selection"]
     specs = [MemberSpec.from_dict(d) for d in kept["family"]]
-    targets = own_rewards(labels, Columns()) if any(s.binning == "supervised" for s in specs) else None
-    table = cross_fitted(labels, fold_ids(labels, int(selection["folds"]))[0], specs, selection["budgets"],
-                         targets=targets, judge_prior=selection.get("judge_prior", "steps"))
+    table, _, _ = cross_fitted_family(labels, specs, selection["budgets"], int(selection["folds"]),
+                                      judge_prior=selection.get("judge_prior", "steps"))
     index = {name: i for i, name in enumerate(selection["members"])}
     for i, spec in enumerate(specs):
         if spec.name in index and not np.allclose(table.success[i], selection["success"][index[spec.name]], atol=1e-6):

@@ -85,6 +85,14 @@ def training_rows(source: Path) -> tuple[dict, object, int | None]:
     return solved, align(rows, to), to
 
 
+def cross_fitted_family(rows, family: list[MemberSpec], budgets: list[int], folds: int = FOLDS, **settings):
+    """``family`` read on the training folds distill deals (``fold_ids``): (the table, the per-row targets supervised
+    bins need or None, what the folds are made of). ``settings`` go to ``cross_fitted``."""
+    targets = own_rewards(rows, Columns()) if any(s.binning == "supervised" for s in family) else None
+    ids, by = fold_ids(rows, folds)
+    return cross_fitted(rows, ids, family, budgets, targets=targets, **settings), targets, by
+
+
 def select_members(solve_folder: str | Path, helper_folder: str | Path, folds: int = FOLDS,
                    evaluator: str = "auto") -> dict | None:
     """Choose and write the member of every cap the solve folder solved (module docstring); the record written to
@@ -97,13 +105,10 @@ def select_members(solve_folder: str | Path, helper_folder: str | Path, folds: i
     if not budgets:
         return None
     solved, rows, to = training_rows(source)
-    cols = Columns()
     family = family_for(solved, rows, budgets)
-    targets = own_rewards(rows, cols) if any(s.binning == "supervised" for s in family) else None
     settings = dict(smoothing=float(solved.get("smoothing", 1.0)), objective=solved.get("objective", "success"),
                     shaping=float(solved.get("shaping", 0.0)))
-    ids, by = fold_ids(rows, folds)
-    table = cross_fitted(rows, ids, family, budgets, evaluator=evaluator, targets=targets, **settings)
+    table, targets, by = cross_fitted_family(rows, family, budgets, folds, evaluator=evaluator, **settings)
     chosen, top = table.chosen(), table.best()
     thresholds = table.best(table.kind_indices("threshold"))
     (out / FOLDER).mkdir(parents=True, exist_ok=True)
