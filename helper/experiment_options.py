@@ -62,7 +62,9 @@ EXPERIMENT_OPTIONS: dict[str, dict[str, str]] = {
                        "counterfactual": "records the mc target's branches",
                        "rl_use_prm": BASELINE, "solve_pessimism": TUNING, "solve_time_axis": MEASURED,
                        "binning": MEASURED, "prm_layers": MEASURED + ": 8 of SmolLM2's 30, a quarter of the cost",
-                       "bins": TUNING},
+                       "bins": TUNING,
+                       "backend": "not measured: the sweep plays the members the training folds chose (distill "
+                                  "--backend is the user's)"},
     "CollectConfig": {"counterfactual": "records counterfactual outcomes for measurements", **_RAY,
                       "model": "a second spelling of --agent MODEL (--agent llm --model MODEL)"},
     "TrainConfig": {**_PRM_INPUTS, "head": MEASURED + ": the tag head", "base_only": ABLATION, "group_by": DIAGNOSTIC,

@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script:
 from examples.tiered_rapids import HORIZON, KINDS, risk_score  # noqa: E402
 from helper.data.collect import CollectConfig, run  # noqa: E402
 from helper.stored_config import config_of  # noqa: E402
+from helper.baselines.tiered import best_cascade  # noqa: E402
 from examples.tiered_rapids_optimum import best_one_kind, evaluate_randomised, optimum, true_model  # noqa: E402
 from tabular_rl import Discretizer  # noqa: E402
 from tabular_rl.tiered import (  # noqa: E402
@@ -107,36 +108,6 @@ def cue_of_states(rows: pl.DataFrame, disc, n_states: int) -> np.ndarray:
     return cue
 
 
-def cascade_table(cue: np.ndarray, t1: float, t2: float, tiers: tuple[int, int], resources: Resources,
-                  horizon: int, fallback: bool) -> np.ndarray:
-    """(T, S, R): cue >= t2 calls ``tiers[1]``, else cue >= t1 calls ``tiers[0]`` (actions 1 .. K), each only where
-    the budget left pays it; with ``fallback`` a human tier the budget cannot pay falls to the cheap tier."""
-    units = resources.states()[:, 0]
-    low, high = tiers
-    pays_low, pays_high = units >= resources.prices[low - 1], units >= resources.prices[high - 1]
-    with np.errstate(invalid="ignore"):  # NaN cue (no cue): the agent acts
-        at_high, at_low = (cue >= t2)[:, None], (cue >= t1)[:, None]
-    act = np.where(at_high & pays_high, high, np.where((at_low & ~at_high | at_high & fallback) & pays_low, low, 0))
-    return np.broadcast_to(act, (horizon, *act.shape)).copy()
-
-
-def best_cascade(model, cue: np.ndarray, tiers: tuple[int, int], resources: Resources) -> tuple[np.ndarray, str]:
-    """The cascade with the best estimated success under ``resources`` in ``model`` (ties: the lower estimated
-    spend), over t1 <= t2 among every distinct cue value and "never", fallback on and off; and its description."""
-    grid = [*np.unique(cue[~np.isnan(cue)]), np.inf]
-    best = None
-    for i, t1 in enumerate(grid):
-        for t2 in grid[i:]:
-            for fallback in (False, True):
-                table = cascade_table(cue, t1, t2, tiers, resources, model.horizon, fallback)
-                run = evaluate_table(model, resources, table)
-                key = (run.expected_success, -run.expected_cost)
-                if best is None or key[0] > best[0][0] + TIE or (key[0] >= best[0][0] - TIE and key[1] > best[0][1]):
-                    name = "/".join("-" if np.isinf(t) else f"{t:.2f}" for t in (t1, t2)) + ("f" if fallback else "")
-                    best = (key, table, name)
-    return best[1], best[2]
-
-
 def random_kind_policy(table: np.ndarray, resources: Resources) -> np.ndarray:
     """(T, S, R, K + 1): the agent where ``table`` lets it act, else a kind drawn uniformly among the affordable."""
     affordable = (resources.next_index()[1:] >= 0).T.astype(float)  # (R, K)
@@ -174,8 +145,8 @@ def measure(rows: pl.DataFrame, budgets: list[int]) -> dict[int, dict[str, float
             chosen = kind if estimated[kind] > estimated[chosen] + TIE else chosen
         result["one_kind"], result["one_kind_choice"] = result[f"one_{chosen}"], chosen
         for name, tiers in CASCADES.items():
-            table, description = best_cascade(model, cue, tuple(model.kind_index(k) for k in tiers), resources)
-            run = evaluate_table(truth, resources, table[:, :S])
+            solution, description = best_cascade(model, cue, tiers, resources)
+            run = evaluate_table(truth, resources, solution.tables[0][:, :S])
             result[name], result[f"{name}_choice"], result[f"{name}_cost"] = (
                 run.expected_success, description, run.expected_cost)
         won, spent, _ = evaluate_randomised(truth, resources, random_kind_policy(exact.tables[0][:, :S], resources))

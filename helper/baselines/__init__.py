@@ -8,4 +8,6 @@
   out-of-fold score of every training row (``knn``).
 - ``threshold_levels.py``: the threshold baselines at full strength: the level for each cap chosen on the training
   folds, and the levels that spend 1, 2, ... an episode with no cap.
+- ``tiered.py``: the baselines of a helper that chooses which help to call: one helper per kind, a cascade and a
+  random kind, each a table the tiered gate plays.
 """

@@ -137,6 +137,11 @@ class PipelineConfig:
     methods: list[str] | None = None
     """Methods of the sweep stage (default: all, less online_rl with an LLM agent; see `helpgate sweep --help`).
     Fewer methods, a shorter sweep: for an ablation that changes only some of them."""
+    help_kinds: list[str] = field(default_factory=list)
+    """Several kinds of help, each NAME:PRICE (e.g. compute:1 human:4; who answers each: collect --help-kinds): the
+    helper then chooses which to call, --budgets are costs per episode in the unit of the prices (required), and the
+    sweep plays it against one helper per kind, a cascade and a random kind (helper.evaluation.tiered_sweep). A cap
+    on a kind's calls: run the stages one by one (collect and solve take --help-caps)."""
     seed: int = 0
     """Seed of collection (evaluation uses seed + 1000 on the test groups)."""
     cross_fit: int | None = None
@@ -147,11 +152,25 @@ class PipelineConfig:
     redo: bool = False
     """Run every stage again even if its folder is marked finished."""
 
+    def check_kinds(self) -> None:
+        """Refuse, in one line, what a run with several kinds of help cannot do (before anything is written)."""
+        if not self.help_kinds:
+            return
+        if not self.budgets or not any(b > 0 for b in self.budgets):
+            raise ValueError("--help-kinds: give the cost budgets per episode to solve for, in the unit of the prices, "
+                             "e.g. --budgets 2 4 8")
+        if self.cross_fit:
+            raise ValueError(f"--cross-fit {self.cross_fit} with --help-kinds: a run with several kinds of help uses "
+                             "the data's own train / test split; pass --cross-fit 0")
+        if self.backend != "features":
+            raise ValueError(f"--backend {self.backend} with --help-kinds: the helper that chooses among kinds is "
+                             "distilled with --backend features")
+
     def fold_count_cross_fit(self) -> int:
-        """``cross_fit``, or its default for this environment (none with --quick)."""
+        """``cross_fit``, or its default for this environment (none with --quick or --help-kinds)."""
         if self.cross_fit is not None:
             return int(self.cross_fit)
-        return 0 if self.quick else self.spec.kind.cross_fit_folds
+        return 0 if self.quick or self.help_kinds else self.spec.kind.cross_fit_folds
 
     def decide_mode(self) -> str:
         """``decide_after``, or its default for this environment."""
@@ -308,7 +327,7 @@ def collect_stage(cfg: PipelineConfig, out: Path, budget: int) -> None:
         spec=replace(spec, agent=collect_agent), split="train", model=spec.agent,
         explore_p=[0.0, 0.2, 0.4, 0.6], episodes=cfg.sizes()[0], budget=budget,
         seed=cfg.seed, out=str(out / "trajectories"), shard_size=16, decide_after=cfg.decide_after,
-        counterfactual=cfg.counterfactual,
+        counterfactual=cfg.counterfactual, help_kinds=list(cfg.help_kinds),
     )
     _stage(out, "collect", cfg.redo, lambda: collect.run(config))
 
@@ -324,6 +343,7 @@ def run(cfg: PipelineConfig, collected=None, feature_cache: str | None = None) -
     from prm.training import train as prm_train
     from prm.verifiers.backbones import check_backbone, is_encoder
 
+    cfg.check_kinds()
     cfg = replace(cfg, decide_after=cfg.decide_mode(), cross_fit=cfg.fold_count_cross_fit())
     check_backbone(cfg.prm_model, "--prm-model")  # before collection, not after it
     if cfg.prm_lora and is_encoder(cfg.prm_model):
@@ -391,7 +411,7 @@ def run(cfg: PipelineConfig, collected=None, feature_cache: str | None = None) -
     methods = sweep_methods(cfg, llm_agent(spec))
     _stage(out, "solve", cfg.redo, lambda: solve_command.run(solve_command.SolveConfig(
         data=trajectories, budgets=solved, bins=cfg.bins, binning=binning, pessimism=cfg.solve_pessimism,
-        time_axis=cfg.solve_time_axis,
+        time_axis=cfg.solve_time_axis, kinds=list(cfg.help_kinds) or None,
         out=str(out / "solve"),
     )))
     _stage(out, "distill", cfg.redo, lambda: distill.run(distill.DistillConfig(

@@ -2,7 +2,8 @@
 
 - ``evaluate.py``: ``helpgate evaluate``: one helper at several budgets (``evaluate_gate``).
 - ``sweep.py``: ``helpgate sweep``: every method over the budgets; ``methods.py``: the registry
-  of those methods, one class each.
+  of those methods, one class each; ``tiered_sweep.py``: the sweep of a helper that chooses which help to call,
+  under cost budgets.
 - ``metrics.py``: APGR, CPT, paired intervals: the one metrics module.
 - ``spend.py``: the second yardstick: the priced helper against each threshold baseline's no-cap curve at its
   spend.

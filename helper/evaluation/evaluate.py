@@ -49,18 +49,21 @@ class EvaluateConfig(EnvConfig):
 
 
 def evaluate_gate(env: Environment, gate_for_budget: Callable[[int], object], budgets: Sequence[int],
-                  method: str, ci_resamples: int = 2000, counterfactual: bool = False, cap: int | None = None):
+                  method: str, ci_resamples: int = 2000, counterfactual: bool = False, cap: int | None = None,
+                  helps=None):
     """``(rows, episode_rows, records)``: one sweep row per budget, one row per episode, raw records. ``cap``: the
     episode's budget for every run instead of each of ``budgets`` (a method set to a spend, with no cap, keys its
-    rows by that spend)."""
+    rows by that spend). ``helps``: several kinds of help in place of the strong actor (``agile.helps.Help``), the
+    budget then a cost per episode; each row and episode row adds ``cost`` and, per kind, ``calls_<kind>``."""
     rows, per_episode, all_records = [], [], {}
     for budget in budgets:
         started = time.perf_counter()
         episodes = env.episodes()
         gate = gate_for_budget(int(budget))
         # The held-out seed keys the agent's per-decision seeds: the same draws for every method and budget.
-        records = run_episodes(episodes, env.base, env.strong, gate=gate, budget=int(budget if cap is None else cap),
-                               counterfactual=counterfactual, rng_seed=int(getattr(getattr(env, "cfg", None), "seed", 0)))
+        records = run_episodes(episodes, env.base, None if helps else env.strong, gate=gate,
+                               budget=int(budget if cap is None else cap), counterfactual=counterfactual,
+                               rng_seed=int(getattr(getattr(env, "cfg", None), "seed", 0)), helps=helps)
         # The next budget replays these episode ids: a gate keeping per-episode counts forgets them
         # explicitly (run_episodes ends finished episodes; this also covers any it left unfinished).
         if hasattr(gate, "end_episode"):
@@ -80,12 +83,26 @@ def evaluate_gate(env: Environment, gate_for_budget: Callable[[int], object], bu
         per_episode += [{"method": method, "budget": int(budget), "episode_id": e.episode_id,
                          "group": g, "success": s, "interventions": u}
                         for e, g, s, u in zip(episodes, groups, success, used)]
+        if helps:
+            spent = _spent(records, [h.name for h in helps])
+            rows[-1] |= {key: float(sum(v) / len(v)) for key, v in spent.items()}
+            for i, row in enumerate(per_episode[-len(episodes):]):
+                row |= {key: v[i] for key, v in spent.items()}
         all_records[int(budget)] = records
         print(f"{method:>14s}  C={budget:<2d} success {rows[-1]['success']:.3f} [{low:.3f}, {high:.3f}]  "
               f"interventions {rows[-1]['interventions']:.2f}"
               + (f" (nil gain {rows[-1][NIL_GAIN]:.2f})" if NIL_GAIN in rows[-1] else "")
+              + (f"  cost {rows[-1]['cost']:.2f}" if helps else "")
               + f"  ({time.perf_counter() - started:.1f}s)")
     return rows, per_episode, all_records
+
+
+def _spent(records, kinds: list[str]) -> dict[str, list[float]]:
+    """Per episode: ``cost`` (what its calls cost) and ``calls_<kind>`` for each kind."""
+    out = {"cost": [float(sum(r.help_cost or 0.0 for r in rs)) for rs in records]}
+    for kind in kinds:
+        out[f"calls_{kind}"] = [float(sum(r.help_kind == kind for r in rs)) for rs in records]
+    return out
 
 
 def episode_group(episode, records) -> str:

@@ -1,5 +1,6 @@
 """Budget-sweep figure: success against interventions per episode, one line per method; a second panel for the
-methods played at a spend with no cap.
+methods played at a spend with no cap. With several kinds of help (``cost_figure``): success against cost per
+episode, one line per method.
 
 Built on ``matplotlib.figure.Figure`` directly (no pyplot state), so it renders the same way
 under the Agg backend in scripts and inside notebooks, and never opens a window.
@@ -27,6 +28,8 @@ _STYLE = {
     "first_k": {"color": "tab:brown", "marker": "<"},
     "never": {"color": "dimgray", "marker": "o", "markersize": 9},
     "always": {"color": "dimgray", "marker": "s", "markersize": 9},
+    "cascade": {"color": "tab:green", "marker": "v"},
+    "random_kind": {"color": "tab:gray", "marker": "x"},
 }
 
 
@@ -34,10 +37,10 @@ FREE = "_nocap"
 """Rows played with no cap (``helper.evaluation.spend``): drawn on the second panel."""
 
 
-def _draw(axes, rows: pd.DataFrame, method: str, label: str) -> None:
-    rows = rows.sort_values(["interventions", "budget"])
+def _draw(axes, rows: pd.DataFrame, method: str, label: str, along: str = "interventions") -> None:
+    rows = rows.sort_values([along, "budget"])
     style = dict(_STYLE.get(method, {"marker": "."}))
-    x, y = rows["interventions"].to_numpy(), rows["success"].to_numpy()
+    x, y = rows[along].to_numpy(), rows["success"].to_numpy()
     low = y - rows["ci_low"].to_numpy()
     high = rows["ci_high"].to_numpy() - y
     axes.errorbar(x, y, yerr=[low, high], label=label, capsize=3, **style)
@@ -78,8 +81,26 @@ def sweep_figure(frame: pd.DataFrame, title: str | None = None) -> Figure:
     return figure
 
 
+def cost_figure(frame: pd.DataFrame, title: str | None = None) -> Figure:
+    """Success against cost per episode (the sweep frame's ``cost`` column), one line per method, each point at a
+    method's mean cost under a budget B with its 95% interval."""
+    figure = Figure(figsize=(7.5, 5.0), dpi=110)
+    axes = figure.add_subplot(1, 1, 1)
+    for method, rows in frame.groupby("method", sort=True):
+        _draw(axes, rows, str(method), str(method), along="cost")
+    axes.set_title("under a cost budget B (the point at B is a method's mean cost)", fontsize=9)
+    axes.set_xlabel("cost per episode (in the unit of the prices)")
+    axes.set_ylabel("success")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, ncols=2)
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
 def save_sweep_plot(frame: pd.DataFrame, path: str | Path, title: str | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    sweep_figure(frame, title).savefig(path)
+    (cost_figure if "cost" in frame.columns else sweep_figure)(frame, title).savefig(path)
     return path

@@ -30,6 +30,9 @@ the best success under that cap, the helper at the member chosen the same way (`
 average spend*, no cap: ``helper_priced`` priced to spend s interventions an episode against each such baseline's
 no-cap curve (rows ``<method>_nocap``) read at its spend (``helper.evaluation.spend``).
 
+A helper that chooses which help to call (its ``helper.json`` names kinds) is swept by
+``helper.evaluation.tiered_sweep`` instead: under cost budgets, against one-kind helpers, a cascade and a random kind.
+
 Common random numbers: every method's C = 0 row must be the same outcomes episode by episode; the sweep
 checks it (``check_c0_rows``, ``summary.json``'s ``c0_check``) and warns, naming the spread, where not.
 """
@@ -51,7 +54,9 @@ from helper.evaluation.methods import METHODS as REGISTRY
 from helper.evaluation.methods import SweepContext
 from helper.evaluation.metrics import summarize, sweep_columns
 from helper.evaluation.plots import save_sweep_plot
+from helper.evaluation import tiered_sweep
 from helper.evaluation.spend import at_spend
+from helper.evaluation.tiered_sweep import is_tiered
 from helper.stored_config import flat
 from trajectories.files import write_json_atomic
 
@@ -127,6 +132,8 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
     out = not_a_finished_stage(out_folder(cfg.out, "runs/demo/sweep"))  # never '' nor another run's finished sweep/
     not_another_run(out, "sweep")  # nor a helper's, a collection's or an evaluation's folder
     out.mkdir(parents=True, exist_ok=True)
+    if is_tiered(cfg.helper):  # a helper that chooses which help to call: its own family, under cost budgets
+        return tiered_sweep.run(cfg, out, scorer)
     ctx = SweepContext(cfg=cfg, env=Environment(cfg), out=out)
     wanted = set(cfg.methods) | {"never", "always"}
     if any({"helper", "prm"} & REGISTRY[name].needs for name in wanted):

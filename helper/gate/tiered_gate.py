@@ -179,10 +179,10 @@ class TieredHelperGate(HelperGate):
                 return kind
         return None
 
-    def with_budget(self, budget: float | None) -> TieredHelperGate:
+    def with_budget(self, budget: float | None) -> TieredHelperGate:  # a subclass's budget gives a subclass
         """A gate sharing this one's solution, scorer and stats, with its own count at ``budget``."""
-        gate = TieredHelperGate(self.table, self.discretizer, self.scorer, budget, self.caps, self.decide_after,
-                                self.trained_on, self.classifier)
+        gate = type(self)(self.table, self.discretizer, self.scorer, budget, self.caps, self.decide_after,
+                          self.trained_on, self.classifier)
         gate._stats, gate._stats_lock, gate.degraded = self._stats, self._stats_lock, self.degraded
         gate.horizon, gate.guarantee = self.horizon, self.guarantee
         return gate

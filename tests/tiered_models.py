@@ -1,4 +1,4 @@
-"""Random tiered MDPs for the tiered tests (imported by plain name: pytest puts this folder on sys.path)."""
+"""Random tiered MDPs for the tiered tests (imported by plain name from any folder: it sits beside conftest.py)."""
 
 import numpy as np
 
