@@ -71,6 +71,8 @@ from helper.evaluation.metrics import verdict
 from helper.evaluation.spend import FREE, PRICED
 from helper.stored_config import renamed, same_setting
 
+COST = "cost"
+"""The episodes' column of a tiered sweep: what each episode's calls cost."""
 NOT_BASELINES = (M.NEVER, M.ALWAYS, M.ORACLE, M.EXACT_OPTIMAL, M.HELPER, "counterfactual")
 """References, upper bounds and the helper itself: never compared as rivals."""
 COMPLETED = "†"
@@ -221,8 +223,10 @@ def pool(runs: list[Run], resamples: int, seed: int, drop_incomplete: bool = Fal
     keys = ["run", "episode_id"]
     units = every[keys + ["group"]].drop_duplicates(keys).reset_index(drop=True)
     tables = {}
-    for value in ("success", "interventions"):
-        wide = every.pivot_table(index=keys, columns=["method", "budget"], values=value, aggfunc="mean")
+    # With kinds of help (a tiered sweep) a budget is a cost, and what a method spends is its cost.
+    spend = "cost" if COST in every.columns else "interventions"
+    for value, column in (("success", "success"), ("interventions", spend)):
+        wide = every.pivot_table(index=keys, columns=["method", "budget"], values=column, aggfunc="mean")
         tables[value] = wide.reindex(pd.MultiIndex.from_frame(units[keys]))
     gaps = tables["success"].isna()
     dropped = []
@@ -540,6 +544,12 @@ def run(cfg: ReportConfig) -> str:
         f"APGR (the share of [0, 1] completed to always-intervene's point, not measured); CPT as a share of "
         f"always-intervene's interventions, {COMPLETED} where it falls in the completed part.",
     ]
+    tiered = [str(r.path) for r in runs if COST in r.episodes.columns]
+    if tiered:
+        notes.append("Several kinds of help, each at its price (a tiered sweep, helper.evaluation.tiered_sweep): C is a "
+                     "cost budget per episode in the unit of the prices and the columns 'interventions' are the mean "
+                     "cost; the baselines are one helper per kind, a cascade and a random kind, each under the same "
+                     "budget: " + ", ".join(tiered) + ".")
     fell_back = [f"{r.path} ({by})" for r in runs if (by := prm_folds_fell_back(r))]
     if fell_back:
         notes.append("PRM folds fell back to episodes (fewer task groups than folds: its out-of-fold scores were not "
