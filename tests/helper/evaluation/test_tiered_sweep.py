@@ -17,6 +17,8 @@ from tiered_rows import PRICES, RiskScorer, rapids_rows
 from examples.tiered_rapids import HORIZON, KINDS
 from helper.commands.cli import main
 from helper.data.environment import EnvSpec
+from helper.evaluation.report import ReportConfig
+from helper.evaluation.report import run as report
 from helper.evaluation.sweep import SweepConfig, run
 from tabular_rl import Discretizer
 from tabular_rl.tiered import Resources, estimate_tiered, solve_tiered
@@ -95,3 +97,15 @@ def test_the_pipeline_refuses_what_kinds_cannot_do_in_one_line(argv, says, tmp_p
     assert main(["pipeline", "--out", str(tmp_path / "run"), *argv]) == 2
     assert says in one_error_line(capsys)
     assert not (tmp_path / "run").exists()
+
+
+def test_the_report_pairs_the_helper_with_each_baseline_under_the_same_cost_budget(swept, tmp_path):
+    root, _, _, episodes = swept
+    text = report(ReportConfig(runs=[str(root / "sweep")], budgets=[2, 4, 6], out=str(tmp_path / "report.md"),
+                               figures=False))
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert sorted(line.split(" | ")[4] for line in rows) == sorted(["cascade", "random_kind",
+                                                                    *(f"one_{k}" for k in KINDS)])
+    assert "C is a cost budget per episode" in text
+    helper = episodes[(episodes["method"] == "helper") & (episodes["budget"] == 4)]["cost"].mean()
+    assert f"{helper:.2f} / " in next(line for line in rows if " cascade " in line)  # the spend column is the cost
