@@ -70,15 +70,7 @@ def sweep_figure(frame: pd.DataFrame, title: str | None = None) -> Figure:
             elif name in ("helper_priced", "never", "always"):
                 _draw(spent, rows, name, name + (" (no cap)" if name == "helper_priced" else ""))
         spent.set_title("at an average spend, no cap", fontsize=9)
-    for axes in figure.axes:
-        axes.set_xlabel("interventions per episode")
-        axes.set_ylabel("success")
-        axes.grid(alpha=0.3)
-        axes.legend(fontsize=8, ncols=2)
-    if title:
-        figure.suptitle(title)
-    figure.tight_layout()
-    return figure
+    return _finished(figure, "interventions per episode", title)
 
 
 def cost_figure(frame: pd.DataFrame, title: str | None = None) -> Figure:
@@ -89,10 +81,16 @@ def cost_figure(frame: pd.DataFrame, title: str | None = None) -> Figure:
     for method, rows in frame.groupby("method", sort=True):
         _draw(axes, rows, str(method), str(method), along="cost")
     axes.set_title("under a cost budget B (the point at B is a method's mean cost)", fontsize=9)
-    axes.set_xlabel("cost per episode (in the unit of the prices)")
-    axes.set_ylabel("success")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8, ncols=2)
+    return _finished(figure, "cost per episode (in the unit of the prices)", title)
+
+
+def _finished(figure: Figure, xlabel: str, title: str | None) -> Figure:
+    """Every panel's labels, grid and legend, and the figure's title."""
+    for axes in figure.axes:
+        axes.set_xlabel(xlabel)
+        axes.set_ylabel("success")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8, ncols=2)
     if title:
         figure.suptitle(title)
     figure.tight_layout()
