@@ -166,7 +166,8 @@ def run(cfg, out: Path, scorer=None) -> dict:
     summary = summarize(frame)
     summary["tiered"] = {"kinds": list(kinds), "prices": family.prices, "caps": family.caps, "solve": str(solve_dir),
                          "cost": {m: dict(zip(map(int, r["budget"]), r["cost"])) for m, r in frame.groupby("method")},
-                         "estimated": _estimated(family, paid), "cascade_choice": family.cascade_choice}
+                         "estimated": _estimated(family, paid), "cascade_choice": family.cascade_choice,
+                         "worth": _worth(frame, kinds)}
     summary["budgets"] = budgets
     summary["method_seconds"] = seconds
     summary["decide_after"] = helper.decide_after
@@ -187,10 +188,22 @@ def _estimated(family: TieredFamily, budgets: list[int]) -> dict:
     return out
 
 
+def _worth(frame: pd.DataFrame, kinds: tuple[str, ...]) -> dict:
+    """Per kind, what it bought in play: its one-kind helper's best gain over ``never`` at any budget, and the
+    helper's calls of it summed over the budgets (zero where the helper never found it worth its price)."""
+    never = float(frame.loc[frame["method"] == "never", "success"].mean())
+    helper = frame[frame["method"] == "helper"]
+    return {k: {"best_gain_over_never": float(frame.loc[frame["method"] == f"one_{k}", "success"].max() - never),
+                "helper_calls": float(helper[f"calls_{k}"].sum())} for k in kinds}
+
+
 def _print(frame: pd.DataFrame, kinds: tuple[str, ...], out: Path) -> None:
     print(f"{'method':>14s}  {'B':>3s}  success  cost   " + "  ".join(f"{k:>8s}" for k in kinds))
     for _, row in frame.sort_values(["method", "budget"]).iterrows():
         print(f"{row['method']:>14s}  {int(row['budget']):>3d}  {row['success']:.3f}  {row['cost']:5.2f}  "
               + "  ".join(f"{row[f'calls_{k}']:8.2f}" for k in kinds))
+    for kind, seen in _worth(frame, kinds).items():
+        print(f"{kind}: alone it adds at most {seen['best_gain_over_never']:+.3f} to never's success at any budget; "
+              f"the helper calls it {seen['helper_calls']:.2f} times an episode summed over the budgets")
     print(f"sweep: wrote {out / 'sweep.csv'}, {out / 'summary.json'}, {out / 'sweep.png'}")
 

@@ -86,6 +86,12 @@ def test_the_summary_reads_the_solves_own_estimates(swept):
             estimated[f"one_{k}"][str(budget)]["success"] for k in KINDS) - 1e-12
         assert estimated["helper"][str(budget)]["success"] >= estimated["cascade"][str(budget)]["success"] - 1e-12
     assert set(summary["tiered"]["cascade_choice"]) == {"2", "4", "6"}
+    frame = pd.read_csv(root / "sweep" / "sweep.csv")
+    never = frame.loc[frame["method"] == "never", "success"].item()
+    for kind, seen in summary["tiered"]["worth"].items():
+        assert seen["best_gain_over_never"] == pytest.approx(frame.loc[frame["method"] == f"one_{kind}",
+                                                                       "success"].max() - never)
+        assert seen["helper_calls"] == pytest.approx(frame.loc[frame["method"] == "helper", f"calls_{kind}"].sum())
     assert summary["tiered"]["kinds"] == list(KINDS)
 
 
