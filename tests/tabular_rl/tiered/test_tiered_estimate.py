@@ -80,3 +80,65 @@ def test_a_kind_no_row_called_cannot_be_estimated():
     disc = Discretizer(2, "uniform").fit(rows["prm_score"], rows["step"])
     with pytest.raises(MissingActionError, match="kind 'kind2'"):
         estimate_tiered(only_first, disc, kinds=true.kinds)
+
+
+def separate_questions(seed: int, episodes: int = 400, steps: int = 3) -> pl.DataFrame:
+    """Rows of separate questions deciding after the proposal: the agent's own outcome logged on every row. The
+    ``echo`` kind answers as the agent would (its outcome is the proposal's); ``human`` is always right. Help is
+    called at random, more often on easy questions (where the agent is right), so a kind's rows alone read better
+    than the agent's rows in the same cell."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for e in range(episodes):
+        for t in range(steps):
+            score = rng.random()
+            right = float(rng.random() < 0.3 + 0.5 * score)
+            kind = rng.choice(["", "echo", "human"], p=[0.5, 0.25, 0.25] if right else [0.8, 0.1, 0.1])
+            reward = 1.0 if kind == "human" else right
+            rows.append({"episode_id": f"e{e}", "step": t, "prm_score": score, "help_kind": kind or None,
+                         "intervened": bool(kind), "reward": reward, "proposal_reward": right,
+                         "done": t == steps - 1, "budget_left": 9})
+    frame = pl.DataFrame(rows)
+    return frame.with_columns(pl.col("reward").mean().over("episode_id").alias("success"))
+
+
+def test_paired_gains_are_the_agents_value_plus_the_shrunk_mean_gain_of_each_cell():
+    from tabular_rl.tiered.estimate import PAIRED_PRIOR
+
+    rows = separate_questions(0)
+    disc = Discretizer(2, "uniform").fit(rows["prm_score"], rows["step"])
+    plain = estimate_tiered(rows, disc, kinds=("echo", "human"), objective="success", paired=False)
+    model = estimate_tiered(rows, disc, kinds=("echo", "human"), objective="success")  # auto: the rows allow it
+    state = disc.transform(rows["prm_score"].to_numpy(), rows["step"].to_numpy())
+    gain = (rows["reward"] - rows["proposal_reward"]).to_numpy() / 3  # one decision is a third of the success
+    kind = rows["help_kind"].fill_null("").to_numpy()
+    for k, name in enumerate(("echo", "human"), start=1):
+        pooled = gain[kind == name].mean()
+        for t in range(3):
+            for s in range(2):
+                cell = (kind == name) & (rows["step"].to_numpy() == t) & (state == s)
+                expected = plain.rewards[t, s, 0] + (gain[cell].sum() + PAIRED_PRIOR * pooled) / (cell.sum()
+                                                                                                  + PAIRED_PRIOR)
+                assert model.rewards[t, s, k] == pytest.approx(expected, abs=1e-12)
+                assert model.success[t, s, k] == pytest.approx(expected, abs=1e-12)
+    np.testing.assert_array_equal(model.rewards[..., 0], plain.rewards[..., 0])
+    weights = plain.counts[..., None].astype(float)  # every action's next state: the cell's, pooled over actions
+    seen = weights.sum(axis=2)[..., 0] > 0  # the unknown state holds no row
+    pooled = (weights * plain.transitions).sum(axis=2)[seen] / weights.sum(axis=2)[seen]
+    for a in range(3):
+        np.testing.assert_allclose(model.transitions[:, :, a][seen], pooled, atol=1e-12)
+    np.testing.assert_array_equal(model.rewards[..., 1], model.rewards[..., 0])  # the echo's gain is exactly 0
+
+
+def test_a_help_that_answers_as_the_agent_does_is_never_bought_with_paired_gains():
+    rows = separate_questions(1)
+    disc = Discretizer(2, "uniform").fit(rows["prm_score"], rows["step"])
+    for paired, echo_calls in ((False, "some"), (True, "none")):
+        model = estimate_tiered(rows, disc, kinds=("echo", "human"), objective="success", paired=paired)
+        for budget in (1, 2, 4):
+            solution = solve_tiered_exact(model, Resources.of((1, 4), budget, horizon=3))
+            calls = solution.expected_calls[1]
+            if echo_calls == "none":
+                assert calls == 0, budget
+            elif budget == 1:  # read from its own rows alone, the echo looks better than the agent
+                assert calls > 0
