@@ -5,7 +5,8 @@
 
 The rows name the help each decision called (``help_kind``: the kind's name, "" where the agent acted). The
 discretizer is fitted as in the one-kind solve, the K + 1-action model is estimated once
-(``tabular_rl.tiered.estimate_tiered``) and solved per budget B, in the unit of the prices
+(``tabular_rl.tiered.estimate_tiered``: each kind by its paired gain over the agent where every row logs the
+agent's own outcome and decisions are separate questions) and solved per budget B, in the unit of the prices
 (``solve_tiered``: ``--method exact`` or ``lagrangian``); ``--help-caps`` bounds some kinds' calls per episode.
 Writes to ``out``, as the one-kind solve does (``helper.gate.solve_files`` records them in ``solve.json``,
 with the kinds, prices and caps):
@@ -32,7 +33,8 @@ import polars as pl
 from helper.gate import solve_files
 from tabular_rl.discretize import Discretizer
 from tabular_rl.tiered import Resources, estimate_tiered, label_tiered, solve_tiered
-from tabular_rl.tiered.estimate import KIND_COLUMN
+from tabular_rl.choice.replay import replayable
+from tabular_rl.tiered.estimate import BASE_COLUMN, KIND_COLUMN
 from tabular_rl.tiered.label import budget_name
 from tabular_rl.transitions import Columns
 from trajectories.files import write_json_atomic
@@ -140,7 +142,8 @@ def run(config, required: tuple[str, ...], thin: int) -> dict:
     disc = Discretizer(config.bins, config.binning, config.step_buckets).fit(
         df[cols.score], df[cols.step], own_rewards(df, cols) if config.binning == "supervised" else None)
     kinds = tuple(prices)
-    model = estimate_tiered(df, disc, kinds, columns=cols, smoothing=config.smoothing, backoff=backoff,
+    paired = replayable(df, BASE_COLUMN)
+    model = estimate_tiered(df, disc, kinds, columns=cols, smoothing=config.smoothing, backoff=backoff, paired=paired,
                             objective=config.objective, shaping=config.shaping)
     cap_list = [caps.get(k) for k in kinds]
     solutions = [solve_tiered(model, Resources.of(list(prices.values()), b, cap_list, horizon=model.horizon),
@@ -162,6 +165,7 @@ def run(config, required: tuple[str, ...], thin: int) -> dict:
         "config": asdict(config), "incomplete_input": unfinished, "tiered": tiered,
         "data": {"shards": len(shards), "rows": df.height, "episodes": df[cols.episode].n_unique(),
                  "horizon": model.horizon, "n_states": model.n_states, "truncated_episodes": model.n_truncated,
+                 "paired_gains": paired,
                  f"cells_with_fewer_than_{thin}_rows": n_thin, "cells": counts.height,
                  "calls": {k: int((df[KIND_COLUMN] == k).sum()) for k in kinds}},
         "labels": {"file": "labels.parquet", "columns": [f"optimal_kind_c{budget_name(s)}" for s in solutions]},
