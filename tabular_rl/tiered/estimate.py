@@ -6,18 +6,20 @@ has ``intervened``, the two must agree, so a shard whose kind column lost its va
 rather than read as the agent acting. The estimator is ``tabular_rl.estimate``'s, run with K + 1
 actions (``estimate_tables``), so smoothing, step back-off and the success credit are the same.
 
-**Paired gains** (``paired_gains``), where every row logs the agent's own outcome at its decision whether or not help
-replaced it (``proposal_reward``) and decisions are separate questions (an episode's success is the mean of its
-rewards: ``tabular_rl.choice.replay.replayable``; ProductQA deciding after the proposal): a row that called kind k
-then shows both what k earned and what the agent would have earned on the same decision. A kind's value in a cell
-is the agent's value there plus the kind's mean paired gain over the cell's rows of that kind, shrunk toward the
-kind's gain pooled over all its rows by ``PAIRED_PRIOR`` rows. The difference of two independent cell means (a
-few rows of a kind against the agent's rows) is noise that the solve's maximum over kinds turns into a bias toward
-the kind with the fewest rows; the paired difference on the same decisions is not (on ProductQA a majority vote of
-the agent's own samples answers as the agent does on most questions: its gain is about zero, where its cells alone
-read it better than the agent in some states). On the same premise (a decision changes nothing later) every
-action's next state is the cell's, pooled over the actions' rows, so no kind is bought for the noise of its few
-rows' next states either.
+**Paired outcomes** (``paired_gains``), where every row logs the agent's own outcome at its decision whether or not
+help replaced it (``proposal_reward``) and decisions are separate questions (an episode's success is the mean of its
+rewards: ``tabular_rl.choice.replay.replayable``; ProductQA deciding after the proposal). The agent's value in a cell
+is then its own outcome over *every* row of the cell, and a row that called kind k shows both what k earned and
+what the agent would have earned on the same decision. Kind k's value in a cell is a control-variate estimate: the
+mean over the cell's k rows of ``reward - beta_k * own``, plus ``beta_k`` times the agent's value in the cell, with
+``beta_k`` the regression slope of k's reward on the agent's own outcome over all k's rows (clipped to [0, 1]), each
+cell's mean shrunk toward its mean over all k's rows by ``PAIRED_PRIOR`` rows. A help that answers as the agent does
+(slope 1) is read by its paired gain, about zero (on ProductQA a majority vote of the agent's own samples): read
+from its own few rows against the agent's rows, the difference of two independent cell means is noise that the
+solve's maximum over kinds turns into a bias toward the kind with the fewest rows, and the first solve bought it for
+nothing. A help whose reward does not follow the agent's (slope 0: the human, always right) is read by its own
+mean, its gain measured against the agent's value from every row of the cell, not from its own few. On the same
+premise (a decision changes nothing later) every action's next state is the cell's, pooled over the actions' rows.
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ def estimate_tiered(df: pl.DataFrame, discretizer: Discretizer, kinds, *, column
 
 def paired_gains(model: TieredModel, frame: pl.DataFrame, discretizer: Discretizer, objective: str, shaping: float,
                  columns: Columns = DEFAULT_COLUMNS) -> TieredModel:
-    """``model`` with each kind's value per cell the agent's value plus the kind's paired gain (module docstring);
+    """``model`` with the agent's and each kind's value per cell read from paired outcomes (module docstring);
     ``frame`` holds the rows' actions (``ACTION``) and the agent's own outcome (``BASE_COLUMN``)."""
     if BASE_COLUMN not in frame.columns or frame[BASE_COLUMN].null_count():
         raise ValueError(f"paired gains need the agent's own outcome ({BASE_COLUMN}) on every row; collect deciding "
@@ -119,21 +121,24 @@ def paired_gains(model: TieredModel, frame: pl.DataFrame, discretizer: Discretiz
     length = np.bincount(episode)[episode].astype(np.float64)
     # Decisions are separate questions: success is the mean reward of an episode's decisions, so one unit of reward
     # is 1 / length of success; the objective is the reward, or the success plus ``shaping`` times the reward.
-    paired = frame[columns.reward].cast(pl.Float64).to_numpy() - frame[BASE_COLUMN].cast(pl.Float64).to_numpy()
-    in_success = paired / length
-    step = np.clip(frame[columns.step].cast(pl.Int64).to_numpy(), 0, model.horizon - 1)
-    state = discretizer.transform(frame[columns.score].cast(pl.Float64).to_numpy(), frame[columns.step].to_numpy())
+    credit = 1.0 / length
+    unit = np.ones_like(length) if objective == "reward" else credit + shaping
+    reward = frame[columns.reward].cast(pl.Float64).to_numpy()
+    own = frame[BASE_COLUMN].cast(pl.Float64).to_numpy()
+    cells = (np.clip(frame[columns.step].cast(pl.Int64).to_numpy(), 0, model.horizon - 1),
+             discretizer.transform(frame[columns.score].cast(pl.Float64).to_numpy(), frame[columns.step].to_numpy()))
     action = frame[ACTION].to_numpy()
     rewards = model.rewards.copy()
     success = None if model.success is None else model.success.copy()
-    for k in range(1, model.n_kinds + 1):
-        rows = action == k
-        in_reward = _shrunk(paired[rows], step[rows], state[rows], rewards.shape[:2])
-        in_credit = _shrunk(in_success[rows], step[rows], state[rows], rewards.shape[:2])
-        gain = in_reward if objective == "reward" else in_credit + shaping * in_reward
-        rewards[:, :, k] = rewards[:, :, 0] + gain
-        if success is not None:
-            success[:, :, k] = success[:, :, 0] + in_credit
+    for table, per_row in ((rewards, unit), (success, credit)):
+        if table is None:
+            continue
+        table[:, :, 0] = _shrunk(own * per_row, cells, np.ones(own.size, bool), table.shape[:2])
+        for k in range(1, model.n_kinds + 1):
+            rows = action == k
+            slope = _slope(reward[rows], own[rows])
+            mean = _shrunk((reward - slope * own) * per_row, cells, rows, table.shape[:2])
+            table[:, :, k] = mean + slope * table[:, :, 0]
     # A decision changes nothing later: the next state is the cell's, whichever action its rows took.
     weights = model.counts[..., None].astype(np.float64) if model.counts is not None else None
     transitions = model.transitions
@@ -145,9 +150,20 @@ def paired_gains(model: TieredModel, frame: pl.DataFrame, discretizer: Discretiz
     return replace(model, rewards=rewards, success=success, transitions=transitions)
 
 
-def _shrunk(gain: np.ndarray, step: np.ndarray, state: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """(T, S): each cell's mean ``gain``, shrunk toward the mean of every row by ``PAIRED_PRIOR`` rows."""
+def _slope(reward: np.ndarray, own: np.ndarray) -> float:
+    """The regression slope of a kind's reward on the agent's own outcome over its rows, in [0, 1] (0 where the
+    agent's outcome does not vary there)."""
+    spread = float(np.var(own))
+    if reward.size < 2 or spread <= 0:
+        return 0.0
+    return float(np.clip(np.cov(reward, own, bias=True)[0, 1] / spread, 0.0, 1.0))
+
+
+def _shrunk(value: np.ndarray, cells: tuple[np.ndarray, np.ndarray], rows: np.ndarray,
+            shape: tuple[int, int]) -> np.ndarray:
+    """(T, S): the mean of ``value`` over each cell's ``rows``, shrunk toward its mean over all ``rows`` by
+    ``PAIRED_PRIOR`` rows."""
     total, count = np.zeros(shape), np.zeros(shape)
-    np.add.at(total, (step, state), gain)
-    np.add.at(count, (step, state), 1.0)
-    return (total + PAIRED_PRIOR * float(gain.mean())) / (count + PAIRED_PRIOR)
+    np.add.at(total, (cells[0][rows], cells[1][rows]), value[rows])
+    np.add.at(count, (cells[0][rows], cells[1][rows]), 1.0)
+    return (total + PAIRED_PRIOR * float(value[rows].mean())) / (count + PAIRED_PRIOR)

@@ -102,32 +102,54 @@ def separate_questions(seed: int, episodes: int = 400, steps: int = 3) -> pl.Dat
     return frame.with_columns(pl.col("reward").mean().over("episode_id").alias("success"))
 
 
-def test_paired_gains_are_the_agents_value_plus_the_shrunk_mean_gain_of_each_cell():
+def test_paired_outcomes_read_the_agent_on_every_row_and_each_kind_by_its_control_variate():
     from tabular_rl.tiered.estimate import PAIRED_PRIOR
 
     rows = separate_questions(0)
+    rows = rows.with_columns(noisy=pl.Series(np.random.default_rng(5).random(rows.height)))
+    # A third kind, right where the agent is right and on 60% of the rest: its slope on the agent lies inside (0, 1).
+    rows = rows.with_columns(help_kind=pl.when((pl.col("help_kind") == "echo") & (pl.col("noisy") < 0.5))
+                             .then(pl.lit("mixed")).otherwise(pl.col("help_kind")))
+    rows = rows.with_columns(reward=pl.when(pl.col("help_kind") == "mixed")
+                             .then(pl.max_horizontal("proposal_reward", (pl.col("noisy") < 0.3).cast(pl.Float64)))
+                             .otherwise(pl.col("reward")))
+    rows = rows.with_columns(pl.col("reward").mean().over("episode_id").alias("success"))
+    kinds = ("echo", "human", "mixed")
     disc = Discretizer(2, "uniform").fit(rows["prm_score"], rows["step"])
-    plain = estimate_tiered(rows, disc, kinds=("echo", "human"), objective="success", paired=False)
-    model = estimate_tiered(rows, disc, kinds=("echo", "human"), objective="success")  # auto: the rows allow it
+    plain = estimate_tiered(rows, disc, kinds=kinds, objective="success", paired=False)
+    model = estimate_tiered(rows, disc, kinds=kinds, objective="success")  # auto: the rows allow it
     state = disc.transform(rows["prm_score"].to_numpy(), rows["step"].to_numpy())
-    gain = (rows["reward"] - rows["proposal_reward"]).to_numpy() / 3  # one decision is a third of the success
+    step = rows["step"].to_numpy()
+    own, reward = rows["proposal_reward"].to_numpy() / 3, rows["reward"].to_numpy() / 3  # a third of the success each
     kind = rows["help_kind"].fill_null("").to_numpy()
-    for k, name in enumerate(("echo", "human"), start=1):
-        pooled = gain[kind == name].mean()
-        for t in range(3):
-            for s in range(2):
-                cell = (kind == name) & (rows["step"].to_numpy() == t) & (state == s)
-                expected = plain.rewards[t, s, 0] + (gain[cell].sum() + PAIRED_PRIOR * pooled) / (cell.sum()
-                                                                                                  + PAIRED_PRIOR)
+
+    def shrunk(value, among, t, s):
+        cell = among & (step == t) & (state == s)
+        return (value[cell].sum() + PAIRED_PRIOR * value[among].mean()) / (cell.sum() + PAIRED_PRIOR)
+
+    every = np.ones(rows.height, bool)
+    slopes = {}
+    for name in kinds:
+        mine = kind == name
+        slopes[name] = min(max(np.cov(reward[mine], own[mine], bias=True)[0, 1] / np.var(own[mine]), 0.0), 1.0)
+    assert slopes["echo"] == pytest.approx(1.0) and slopes["human"] == pytest.approx(0.0, abs=1e-12)
+    assert 0.1 < slopes["mixed"] < 0.9
+    for t in range(3):
+        for s in range(2):
+            agent = shrunk(own, every, t, s)  # the agent's own outcome on every row of the cell
+            assert model.rewards[t, s, 0] == pytest.approx(agent, abs=1e-12)
+            for k, name in enumerate(kinds, start=1):
+                mine = kind == name
+                expected = shrunk(reward - slopes[name] * own, mine, t, s) + slopes[name] * agent
                 assert model.rewards[t, s, k] == pytest.approx(expected, abs=1e-12)
                 assert model.success[t, s, k] == pytest.approx(expected, abs=1e-12)
-    np.testing.assert_array_equal(model.rewards[..., 0], plain.rewards[..., 0])
+            assert model.rewards[t, s, 1] == pytest.approx(model.rewards[t, s, 0], abs=1e-15)  # the echo: the agent
+            assert model.rewards[t, s, 2] == pytest.approx(1 / 3, abs=1e-12)  # the human: always right
     weights = plain.counts[..., None].astype(float)  # every action's next state: the cell's, pooled over actions
     seen = weights.sum(axis=2)[..., 0] > 0  # the unknown state holds no row
     pooled = (weights * plain.transitions).sum(axis=2)[seen] / weights.sum(axis=2)[seen]
-    for a in range(3):
+    for a in range(4):
         np.testing.assert_allclose(model.transitions[:, :, a][seen], pooled, atol=1e-12)
-    np.testing.assert_array_equal(model.rewards[..., 1], model.rewards[..., 0])  # the echo's gain is exactly 0
 
 
 def test_a_help_that_answers_as_the_agent_does_is_never_bought_with_paired_gains():
