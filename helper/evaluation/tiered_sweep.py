@@ -16,6 +16,8 @@ model), under a hard cost budget B per episode in the unit of the prices (and ea
   on the estimated model.
 - ``random_kind``: the helper's timing with a uniformly drawn affordable kind.
 
+It plays this whole family whatever ``--methods`` says (those name the one-kind sweep's methods).
+
 The estimated model is the solve's (its rows, discretizer and settings, from ``solution.json``), so every table
 is fitted on the training rows only. Writes ``out``: ``sweep.csv`` (the one-kind sweep's columns plus ``cost`` and
 ``calls_<kind>``), ``episodes.csv`` (per method, budget and episode, with its cost: what ``helpgate report``
