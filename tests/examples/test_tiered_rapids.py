@@ -21,6 +21,7 @@ from examples.tiered_rapids import (
     risk_score,
 )
 from examples.tiered_rapids_optimum import best_one_kind, crossing_odds, evaluate_randomised, optimum, true_model
+from helper.baselines.tiered import cascade_table
 from tabular_rl import Discretizer
 from tabular_rl.tiered import Resources, evaluate_table, solve_tiered_exact
 
@@ -134,9 +135,8 @@ def _cue_of_truth() -> np.ndarray:
 
 @pytest.mark.parametrize(("budget", "fallback"), [(5, True), (6, False)])
 def test_the_cascade_is_worth_what_the_river_pays_and_never_spends_more_than_the_budget(budget, fallback):
-    bench = benchmark_module("tiered_rapids")
     resources = Resources.of([h.price for h in KINDS.values()], budget, horizon=6)
-    table = bench.cascade_table(_cue_of_truth(), 0.5, 0.8, (1, 3), resources, 6, fallback)  # tricky: compute
+    table = cascade_table(_cue_of_truth(), 0.5, 0.8, (1, 3), resources, 6, fallback)  # tricky: compute
     assert (table[:, 0] == 0).all() and set(np.unique(table[:, 1])) <= {0, 1}  # calm: agent; tricky: compute
     assert 3 in table[:, 2] and (1 in table[:, 2]) == fallback  # dangerous: the human, compute only as fallback
     exact = evaluate_table(true_model(), resources, table)

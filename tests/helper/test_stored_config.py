@@ -40,7 +40,8 @@ def test_an_old_flat_pipeline_config_loads_nested_with_its_budgets():
                                                                  "counterfactual", "binning",
                                                                  "prm_evidence_features",
                                                                  "prm_question_vector", "prm_fold_mean",
-                                                                 "prm_word_features"}  # the fields it gained
+                                                                 "prm_word_features",
+                                                                 "help_kinds"}  # the fields it gained
     # What a pipeline of that release ran:
     assert cfg.prm_proposal_features is False and cfg.solve_pessimism == 0.0 and cfg.binning == "quantile"
     unset = config_of(PipelineConfig, OLD_PIPELINE | {"max_budget": None})
