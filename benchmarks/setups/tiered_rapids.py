@@ -186,7 +186,7 @@ def main() -> None:
         rows = collect(args.episodes, seed, args.explore_p)
         per_seed[seed] = measure(rows, args.budgets)
         print(f"seed {seed}: {rows.height} rows from {args.episodes} episodes, calls per kind "
-              f"{dict(rows.filter(pl.col('help_kind') != '')['help_kind'].value_counts().iter_rows())}")
+              f"{dict(sorted(rows.filter(pl.col('help_kind') != '')['help_kind'].value_counts().iter_rows()))}")
         print_seed(seed, per_seed[seed], args.budgets)
     kinds = list(KINDS)
     print(f"\nexact success in the true river; helper = the table solved from data (mean over {len(args.seeds)} "

@@ -87,7 +87,7 @@ def best_cascade(model: TieredModel, risk: np.ndarray, tiers: tuple[str, str],
                 run = evaluate_table(model, resources, table)
                 key = (run.expected_success, -run.expected_cost)
                 if best is None or key[0] > best[0][0] + TIE or (key[0] >= best[0][0] - TIE and key[1] > best[0][1]):
-                    name = "/".join("-" if np.isinf(t) else f"{t:g}" for t in (t1, t2)) + ("f" if fallback else "")
+                    name = "/".join("-" if np.isinf(t) else f"{t:.2f}" for t in (t1, t2)) + ("f" if fallback else "")
                     best = (key, table, name)
     return TieredSolution.evaluated(model, resources, f"cascade {best[2]}", [best[1]]), best[2]
 
