@@ -93,6 +93,13 @@ class TieredFamily:
                                      shaping=settings.get("shaping", 0.0))
         self.risk = cascade_risk(self.discretizer)
         self.cascade_choice: dict[int, str] = {}
+        self._solved: dict[tuple[str, int], TieredSolution] = {}
+        """Each table solved once: played, then read again for the summary's estimates."""
+
+    def _once(self, name: str, budget: int, solve) -> TieredSolution:
+        if (name, budget) not in self._solved:
+            self._solved[name, budget] = solve()
+        return self._solved[name, budget]
 
     def resources(self, budget: int) -> Resources:
         return Resources.of([self.prices[k] for k in self.kinds], budget, [self.caps.get(k) for k in self.kinds],
@@ -100,16 +107,21 @@ class TieredFamily:
 
     def helper(self, budget: int) -> TieredSolution:
         saved = self.solve_dir / f"tiered_policy_c{budget}.npz"
-        return TieredSolution.load(saved) if saved.is_file() else solve_tiered(self.model, self.resources(budget),
-                                                                               self.method)
+        return self._once("helper", budget, lambda: TieredSolution.load(saved) if saved.is_file()
+                          else solve_tiered(self.model, self.resources(budget), self.method))
 
     def one_kind(self, budget: int, kind: str) -> TieredSolution:
-        return one_kind_solution(self.model, self.resources(budget), kind, self.method)
+        return self._once(f"one_{kind}", budget,
+                          lambda: one_kind_solution(self.model, self.resources(budget), kind, self.method))
 
     def cascade(self, budget: int) -> TieredSolution:
-        tiers = (min(self.kinds, key=self.prices.get), max(self.kinds, key=self.prices.get))
-        solution, self.cascade_choice[budget] = best_cascade(self.model, self.risk, tiers, self.resources(budget))
-        return solution
+        def solve() -> TieredSolution:
+            tiers = (min(self.kinds, key=self.prices.get), max(self.kinds, key=self.prices.get))
+            solution, self.cascade_choice[budget] = best_cascade(self.model, self.risk, tiers,
+                                                                 self.resources(budget))
+            return solution
+
+        return self._once("cascade", budget, solve)
 
 
 def _helps(env: Environment, config: dict, seed: int) -> list[Help]:
@@ -136,9 +148,9 @@ def run(cfg, out: Path, scorer=None) -> dict:
                           {k: int(v) for k, v in (config.get("caps") or {}).items()})
     env = Environment(cfg)
     helps = _helps(env, config, cfg.seed)
-    solved = json.loads((solve_dir / "solve.json").read_text()).get("budgets") if (solve_dir / "solve.json").is_file() \
-        else None
-    budgets = sorted({int(b) for b in (cfg.budgets if cfg.budgets is not None else [0, *(solved or [])])})
+    record = solve_dir / "solve.json"
+    solved = (json.loads(record.read_text()).get("budgets") or []) if record.is_file() else []
+    budgets = sorted({int(b) for b in (cfg.budgets if cfg.budgets is not None else [0, *solved])})
     if not budgets or budgets[0] < 0:
         raise ValueError(f"budgets={cfg.budgets}: give cost budgets >= 0 per episode, e.g. --budgets 0 2 4")
     paid = [b for b in budgets if b > 0]
