@@ -97,32 +97,45 @@ def ceiling(scores: np.ndarray, slip: np.ndarray, budget: int) -> float:
     per-step table of ``CEILING_BINS`` score bins whose slip rates and next states are read off the rivers themselves
     (their true slip probabilities), solved exactly. An oracle: it reads the test rivers' risks, so it bounds what the
     verifier allows, it is not a method."""
-    from tabular_rl.estimate import TabularModel
-    from tabular_rl.solvers.exact import solve_exact
-
-    n, horizon = scores.shape
     edges = np.quantile(scores, np.linspace(0, 1, CEILING_BINS + 1)[1:-1])
     state = np.searchsorted(edges, scores, side="right")
-    S = CEILING_BINS
-    transitions, rewards = np.zeros((horizon, S, 2, S + 1)), np.zeros((horizon, S, 2))
-    for t in range(horizon):
-        seen = np.bincount(state[:, t], minlength=S)
-        risk = np.bincount(state[:, t], weights=slip[:, t], minlength=S) / np.maximum(seen, 1)
-        if t < horizon - 1:
-            following = np.bincount(state[:, t + 1], minlength=S) / n
-            transitions[t, :, 0, :S] = (1 - risk)[:, None] * following
-            transitions[t, :, 0, S] = risk
-            transitions[t, :, 1, :S] = following
-        else:
-            transitions[t, :, :, S] = 1.0
-            rewards[t, :, 0], rewards[t, :, 1] = 1 - risk, 1.0
-    start = np.bincount(state[:, 0], minlength=S) / n
-    solution = solve_exact(TabularModel(transitions=transitions, rewards=rewards, start=start), budget)
+    risk, occupancy = river_risk(state, slip, CEILING_BINS)
+    solution = solve_per_step(risk, occupancy, budget)
 
     def decide(step, score, left):
         return solution.intervene_prob(step, np.searchsorted(edges, score, side="right"), left) > 0.5
 
     return played_in_expectation(decide, scores, slip, budget)
+
+
+def river_risk(state: np.ndarray, slip: np.ndarray, n_states: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per step and state (``state``: rivers x steps), the rivers' mean slip probability and the share of rivers
+    there: a gate's risk and next states in truth, read off the rivers."""
+    risk, occupancy = [], []
+    for t in range(state.shape[1]):
+        seen = np.bincount(state[:, t], minlength=n_states)
+        risk.append(np.bincount(state[:, t], weights=slip[:, t], minlength=n_states) / np.maximum(seen, 1))
+        occupancy.append(seen / len(state))
+    return np.array(risk), np.array(occupancy)
+
+
+def solve_per_step(risk: np.ndarray, occupancy: np.ndarray, budget: int):
+    """The exact capped solution of the river whose agent slips with ``risk[t, s]`` (help never slips) and whose
+    state at step t is a draw of ``occupancy[t]``, whatever came before (the rapids' risks are independent)."""
+    from tabular_rl.estimate import TabularModel
+    from tabular_rl.solvers.exact import solve_exact
+
+    horizon, S = risk.shape
+    transitions, rewards = np.zeros((horizon, S, 2, S + 1)), np.zeros((horizon, S, 2))
+    for t in range(horizon):
+        if t < horizon - 1:
+            transitions[t, :, 0, :S] = (1 - risk[t])[:, None] * occupancy[t + 1]
+            transitions[t, :, 0, S] = risk[t]
+            transitions[t, :, 1, :S] = occupancy[t + 1]
+        else:
+            transitions[t, :, :, S] = 1.0
+            rewards[t, :, 0], rewards[t, :, 1] = 1 - risk[t], 1.0
+    return solve_exact(TabularModel(transitions=transitions, rewards=rewards, start=occupancy[0]), budget)
 
 
 def current_family(kept: dict, before_smooth: bool = False) -> list[dict]:
