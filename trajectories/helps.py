@@ -1,13 +1,16 @@
 """The kinds of help a collection called, as its manifest records them, and the spend its rows must keep.
 
 A collection with several kinds (``collect-offline-trajectories --help-kinds``) records them in its manifest's
-config as ``helps``: one entry per kind, in the order given, ``{"name", "price", "cap", "weight"}`` (``cap``
-null: only the budget limits the kind; ``weight``: its share of the exploration draws). A folder without the
+config as ``helps``: one entry per kind, in the order given, ``{"name", "price", "cap", "weight", "actor"}`` (``cap``
+null: only the budget limits the kind; ``weight``: its share of the exploration draws; ``actor``: who answers where
+the name does not say it, ``NAME=ACTOR:PRICE`` on the command line, null or absent: the name). A folder without the
 entry (an older release, a one-kind run, the recorder without kinds) called one kind: the strong actor it names
 (``config.strong``; ``"strong"`` where it names none) at price 1, uncapped, and its rows read so
 (``trajectories.schema.with_help_defaults``).
 
 - ``kinds_in(config, where)``: the kinds of a manifest's config, a malformed entry refused naming ``where``.
+- ``split_actor(text)``: ``"stronger=runs/sft/model"`` -> ``("stronger", "runs/sft/model")``; a plain name -> its
+  name and None.
 - ``one_kind(config)``: the kind a folder without ``helps`` called.
 - ``check_spend(frame, kinds, budget, source)``: no episode spends more than the budget or calls a kind past its cap.
 """
@@ -35,9 +38,25 @@ class HelpKind:
     price: float = 1.0
     cap: int | None = None
     weight: float = 1.0
+    actor: str | None = None
+    """Who answers (a model, ``openai:MODEL``, a plug-in agent) where the name is not that actor itself."""
+
+    @property
+    def who(self) -> str:
+        """The actor that answers this kind: ``actor``, else the name."""
+        return self.actor or self.name
 
     def as_entry(self) -> dict:
-        return asdict(self)
+        entry = asdict(self)
+        if entry["actor"] is None:  # a kind named by its actor reads as it did before the field
+            del entry["actor"]
+        return entry
+
+
+def split_actor(text: str) -> tuple[str, str | None]:
+    """``NAME=ACTOR`` -> (name, actor); a name without ``=`` -> (name, None). The actor keeps any ``=`` of its own."""
+    name, sep, actor = text.partition("=")
+    return (name, actor) if sep else (text, None)
 
 
 def one_kind(config: dict) -> HelpKind:
@@ -58,11 +77,13 @@ def kinds_in(config: dict, where: str = "manifest.json") -> list[HelpKind]:
         ok = (isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"]
               and _number(entry.get("price")) and entry["price"] >= 0
               and (entry.get("cap") is None or (_whole(entry["cap"]) and entry["cap"] >= 0))
-              and _number(entry.get("weight", 1.0)) and entry.get("weight", 1.0) > 0)
+              and _number(entry.get("weight", 1.0)) and entry.get("weight", 1.0) > 0
+              and (entry.get("actor") is None or (isinstance(entry["actor"], str) and entry["actor"])))
         if not ok:
             raise SchemaError(f"{where}: config.helps[{i}]={entry!r:.80} is not a kind of help (name, price >= 0, cap "
-                              f"null or a whole number >= 0, weight > 0); {redo}.")
-        kinds.append(HelpKind(entry["name"], float(entry["price"]), entry.get("cap"), float(entry.get("weight", 1.0))))
+                              f"null or a whole number >= 0, weight > 0, actor null or a name); {redo}.")
+        kinds.append(HelpKind(entry["name"], float(entry["price"]), entry.get("cap"), float(entry.get("weight", 1.0)),
+                              entry.get("actor")))
     return kinds
 
 

@@ -367,7 +367,7 @@ def helps_of(helper, setup, seed: int):
     from trajectories.helps import HelpKind
 
     caps = helper.caps
-    kinds = [HelpKind(k, float(helper.prices[k]), caps.get(k)) for k in helper.kinds]
+    kinds = [HelpKind(k, float(helper.prices[k]), caps.get(k), actor=helper.actors.get(k)) for k in helper.kinds]
     try:
         return resolve(setup, kinds, own_kinds(setup, seed))
     except ValueError as error:

@@ -138,7 +138,8 @@ class PipelineConfig:
     """Methods of the sweep stage (default: all, less online_rl with an LLM agent; see `helpgate sweep --help`).
     Fewer methods, a shorter sweep: for an ablation that changes only some of them."""
     help_kinds: list[str] = field(default_factory=list)
-    """Several kinds of help, each NAME:PRICE (e.g. compute:1 human:4; who answers each: collect --help-kinds): the
+    """Several kinds of help, each NAME:PRICE or NAME=ACTOR:PRICE (e.g. compute:1 stronger=runs/sft/model:2 human:4;
+    who answers each: collect --help-kinds): the
     helper then chooses which to call, --budgets are costs per episode in the unit of the prices (required), and the
     sweep plays it against one helper per kind, a cascade and a random kind (helper.evaluation.tiered_sweep). A cap
     on a kind's calls: run the stages one by one (collect and solve take --help-caps)."""

@@ -88,8 +88,9 @@ class CollectConfig:
     help_kinds: list[str] = field(default_factory=list)
     """Several kinds of help, each NAME:PRICE (e.g. compute:1 stronger:2 human:4): the env's episodes' own kinds
     (their help_kinds), human (the episode's expert), on productqa compute (the base agent's majority turn of 8
-    samples; compute@K: of K) or any actor --strong takes; an exploration draw calls a kind drawn among those the
-    budget and caps still allow. Default: one kind, --strong, at price 1."""
+    samples; compute@K: of K) or any actor --strong takes, NAME=ACTOR:PRICE naming it apart (stronger=runs/sft/model:2);
+    an exploration draw calls a kind drawn among those the budget and caps still allow. Default: one kind, --strong,
+    at price 1."""
     help_caps: list[str] = field(default_factory=list)
     """Most calls of a kind per episode, each KIND=CALLS (e.g. human=1); default: only the budget limits it."""
     help_weights: list[str] = field(default_factory=list)

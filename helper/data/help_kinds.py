@@ -5,11 +5,13 @@
 
 - ``--help-kinds NAME:PRICE ...``: each kind and its price per call, in the unit of ``--budget`` (then a cost per
   episode). The price is what follows the last colon, so a served or plug-in actor keeps its own colon
-  (``openai:gpt-4o-mini:2``, ``mypkg.helpers:make_stronger:2``).
+  (``openai:gpt-4o-mini:2``, ``mypkg.helpers:make_stronger:2``). ``NAME=ACTOR:PRICE`` names a kind apart from who
+  answers it (``stronger=runs/agile_sft/model:2``: the kind is ``stronger`` in every table and flag, the model in
+  that folder answers it; the manifest records both).
 - ``--help-caps KIND=CALLS``: the most calls of a kind in an episode (default: only the budget limits it).
 - ``--help-weights KIND=W``: a kind's share of the exploration draws (default: 1 each, a uniform draw).
 
-Who answers a kind (``resolve``): the episodes' own expert of that name where the env's episodes list it in
+Who answers a kind (``resolve``, reading its actor where it has one, else its name): the episodes' own expert of that name where the env's episodes list it in
 ``help_kinds`` (``agile.helps``: ``expert_action(kind=...)``), ``human`` the episode's ``expert_action()``, the
 base agent's own extra compute where the env kind names it so (ProductQA's ``compute`` and ``compute@K``:
 ``agile.executor.self_consistency``, on the base agent's loaded model), any other name the strong actor it names
@@ -23,7 +25,7 @@ import math
 from dataclasses import replace
 
 from agile.helps import Help
-from trajectories.helps import HelpKind
+from trajectories.helps import HelpKind, split_actor
 
 FLAGS = "--help-kinds"
 DECIMALS = 3
@@ -63,10 +65,12 @@ def parse(kinds: list[str], caps: list[str], weights: list[str], budget) -> list
                              "their prices first, e.g. --help-kinds compute:1 human:4.")
         return []
     parsed: dict[str, float] = {}
+    actor_of: dict[str, str | None] = {}
     for item in kinds:
-        name, sep, price = item.rpartition(":")
-        if not sep or not name:
-            raise ValueError(f"{FLAGS} {item!r}: give each kind as NAME:PRICE, e.g. human:4.")
+        named, sep, price = item.rpartition(":")
+        name, actor_of_name = split_actor(named)
+        if not sep or not name or actor_of_name == "":
+            raise ValueError(f"{FLAGS} {item!r}: give each kind as NAME:PRICE or NAME=ACTOR:PRICE, e.g. human:4.")
         if name in parsed:
             raise ValueError(f"{FLAGS}: {name!r} is given twice; give each kind once.")
         value = _number(price, FLAGS, item, "price")
@@ -76,7 +80,7 @@ def parse(kinds: list[str], caps: list[str], weights: list[str], budget) -> list
         if value > budget:
             raise ValueError(f"{FLAGS} {item!r}: a call costs {value:g}, more than --budget {budget}, so it would "
                              "never be called; raise --budget or drop the kind.")
-        parsed[name] = value
+        parsed[name], actor_of[name] = value, actor_of_name
     names = list(parsed)
     cap_of = {}
     for kind, text in _by_kind(caps, "--help-caps", names, "calls").items():
@@ -93,7 +97,8 @@ def parse(kinds: list[str], caps: list[str], weights: list[str], budget) -> list
             raise ValueError(f"--help-weights {kind}={text}: a kind of weight 0 is never drawn; drop it from "
                              "--help-kinds.")
         weight_of[kind] = weight
-    return [HelpKind(name, price, cap_of.get(name), weight_of.get(name, 1.0)) for name, price in parsed.items()]
+    return [HelpKind(name, price, cap_of.get(name), weight_of.get(name, 1.0), actor_of[name])
+            for name, price in parsed.items()]
 
 
 def own_kinds(setup, seed: int) -> tuple[str, ...]:
@@ -110,7 +115,8 @@ def check_names(setup, kinds: list[HelpKind], own: tuple[str, ...]) -> None:
     from helper.data.plugins import AGENT_GROUP, is_plugin
 
     for kind in kinds:
-        name = kind.name
+        name = kind.who
+        _renamed_expert(kind, own)
         if name in own or name == "human" or _compute_samples(setup, kind) is not None:
             continue
         try:
@@ -131,25 +137,34 @@ def resolve(setup, kinds: list[HelpKind], own: tuple[str, ...]) -> tuple[Help, .
     helps = []
     for kind in kinds:
         agent = None
-        samples = None if kind.name in own or kind.name == "human" else _compute_samples(setup, kind)
+        who = kind.who
+        _renamed_expert(kind, own)
+        samples = None if who in own or who == "human" else _compute_samples(setup, kind)
         if samples is not None:
-            agent = setup.kind.compute_help(setup, kind.name, samples)
-        elif kind.name not in own and kind.name != "human":
-            named = EnvSetup(replace(setup.spec, strong=kind.name), setup.split, setup.groups,
+            agent = setup.kind.compute_help(setup, who, samples)
+        elif who not in own and who != "human":
+            named = EnvSetup(replace(setup.spec, strong=who), setup.split, setup.groups,
                              setup.agent_seed, setup.strong_seed)
             try:
                 agent = named.strong_actor()
             except Exception as error:  # the actor's own refusal, said as the flag's
-                raise ValueError(f"{FLAGS} {kind.name}:{kind.price:g}: {kind.name!r} is not one of the episodes' "
+                raise ValueError(f"{FLAGS} {kind.name}:{kind.price:g}: {who!r} is not one of the episodes' "
                                  f"own kinds ({', '.join(own) or 'none'}) and not an actor: {error}") from error
         helps.append(Help(kind.name, agent, kind.price, kind.cap, kind.weight))
     return tuple(helps)
+
+
+def _renamed_expert(kind: HelpKind, own: tuple[str, ...]) -> None:
+    """Refuse a new name for the episodes' own expert or the human: the episode answers a kind by its name."""
+    if kind.actor is not None and (kind.actor in own or kind.actor == "human"):
+        raise ValueError(f"{FLAGS} {kind.name}={kind.actor}:{kind.price:g}: the episodes' own experts and the human "
+                         f"answer under their own names; give it as {kind.actor}:{kind.price:g}.")
 
 
 def _compute_samples(setup, kind: HelpKind) -> int | None:
     """k where ``kind`` is the base agent's own extra compute on this env (``EnvKind.compute_samples``), refused in
     the flag's words where the base agent cannot give it."""
     try:
-        return setup.kind.compute_samples(setup.spec, kind.name)
+        return setup.kind.compute_samples(setup.spec, kind.who)
     except ValueError as error:
         raise ValueError(f"{FLAGS} {kind.name}:{kind.price:g}: {error}") from error

@@ -125,8 +125,8 @@ class TieredFamily:
 
 
 def _helps(env: Environment, config: dict, seed: int) -> list[Help]:
-    caps = config.get("caps") or {}
-    kinds = [HelpKind(k, float(config["prices"][k]), caps.get(k)) for k in config["kinds"]]
+    caps, actors = config.get("caps") or {}, config.get("actors") or {}
+    kinds = [HelpKind(k, float(config["prices"][k]), caps.get(k), actor=actors.get(k)) for k in config["kinds"]]
     return list(help_kinds.resolve(env.setup, kinds, help_kinds.own_kinds(env.setup, seed)))
 
 

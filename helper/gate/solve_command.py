@@ -121,7 +121,8 @@ class SolveConfig:
     memory_limit_gb: float | None = None
     """Refuse settings whose model tables would need more memory than this (default: half of this machine's)."""
     kinds: Annotated[list[str] | None, tyro.conf.arg(name="help_kinds")] = None
-    """Kinds of help with their prices, NAME:PRICE each (e.g. compute:1 stronger:2 human:4): solve which help to call
+    """Kinds of help with their prices, NAME:PRICE or NAME=ACTOR:PRICE each (e.g. compute:1 stronger:2 human:4; the
+    actor is recorded for what plays the helper): solve which help to call
     on rows that name it (help_kind), --budgets then in the unit of the prices; writes tiered_policy_c{B}.npz and an
     optimal_kind_c{B} label per budget (helper.gate.tiered_solve). Unset: the one-kind solve."""
     caps: Annotated[list[str] | None, tyro.conf.arg(name="help_caps")] = None

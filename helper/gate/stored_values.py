@@ -40,6 +40,8 @@ RULES: dict[str, tuple[str, callable]] = {
                and all(_number(p) and math.isfinite(p) and p > 0 for p in v.values())),
     "caps": ("an object of whole numbers of calls >= 0", lambda v: isinstance(v, dict)
              and all(_whole(c) and c >= 0 for c in v.values())),
+    "actors": ("an object of actor names, one per renamed kind", lambda v: isinstance(v, dict)
+               and all(isinstance(a, str) and a for a in v.values())),
     "cost_budget": ("a finite number >= 0", lambda v: _number(v) and math.isfinite(v) and v >= 0),
     "trained_on.horizon": ("a whole number >= 1", lambda v: _whole(v) and v >= 1),
     "trained_on.budget": ("a whole number >= 0", lambda v: _whole(v) and v >= 0),
@@ -60,7 +62,7 @@ def check(config_path: str | Path, config: dict) -> None:
             raise ValueError(f"{config_path}: {name}={value!r} must be {rule}; the file was edited or damaged: "
                              "re-run `helpgate distill` to write the folder again.")
     kinds = config.get("kinds")
-    for field in ("prices", "caps"):  # a tiered helper's prices name every kind, its caps only kinds it has
+    for field in ("prices", "caps", "actors"):  # a tiered helper's prices name every kind, caps and actors only its own
         named = set(config.get(field) or {})
         if kinds is not None and (named - set(kinds) or (field == "prices" and named != set(kinds))):
             which = "every" if field == "prices" else "only"

@@ -76,6 +76,8 @@ class TieredHelperGate(HelperGate):
         self._decision_state(decide_after, scorer, trained_on)
         self.degraded = self.member = self.guarantee = None
         self.members = {}
+        self.actors: dict[str, str] = {}
+        """Who answers a kind collected as ``NAME=ACTOR:PRICE`` (the others: their name); what plays it reads this."""
         self._plain = (self.backend, solution, discretizer, None)
 
     # -- what the count holds ------------------------------------------------------------------------
@@ -184,7 +186,7 @@ class TieredHelperGate(HelperGate):
         gate = type(self)(self.table, self.discretizer, self.scorer, budget, self.caps, self.decide_after,
                           self.trained_on, self.classifier)
         gate._stats, gate._stats_lock, gate.degraded = self._stats, self._stats_lock, self.degraded
-        gate.horizon, gate.guarantee = self.horizon, self.guarantee
+        gate.horizon, gate.guarantee, gate.actors = self.horizon, self.guarantee, self.actors
         return gate
 
     @property
@@ -206,6 +208,7 @@ class TieredHelperGate(HelperGate):
         trained = (extra or {}).get("trained_on") or self.trained_on
         config = {"kind": KIND, "backend": self.backend, "decide_after": self.decide_after, "kinds": list(self.kinds),
                   "prices": self.prices, "caps": self.caps, "cost_budget": self.solved_budget}
+        config |= {"actors": self.actors} if self.actors else {}
         config |= recorded_path(directory, prm) if prm else {"prm": None}
         config |= {"trained_on": trained} if trained else {}
         config |= identity.recorded(trained.get("horizon") if trained else None, self.classifier, None, prm)
@@ -243,6 +246,7 @@ class TieredHelperGate(HelperGate):
         gate = cls(solution, Discretizer.load(directory / "discretizer.json"), scorer, budget, config.get("caps"),
                    config.get("decide_after", "state"), config.get("trained_on"), classifier)
         gate.degraded, gate.horizon = degraded, identity.horizon_of(config)
+        gate.actors = dict(config.get("actors") or {})
         # ``helpgate calibrate``'s guarantee.json, as the one-kind gate reads it (these files, deciding as this does).
         gate.guarantee = _guarantee(directory, on_fallback=scorer is None)
         return gate

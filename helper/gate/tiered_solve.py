@@ -38,6 +38,7 @@ from tabular_rl.tiered.estimate import BASE_COLUMN, KIND_COLUMN
 from tabular_rl.tiered.label import budget_name
 from tabular_rl.transitions import Columns
 from trajectories.files import write_json_atomic
+from trajectories.helps import split_actor
 from trajectories.manifest import incompleteness
 from trajectories.shards import read_trajectories, shard_paths, write_shard
 
@@ -46,12 +47,14 @@ EXAMPLE = "e.g. --help-kinds compute:1 stronger:2 human:4"
 
 
 def parse_kinds(kinds: list[str]) -> dict[str, float]:
-    """``["compute:1", "human:4"]`` -> ``{"compute": 1.0, "human": 4.0}``, each price finite and > 0."""
+    """``["compute:1", "human:4"]`` -> ``{"compute": 1.0, "human": 4.0}``, each price finite and > 0 (a kind given as
+    ``NAME=ACTOR:PRICE`` by its name: the solve reads names, ``actors_of`` keeps who answers)."""
     if not kinds:
         raise ValueError(f"kinds=[]: name each kind of help with its price, {EXAMPLE}")
     prices: dict[str, float] = {}
     for item in kinds:
-        name, colon, price = str(item).rpartition(":")
+        named, colon, price = str(item).rpartition(":")
+        name = split_actor(named)[0]
         if not colon or not name.strip():
             raise ValueError(f"kinds={item!r}: give each kind as NAME:PRICE, {EXAMPLE}")
         try:
@@ -65,6 +68,12 @@ def parse_kinds(kinds: list[str]) -> dict[str, float]:
             raise ValueError(f"kinds={item!r}: {name} is named twice; give each kind once, {EXAMPLE}")
         prices[name] = value
     return prices
+
+
+def actors_of(kinds: list[str]) -> dict[str, str]:
+    """Who answers each kind given as ``NAME=ACTOR:PRICE`` (the others are answered by their name)."""
+    pairs = (split_actor(str(item).rpartition(":")[0]) for item in kinds)
+    return {name: actor for name, actor in pairs if actor}
 
 
 def parse_caps(caps: list[str] | None, prices: dict[str, float]) -> dict[str, int]:
@@ -161,6 +170,7 @@ def run(config, required: tuple[str, ...], thin: int) -> dict:
     write_shard(label_tiered(df, solutions, disc, columns=cols), out / "labels.parquet", require=required)
     n_thin = int((counts["n"] < thin).sum())
     tiered = {"kinds": list(kinds), "prices": prices, "caps": caps}
+    tiered |= {"actors": actors} if (actors := actors_of(config.kinds)) else {}
     summary = {
         "config": asdict(config), "incomplete_input": unfinished, "tiered": tiered,
         "data": {"shards": len(shards), "rows": df.height, "episodes": df[cols.episode].n_unique(),

@@ -57,6 +57,17 @@ def test_a_kind_named_as_an_actor_plays_as_the_episodes_own_kind(tmp_path):
     assert a.equals(b.with_columns(pl.col("help_kind").replace(actor, "stronger")))
 
 
+def test_a_kind_named_apart_from_its_actor_keeps_its_name_and_the_manifest_both(tmp_path):
+    own, renamed = tmp_path / "own", tmp_path / "renamed"
+    assert collect(args(own)) == 0
+    actor = "examples.tiered_rapids:make_stronger"
+    assert collect(args(renamed, kinds=["--help-kinds", "compute:1", f"stronger={actor}:2", "human:4"])) == 0
+    assert read_trajectories(own).equals(read_trajectories(renamed))  # the same actor answers, under the same name
+    assert helps_of(renamed)[1] == HelpKind("stronger", 2.0, actor=actor)
+    entries = json.loads((renamed / MANIFEST).read_text())["config"]["helps"]
+    assert entries[1]["actor"] == actor and "actor" not in entries[0]  # a kind named by its actor reads as before
+
+
 def test_a_changed_kind_is_refused_on_resume_naming_it(tmp_path, capsys):
     out = tmp_path / "out"
     assert collect(args(out)) == 0
@@ -99,6 +110,10 @@ def test_one_kind_writes_the_shards_it_always_wrote_and_an_older_folder_resumes(
     (["--help-kinds", "oracle:1"], "--help-kinds oracle:1: 'oracle' is not one of the episodes' own kinds "
                                    "(compute, stronger, human"),
     (["--help-kinds", "nowhere.module:factory:1"], "module 'nowhere.module' is not importable"),
+    (["--help-kinds", "person=human:4"], "the human answer under their own names; give it as human:4"),
+    (["--help-kinds", "cheap=compute:1"], "give it as compute:1"),
+    (["--help-kinds", "stronger=:2"], "give each kind as NAME:PRICE or NAME=ACTOR:PRICE"),
+    (["--help-kinds", "helper=nowhere.module:factory:1"], "module 'nowhere.module' is not importable"),
 ])
 def test_a_bad_flag_is_refused_in_one_line_before_any_file(tmp_path, capsys, flags, refused):
     out = tmp_path / "out"

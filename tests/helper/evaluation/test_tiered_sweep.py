@@ -19,7 +19,9 @@ from helper.commands.cli import main
 from helper.data.environment import EnvSpec
 from helper.evaluation.report import ReportConfig
 from helper.evaluation.report import run as report
+from helper.data.environment import Environment
 from helper.evaluation.sweep import SweepConfig, run
+from helper.evaluation.tiered_sweep import _helps
 from tabular_rl import Discretizer
 from tabular_rl.tiered import Resources, estimate_tiered, solve_tiered
 from trajectories.shards import mark_complete
@@ -115,3 +117,25 @@ def test_the_report_pairs_the_helper_with_each_baseline_under_the_same_cost_budg
     assert "C is a cost budget per episode" in text
     helper = episodes[(episodes["method"] == "helper") & (episodes["budget"] == 4)]["cost"].mean()
     assert f"{helper:.2f} / " in next(line for line in rows if " cascade " in line)  # the spend column is the cost
+
+
+def test_a_kind_named_apart_from_its_actor_is_played_by_that_actor(swept, tmp_path):
+    """``stronger=ACTOR:2`` through solve and distill: helper.json keeps the actor and the sweep loads it to answer
+    the kind (the example's plug-in answers as the episodes' own expert, so the helper plays the same episodes)."""
+    root, _, _, episodes = swept
+    actor = "examples.tiered_rapids:make_stronger"
+    kinds = [f"{k}={actor}:{p:g}" if k == "stronger" else f"{k}:{p:g}" for k, p in PRICES.items()]
+    assert main(["solve", "--data", str(root / "data"), "--help-kinds", *kinds, "--help-caps", "human=1",
+                 "--budgets", "2", "6", "--bins", "3", "--binning", "uniform", "--out", str(tmp_path / "solve")]) == 0
+    assert main(["distill", "--labels", str(tmp_path / "solve"), "--prm", "none", "--out", str(tmp_path / "helper")]) == 0
+    config = json.loads((tmp_path / "helper" / "helper.json").read_text())
+    assert config["actors"] == {"stronger": actor}
+    helps = {h.name: h for h in _helps(Environment(SweepConfig(spec=ENV)), config, 1000)}
+    assert helps["stronger"].agent is not None and helps["human"].agent is None  # the actor loaded, not the own expert
+    run(SweepConfig(spec=ENV, helper=str(tmp_path / "helper"), out=str(tmp_path / "sweep"), budgets=[6],
+                    episodes=EPISODES, seed=1000, ci_resamples=50), scorer=RiskScorer())
+    renamed = pd.read_csv(tmp_path / "sweep" / "episodes.csv")
+    mine = renamed[renamed["method"] == "helper"].set_index("episode_id")
+    before = episodes[(episodes["method"] == "helper") & (episodes["budget"] == 6)].set_index("episode_id")
+    assert mine["calls_stronger"].sum() > 0
+    assert mine[["success", "cost", "calls_stronger"]].equals(before.loc[mine.index, ["success", "cost", "calls_stronger"]])
