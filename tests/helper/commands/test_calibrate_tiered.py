@@ -177,3 +177,17 @@ def test_episodes_the_helper_was_trained_on_and_a_missing_prm_are_refused(run_di
     record = json.loads((moved / GUARANTEE_FILE).read_text())
     assert record["family"] == "tiered" and "PRM" in record["fallback"]
     assert HelperGate.load(moved, prm=False).guarantee == record
+
+
+def test_a_kind_the_helper_names_apart_from_its_actor_is_answered_by_that_actor(calibrated):
+    """helper.json's ``actors`` (a kind collected as ``NAME=ACTOR:PRICE``): calibrate plays the kind by that actor,
+    not by the episodes' own expert of the same name."""
+    from helper.commands.calibrate import helps_of
+    from helper.data.environment import EnvSetup, EnvSpec
+
+    helper = HelperGate.load(calibrated)
+    setup = EnvSetup(EnvSpec(env=NAMES[1], agent=NAMES[3]), "test")
+    assert dict((h.name, h.agent) for h in helps_of(helper, setup, 3000))["stronger"] is None  # the episodes' own
+    helper.actors = {"stronger": "examples.tiered_rapids:make_stronger"}
+    helps = {h.name: h for h in helps_of(helper, setup, 3000)}
+    assert helps["stronger"].agent is not None and helps["stronger"].price == PRICES["stronger"]
