@@ -233,7 +233,20 @@ def cluster_variance(values: Sequence[float], levels: Sequence[Sequence]) -> tup
       degrees of freedom (at least 1);
     - otherwise the outermost level with more than one unit (K units): the cluster-robust variance of the mean
       over episodes, ``K / (K - 1) * sum_k n_k^2 (m_k - mean)^2 / N^2`` (for equal clusters, the variance of the
-      K unit means over K), with K - 1 degrees of freedom; the episodes themselves where no level varies."""
+      K unit means over K), with K - 1 degrees of freedom; the episodes themselves where no level varies.
+
+    Either is floored at the variance of the mean of independent episodes (``var(values) / n``), the larger of the
+    two standard errors as the few-cluster literature advises: with a handful of clusters their means can agree by
+    chance (one seed's two product groups with the same mean difference gave a zero-width interval and a Holm
+    "loss" of one episode in 64) while the episodes themselves still differ."""
+    variance, df = _cluster_variance(values, levels)
+    y = np.asarray(values, dtype=np.float64)
+    if y.size > 1 and math.isfinite(variance):
+        variance = max(variance, float(y.var(ddof=1)) / y.size)
+    return variance, df
+
+
+def _cluster_variance(values: Sequence[float], levels: Sequence[Sequence]) -> tuple[float, float]:
     y = np.asarray(values, dtype=np.float64)
     n = y.size
     if len(levels) == 2 and shares_groups(*levels):

@@ -17,7 +17,8 @@ Per set-up, from the pooled ``episodes.csv`` (one row per method, budget and epi
   method and budget (the pooled sweep frame's per-method intervals and the figure);
 - per baseline, at each of ``--budgets`` (default C = 1 and 2): the helper's success minus the
   baseline's on the same episodes, with its 95% t interval over the clusters (``metrics.cluster_t_interval``:
-  seeds and groups; the bootstrap's percentile interval covered 82-91% with 2-6 clusters, RESULTS);
+  seeds and groups, its variance floored at the episodes' own; the bootstrap's percentile interval covered
+  82-91% with 2-6 clusters, RESULTS);
 - APGR of both with the share of [0, 1] their curve completes to always-intervene's point rather
   than measured, and CPT(50%) / CPT(80%), marked † where they fall in that completed part (the
   metrics of ``helper.evaluation.metrics.summarize`` on the pooled means);
@@ -525,7 +526,8 @@ def run(cfg: ReportConfig) -> str:
         f"Cells C=c: the helper's success minus the baseline's at budget c on the same episodes, pooled over "
         f"the set-up's seeds, [{level} t interval over the clusters: the per-episode differences' group means "
         "(seeds, then groups) with K - 1 degrees of freedom, or where every seed played the same groups a seeds x "
-        "groups layout with Satterthwaite's degrees; a percentile bootstrap covers below its level with so few "
+        "groups layout with Satterthwaite's degrees; its variance at least the episodes' own variance of the mean, as "
+        "a few cluster means can agree by chance; a percentile bootstrap covers below its level with so few "
         "clusters]. Two verdicts, one per yardstick, each over its own family (sizes under 'comparisons': cap + "
         f"spend) by Holm's rule at {100 * (1 - cfg.level):g}% over those intervals' p-values; win where some "
         "comparison of the baseline is rejected above 0 and none below, loss the reverse, mixed both, tie where none "

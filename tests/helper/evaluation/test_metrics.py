@@ -143,3 +143,16 @@ def test_summary_names_missing_reference():
     frame = _sweep()
     with pytest.raises(ValueError, match="no 'always' rows"):
         summarize(frame[frame["method"] != "always"])
+
+
+def test_cluster_variance_is_floored_at_the_episodes_own():
+    """Clusters whose means agree by chance leave the episodes' variance of the mean, not zero; clusters that
+    differ keep the cluster-robust variance (hand computed) where it is the larger."""
+    groups = ["a", "a", "b", "b"]
+    variance, df = metrics.cluster_variance([1.0, -1.0, 1.0, -1.0], [groups])
+    assert variance == pytest.approx(np.var([1, -1, 1, -1], ddof=1) / 4) and df == 1
+    assert metrics.cluster_t_p([1.0, -1.0, 1.0, -1.0], [groups]) == 1.0  # mean 0
+    assert metrics.cluster_t_p([1.0, 0.0, 1.0, 0.0], [groups]) > 0.05  # equal group means, not a certain effect
+    variance, df = metrics.cluster_variance([1.0, 1.0, 0.0, 0.0], [groups])
+    assert variance == pytest.approx(2 / 1 * (1.0 ** 2 + 1.0 ** 2) / 16) and df == 1  # K/(K-1) sum n_k^2 d_k^2 / N^2
+    assert metrics.cluster_variance([1.0, 1.0, 1.0, 1.0], [groups]) == (0.0, 1.0)  # no variation at all

@@ -67,14 +67,15 @@ def test_win_loss_and_tie_from_constructed_runs(tmp_path):
     # episode, every cluster's mean is +1: interval [1, 1], a win. The reverse: a loss.
     _standard(tmp_path / "w0", [1, 1, 1, 1], [0, 0, 0, 0])
     _standard(tmp_path / "l0", [0, 0, 0, 0], [1, 1, 1, 1])
-    # Differences +1, -1 in each group: both groups' means are 0, so is the interval over them: a tie.
+    # Differences +1, -1 in each group: both groups' means are 0, but the episodes differ: the interval is the
+    # episodes' (the floor of metrics.cluster_variance), wide around 0, not a zero-width [0, 0]: a tie.
     _standard(tmp_path / "t0", [1, 0, 1, 0], [0, 1, 0, 1])
     runs = [str(tmp_path / "w0"), f"lossy={tmp_path / 'l0'}", f"even={tmp_path / 't0'}"]
     text = run(ReportConfig(runs=runs, out=str(tmp_path / "r.md"), resamples=500, figures=False))
     win, loss, tie = (r for r in text.splitlines() if "| random |" in r)
     assert "| +1.000 [+1.000, +1.000] | +1.000 [+1.000, +1.000] |" in win and "| win |" in win
     assert "| -1.000 [-1.000, -1.000] |" in loss and "| loss |" in loss
-    assert "| +0.000 [+0.000, +0.000] |" in tie and "| tie |" in tie
+    assert "| +0.000 [-7.336, +7.336] |" in tie and "| tie |" in tie  # t(1) x the sd of +-1 over 4 episodes
     assert win.startswith("| toy (simulator) |") and loss.startswith("| lossy |")  # NAME=RUN names the set-up
     assert (tmp_path / "r.md").read_text() == text
 
@@ -97,8 +98,9 @@ def test_seeds_that_played_the_same_groups_are_crossed_with_them(tmp_path):
     # Two seeds over the same five groups, two episodes each; the helper gains 1 in group a alone, in both seeds.
     # Crossed: cell means 1 in column a, 0 elsewhere: MS_seed = 0, MS_group = 2 (0.8^2 + 4 * 0.2^2) / 4 = 0.4,
     # MS_residual = 0: Var = 0.4 / 10 = 0.04 on 0.4^2 / (0.4^2 / 4) = 4 degrees: 0.2 + 2.776 * 0.2 = 0.755.
-    # Other groups in each seed (nested): the seeds are the units, both with mean 0.2: [0.2, 0.2], narrower
-    # than the design, which shares group a's gain across the seeds.
+    # Other groups in each seed (nested): the seeds are the units, both with mean 0.2, so their spread is 0 and the
+    # episodes' own variance of the mean is the floor (var(d) / 20 on 1 degree: 0.2 + 12.706 * 0.0918 = 1.366),
+    # where before the floor the interval was [0.2, 0.2].
     def upper(text: str) -> float:
         return float(_row(text, "random")["C=1"].split(",")[1].strip(" ]"))
 
@@ -111,7 +113,7 @@ def test_seeds_that_played_the_same_groups_are_crossed_with_them(tmp_path):
     nested = run(ReportConfig(runs=[str(tmp_path / "s0"), str(tmp_path / "s2")], out=str(tmp_path / "t.md"),
                               resamples=8000, figures=False))
     assert _row(crossed, "random")["C=1"].startswith("+0.200") and upper(crossed) == 0.755
-    assert upper(nested) == 0.2
+    assert upper(nested) == 1.366
     # Names that repeat across seeds but hold one episode each (an episode's own id) are not shared units.
     from helper.evaluation.metrics import shares_groups
 
@@ -345,13 +347,17 @@ def test_the_cluster_t_interval_is_the_t_interval_of_the_cluster_means_where_gro
     from helper.evaluation.metrics import cluster_t_interval, cluster_t_p
 
     rng = np.random.default_rng(3)
-    values = rng.normal(0.1, 1.0, 12)
+    # Groups that differ (a group effect of sd 2 against episodes of sd 1): the cluster means' variance is above
+    # the episodes' own, the floor of metrics.cluster_variance (tested in test_metrics), so the formula shows.
+    values = rng.normal(0.1, 1.0, 12) + np.repeat(rng.normal(0.0, 2.0, 4), 3)
     groups = [g for g in "abcd" for _ in range(3)]
+    assert np.var(values.reshape(4, 3).mean(axis=1), ddof=1) / 4 > np.var(values, ddof=1) / 12
     means = values.reshape(4, 3).mean(axis=1)
     expected = stats.t.interval(0.95, 3, loc=means.mean(), scale=means.std(ddof=1) / 2)
     assert np.allclose(cluster_t_interval(values, [[0] * 12, groups]), expected)
     assert np.isclose(cluster_t_p(values, [[0] * 12, groups]), stats.ttest_1samp(means, 0).pvalue)
     # Several seeds, each with groups of its own: the seeds are the clusters.
     seeds = [0] * 6 + [1] * 6
+    scale = max(abs(values[:6].mean() - values[6:].mean()) / 2, values.std(ddof=1) / np.sqrt(12))  # the floor
     assert np.allclose(cluster_t_interval(values, [seeds, groups]),
-                       stats.t.interval(0.95, 1, loc=values.mean(), scale=abs(values[:6].mean() - values[6:].mean()) / 2))
+                       stats.t.interval(0.95, 1, loc=values.mean(), scale=scale))
