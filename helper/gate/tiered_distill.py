@@ -69,8 +69,7 @@ def distill_tiered(cfg, source: Path, record: dict, prm_path: Path | None) -> di
     summary = {"report": report, **recorded_path(out, source, "labels_from"), "trained_on": trained,
                "solution": solution.summary(), "distill_config": asdict(cfg)}
     gate = TieredHelperGate(solution, discretizer, decide_after=prm_decide_after(prm_path), trained_on=trained,
-                            classifier=classifier)
-    gate.actors = dict((record.get("tiered") or {}).get("actors") or {})  # who answers a renamed kind, for what plays it
+                            classifier=classifier, actors=(record.get("tiered") or {}).get("actors"))
     gate.save(out, prm=None if prm_path is None else str(prm_path), extra=summary)
     shown = report.get("test") or report["train"]
     print(f"distill: tiered helper for budget {budget} ({', '.join(f'{k} at {p:g}' for k, p in gate.prices.items())}"

@@ -54,7 +54,8 @@ class TieredHelperGate(HelperGate):
     folder_backends = (BACKEND, CLASSIFIER_BACKEND)
 
     def __init__(self, solution, discretizer, scorer=None, budget: float | None = None, caps: dict | None = None,
-                 decide_after: str | None = None, trained_on: dict | None = None, classifier=None):
+                 decide_after: str | None = None, trained_on: dict | None = None, classifier=None,
+                 actors: dict | None = None):
         ScoredGate.__init__(self, None)  # the one-kind count is unused: the tiered count below holds the budget
         res = solution.resources
         self.kinds = tuple(solution.kinds)
@@ -76,7 +77,7 @@ class TieredHelperGate(HelperGate):
         self._decision_state(decide_after, scorer, trained_on)
         self.degraded = self.member = self.guarantee = None
         self.members = {}
-        self.actors: dict[str, str] = {}
+        self.actors: dict[str, str] = dict(actors or {})
         """Who answers a kind collected as ``NAME=ACTOR:PRICE`` (the others: their name); what plays it reads this."""
         self._plain = (self.backend, solution, discretizer, None)
 
@@ -184,9 +185,9 @@ class TieredHelperGate(HelperGate):
     def with_budget(self, budget: float | None) -> TieredHelperGate:  # a subclass's budget gives a subclass
         """A gate sharing this one's solution, scorer and stats, with its own count at ``budget``."""
         gate = type(self)(self.table, self.discretizer, self.scorer, budget, self.caps, self.decide_after,
-                          self.trained_on, self.classifier)
+                          self.trained_on, self.classifier, self.actors)
         gate._stats, gate._stats_lock, gate.degraded = self._stats, self._stats_lock, self.degraded
-        gate.horizon, gate.guarantee, gate.actors = self.horizon, self.guarantee, self.actors
+        gate.horizon, gate.guarantee = self.horizon, self.guarantee
         return gate
 
     @property
@@ -244,9 +245,8 @@ class TieredHelperGate(HelperGate):
         scorer, degraded = folder_scorer(prm if isinstance(prm, str) else resolve_recorded(directory, config, "prm"),
                                          prm, device, config_path, config, allow_fallback, "conservative rule")
         gate = cls(solution, Discretizer.load(directory / "discretizer.json"), scorer, budget, config.get("caps"),
-                   config.get("decide_after", "state"), config.get("trained_on"), classifier)
+                   config.get("decide_after", "state"), config.get("trained_on"), classifier, config.get("actors"))
         gate.degraded, gate.horizon = degraded, identity.horizon_of(config)
-        gate.actors = dict(config.get("actors") or {})
         # ``helpgate calibrate``'s guarantee.json, as the one-kind gate reads it (these files, deciding as this does).
         gate.guarantee = _guarantee(directory, on_fallback=scorer is None)
         return gate
