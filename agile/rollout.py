@@ -50,7 +50,7 @@ Kinds of help (``helps=[agile.helps.Help(name, agent, price, cap, weight), ...]`
 under its cap; the gate is asked and the draw is made only where one is. An exploration draw that says
 yes (``explore_p`` as above) then picks the kind among the affordable ones, weighted by ``Help.weight``
 (uniform by default), by a second pure draw of ``(rng_seed, episode_id, step)``; a gate names the kind
-itself: a gate of several kinds (``kinds`` and ``choose``, as ``helper.gate.tiered_gate.TieredHelperGate``) is asked
+itself: a gate of several kinds (``kinds`` and ``choose``, as ``helper.gates.tiered_helper_gate.TieredHelperGate``) is asked
 ``choose(observation, cost_left, calls_left)`` with the episode's exact rest, any other answers ``should_intervene``
 with a kind's name, or false. So no episode ever spends past its budget or a kind past its
 cap, and every row says which help it called and what it cost (``help_kind``, ``help_cost``; ``""`` and 0

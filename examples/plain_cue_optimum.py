@@ -94,7 +94,7 @@ def true_model(horizon: int = HORIZON):
 
 def optimal_gate(budget: int, horizon: int = HORIZON):
     """The exact optimum as a gate: backward induction on ``true_model``, reading the risk annotation."""
-    from helper.baselines.exact import exact_optimal_gate
+    from helper.gates.exact_optimal import exact_optimal_gate
 
     return exact_optimal_gate(true_model(horizon), RISKS, lambda o: o.annotations.get("risk"), budget)
 

@@ -15,10 +15,10 @@ Four rooms every command shares, and six wings by purpose:
   line, shown by ``benchmarks/experiment.py``.
 - ``data/``: collecting trajectories: episodes and actors, collection (in process or over Ray),
   the recorder, plug-in envs and agents.
-- ``gate/``: from scored trajectories to a deployed gate: solve, distill, the classifiers, the
-  ``HelperGate`` and what it checks on load.
-- ``baselines/``: the baselines that learn or solve: online deep RL and its environment, the exact
-  optimum on a known model (the simple gates are ``agile.gates``).
+- ``gates/``: every gate a user, the sweep or ``agile eval`` can build, in one registry: the ``HelperGate`` and
+  what it reads and checks on load, the simple gates, and the baselines that learn or solve (online deep RL, the
+  nearest neighbours, the thresholds at full strength, the exact optimum, the tiered baselines).
+- ``solve/``: from scored trajectories to what a helper gate plays: solve, distill, the member each cap plays.
 - ``evaluation/``: the sweep and its methods, online evaluation, metrics, plots, the report, and
   ``agile eval`` with a helper.
 - ``serve/``: the gate and a model behind HTTP, and what both servers refuse.
@@ -30,7 +30,7 @@ __all__ = ["HelperGate", "Recorder"]
 
 def __getattr__(name):
     if name == "HelperGate":
-        from helper.gate.gate import HelperGate
+        from helper.gates.helper_gate import HelperGate
 
         return HelperGate
     if name == "Recorder":

@@ -16,7 +16,7 @@ from agile.agents.simulator_agent import SimulatorAgent
 from agile.envs.catalog_generator import default_catalog_dir
 from agile.executor.episode import AgileSource
 from agile.rollout import run_episodes
-from helper.gate.features import FeatureClassifier, frame_features
+from helper.gates.features import FeatureClassifier, frame_features
 from prm.data.folds import task_type
 from trajectories.shards import write_shard
 from trajectories.shards import mark_complete
@@ -61,7 +61,7 @@ def trajectories(directory: Path, n: int = 120, seed: int = 11) -> Path:
 
 
 def solved(directory: Path, data: Path, budgets=(1, 2)) -> Path:
-    from helper.gate.solve_command import SolveConfig, run
+    from helper.solve.solve_command import SolveConfig, run
 
     run(SolveConfig(data=str(data), budgets=list(budgets), bins=3, out=str(directory)))
     return directory

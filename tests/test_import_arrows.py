@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OURS = {"agile", "helper", "prm", "tabular_rl", "trajectories"}
 ALLOWED = {"tabular_rl": {"tabular_rl"}, "trajectories": {"trajectories"}, "agile": {"agile", "trajectories"},
            "prm": {"prm", "agile", "trajectories"}, "helper": OURS}
-HELPER_FLOORS = {"option_ranges": -1, "experiment_options": -1, "config_cli": 0, "provenance": 0, "stored_config": 0, "gate": 1, "data": 1, "baselines": 2,
+HELPER_FLOORS = {"option_ranges": -1, "experiment_options": -1, "config_cli": 0, "provenance": 0, "stored_config": 0, "gates": 1, "data": 1, "solve": 2,
                  "serve": 2, "evaluation": 3, "commands": 4}
 """helper's rooms and wings by floor: a module may import a part of helper on a lower floor only
 (``helper/__init__.py``, the public face, imports lazily and stands above all)."""

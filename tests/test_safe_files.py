@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import skops.io
 
-from helper.gate.features import MODEL_FILE, FeatureClassifier, UnsafeModelFile
+from helper.gates.features import MODEL_FILE, FeatureClassifier, UnsafeModelFile
 from tabular_rl import Discretizer
 from tabular_rl.solution import Solution
 
@@ -92,7 +92,7 @@ def test_policy_table_and_discretizer_are_plain_files(tmp_path):
 
 
 def test_text_classifier_loads_safetensors_only(tmp_path):
-    from helper.gate.text_classifier import TextClassifier
+    from helper.gates.text_classifier import TextClassifier
 
     classifier = TextClassifier("tiny", max_length=32, epochs=1, batch_size=4).fit(["a b", "c d", "e", "f"],
                                                                                      [0, 1, 0, 1])

@@ -40,3 +40,20 @@ class RiskScorer:
 
     def score(self, observation) -> float:
         return risk_score(observation.state_text)
+
+
+def play(gate, count: int, seed: int = 7):
+    """Episodes of the true river played with the gate choosing the help: per episode (success, cost, calls)."""
+    agent, helps, out = make_agent(), make_helpers(), []
+    for episode in make_episodes("test", count, seed):
+        cost, calls = 0.0, {}
+        while not episode.done:
+            obs = episode.observe()
+            kind = gate.choose(obs)
+            if kind is not None:
+                cost += PRICES[kind]
+                calls[kind] = calls.get(kind, 0) + 1
+            episode.step((helps[kind] if kind else agent).act([obs])[0])
+        out.append((float(episode.success()), cost, calls))
+        gate.end_episode(obs.episode_id)
+    return out

@@ -13,5 +13,5 @@
 - ``lexical.py``: lexical retrieval for the memory (shared content words, no model).
 - ``episode.py``: the agent's sessions as ``agile.protocol`` episodes, for the episode loop.
 - ``metrics.py``: accuracy, advice rate, total score = accuracy - c * advice rate (their one home).
-- ``evaluate.py``: evaluation per group, ablations.
+- ``agent_eval.py``: the agent's evaluation per group, ablations, a given gate beside its own advice.
 """

@@ -114,10 +114,10 @@ def offline_stages(args, out: Path, train_groups: list[str]) -> dict:
 
 def helper_stage(args, out: Path, name: str, advice_cost: float | None, budget: int | None) -> Path:
     """Solve (at a cost, or for a budget) and distill one helper; returns its folder."""
-    from helper.gate.distill import DistillConfig
-    from helper.gate.distill import run as distill
-    from helper.gate.solve_command import SolveConfig
-    from helper.gate.solve_command import run as solve
+    from helper.solve.distill import DistillConfig
+    from helper.solve.distill import run as distill
+    from helper.solve.solve_command import SolveConfig
+    from helper.solve.solve_command import run as solve
 
     folder = joined(args, out) / name
     data = folder.parent / "trajectories"
@@ -169,7 +169,7 @@ def ppo_at_rate(args, out: Path, advice_cost: float, rate: float) -> tuple[dict,
     of its greedy choices above it in its own evaluation at c (the agent's scores on those sessions, no outcome
     read: the rate matched on the sessions compared, as random@rate's budget is), then evaluated like PPO."""
     from agile.executor.choice_head import shift_for_rate
-    from agile.executor.evaluate import ASK_MARGINS_FILE
+    from agile.executor.agent_eval import ASK_MARGINS_FILE
 
     tag = f"ppo_c{advice_cost:g}"
     own = out / f"eval_PPO c={advice_cost:g}{episodes_tag(args)}" / ASK_MARGINS_FILE

@@ -33,9 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from agile.envs.productqa import default_productqa_root, held_out_train_split, list_groups  # noqa: E402
-from agile.executor.evaluate import EvalConfig, markdown_table, run_eval  # noqa: E402
+from agile.executor.agent_eval import markdown_table  # noqa: E402
 from agile.train.ppo import PPOConfig, train  # noqa: E402
 from agile.train.sft import SFTConfig, run_sft  # noqa: E402
+from helper.evaluation.agile_advice import AgileEvalConfig  # noqa: E402
+from helper.evaluation.agile_advice import run as agile_eval  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -64,7 +66,7 @@ def episodes_tag(args) -> str:
 def evaluate(args, model: str, out: Path, label: str, ablations=("full",), gate="novelty",
              advice_cost=0.3, ask_shift: float = 0.0) -> dict:
     """``agile eval`` of ``model`` on the evaluated groups (``ask_shift``: as ``EvalConfig.ask_shift``)."""
-    cfg = EvalConfig(model=model, split=args.eval_split, decoding=decoding(args), groups=args.test_group_names,
+    cfg = AgileEvalConfig(model=model, split=args.eval_split, decoding=decoding(args), groups=args.test_group_names,
                      ask_shift=ask_shift,
                      questions_per_group=args.test_questions, episodes_per_group=args.test_episodes,
                      ablations=list(ablations), gate=gate, advice_cost=advice_cost,
@@ -72,7 +74,7 @@ def evaluate(args, model: str, out: Path, label: str, ablations=("full",), gate=
                      restate_question=args.restate_question, list_advice_with_gate=args.list_advice_with_gate,
                      yes_no_threshold=args.yes_no_threshold, device="cpu",
                      out=str(out / f"eval_{label}{episodes_tag(args)}"))
-    rows = run_eval(cfg, log=log)
+    rows = agile_eval(cfg, log=log)
     for r in rows:
         r["model"] = label
     return {"rows": rows, "config": asdict(cfg)}

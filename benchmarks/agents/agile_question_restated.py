@@ -25,7 +25,7 @@ import torch  # noqa: E402
 
 from agile.envs.phrasing import is_yes_no_question  # noqa: E402
 from agile.envs.productqa import default_productqa_root, held_out_train_split, load_split  # noqa: E402
-from agile.executor.evaluate import EvalConfig, run_eval  # noqa: E402
+from agile.executor.agent_eval import EvalConfig, run_eval  # noqa: E402
 
 PLACES = {"AGILE's order": ("first", False), "restated last": ("restated", True)}
 
@@ -62,7 +62,7 @@ def main() -> None:
             sub = folder / ablation
             if not (sub / "sessions.jsonl").is_file():
                 run_eval(EvalConfig(model="smollm2", split="train", groups=groups, questions_per_group=args.questions,
-                                    ablations=[ablation], gate="none", decoding="constrained", restate_question=restate,
+                                    ablations=[ablation], decoding="constrained", restate_question=restate,
                                     max_new_tokens=64, device="cpu", out=str(sub)))
             results[place][label] = by_phrasing(sub, phrased)
     (Path(args.out) / "question_restated.json").write_text(json.dumps(results, indent=1))

@@ -8,7 +8,7 @@
 Each family of gates, ordered from most to least help, is played once on a pool of episodes (each member on the same
 episodes, the real agent with its real slips or errors) and once on a separate fresh set. A repetition draws n pool
 episodes at random, calibrates on their paired outcomes exactly as `helpgate calibrate` does
-(``helper.gate.certify``: exact binomial tests at delta in a fixed sequence, the last member before the first failure),
+(``helper.gates.certify``: exact binomial tests at delta in a fixed sequence, the last member before the first failure),
 and looks up the chosen member's true success and spend on the fresh set (or its exact value where one is known).
 Since the pool's episodes are i.i.d. draws, a random n of them is a calibration on n fresh episodes. Per n the script
 prints the share of repetitions whose chosen member's true success is below 1 - eps (the miscoverage, which must be
@@ -22,7 +22,7 @@ Families, each played on the same pool episodes:
 - ``priced``: for ``plain-cue`` and ``simulator`` the priced optimum on the true model (success minus a price per
   intervention, no budget; ``tabular_rl.solvers.solve_priced``) at prices from 0 up, one member per distinct policy; for
   ``run`` the family of ``python benchmarks/experiment.py calibrate --family priced --prices P``
-  (``helper.gate.priced_family``: the run's own solve priced under its largest budget, played by the solved table);
+  (``helper.solve.priced_family``: the run's own solve priced under its largest budget, played by the solved table);
 - ``threshold`` (KnowNo-style): help whenever the verifier's score is at or below tau, no budget, tau over a fixed
   grid from high (always help) to low (never): for ``plain-cue`` and ``simulator`` the perfect verifier (the agent's
   true chance of getting the step right), for ``run`` the run's PRM with tau at the 0, 5, ..., 100% quantiles of its
@@ -57,9 +57,9 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
 
-from agile.gates import ScoreThresholdGate  # noqa: E402
+from helper.gates.simple import ScoreThresholdGate  # noqa: E402
 from agile.rollout import run_episodes  # noqa: E402
-from helper.gate.certify import chosen_index  # noqa: E402
+from helper.gates.certify import chosen_index  # noqa: E402
 
 NS = (100, 300, 1000)
 PRICES = np.round(np.linspace(0.0, 1.0, 51), 3)
@@ -252,7 +252,7 @@ def threshold_family(score, grid, horizon: int, decide_after: str = "state", lev
 def priced_family(model, state_of, prices) -> list[Member]:
     """The priced optimum on the true model (success - price per intervention, no budget), price from 0 (most help)
     up; a price whose policy equals a lower price's is the same gate and is left out."""
-    from agile.gates import TableGate
+    from helper.gates.simple import TableGate
     from tabular_rl.solvers import solve_priced
 
     members, seen = [], []
@@ -283,7 +283,7 @@ def plain_cue() -> Setup:
 def simulator(questions: int = 4) -> Setup:
     from agile.envs.productqa import QUESTION_TYPES
     from agile.envs.scripted_answers import question_type
-    from helper.baselines import exact
+    from helper.gates import exact_optimal as exact
     from helper.data.environment import EnvConfig, EnvSpec, Environment
 
     cfg = EnvConfig(spec=EnvSpec(env="productqa", agent="simulator", memory="lexical",
@@ -305,7 +305,7 @@ def pipeline_run(run: Path, grid_size: int = 21, prices: int = 21, quantiles: li
     import polars as pl
 
     from helper.data.environment import Environment
-    from helper.evaluation.evaluate import load_helper
+    from helper.evaluation.play import load_helper
     from helper.evaluation.sweep import SweepConfig
     from helper.stored_config import config_of
 
@@ -320,7 +320,7 @@ def pipeline_run(run: Path, grid_size: int = 21, prices: int = 21, quantiles: li
     grid = np.quantile(scores, quantiles if quantiles else np.linspace(0.0, 1.0, grid_size))
     families = {"budget": budget}
     if helper.scorer is not None and prices:
-        from helper.gate import priced_family
+        from helper.solve import priced_family
 
         cap = helper.solved_budget
         tables, discretizer = priced_family.priced_members(run / "helper", cap, prices)

@@ -4,7 +4,7 @@
 
 For each kept run (its ``solve/labels.parquet``: the training rows with their out-of-fold scores, and
 ``solve/solution.json``: the solve's settings): the member selection is read again exactly as the pipeline read it
-(``helper.gate.select``: the family of the run's settings and its judge, 5 folds by task group), with one member
+(``helper.solve.select``: the family of the run's settings and its judge, 5 folds by task group), with one member
 added, the
 threshold at its top (every decision while the budget lasts: the ``first_k`` baseline as a member). Printed per cap:
 the chosen member, the judge's reading of it and of ``first_k``, and what the helper and ``first_k`` scored when
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from helper.gate.select import FOLDS, family_for, fold_ids, training_rows
+from helper.solve.select import FOLDS, family_for, fold_ids, training_rows
 from tabular_rl.choice.members import MemberSpec
 from tabular_rl.choice.selection import cross_fitted
 

@@ -1,6 +1,6 @@
 """The online deep-RL baseline's learning curve on the ProductQA simulator, against first_k and the optimum.
 
-Trains ``helper.baselines.online_rl`` (stable-baselines3 PPO) on training-split episodes until its curve
+Trains ``helper.gates.online_rl`` (stable-baselines3 PPO) on training-split episodes until its curve
 flattens, then plays the same held-out test episodes with it, ``first_k`` and ``exact_optimal``
 (backward induction on the simulator's true model: the ceiling) at every C, and prints the curve
 (validation success at each C against cumulative training calls) and the paired test differences.
@@ -26,14 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np
 
-from agile import gates as B
+from helper.gates import simple as B
 from agile.envs.productqa import QUESTION_TYPES
 from agile.envs.scripted_answers import question_type
-from helper.baselines import exact
+from helper.gates import exact_optimal as exact
 from helper.data.environment import EnvConfig, Environment, EnvSpec
-from helper.evaluation.evaluate import evaluate_gate
+from helper.evaluation.play import evaluate_gate
 from helper.evaluation.metrics import bootstrap_ci
-from helper.baselines.online_rl import (
+from helper.gates.online_rl import (
     OnlineRLConfig,
     OnlineRLGate,
     calls_to_reach,

@@ -65,7 +65,7 @@ from examples.plain_cue_optimum import (  # noqa: E402
     true_model,
 )
 from helper.data.environment import Environment  # noqa: E402
-from helper.evaluation.evaluate import evaluate_gate, load_helper  # noqa: E402
+from helper.evaluation.play import evaluate_gate, load_helper  # noqa: E402
 from helper.evaluation.metrics import NIL_GAIN  # noqa: E402
 from helper.evaluation.sweep import SweepConfig  # noqa: E402
 from helper.stored_config import config_of  # noqa: E402

@@ -34,11 +34,11 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
 
-from agile.gates import NeverGate, ScoreThresholdGate  # noqa: E402
+from helper.gates.simple import NeverGate, ScoreThresholdGate  # noqa: E402
 from examples.plain_cue_optimum import SureFootedAgent, expected_outcome  # noqa: E402
 from examples.rapids_optimum import best_threshold, optimal_gate, optimum, room_at_spend  # noqa: E402
 from helper.data.environment import Environment  # noqa: E402
-from helper.evaluation.evaluate import evaluate_gate, load_helper  # noqa: E402
+from helper.evaluation.play import evaluate_gate, load_helper  # noqa: E402
 from helper.evaluation.sweep import SweepConfig  # noqa: E402
 from helper.stored_config import config_of  # noqa: E402
 

@@ -7,7 +7,7 @@ its true success, in expectation over the slips on fresh rivers.
         benchmarks/data/rapids-members/seed2
 
 ``helpgate distill`` plays, under each cap C, the member of its family with the best success on the training folds
-(``helper.gate.select``). Here each member of a finished run's family is fitted on the run's training rows as distill
+(``helper.solve.select``). Here each member of a finished run's family is fitted on the run's training rows as distill
 fits the chosen one, and played on ``--rivers`` fresh rivers scored by the run's own verifier, each river counting
 its exact success probability (the slips taken out of the draw: ``examples.plain_cue_optimum.expected_outcome``).
 Beside it, the member's cross-fitted figure from ``selection.json``. So a reader sees what the folds' choice costs
@@ -20,7 +20,7 @@ gap splits into what the verifier leaves, what 64 episodes' estimate loses, and 
 cross-fitted figure and is never the chosen one, but its truth is printed).
 
 ``--rechoose`` reads the cross-fitted table again from the kept training rows (the folds distill deals,
-``helper.gate.training_folds.fold_ids``) and takes the member this commit's rule chooses
+``helper.gates.training_folds.fold_ids``) and takes the member this commit's rule chooses
 (``tabular_rl.choice.selection.CrossFitted.chosen``) instead of the one the run played.
 
 ``--save DIR`` keeps per run what the table is recomputed from (``DIR/<run name>/``): the training rows the members
@@ -41,7 +41,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's examples
 
 from examples.rapids_optimum import optimum, played_in_expectation  # noqa: E402
-from helper.gate.solve_command import own_rewards  # noqa: E402
+from helper.solve.solve_command import own_rewards  # noqa: E402
 from tabular_rl.choice.members import MemberSpec, fit_member  # noqa: E402
 from tabular_rl.transitions import Columns  # noqa: E402
 
@@ -62,7 +62,7 @@ def score_rivers(run: Path, rivers: int) -> pl.DataFrame:
 
 def gather(run: Path, rivers: int) -> dict:
     """What the table reads, from a finished run folder."""
-    from helper.gate.select import family_for
+    from helper.solve.select import family_for
     from trajectories.shards import read_shard
 
     labels = read_shard(run / "solve" / "labels.parquet").select(LABEL_COLUMNS)
@@ -142,7 +142,7 @@ def current_family(kept: dict, before_smooth: bool = False) -> list[dict]:
     """The family this commit's distill would build for the kept run's configured solve (its first member): members
     added since the run have no cross-fitted figure (NaN) and are never the chosen one, but are read in truth.
     ``before_smooth``: without the smooth member (the family the stationary member's reading was made with)."""
-    from helper.gate.select import family_for
+    from helper.solve.select import family_for
 
     own = MemberSpec.from_dict(kept["family"][0])
     solved = {"bins": own.bins, "binning": own.binning, "step_buckets": own.step_buckets, "backoff": own.backoff,
@@ -154,7 +154,7 @@ def current_family(kept: dict, before_smooth: bool = False) -> list[dict]:
 def rechosen(kept: dict) -> dict:
     """``kept`` with its selection's figures read again on its training rows and the member of each cap the one this
     commit's rule chooses (``CrossFitted.chosen``); the figures must be the run's own (the same judge)."""
-    from helper.gate.select import cross_fitted_family
+    from helper.solve.select import cross_fitted_family
 
     labels, selection = kept["labels"], kept["selection"]
     specs = [MemberSpec.from_dict(d) for d in kept["family"]]

@@ -28,7 +28,7 @@ hard-budget solve; the table itself, no distillation) and replayed on the fold:
   per-episode budget can gain from the score's ranking at all, so ``score_ceiling`` minus ``random``
   is the room the score leaves any score-reading gate.
 
-Every gate replayed is the sweep's own (``agile.gates``: ``TableGate``, ``ScoreThresholdGate``, ``FirstKGate``,
+Every gate replayed is the sweep's own (``helper.gates.simple``: ``TableGate``, ``ScoreThresholdGate``, ``FirstKGate``,
 ``OracleGate``), asked through its ``should_intervene`` with the logged score as the observation's
 ``prm_score`` feature; ``random`` weighs each decision by ``UniformGate.asked_share``. Each row but
 ``score_ceiling`` is named as its method in the sweep's registry (``helper.evaluation.methods.METHODS``).
@@ -62,7 +62,7 @@ import numpy as np
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from agile.gates import FirstKGate, OracleGate, ScoreThresholdGate, TableGate, UniformGate, calibrate_threshold
+from helper.gates.simple import FirstKGate, OracleGate, ScoreThresholdGate, TableGate, UniformGate, calibrate_threshold
 from agile.protocol import Observation
 from helper.evaluation.metrics import paired_difference
 from tabular_rl.discretize import Discretizer
@@ -112,7 +112,7 @@ class Episode:
         self.helped = intervention_reward
 
     def play(self, gate, budget: int) -> tuple[float, int]:
-        """Replay ``gate`` (an ``agile.gates`` gate, reading the logged score as the ``prm_score`` feature) with
+        """Replay ``gate`` (an ``helper.gates.simple`` gate, reading the logged score as the ``prm_score`` feature) with
         ``budget`` interventions: (success, interventions)."""
         left, total = budget, 0.0
         for step, score, kept in zip(self.steps, self.scores, self.kept):

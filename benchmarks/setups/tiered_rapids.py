@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script:
 from examples.tiered_rapids import HORIZON, KINDS, risk_score  # noqa: E402
 from helper.data.collect import CollectConfig, run  # noqa: E402
 from helper.stored_config import config_of  # noqa: E402
-from helper.baselines.tiered import best_cascade  # noqa: E402
+from helper.gates.tiered_baselines import best_cascade  # noqa: E402
 from examples.tiered_rapids_optimum import best_one_kind, evaluate_randomised, optimum, true_model  # noqa: E402
 from tabular_rl import Discretizer  # noqa: E402
 from tabular_rl.tiered import (  # noqa: E402

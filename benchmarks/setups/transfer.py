@@ -71,8 +71,8 @@ def score(data: Path, prm: Path, out: Path | None = None) -> None:
 
 def pool_and_train(runs: list[Path], root: Path) -> Path:
     """The seeds' training shards in one folder, a PRM trained on them, scored and solved like the pipeline."""
-    from helper.gate.solve_command import SolveConfig
-    from helper.gate.solve_command import run as solve
+    from helper.solve.solve_command import SolveConfig
+    from helper.solve.solve_command import run as solve
     from prm.training.train import TrainConfig, run_train
 
     pooled, prm, solved = root / "trajectories", root / "prm", root / "solve"

@@ -20,7 +20,7 @@ import torch
 
 from agile.agents.textworld_agents import TextWorldLLMAgent
 from agile.envs.textworld_env import make_episodes
-from agile.gates import AlwaysGate, FirstKGate, NeverGate, RandomGate
+from helper.gates.simple import AlwaysGate, FirstKGate, NeverGate, RandomGate
 from agile.models import load_causal_lm
 from agile.rollout import run_episodes
 

@@ -49,10 +49,10 @@ def build_good(root: Path) -> dict[str, Path]:
     from helper.data.collect import CollectConfig
     from helper.data.collect import run as collect
     from helper.stored_config import config_of
-    from helper.gate.distill import DistillConfig
-    from helper.gate.distill import run as distill
-    from helper.gate.solve_command import SolveConfig
-    from helper.gate.solve_command import run as solve
+    from helper.solve.distill import DistillConfig
+    from helper.solve.distill import run as distill
+    from helper.solve.solve_command import SolveConfig
+    from helper.solve.solve_command import run as solve
     from prm.scoring.score import ScoreConfig, run_score
     from prm.training.train import TrainConfig, run_train
 
@@ -468,8 +468,8 @@ def plugin_cases(root: Path, good: dict[str, Path]) -> list[Case]:
 
 def round_two_cases(root: Path, good: dict[str, Path]) -> list[Case]:
     """Unfinished collections, tampered helper.json values, and numeric options of every command (issue 48)."""
-    from helper.gate.solve_command import SolveConfig
-    from helper.gate.solve_command import run as solve
+    from helper.solve.solve_command import SolveConfig
+    from helper.solve.solve_command import run as solve
 
     bad = root / "bad"
 
@@ -703,8 +703,8 @@ def round_three_b_cases(root: Path, good: dict[str, Path]) -> list[Case]:
     guarantee.json cut short or without ``member`` (handled with a warning); a classifier of another distill."""
     import socket
 
-    from helper.gate.distill import DistillConfig
-    from helper.gate.distill import run as distill
+    from helper.solve.distill import DistillConfig
+    from helper.solve.distill import run as distill
 
     bad = root / "bad"
     (root / "plugins").mkdir(exist_ok=True)
@@ -724,7 +724,7 @@ def round_three_b_cases(root: Path, good: dict[str, Path]) -> list[Case]:
     config = json.loads((no_prm / "helper.json").read_text())
     (no_prm / "helper.json").write_text(json.dumps(config | {"prm": str(bad / "gone"), "prm_absolute": str(bad / "gone")}))
     no_member, cut = helper("r3-no-member"), helper("r3-cut")
-    from helper.gate.certify import helper_fingerprint
+    from helper.gates.certify import helper_fingerprint
 
     record = {"kind": "helpgate.guarantee", "eps": 0.1, "delta": 0.1, "target": 0.9, "n": 40,
               "data_fingerprint": "sha256:x", "helper_fingerprint": helper_fingerprint(no_member)}

@@ -62,8 +62,8 @@ from agile.agents.simulator_agent import SimulatorAgent
 from agile.protocol import Observation
 from agile.rollout import run_episodes
 from helper.data.environment import EnvSetup, EnvSpec
-from helper.gate.features import FeatureClassifier, default_feature_names, frame_features, observation_features
-from helper.gate.gate import HelperGate
+from helper.gates.features import FeatureClassifier, default_feature_names, frame_features, observation_features
+from helper.gates.helper_gate import HelperGate
 from prm.data.folds import task_type
 
 
@@ -168,7 +168,7 @@ def main() -> None:
     gate = HelperGate("table", table=table, discretizer=discretizer, scorer=scorer, budget=3)
     results["table"] = timed(lambda i: gate.should_intervene(obs(i)), n)
 
-    from helper.gate.text_classifier import TextClassifier, format_input
+    from helper.gates.text_classifier import TextClassifier, format_input
 
     texts = [format_input(s, t, h, b) for s, t, h, b in zip(frame["state_text"][:256], frame["step"][:256],
                                                            frame["horizon"][:256], frame["budget_left"][:256])]
@@ -405,7 +405,7 @@ def always_helper(folder: str) -> None:
     """A helper folder (no PRM, threshold 0: it wants every decision) on one observation feature ``x``."""
     import polars as pl
 
-    from helper.gate.features import FeatureClassifier
+    from helper.gates.features import FeatureClassifier
 
     rng = np.random.default_rng(0)
     frame = pl.DataFrame({"step": np.arange(200) % TRUST_HORIZON, "horizon": [TRUST_HORIZON] * 200,

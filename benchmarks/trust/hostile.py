@@ -801,9 +801,9 @@ def _numbers(value, words, path=""):
 def guarantee_cases(root: Path, good: dict[str, Path]) -> list[Case]:
     """The "Why" list's guarantees: one certified on the fallback shown once the PRM is back, a report showing a
     guarantee calibrated before a re-distill, and a copied run's report reading the original run's helper."""
-    from helper.gate.certify import GUARANTEE_FILE, helper_fingerprint
-    from helper.gate.distill import DistillConfig
-    from helper.gate.distill import run as distill
+    from helper.gates.certify import GUARANTEE_FILE, helper_fingerprint
+    from helper.solve.distill import DistillConfig
+    from helper.solve.distill import run as distill
 
     bad = root / "bad"
 

@@ -7,5 +7,5 @@
 - ``cross_fit.py``: ``pipeline --cross-fit K``: folds of product groups from one collection, each an ordinary run
   on the other folds' groups, pooled for ``helpgate report``.
 - ``calibrate.py``: ``helpgate calibrate``: the helper at each budget played on held-out episodes, the cheapest
-  certified budget written to ``guarantee.json`` (statistics: ``helper.gate.certify``).
+  certified budget written to ``guarantee.json`` (statistics: ``helper.gates.certify``).
 """

@@ -5,22 +5,22 @@
 
 The family is the solved helper at C = Cmax, ..., 1, 0 (``HelperGate.load(dir, budget=C)``: most help first). Each
 member plays the same ``--episodes`` calibration episodes (its own rollouts: its interventions change the
-trajectories), and ``helper.gate.certify`` tests them in that order with an exact one-sided binomial test at
+trajectories), and ``helper.gates.certify`` tests them in that order with an exact one-sided binomial test at
 ``--delta`` against the target success 1 - ``--eps``, stopping at the first failure. The last member that passed
 is the cheapest certified one: with probability at least 1 - delta over the calibration draw, its success on fresh
 episodes from the same distribution is at least 1 - eps.
 
 ``--family priced`` tests the helper's efficient frontier instead: its own solve re-estimated and solved with a price
 on each intervention under the budget Cmax (the largest of ``--budgets``), from price 0 (the C = Cmax table) up to
-the price that stops every intervention (``helper.gate.priced_family``; members played by the solved table on the
+the price that stops every intervention (``helper.solve.priced_family``; members played by the solved table on the
 PRM score). The budget family spends all of each C, low-gain interventions included, and jumps between budgets; the
 priced members keep only the interventions worth their price, so the cheapest certified one spends less for the same
 target. Both orders are fixed by the helper folder alone, before any calibration episode is played, which the
 fixed-sequence test needs. The certified priced table is kept in ``calibration/priced_policy.npz`` (its hash in the
-guarantee); ``helper.gate.priced_family.certified_gate(dir)`` loads the gate a guarantee covers, of any family.
+guarantee); ``helper.solve.priced_family.certified_gate(dir)`` loads the gate a guarantee covers, of any family.
 
 A tiered helper folder (several kinds of help, each at its price: ``helpgate solve --help-kinds`` then ``distill``) has
-its own family (``helper.gate.tiered_family``): the helper at each cost budget its solved table holds, B = its
+its own family (``helper.solve.tiered_family``): the helper at each cost budget its solved table holds, B = its
 ``cost_budget`` down to 0 in the table's cost unit (``--budgets`` picks some of them), most help first. Each member
 plays the calibration episodes with the folder's kinds at their prices and caps (``run_episodes(..., helps=...,
 budget=B)``), the same fixed-sequence test picks the cheapest certified B, and the guarantee records its mean cost
@@ -61,7 +61,7 @@ import pandas as pd
 import polars as pl
 
 from helper.data.environment import EnvConfig, Environment
-from helper.gate import certify
+from helper.gates import certify
 from helper.stored_config import flat
 from trajectories.files import write_json_atomic
 
@@ -92,7 +92,7 @@ class CalibrateConfig(EnvConfig):
     family: str = "budget"
     """budget (the helper at C = Cmax, ..., 0; a tiered helper at each cost budget B its table holds) or priced (its
     solved table with a price per intervention under the budget Cmax, from price 0 up: its efficient frontier,
-    helper.gate.priced_family; not for a tiered helper)."""
+    helper.solve.priced_family; not for a tiered helper)."""
     prices: int = 21
     """priced: prices tried from 0 to the one that stops every intervention (equal policies are one member)."""
     allow_fallback: bool = False
@@ -128,7 +128,7 @@ def seen_episodes(helper_dir: Path) -> dict[str, tuple[set[str], set[str]]]:
     """``{where: (episode ids, groups)}`` of every episode the helper's training or its run's evaluation used."""
     import json
 
-    from helper.gate.gate import CONFIG_FILE, resolve_recorded
+    from helper.gates.helper_gate import CONFIG_FILE, resolve_recorded
 
     config = json.loads((helper_dir / CONFIG_FILE).read_text())
     found: dict[str, tuple[set[str], set[str]]] = {}
@@ -156,7 +156,7 @@ def seen_episodes(helper_dir: Path) -> dict[str, tuple[set[str], set[str]]]:
 
 
 def episode_groups(episodes) -> list[str]:
-    """Each fresh episode's group, as ``helper.evaluation.evaluate.episode_group`` names it, before it is played."""
+    """Each fresh episode's group, as ``helper.evaluation.play.episode_group`` names it, before it is played."""
     out = []
     for episode in episodes:
         own = getattr(episode, "group", None)
@@ -185,8 +185,8 @@ def tiered_folder(cfg: CalibrateConfig, helper_dir: Path) -> bool:
     ``--family priced`` is refused in one line (its prices are its kinds', there is no price to sweep)."""
     import json
 
-    from helper.gate.gate import CONFIG_FILE
-    from helper.gate.tiered_family import is_tiered
+    from helper.gates.helper_gate import CONFIG_FILE
+    from helper.solve.tiered_family import is_tiered
 
     try:
         config = json.loads((helper_dir / CONFIG_FILE).read_text())
@@ -203,17 +203,17 @@ def tiered_folder(cfg: CalibrateConfig, helper_dir: Path) -> bool:
 def members_of(cfg: CalibrateConfig, helper, helper_dir: Path) -> list[dict]:
     """The family, most help first: each member's description and a builder of its gate (fixed by the helper folder
     alone, before any calibration episode is played)."""
-    from helper.gate.tiered_gate import TieredHelperGate
+    from helper.gates.tiered_helper_gate import TieredHelperGate
 
     if isinstance(helper, TieredHelperGate):
-        from helper.gate import tiered_family
+        from helper.solve import tiered_family
 
         return [{"family": tiered_family.FAMILY, "budget": b, "build": (lambda b=b: helper.with_budget(b))}
                 for b in tiered_family.budgets(helper, cfg.budgets)]
     budgets = family(cfg, helper.solved_budget)
     if cfg.family == "budget":
         return [{"family": "budget", "budget": int(c), "build": (lambda c=c: helper.with_budget(c))} for c in budgets]
-    from helper.gate import priced_family
+    from helper.solve import priced_family
 
     cap = budgets[0]
     tables, discretizer = priced_family.priced_members(helper_dir, cap, cfg.prices)
@@ -225,7 +225,7 @@ def members_of(cfg: CalibrateConfig, helper, helper_dir: Path) -> list[dict]:
 def rollouts(cfg: CalibrateConfig, env: Environment, members: list[dict], helps=None) -> pd.DataFrame:
     """One row per member and calibration episode: member index, budget, episode id, outcome, interventions (a
     tiered member, played with ``helps``: also its cost and calls per kind)."""
-    from helper.evaluation.evaluate import evaluate_gate
+    from helper.evaluation.play import evaluate_gate
 
     if helps is not None:
         return tiered_rollouts(cfg, env, members, helps)
@@ -242,7 +242,7 @@ def rollouts(cfg: CalibrateConfig, env: Environment, members: list[dict], helps=
 
 def tiered_rollouts(cfg: CalibrateConfig, env: Environment, members: list[dict], helps) -> pd.DataFrame:
     """``rollouts`` of the tiered family: each member the same episodes, with the folder's kinds, at its cost budget."""
-    from helper.gate.tiered_family import play
+    from helper.solve.tiered_family import play
 
     frames = []
     for index, member in enumerate(members):
@@ -301,7 +301,7 @@ def tiered_spend(rows: pd.DataFrame) -> dict:
     """A tiered member's mean cost and calls per kind an episode (``{}`` for a one-kind member)."""
     if "cost" not in rows.columns:
         return {}
-    from helper.gate.tiered_family import spend_of
+    from helper.solve.tiered_family import spend_of
 
     return spend_of(rows)
 
@@ -309,8 +309,8 @@ def tiered_spend(rows: pd.DataFrame) -> dict:
 def load_helper(cfg: CalibrateConfig):
     """``(helper, why it decides on its fallback classifier or None)``: a helper whose PRM is missing, broken or not
     its own is refused unless ``--allow-fallback`` (a guarantee of the fallback is no guarantee of the helper)."""
-    from helper.gate.gate import HelperGate
-    from helper.gate.identity import UntrustedPrm
+    from helper.gates.helper_gate import HelperGate
+    from helper.gates.identity import UntrustedPrm
 
     common = dict(backend=cfg.backend, device=cfg.spec.device)
     try:
@@ -345,7 +345,7 @@ def run(cfg: CalibrateConfig) -> dict:
     (helper_dir / "calibration").mkdir(exist_ok=True)
     chosen = members[[m is record["member"] for m in record["members"]].index(True)]
     if chosen["family"] == "priced":  # the certified table itself: the gate the guarantee covers
-        from helper.gate import priced_family
+        from helper.solve import priced_family
 
         record["member"] |= priced_family.keep_table(helper_dir, chosen["table"], chosen["discretizer"])
     frame.to_csv(helper_dir / "calibration" / "episodes.csv", index=False)

@@ -9,10 +9,10 @@ plug-in environment, are experiment options elsewhere), every candidate is tried
    each target a PRM head is fitted out of fold (``prm train``'s folds, by group): every training row gets a
    score from a head that did not see its episode;
 2. for each binning, the family the helper would choose its member from (the solved table, its variants and the
-   threshold on the same score: ``helper.gate.select.family_for``) is cross-fitted over those same folds as
+   threshold on the same score: ``helper.solve.select.family_for``) is cross-fitted over those same folds as
    distill cross-fits it (``tabular_rl.choice.selection``): each member fitted on the other folds and read on the fold it
    did not see, the best member under each cap C; and so is the priced family at a spend of C an episode with no
-   cap (``helper.gate.select.priced_family``), the best member within that spend;
+   cap (``helper.solve.select.priced_family``), the best member within that spend;
 3. the candidate with the highest mean of the two, averaged over the budgets solved for, is chosen (the first
    listed wins a tie).
 
@@ -92,12 +92,12 @@ def scored_rows(trajectories: str, prm_dir: Path) -> tuple[pl.DataFrame, np.ndar
 def binning_values(scored: pl.DataFrame, folds: np.ndarray, budgets: list[int], bins: int, binnings: list[str],
                    pessimism: float = 0.0) -> dict[str, dict[int, float]]:
     """Per binning, per budget C, the held-out success of the members the helper would play with this verifier,
-    under both yardsticks: the family a solve with that binning gives distill (``helper.gate.select.family_for``:
+    under both yardsticks: the family a solve with that binning gives distill (``helper.solve.select.family_for``:
     the solved table, its variants and the threshold on the same score) under the cap C, and the priced family at a
-    spend of C an episode with no cap (``helper.gate.select.priced_family``), each cross-fitted over ``folds`` as
+    spend of C an episode with no cap (``helper.solve.select.priced_family``), each cross-fitted over ``folds`` as
     distill and the sweep choose among them; the mean of the two best."""
-    from helper.gate.select import family_for, priced_family, priced_tables
-    from helper.gate.solve_command import own_rewards
+    from helper.solve.select import family_for, priced_family, priced_tables
+    from helper.solve.solve_command import own_rewards
     from tabular_rl.choice.selection import cross_fitted
     from tabular_rl.transitions import Columns
 
@@ -169,7 +169,7 @@ def choose(cfg, trajectories: str, out: str | Path, budgets: list[int]) -> dict:
     choice = {
         "target": best["target"], "pooling": best["pooling"], "binning": best["binning"],
         "state_features": best["state_features"], "word_features": best.get("word_features", False),
-        "criterion": ("the helper's family under each cap C and its priced family at a spend of C (helper.gate."
+        "criterion": ("the helper's family under each cap C and its priced family at a spend of C (helper.solve."
                       "select.family_for, priced_family) cross-fitted over the PRM's training folds (by group): each "
                       "member fitted on the other folds and read on the fold it did not see (tabular_rl.choice.selection), "
                       f"the mean of the two best members' success, mean over budgets {budgets}; out-of-fold PRM "

@@ -171,7 +171,7 @@ def pool(out: Path, folds: list[list[str]], cfg, only: list[int] | None = None) 
     """``<out>/sweep``: the folds' episodes concatenated, their pooled means and the summary ``helpgate report``
     reads (its config is fold 0's sweep config with the original data root). ``only``: the folds to pool (all)."""
     only = list(range(len(folds))) if only is None else only
-    from helper.evaluation.evaluate import grouped_ci
+    from helper.evaluation.play import grouped_ci
     from helper.evaluation.metrics import summarize, sweep_columns
     from helper.evaluation.plots import save_sweep_plot
     from helper.evaluation.spend import at_spend

@@ -339,7 +339,7 @@ def run(cfg: PipelineConfig, collected=None, feature_cache: str | None = None) -
     shared with other runs of the same rows (cross-fitting's folds: each episode's features computed once)."""
     from helper.commands.choose import choose, load_choice
     from helper.evaluation import sweep
-    from helper.gate import distill, solve_command
+    from helper.solve import distill, solve_command
     from prm.scoring import score as prm_score
     from prm.training import train as prm_train
     from prm.verifiers.backbones import check_backbone, is_encoder

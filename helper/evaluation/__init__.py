@@ -1,6 +1,6 @@
 """Evaluation: gates played online on held-out episodes, and what is reported of them.
 
-- ``evaluate.py``: ``helpgate evaluate``: one helper at several budgets (``evaluate_gate``).
+- ``play.py``: ``helpgate evaluate``: one helper at several budgets (``evaluate_gate``).
 - ``sweep.py``: ``helpgate sweep``: every method over the budgets; ``methods.py``: the registry
   of those methods, one class each; ``tiered_sweep.py``: the sweep of a helper that chooses which help to call,
   under cost budgets.

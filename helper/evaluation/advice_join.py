@@ -23,7 +23,7 @@ from helper.evaluation import metrics as M
 
 JOIN_FILE = "join.json"
 RULE = "rule: ask unless yes/no-phrased"
-"""The phrasing rule's name in the AGILE rows (``agile.gates.PhrasingGate``, a reference line)."""
+"""The phrasing rule's name in the AGILE rows (``helper.gates.simple.PhrasingGate``, a reference line)."""
 PPO_AT_HELPER_RATE = "PPO at the helper's rate"
 """PPO's own advice moved to the helper's advice rate by a threshold on its ask score (``EvalConfig.ask_shift``)."""
 

@@ -1,7 +1,8 @@
 """``helpgate agile eval --helper DIR``: a distilled ``HelperGate`` decides the agent's advice.
 
 ``agile`` never imports ``helper``; this command joins them. Without ``--helper`` it is plain
-``agile eval`` (the policy's own ``[SeekAdvice]`` beside a built-in gate). With it, the rows of
+``agile eval``: the policy's own ``[SeekAdvice]`` beside a built-in gate of ``helper.gates`` (``--gate``, an
+experiment's option; ``make_gate``). With it, the rows of
 the gate run (``mode`` = ``gate:HelperGate``) come from the helper, so the table shows the policy's
 own advice and the helper's side by side. Two kinds of helper:
 
@@ -18,17 +19,36 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from agile.executor.evaluate import EvalConfig, gate_run_budget, run_eval
+from agile.executor.agent_eval import EvalConfig, gate_run_budget, run_eval
 from agile.executor.executor import ENV_NAME as EXECUTOR_ENV
-from helper.gate.trained_on import PRICED, describe
+from helper.gates.registry import GATES
+from helper.gates.trained_on import PRICED, describe
 
 
 @dataclass
 class AgileEvalConfig(EvalConfig):
+    gate: Literal["none", "novelty", "random", "uniform", "first_k", "not_yes_no"] = "novelty"
+    """Built-in gate evaluated beside the policy's own advice; none skips the gate run."""
+    gate_threshold: float = 0.6
+    """NoveltyGate: advice when the best memory match has a cosine below this."""
+    gate_p: float = 0.25
+    """RandomGate: advice probability."""
     helper: str | None = None
     """Folder of a distilled helper (helpgate distill); its HelperGate replaces the built-in gate (--budget
     then defaults to every question for a helper solved at an advice cost: the price decides)."""
+
+
+def make_gate(cfg: AgileEvalConfig):
+    """The built-in gate ``cfg.gate`` from ``helper.gates.registry.GATES`` (None for ``none``)."""
+    options = {"novelty": {"threshold": cfg.gate_threshold},
+               "random": {"p": cfg.gate_p, "seed": cfg.seed, "draws": "sequential"},
+               "uniform": {"seed": cfg.seed},
+               # AGILE's non-adaptive baseline: the budget spent on the episode's first questions.
+               "first_k": {"k": gate_run_budget(cfg)},
+               "not_yes_no": {}}
+    return GATES[cfg.gate](**options[cfg.gate]) if cfg.gate in options else None
 
 
 def helper_budget(cfg: AgileEvalConfig, trained: dict) -> int:
@@ -39,9 +59,9 @@ def helper_budget(cfg: AgileEvalConfig, trained: dict) -> int:
 
 
 def run(cfg: AgileEvalConfig, log=print) -> list[dict]:
-    gate, budget = None, None
+    gate, budget = make_gate(cfg), None
     if cfg.helper:
-        from helper.gate.gate import CONFIG_FILE, HelperGate
+        from helper.gates.helper_gate import CONFIG_FILE, HelperGate
 
         config_path = Path(cfg.helper) / CONFIG_FILE
         trained = json.loads(config_path.read_text()).get("trained_on") or {} if config_path.is_file() else {}

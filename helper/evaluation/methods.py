@@ -7,7 +7,7 @@ measured) and calls
 - ``prepare(ctx)``: train or load what the method needs; returns None, or the reason it is
   skipped (written to ``summary.json``);
 - ``run(ctx)``: by default, for each of ``budgets(ctx)``, ``build(ctx, C)`` gives the gate that
-  ``helper.evaluation.evaluate.evaluate_gate`` plays on the held-out episodes with budget ``C``;
+  ``helper.evaluation.play.evaluate_gate`` plays on the held-out episodes with budget ``C``;
 - ``training_calls(ctx)``: strong-model and human calls spent to train it.
 
 ``name`` is the key ``--methods`` takes; ``row`` is the method's name in ``sweep.csv`` (the
@@ -15,12 +15,12 @@ same, except for the oracle where it is not an upper bound: ``oracle_1step``).
 
 - ``never`` (C = 0) and ``always`` (C = the horizon: every decision): the PGR references.
 - ``helper``: the helper (``HelperGate``): under each cap C the member its training folds chose for C
-  (``helper.gate.select``: the solved table, its variants or the threshold on the same score), else the
+  (``helper.solve.select``: the solved table, its variants or the threshold on the same score), else the
   distilled classifier.
 - ``helper_priced``: the helper with no cap, priced to spend s interventions an episode for each s of the budgets
   (rows keyed by s): among the family's tables priced on the training model to spend about s and the threshold
   members, the best success on the training folds among those whose mean spend there stays within s
-  (``helper.gate.select.priced_members``), played with the whole horizon as its budget. It is the at-a-spend side
+  (``helper.solve.select.priced_members``), played with the whole horizon as its budget. It is the at-a-spend side
   of every comparison with a threshold-type baseline's no-cap curve (``helper.evaluation.spend``).
 - ``random``: intervene with a per-decision probability set so that its mean interventions per
   episode match the helper's at the same C on the same episodes: first the helper's interventions
@@ -30,7 +30,7 @@ same, except for the oracle where it is not an upper bound: ``oracle_1step``).
 - ``first_k``: the first C decisions.
 - ``prm_threshold``: intervene when the PRM score is at or below a level: under each cap C the level with the
   best success under C on the training rows' ``prm_score`` column (as ``prm score`` wrote it: out of fold), read
-  on training folds each fitted without it (``helper.baselines.threshold_levels``: the helper's own threshold
+  on training folds each fitted without it (``helper.gates.threshold_levels``: the helper's own threshold
   members and evaluator), and with no cap at the levels that spend 1, 2, ... an episode (rows
   ``prm_threshold_nocap``, ``helper.evaluation.spend``). It decides when the helper does (``decide_after``: a PRM
   trained with ``--tag-after proposal`` scores the base agent's proposal, for both).
@@ -44,8 +44,8 @@ same, except for the oracle where it is not an upper bound: ``oracle_1step``).
 - ``knn``: the share of the ``--knn-k`` nearest training decision points (by the sentence encoder, on what a
   deployed agent sees: the state text, and the proposal in ``proposal`` mode) that failed by the PRM's own
   training target, its levels chosen like ``prm_threshold``'s on out-of-fold scores of the training rows (folds
-  of task groups, as the router's; ``helper.baselines.knn``).
-- ``online_rl``: ``helper.baselines.online_rl.train(env, cfg, scorer) -> (policy, report)``, then
+  of task groups, as the router's; ``helper.gates.knn``).
+- ``online_rl``: ``helper.gates.online_rl.train(env, cfg, scorer) -> (policy, report)``, then
   ``OnlineRLGate(policy, C, scorer)``; a report with ``save_curve(path)`` writes
   ``online_rl_curve.png`` beside the sweep.
 - ``oracle``: from one counterfactual run of the held-out episodes (the outcome with the base
@@ -71,14 +71,15 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from agile import gates as B
+from helper.gates import simple as B
 from agile.budget import largest_budget
-from helper.baselines import exact
-from helper.gate.training_folds import router_fold_groups
+from helper.gates import exact_optimal as exact
+from helper.gates.training_folds import router_fold_groups
 from helper.data.environment import Environment
-from helper.evaluation.evaluate import evaluate_gate
+from helper.evaluation.play import evaluate_gate
 from helper.evaluation.metrics import ALWAYS, ORACLE, ORACLE_1STEP
-from helper.gate.gate import resolve_recorded
+from helper.gates.helper_gate import resolve_recorded
+from helper.gates.registry import GATES
 from trajectories.number_maps import number_map_keys, number_maps
 from trajectories.shards import read_shard, read_trajectories
 
@@ -110,11 +111,16 @@ class SweepContext:
     decide_after: str = "state"
     """When the score-reading methods decide: on the state, or after the base agent's proposal."""
     _train_rows: pl.DataFrame | None | bool = False
+    playing: tuple[str, str] | None = None
+    """The row of the method now playing and its ``Method.gate``: every gate played under that row is checked to be
+    of that registry entry's class."""
 
     def evaluate(self, row: str, gate_for_budget: Callable[[int], object], budgets, keep: bool = True,
                  counterfactual: bool = False, cap: int | None = None):
         """Play the held-out episodes with ``gate_for_budget(C)`` for each budget; keep the rows. ``cap``: every run's
         episode budget instead of C (a method set to spend C on average, with no cap)."""
+        if self.playing is not None and row == self.playing[0]:
+            gate_for_budget = _checked(gate_for_budget, *self.playing)
         result = evaluate_gate(self.env, gate_for_budget, budgets, row, self.cfg.ci_resamples, counterfactual, cap)
         if keep:
             self.rows.extend(result[0])
@@ -166,6 +172,19 @@ class SweepContext:
         return self._train_rows
 
 
+def _checked(gate_for_budget: Callable[[int], object], row: str, gate: str) -> Callable[[int], object]:
+    """``gate_for_budget``, refusing a gate that is not of the registry entry ``gate`` (a method's declaration)."""
+    expected = GATES[gate]
+
+    def build(budget: int):
+        built = gate_for_budget(budget)
+        if not isinstance(built, expected):
+            raise TypeError(f"method {row!r} declares gate {gate!r} ({expected.__name__}) but built a "
+                            f"{type(built).__name__}: name the right entry of helper.gates.registry.GATES.")
+        return built
+    return build
+
+
 NEEDS = ("helper", "prm", "train_rows", "proposal")
 """What a method may need beyond the held-out environment and the budget C: the distilled helper, a PRM
 scorer (the helper's or the caller's), training rows, the sweep's ``decide_after`` mode (it reads the
@@ -176,6 +195,8 @@ class Method:
     """One method of the sweep (see the module docstring for the protocol)."""
 
     name = "method"
+    gate = ""
+    """The entry of ``helper.gates.registry.GATES`` whose class every gate it plays is (the sweep checks it)."""
     needs: frozenset[str] = frozenset()
     """Which of ``NEEDS`` it reads from the ``SweepContext``; the sweep loads the helper for a method that
     needs the helper or the PRM."""
@@ -201,6 +222,7 @@ class Method:
 
 class Never(Method):
     name = "never"
+    gate = "never"
 
     def budgets(self, ctx):
         return [0]
@@ -211,6 +233,7 @@ class Never(Method):
 
 class Always(Method):
     name = ALWAYS
+    gate = "always"
 
     def budgets(self, ctx):
         return [ctx.env.horizon]
@@ -221,6 +244,7 @@ class Always(Method):
 
 class Helper(Method):
     name = "helper"
+    gate = "helper"
     needs = frozenset({"helper", "proposal"})
 
     def prepare(self, ctx):
@@ -235,11 +259,12 @@ class Helper(Method):
 
 class HelperPriced(Method):
     name = "helper_priced"
+    gate = "helper"
     needs = frozenset({"helper", "prm", "train_rows", "proposal"})
 
     def prepare(self, ctx):
-        from helper.gate.gate import HelperGate
-        from helper.gate.select import priced_members
+        from helper.gates.helper_gate import HelperGate
+        from helper.solve.select import priced_members
 
         # The solve folder the helper came from, or --train-data when that is one.
         candidates = [resolve_recorded(ctx.cfg.helper, ctx.helper_config, "labels_from"), ctx.cfg.train_data]
@@ -268,6 +293,7 @@ class HelperPriced(Method):
 
 class FirstK(Method):
     name = "first_k"
+    gate = "first_k"
 
     def build(self, ctx, budget):
         return B.FirstKGate(budget)
@@ -275,6 +301,7 @@ class FirstK(Method):
 
 class Random(Method):
     name = "random"
+    gate = "random"
     tolerance = 0.02
     """Interventions per episode within which random's mean counts as matching the helper's."""
 
@@ -311,8 +338,9 @@ class Random(Method):
 
 class ThresholdMethod(Method):
     """A threshold on a score, at full strength under each cap (its level chosen on the training folds for the
-    best success under that cap, ``helper.baselines.threshold_levels.capped_levels``) and, with no cap, at the
+    best success under that cap, ``helper.gates.threshold_levels.capped_levels``) and, with no cap, at the
     spends that draw its curve past the priced helper's (``helper.evaluation.spend.play_free``)."""
+    gate = "threshold"
 
     decide_after = "state"
 
@@ -320,7 +348,7 @@ class ThresholdMethod(Method):
         raise NotImplementedError
 
     def set_levels(self, ctx, rows: pl.DataFrame, train_score: np.ndarray) -> None:
-        from helper.baselines.threshold_levels import capped_levels
+        from helper.gates.threshold_levels import capped_levels
 
         self.train_score = np.asarray(train_score, dtype=np.float64)
         self.decisions = float(rows.group_by("episode_id").len()["len"].mean())
@@ -371,7 +399,7 @@ class Router(ThresholdMethod):
     def prepare(self, ctx):
         from sklearn.model_selection import GroupKFold
 
-        from helper.gate.features import FeatureClassifier, feature_keys, frame_features
+        from helper.gates.features import FeatureClassifier, feature_keys, frame_features
         from prm.data.labels import has_process_rewards
 
         rows = ctx.train_rows()
@@ -423,7 +451,7 @@ class Router(ThresholdMethod):
         return None
 
     def predicted_success(self, observation, proposal=None) -> float:
-        from helper.gate.features import observation_features
+        from helper.gates.features import observation_features
 
         signals = getattr(proposal, "signals", None) or {}
         row = np.hstack([observation_features(observation, 0, np.nan, self.names),
@@ -443,7 +471,7 @@ class Knn(ThresholdMethod):
     folds = 5
 
     def prepare(self, ctx):
-        from helper.baselines import knn
+        from helper.gates import knn
 
         rows = ctx.train_rows()
         if rows is None:
@@ -484,9 +512,10 @@ def _signal_matrix(rows: pl.DataFrame, keys: list[str]) -> np.ndarray:
 
 class OnlineRL(Method):
     name = "online_rl"
+    gate = "online_rl"
 
     def prepare(self, ctx):
-        from helper.baselines.online_rl import (
+        from helper.gates.online_rl import (
             OnlineRLConfig,
             calls_to_reach,
             save_learning_curve,
@@ -513,7 +542,7 @@ class OnlineRL(Method):
             "calls_to_reach_helper": calls_to_reach(report, helper_success) if helper_success else None}
 
     def build(self, ctx, budget):
-        from helper.baselines.online_rl import OnlineRLGate
+        from helper.gates.online_rl import OnlineRLGate
 
         return OnlineRLGate(self.policy, budget, self.score)
 
@@ -530,6 +559,7 @@ def oracle_is_exact(cfg) -> bool:
 
 class Oracle(Method):
     name = ORACLE
+    gate = "oracle"
 
     def prepare(self, ctx):
         self.row = ORACLE if oracle_is_exact(ctx.cfg) else ORACLE_1STEP
@@ -553,6 +583,7 @@ class Oracle(Method):
 
 class ExactOptimal(Method):
     name = "exact_optimal"
+    gate = "table"
 
     def prepare(self, ctx):
         from agile.envs.productqa import QUESTION_TYPES
@@ -580,6 +611,6 @@ METHODS: dict[str, type[Method]] = {
                    ExactOptimal)
 }
 """The one registry of methods: name -> its class (what it ``needs``, ``prepare``, then ``build(ctx, C)``: its
-gate, one of ``agile.gates`` or the helper's, for budget C). The sweep iterates it in run order: the references
+gate, one of ``helper.gates.simple`` or the helper's, for budget C). The sweep iterates it in run order: the references
 first (the default budgets come from always), the helper before random (random matches its interventions).
 ``helpgate sweep --methods`` takes its keys, and ``benchmarks/setups/solver_cv.py`` replays its gates."""

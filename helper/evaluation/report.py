@@ -25,7 +25,7 @@ Per set-up, from the pooled ``episodes.csv`` (one row per method, budget and epi
 - with ``--drop-incomplete``, a method and budget some seed did not play (a method its sweep skipped, a
   budget past its range) is left out and named under the table; without it such runs are refused;
 - per baseline and budget, the interventions each used; every method at budget C plays under the cap C, each
-  threshold-type baseline at the level chosen on its training folds for that cap (``helper.baselines.threshold_levels``);
+  threshold-type baseline at the level chosen on its training folds for that cap (``helper.gates.threshold_levels``);
 - at a spend (no cap), per threshold-type baseline and target s of ``--budgets``: the priced helper set to spend s
   minus the baseline's no-cap curve read at the priced helper's mean spend (``_at_priced_spend``,
   ``helper.evaluation.spend``);
@@ -345,7 +345,7 @@ def certified(runs: list[Run]) -> str:
     warning; "–" where no run has one."""
     import warnings
 
-    from helper.gate.certify import GUARANTEE_FILE, helper_fingerprint, read_guarantee
+    from helper.gates.certify import GUARANTEE_FILE, helper_fingerprint, read_guarantee
 
     cells = []
     for one in runs:

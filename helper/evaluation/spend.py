@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from agile.gates import ScoreThresholdGate, calibrate_threshold
+from helper.gates.simple import ScoreThresholdGate, calibrate_threshold
 from helper.evaluation.metrics import spend_matched_mix
 
 FREE = "_nocap"

@@ -3,7 +3,7 @@
     helpgate sweep --helper runs/demo/helper --out runs/demo/sweep
 
 Each method is a class of the registry ``helper.evaluation.methods.METHODS`` (one interface: prepare, then a
-gate per budget) evaluated by ``helper.evaluation.evaluate.evaluate_gate``: fresh held-out episodes, the same
+gate per budget) evaluated by ``helper.evaluation.play.evaluate_gate``: fresh held-out episodes, the same
 base agent and strong actor, ``run_episodes(..., gate=gate, budget=C)`` per budget. The methods
 and how each is built or trained are listed in ``helper.evaluation.methods``.
 
@@ -26,7 +26,7 @@ online-RL report can draw one.
 
 Two yardsticks, each like for like. *Under a cap C*: every method plays with at most C interventions an episode,
 each threshold-type baseline (``prm_threshold``, ``router``, ``knn``) at the level chosen on the training folds for
-the best success under that cap, the helper at the member chosen the same way (``helper.gate.select``). *At an
+the best success under that cap, the helper at the member chosen the same way (``helper.solve.select``). *At an
 average spend*, no cap: ``helper_priced`` priced to spend s interventions an episode against each such baseline's
 no-cap curve (rows ``<method>_nocap``) read at its spend (``helper.evaluation.spend``).
 
@@ -120,7 +120,7 @@ class SweepConfig(EnvConfig):
 
 def run(cfg: SweepConfig, scorer=None) -> dict:
     """Run the sweep; returns the summary. ``scorer`` (Python API) replaces the PRM for every method."""
-    from helper.evaluation.evaluate import load_helper
+    from helper.evaluation.play import load_helper
 
     if set(cfg.methods) - set(REGISTRY):
         raise ValueError(f"methods={sorted(set(cfg.methods) - set(REGISTRY))}: unknown; choose from {METHODS}.")
@@ -154,7 +154,9 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
         if reason:
             skipped[name] = reason
             continue
+        ctx.playing = (method.row, method.gate)
         method.run(ctx)
+        ctx.playing = None
         calls[method.row] = method.training_calls(ctx)
         seconds[name] = round(time.perf_counter() - started, 1)
 

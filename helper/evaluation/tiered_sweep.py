@@ -11,7 +11,7 @@ model), under a hard cost budget B per episode in the unit of the prices (and ea
 - ``helper``: under each B the table the solve wrote for B (``tiered_policy_c{B}.npz``; a B it did not solve is
   solved from the same estimated model), read through the helper's PRM and discretizer: what the distilled
   classifier imitates (``distill`` reports its agreement with it).
-- ``one_<kind>``, one per kind: the helper solved with only that kind (``helper.baselines.tiered``).
+- ``one_<kind>``, one per kind: the helper solved with only that kind (``helper.gates.tiered_baselines``).
 - ``cascade``: the cheapest kind on a riskier state, the dearest on a riskiest one, thresholds and fallback chosen
   on the estimated model.
 - ``random_kind``: the helper's timing with a uniformly drawn affordable kind.
@@ -35,14 +35,14 @@ from pathlib import Path
 import pandas as pd
 
 from agile.helps import Help
-from helper.baselines.tiered import RandomKindGate, best_cascade, cascade_risk, one_kind_solution
+from helper.gates.tiered_baselines import AlwaysKind, RandomKindGate, best_cascade, cascade_risk, one_kind_solution
 from helper.data import help_kinds
 from helper.data.environment import Environment
-from helper.evaluation.evaluate import evaluate_gate
+from helper.evaluation.play import evaluate_gate
 from helper.evaluation.metrics import sweep_columns, summarize
 from helper.evaluation.plots import save_sweep_plot
-from helper.gate.gate import CONFIG_FILE, resolve_recorded
-from helper.gate.tiered_gate import TieredHelperGate
+from helper.gates.helper_gate import CONFIG_FILE, resolve_recorded
+from helper.gates.tiered_helper_gate import TieredHelperGate
 from helper.stored_config import flat
 from tabular_rl import Discretizer
 from tabular_rl.tiered import Resources, TieredSolution, estimate_tiered, solve_tiered
@@ -61,18 +61,6 @@ def is_tiered(helper: str | Path) -> bool:
     return path.is_file() and bool(json.loads(path.read_text()).get("kinds"))
 
 
-class AlwaysKind:
-    """The reference at the top: the named kind at every decision its budget and cap allow."""
-
-    decide_after = "state"
-
-    def __init__(self, kinds: tuple[str, ...], kind: str):
-        self.kinds, self.kind = kinds, kind
-
-    def choose(self, observation, budget_left=None, calls_left=None, proposal=None) -> str:
-        return self.kind
-
-
 class TieredFamily:
     """The solve a tiered helper was distilled from, re-read: its estimated model and a table per method and B."""
 
@@ -84,7 +72,7 @@ class TieredFamily:
         self.discretizer = Discretizer.load(solve_dir / "discretizer.json")
         rows = read_shard(solve_dir / "labels.parquet", require=("episode_id", "step", "prm_score"))
         rows = rows.select([c for c in rows.columns if not c.startswith("optimal_kind")])
-        from helper.gate.solve_inputs import parse_backoff
+        from helper.solve.solve_inputs import parse_backoff
 
         self.model = estimate_tiered(rows, self.discretizer, kinds, columns=Columns(),
                                      smoothing=settings.get("smoothing", 1.0),
@@ -133,7 +121,7 @@ def _helps(env: Environment, config: dict, seed: int) -> list[Help]:
 def run(cfg, out: Path, scorer=None) -> dict:
     """The tiered sweep of ``cfg`` (a ``helper.evaluation.sweep.SweepConfig``) into ``out`` (checked by the
     caller); see the module docstring."""
-    from helper.evaluation.evaluate import load_helper
+    from helper.evaluation.play import load_helper
 
     config = json.loads((Path(cfg.helper) / CONFIG_FILE).read_text())
     helper = load_helper(cfg, "tiered_table")

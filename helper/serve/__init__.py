@@ -1,6 +1,6 @@
 """Serving over HTTP (the ``serve`` extra: FastAPI, uvicorn).
 
-- ``gate.py``: ``helpgate serve-gate``: one call per decision point, budgets kept by the server.
+- ``app.py``: ``helpgate serve-gate``: one call per decision point, budgets kept by the server.
 - ``model.py``: ``helpgate serve``: a causal LM behind OpenAI-compatible chat completions.
 - ``guard.py``: what both servers refuse before a request reaches a model.
 - ``ledger.py``: ``serve-gate``'s budgets and answers in SQLite, kept across a crash and a restart;

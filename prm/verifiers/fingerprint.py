@@ -4,7 +4,7 @@
 the adapter and a saved backbone (names, sizes, contents); metrics, plots and out-of-fold tables do not
 count. Two copies of one PRM share it wherever they lie; a retrained or replaced PRM does not. ``prm score``
 records it for every shard it scores (``trajectories.scored_by``) and a helper folder for the PRM it was
-distilled with (``helper.gate.identity``).
+distilled with (``helper.gates.identity``).
 
 A file of at most ``FULL_HASH_BYTES`` is hashed whole; a larger one (a saved backbone's weights) by its size
 and its first and last MiB, so a check never reads gigabytes: a retrained or replaced backbone changes those

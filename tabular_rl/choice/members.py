@@ -166,7 +166,7 @@ def fit_member(spec: MemberSpec, rows: pl.DataFrame, budget: int, *, targets: np
                columns: Columns = DEFAULT_COLUMNS, smoothing: float = 1.0, objective: str = "success",
                shaping: float = 0.0, horizon: int | None = None) -> Member:
     """``spec`` fitted on ``rows`` (scored, one per decision) for caps up to ``budget``. ``targets``: one
-    outcome per row for supervised bins (``helper.gate.solve_command.own_rewards``)."""
+    outcome per row for supervised bins (``helper.solve.solve_command.own_rewards``)."""
     if spec.kind not in KINDS:
         raise ValueError(f"member kind={spec.kind!r}: choose one of {', '.join(KINDS)}")
     if spec.dynamics not in DYNAMICS:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agile.budget import BudgetedGate, EpisodeBudget, TooManyEpisodes, largest_budget
 from agile.protocol import Observation
-from helper.gate.gate import HelperGate
+from helper.gates.helper_gate import HelperGate
 
 EPISODES = ["a", "b", "c", "d"]
 

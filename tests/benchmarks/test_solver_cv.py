@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 from imports import benchmark_module
 
-from agile.gates import FirstKGate, ScoreThresholdGate
+from helper.gates.simple import FirstKGate, ScoreThresholdGate
 
 
 def _rows(episodes: int = 60, steps: int = 4, seed: int = 0) -> pl.DataFrame:

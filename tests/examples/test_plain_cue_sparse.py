@@ -107,7 +107,7 @@ def _simulated_rows(episodes: int, seed: int, noise: float) -> pl.DataFrame:
 def test_the_held_out_solve_finds_the_optimum_and_prices_a_blind_binning():
     """Cross-validated over folds of episodes, a solve on scores that tell the risks apart is worth the exact
     optimum in the held-out folds' models (within sampling error), and one bin (no risk seen) is worth less."""
-    from helper.gate.solve_command import own_rewards
+    from helper.solve.solve_command import own_rewards
     from tabular_rl.choice.held_out import held_out_values
     from tabular_rl.transitions import Columns
 

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from agile.gates import ScoreThresholdGate
+from helper.gates.simple import ScoreThresholdGate
 from agile.protocol import BASE, Action
 from agile.rollout import run_episodes
 from examples.plain_cue import SLIP

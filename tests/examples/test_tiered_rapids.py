@@ -21,7 +21,7 @@ from examples.tiered_rapids import (
     risk_score,
 )
 from examples.tiered_rapids_optimum import best_one_kind, crossing_odds, evaluate_randomised, optimum, true_model
-from helper.baselines.tiered import cascade_table
+from helper.gates.tiered_baselines import cascade_table
 from tabular_rl import Discretizer
 from tabular_rl.tiered import Resources, evaluate_table, solve_tiered_exact
 

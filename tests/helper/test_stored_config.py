@@ -55,7 +55,7 @@ def test_old_sweep_agile_and_helper_keys_map_to_the_one_word():
     assert renamed({"gate_budget": 0.25, "questions_per_group": 20}, "AgileEvalConfig")["budget"] == 5
     assert renamed({"max_budget": 3}, "helper.json") == {"solved_budget": 3}
     # distill's "which solved table", stored in helper.json's distill_config, was spelled budget.
-    from helper.gate.distill import DistillConfig
+    from helper.solve.distill import DistillConfig
 
     assert config_of(DistillConfig, {"labels": "s", "budget": 2}).solved_budget == 2
     assert "budget" not in flat(config_of(DistillConfig, {"budget": None}))

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from helper.gate.gate import HelperGate
+from helper.gates.helper_gate import HelperGate
 from tabular_rl.aligned import align, aligned, longest_if_they_differ
 from tabular_rl.discretize import Discretizer
 from tabular_rl.estimate import TabularModel, estimate

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from helper.gate.solve_command import SolveConfig, run
+from helper.solve.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, estimate, solve_exact
 
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.tree import DecisionTreeRegressor
 
-from helper.gate.solve_command import SolveConfig, run
+from helper.solve.solve_command import SolveConfig, run
 from tabular_rl import Discretizer
 from tabular_rl.supervised_bins import supervised_edges
 from trajectories.shards import mark_complete

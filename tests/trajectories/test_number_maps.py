@@ -22,7 +22,7 @@ from agile.rollout import run_episodes
 from examples.arith_chain import ChainAgent, make_episodes
 from helper.commands.cli import main
 from helper.data.collect import CollectConfig, records_frame, run
-from helper.gate.features import default_feature_names, frame_features
+from helper.gates.features import default_feature_names, frame_features
 from helper.stored_config import config_of
 from prm.inputs.signals import signal_keys, signal_matrix, state_keys
 from trajectories.number_maps import (NUMBER_MAP, NUMBER_MAP_COLUMNS, number_map_column, number_map_keys,

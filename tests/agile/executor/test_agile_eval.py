@@ -6,11 +6,12 @@ import json
 
 import pytest
 
-from agile.executor.evaluate import markdown_table, run_eval
-from agile.gates import NoveltyGate, RandomGate, UniformGate
+from agile.executor.agent_eval import markdown_table, run_eval
+from helper.gates.simple import NoveltyGate, RandomGate, UniformGate
 from agile.models import load_causal_lm
 from agile.protocol import Observation
 from agile.train.command import EvalConfig, parse_command
+from helper.evaluation.agile_advice import AgileEvalConfig, make_gate
 
 from productqa_slice import SLICE
 
@@ -74,9 +75,9 @@ def test_uniform_gate_spends_exactly_its_budget_at_uniformly_drawn_questions():
 
 def test_the_gate_run_alone_skips_the_policy_run(tmp_path):
     model, tokenizer = load_causal_lm("tiny", device="cpu")
-    cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=3, gate="uniform", budget=2,
+    cfg = AgileEvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=3, gate="uniform", budget=2,
                      policy_run=False, max_new_tokens=4, out=str(tmp_path))
-    rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
+    rows = run_eval(cfg, gate=make_gate(cfg), model=model, tokenizer=tokenizer, log=lambda *_: None)
     assert {r["mode"] for r in rows} == {"gate:UniformGate"}
     assert rows[-1]["advice_rate"] == pytest.approx(2 / 3)  # budget 2 of 3 questions, all spent
     assert len((tmp_path / "sessions.jsonl").read_text().splitlines()) == 3
@@ -87,9 +88,9 @@ def test_the_phrasing_rule_asks_on_the_questions_not_phrased_yes_no(tmp_path):
     from agile.envs.productqa import load_group
 
     model, tokenizer = load_causal_lm("tiny", device="cpu")
-    cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=8,
+    cfg = AgileEvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=8,
                      gate="not_yes_no", budget=8, policy_run=False, max_new_tokens=4, out=str(tmp_path))
-    run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
+    run_eval(cfg, gate=make_gate(cfg), model=model, tokenizer=tokenizer, log=lambda *_: None)
     text = {q.id: q.question for q in load_group(ROOT / "test" / "leggings").questions}
     sessions = [json.loads(line) for line in (tmp_path / "sessions.jsonl").read_text().splitlines()]
     kinds = [is_yes_no_question(text[r["question_id"]]) for r in sessions]
@@ -99,10 +100,10 @@ def test_the_phrasing_rule_asks_on_the_questions_not_phrased_yes_no(tmp_path):
 
 def test_the_non_adaptive_gate_spends_the_budget_on_each_episodes_first_questions(tmp_path):
     model, tokenizer = load_causal_lm("tiny", device="cpu")
-    cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings", "motherboards"], questions_per_group=4,
+    cfg = AgileEvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings", "motherboards"], questions_per_group=4,
                      episodes_per_group=2, gate="first_k", budget=2, policy_run=False, max_new_tokens=4,
                      out=str(tmp_path))
-    rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
+    rows = run_eval(cfg, gate=make_gate(cfg), model=model, tokenizer=tokenizer, log=lambda *_: None)
     assert {r["mode"] for r in rows} == {"gate:FirstKGate"}
     sessions = [json.loads(line) for line in (tmp_path / "sessions.jsonl").read_text().splitlines()]
     assert len(sessions) == 2 * 2 * 4
@@ -111,10 +112,10 @@ def test_the_non_adaptive_gate_spends_the_budget_on_each_episodes_first_question
 
 def test_run_eval_reports_policy_and_gate_side_by_side(tmp_path):
     model, tokenizer = load_causal_lm("tiny", device="cpu")
-    cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings", "motherboards"], questions_per_group=4,
+    cfg = AgileEvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings", "motherboards"], questions_per_group=4,
                      ablations=["full", "no_advice"], gate="novelty", budget=2,
                      gate_threshold=2.0, max_new_tokens=4, out=str(tmp_path))
-    rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
+    rows = run_eval(cfg, gate=make_gate(cfg), model=model, tokenizer=tokenizer, log=lambda *_: None)
     modes = {(r["ablation"], r["mode"]) for r in rows}
     # no_advice has no gate run: there is no advice to hand to a gate.
     assert modes == {("full", "policy"), ("full", "gate:NoveltyGate"), ("no_advice", "policy")}
@@ -199,10 +200,10 @@ def test_several_episodes_per_group_play_the_next_questions_each_with_its_own_bu
     model, tokenizer = load_causal_lm("tiny", device="cpu")
 
     def sessions(episodes, out):
-        cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=3,
+        cfg = AgileEvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=3,
                          episodes_per_group=episodes, gate="uniform", budget=1, policy_run=False, max_new_tokens=4,
                          out=str(tmp_path / out))
-        rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
+        rows = run_eval(cfg, gate=make_gate(cfg), model=model, tokenizer=tokenizer, log=lambda *_: None)
         return rows, [json.loads(line) for line in (tmp_path / out / "sessions.jsonl").read_text().splitlines()]
 
     _, one = sessions(1, "one")
@@ -219,14 +220,14 @@ def test_several_episodes_per_group_play_the_next_questions_each_with_its_own_bu
 
 
 def test_lexical_memory_evaluates_without_the_sentence_encoder(tmp_path, monkeypatch):
-    import agile.executor.evaluate as evaluate_module
+    import agile.executor.agent_eval as evaluate_module
 
     def no_encoder(*_, **__):
         raise AssertionError("the MiniLM embedder was built for a lexical-memory evaluation")
 
     monkeypatch.setattr(evaluate_module, "Embedder", no_encoder)
     model, tokenizer = load_causal_lm("tiny", device="cpu")
-    cfg = EvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=3, memory="lexical",
+    cfg = AgileEvalConfig(model="tiny", data_root=str(ROOT), groups=["leggings"], questions_per_group=3, memory="lexical",
                      gate="uniform", budget=1, policy_run=False, max_new_tokens=4, out=str(tmp_path))
-    rows = run_eval(cfg, model=model, tokenizer=tokenizer, log=lambda *_: None)
+    rows = run_eval(cfg, gate=make_gate(cfg), model=model, tokenizer=tokenizer, log=lambda *_: None)
     assert rows[-1]["n"] == 3 and rows[-1]["advice_rate"] == pytest.approx(1 / 3)

@@ -85,7 +85,7 @@ def test_restate_question_adds_only_the_question_again_and_keeps_the_session_goi
 
 
 def test_a_gate_run_can_show_the_agent_the_context_it_reads_when_it_chooses_itself(group, tokenizer, embedder):
-    from agile.gates import NeverGate
+    from helper.gates.simple import NeverGate
 
     q1, q2 = first(group, "fact_qa", 2)
     own = make(group, [q1, q2], tokenizer, embedder, advice_cost=0.8, restate_question=True)

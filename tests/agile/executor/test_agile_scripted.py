@@ -19,7 +19,7 @@ from agile.envs.scripted_answers import NO_PRODUCT, ScriptedAnswers, question_ty
 from agile.executor.episode import AgileEpisode, AgileSource
 from agile.executor.lexical import LexicalEmbedder
 from agile.executor.memory import Memory
-from agile.gates import GATES
+from helper.gates.registry import GATES
 from agile.protocol import BASE, HUMAN, STRONG
 from agile.rollout import run_episodes
 from helper.data.environment import EnvSetup, EnvSpec

@@ -189,7 +189,7 @@ STABLE = ("sessions", "accuracy", "advice_rate", "human_calls", "mean_reward", "
 
 
 def test_a_head_run_resumes_to_the_same_history_and_evaluation_loads_its_head(tmp_path):
-    from agile.executor.evaluate import EvalConfig, run_eval
+    from agile.executor.agent_eval import EvalConfig, run_eval
 
     whole = train(_cfg(tmp_path / "whole", 3), log=lambda *_: None)
     train(_cfg(tmp_path / "split", 1, save=False), log=lambda *_: None)
@@ -238,14 +238,14 @@ def test_ask_margins_read_the_choices_that_offered_advice():
 def test_an_ask_shift_moves_the_agent_advice_and_evaluation_records_its_margins(tmp_path):
     import json
 
-    from agile.executor.evaluate import ASK_MARGINS_FILE, EvalConfig, run_eval
+    from agile.executor.agent_eval import ASK_MARGINS_FILE, EvalConfig, run_eval
 
     lm, tok = load_causal_lm("tiny", device="cpu", seed=0)
 
     def rate(shift, out):
         rows = run_eval(EvalConfig(model="tiny", data_root=str(SLICE), groups=["blades"], split="train",
                                    questions_per_group=4, decoding="constrained", max_new_tokens=4, device="cpu",
-                                   gate="none", ask_shift=shift, out=str(tmp_path / out)),
+                                   ask_shift=shift, out=str(tmp_path / out)),
                         model=lm, tokenizer=tok, log=lambda *_: None)
         return next(r["advice_rate"] for r in rows if r["group"] == "average")
 
@@ -254,7 +254,7 @@ def test_an_ask_shift_moves_the_agent_advice_and_evaluation_records_its_margins(
     assert len(margins) >= 4 and max(margins) < -50  # the shift is in the recorded scores
     with pytest.raises(ValueError, match="decoding='constrained'"):
         run_eval(EvalConfig(model="tiny", data_root=str(SLICE), groups=["blades"], split="train", questions_per_group=1,
-                            gate="none", ask_shift=1.0, device="cpu", out=str(tmp_path / "free")),
+                            ask_shift=1.0, device="cpu", out=str(tmp_path / "free")),
                  model=lm, tokenizer=tok, log=lambda *_: None)
 
 

@@ -94,8 +94,8 @@ CHAIN_ENV, CHAIN_AGENT = "examples.arith_chain:make_episodes", "examples.arith_c
 def solved_dirs(tmp_path_factory):
     from helper_data import solved, trajectories
 
-    from helper.gate.distill import DistillConfig
-    from helper.gate.distill import run as distill
+    from helper.solve.distill import DistillConfig
+    from helper.solve.distill import run as distill
 
     root = tmp_path_factory.mktemp("good")
     data = trajectories(root / "data", n=24)

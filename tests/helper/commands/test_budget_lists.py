@@ -5,8 +5,8 @@ import pytest
 from helper_data import HORIZON, solved, trajectories
 
 from helper.commands.cli import main
-from helper.gate.distill import DistillConfig
-from helper.gate.distill import run as distill
+from helper.solve.distill import DistillConfig
+from helper.solve.distill import run as distill
 
 
 @pytest.fixture(scope="module")

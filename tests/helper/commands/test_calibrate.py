@@ -13,7 +13,7 @@ import pytest
 
 from helper import HelperGate
 from helper.commands.cli import gives_experiment_option, main
-from helper.gate.certify import GUARANTEE_FILE, helper_fingerprint
+from helper.gates.certify import GUARANTEE_FILE, helper_fingerprint
 
 NAMES = ["--env", "examples.plain_cue:make_episodes", "--agent", "examples.plain_cue:make_agent"]
 N = 40
@@ -66,7 +66,7 @@ def test_the_guarantee_is_the_fixed_sequence_choice_of_its_own_rollouts(calibrat
 def test_the_guarantee_round_trips_through_the_gate_and_health(calibrated, tmp_path):
     from fastapi.testclient import TestClient
 
-    from helper.serve.gate import ServedGate, create_app
+    from helper.serve.app import ServedGate, create_app
 
     record = json.loads((calibrated / GUARANTEE_FILE).read_text())
     budget = record["member"]["budget"]
@@ -107,7 +107,7 @@ def test_an_unreachable_target_is_refused_with_the_highest_it_can_certify(calibr
     assert len(err) == 1 and "highest success this calibration can certify is" in err[0]
     err = err[0]
     top = json.loads(before)["members"][0]
-    from helper.gate.certify import lower_bound
+    from helper.gates.certify import lower_bound
 
     assert f"{lower_bound(top['successes'], N, 0.2):.3f}" in err
     assert (calibrated / GUARANTEE_FILE).read_text() == before  # nothing written
@@ -129,7 +129,7 @@ def test_the_report_shows_the_certified_budget(calibrated, tmp_path):
 def priced(run_dir):
     """A copy of the run's helper beside it (its recorded PRM and solve folders resolve the same), calibrated on the
     priced family; the family as the helper folder alone gives it, built before any calibration episode."""
-    from helper.gate.priced_family import priced_members
+    from helper.solve.priced_family import priced_members
 
     helper = run_dir / "helper-priced"
     shutil.copytree(run_dir / "helper", helper, ignore=shutil.ignore_patterns(GUARANTEE_FILE, "calibration"))
@@ -171,9 +171,9 @@ def test_the_certified_priced_gate_replays_its_calibration_and_health_says_so(pr
 
     from helper.commands.calibrate import CalibrateConfig
     from helper.data.environment import EnvSpec, Environment
-    from helper.evaluation.evaluate import evaluate_gate
-    from helper.gate.priced_family import POLICY_FILE, certified_gate
-    from helper.serve.gate import ServedGate, create_app
+    from helper.evaluation.play import evaluate_gate
+    from helper.solve.priced_family import POLICY_FILE, certified_gate
+    from helper.serve.app import ServedGate, create_app
 
     helper, _ = priced
     record = json.loads((helper / GUARANTEE_FILE).read_text())

@@ -18,7 +18,7 @@ from scipy import stats
 
 from helper import HelperGate
 from helper.commands.cli import gives_experiment_option, main
-from helper.gate.certify import GUARANTEE_FILE, helper_fingerprint
+from helper.gates.certify import GUARANTEE_FILE, helper_fingerprint
 
 NAMES = ["--env", "examples.tiered_rapids:make_episodes", "--agent", "examples.tiered_rapids:make_agent"]
 PRICES = {"compute": 1.0, "stronger": 2.0, "human": 4.0}
@@ -55,7 +55,7 @@ def calibrated(run_dir):
 
 
 def test_the_guarantee_is_the_fixed_sequence_choice_of_its_own_rows_with_cost_and_calls(calibrated):
-    from helper.gate.tiered_family import budgets
+    from helper.solve.tiered_family import budgets
 
     record = json.loads((calibrated / GUARANTEE_FILE).read_text())
     table = pd.read_csv(calibrated / "calibration" / "episodes.csv")
@@ -87,7 +87,7 @@ def test_the_guarantee_is_the_fixed_sequence_choice_of_its_own_rows_with_cost_an
     assert chosen is not None and record["member"] == chosen
     assert record["members"][0]["cost"] > record["members"][-1]["cost"] == 0.0  # B = 0 calls nothing
     # HelperGate.load exposes it, at every budget, as the one-kind gate does; the certified gate is at B.
-    from helper.gate.priced_family import certified_gate
+    from helper.solve.priced_family import certified_gate
 
     assert record["helper_fingerprint"] == helper_fingerprint(calibrated)
     assert helper.guarantee == record and helper.with_budget(0).guarantee == record
@@ -108,7 +108,7 @@ def test_the_certified_member_holds_its_target_on_fresh_episodes(calibrated):
     less a sampling slack (3 standard errors)."""
     from examples.tiered_rapids import make_agent, make_episodes
     from helper.commands.calibrate import helps_of
-    from helper.gate.tiered_family import play
+    from helper.solve.tiered_family import play
 
     record = json.loads((calibrated / GUARANTEE_FILE).read_text())
     budget = record["member"]["budget"]
@@ -129,7 +129,7 @@ def test_the_certified_member_holds_its_target_on_fresh_episodes(calibrated):
 
 
 def test_a_target_above_every_member_is_refused_in_one_line_naming_the_highest(calibrated, capsys):
-    from helper.gate.certify import lower_bound
+    from helper.gates.certify import lower_bound
 
     before = {p: (calibrated / p).read_bytes() for p in (GUARANTEE_FILE, "calibration/episodes.csv")}
     top = json.loads(before[GUARANTEE_FILE])["members"][0]

@@ -78,7 +78,7 @@ def test_a_verifier_is_judged_by_the_best_members_of_its_families_under_a_cap_an
     import numpy as np
 
     from helper.commands.choose import binning_values
-    from helper.gate.select import family_for, priced_family
+    from helper.solve.select import family_for, priced_family
     from tabular_rl.choice.selection import cross_fitted
     from carried_chains import HORIZON, chain_rows
 

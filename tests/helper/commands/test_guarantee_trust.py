@@ -15,13 +15,13 @@ from one_line_errors import one_error_line
 
 from helper import HelperGate
 from helper.commands.cli import main
-from helper.gate.certify import GUARANTEE_FILE
+from helper.gates.certify import GUARANTEE_FILE
 
 NAMES = ["--env", "examples.arith_chain:make_episodes", "--agent", "examples.arith_chain:make_agent"]
 
 
 def classifier(names):
-    from helper.gate.features import FeatureClassifier, frame_features
+    from helper.gates.features import FeatureClassifier, frame_features
 
     rng = np.random.default_rng(0)
     frame = pl.DataFrame({"step": np.arange(60) % 4, "horizon": [5] * 60, "budget_left": rng.integers(1, 3, 60),
@@ -70,7 +70,7 @@ def test_calibrate_refuses_the_fallback_unless_allowed_and_then_records_it(helpe
 def test_a_guarantee_with_its_prm_is_not_shown_on_a_gate_without_it(helper_dir):
     record = {"kind": "helpgate.guarantee", "eps": 0.1, "delta": 0.1, "target": 0.9, "n": 40,
               "member": {"budget": 2, "success": 0.95, "interventions": 1.2}, "data_fingerprint": "sha256:x"}
-    from helper.gate.certify import helper_fingerprint
+    from helper.gates.certify import helper_fingerprint
 
     (helper_dir / GUARANTEE_FILE).write_text(json.dumps(record | {"helper_fingerprint":
                                                                   helper_fingerprint(helper_dir)}))
@@ -85,7 +85,7 @@ def test_a_guarantee_with_its_prm_is_not_shown_on_a_gate_without_it(helper_dir):
 def test_an_unreadable_guarantee_is_one_warning_and_the_helper_still_loads_and_serves(helper_dir, text, named):
     from fastapi.testclient import TestClient
 
-    from helper.serve.gate import ServedGate, create_app
+    from helper.serve.app import ServedGate, create_app
 
     (helper_dir / GUARANTEE_FILE).write_text(text)
     with warnings.catch_warnings(record=True) as seen:

@@ -9,8 +9,8 @@ import pytest
 from helper_data import HORIZON, solved, tiny_scoring_prm, trajectories
 
 from helper.commands.cli import main
-from helper.gate.distill import DistillConfig
-from helper.gate.distill import run as distill
+from helper.solve.distill import DistillConfig
+from helper.solve.distill import run as distill
 from trajectories.shards import mark_complete
 
 PLUGIN = ["--env", "examples.arith_chain:make_episodes", "--agent", "examples.arith_chain:make_agent"]

@@ -296,7 +296,7 @@ def proposal_helper(tmp_path_factory):
     """collect (simulator, proposal mode) -> prm train --tag-after proposal (tiny) -> score -> solve -> distill."""
     from helper.data import collect
     from helper.data.environment import EnvSpec
-    from helper.gate import distill, solve_command
+    from helper.solve import distill, solve_command
     from prm.scoring import score as prm_score
     from prm.training import train as prm_train
 
@@ -352,7 +352,7 @@ def test_served_helper_needs_and_reads_the_proposal(proposal_helper):
     from fastapi.testclient import TestClient
 
     from helper import HelperGate
-    from helper.serve.gate import ServedGate, create_app
+    from helper.serve.app import ServedGate, create_app
 
     root, _ = proposal_helper
     with warnings.catch_warnings():

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from productqa_slice import SLICE
 
-from agile import gates as B
+from helper.gates import simple as B
 from agile.agents.simulator_agent import SimulatorAgent
 from agile.executor.consistency import CONSISTENCY_KEYS
 from helper.data.environment import EnvConfig, Environment, EnvSpec
-from helper.evaluation.evaluate import evaluate_gate
+from helper.evaluation.play import evaluate_gate
 
 HORIZON = 3
 

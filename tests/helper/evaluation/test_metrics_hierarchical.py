@@ -165,8 +165,8 @@ def test_sweep_csv_interval_resamples_the_episodes_groups():
     from types import SimpleNamespace
 
     from examples import arith_chain
-    from agile import gates as B
-    from helper.evaluation.evaluate import evaluate_gate
+    from helper.gates import simple as B
+    from helper.evaluation.play import evaluate_gate
 
     agent = arith_chain.make_agent()
     first = SimpleNamespace(episodes=lambda: arith_chain.make_episodes("test", 24, 5), base=agent, strong=None)

@@ -16,7 +16,7 @@ from test_report import _row, _standard
 
 from helper import HelperGate
 from helper.commands.cli import main
-from helper.gate.certify import GUARANTEE_FILE, helper_fingerprint
+from helper.gates.certify import GUARANTEE_FILE, helper_fingerprint
 
 
 def test_one_run_given_twice_is_refused_naming_both_paths(tmp_path, capsys):

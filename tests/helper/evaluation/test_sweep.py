@@ -12,12 +12,12 @@ from helper_data import HORIZON, PerfectScorer, solved, trajectories
 
 from helper.commands.cli import main
 from helper.data.environment import EnvSpec
-from helper.evaluation.evaluate import EvaluateConfig
+from helper.evaluation.play import EvaluateConfig
 from helper.evaluation.metrics import SWEEP_COLUMNS
 from helper.evaluation.sweep import METHODS, SweepConfig
 from helper.evaluation.sweep import run as sweep
-from helper.gate.distill import DistillConfig
-from helper.gate.distill import run as distill
+from helper.solve.distill import DistillConfig
+from helper.solve.distill import run as distill
 from helper.stored_config import config_of
 from trajectories.shards import read_trajectories
 from trajectories.shards import mark_complete
@@ -251,7 +251,7 @@ def test_router_reads_no_annotation_and_calibrates_out_of_fold(tmp_path):
 
 def test_router_learns_the_episode_outcome_where_only_the_end_is_rewarded(tmp_path):
     from helper.evaluation.methods import Router, SweepContext
-    from helper.gate.features import frame_features
+    from helper.gates.features import frame_features
     from trajectories.shards import write_shard
 
     rows = read_trajectories(trajectories(tmp_path / "rows", n=60))

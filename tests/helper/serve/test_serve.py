@@ -27,7 +27,7 @@ from agile.budget import BudgetedGate
 from agile.envs.phrasing import is_yes_no_question
 from agile.functions import parse_call
 from agile.protocol import Observation
-from helper.serve.gate import ServedGate
+from helper.serve.app import ServedGate
 from trajectories.number_maps import number_maps
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -461,8 +461,8 @@ def helper_dirs(tmp_path_factory):
     """Two helper folders: one that reads the question type, one whose threshold 0 wants every decision."""
     import numpy as np
 
-    from helper.gate.features import FeatureClassifier, frame_features
-    from helper.gate.gate import HelperGate
+    from helper.gates.features import FeatureClassifier, frame_features
+    from helper.gates.helper_gate import HelperGate
 
     rng = np.random.default_rng(0)
     hard = rng.random(300) < 0.4

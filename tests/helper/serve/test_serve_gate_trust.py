@@ -20,7 +20,7 @@ from agile.protocol import Action
 from helper import HelperGate
 from helper.commands.cli import main
 from helper.data.environment import EnvSetup, EnvSpec
-from helper.gate.identity import UntrustedPrm, prm_fingerprint
+from helper.gates.identity import UntrustedPrm, prm_fingerprint
 
 BUDGET = 2
 HORIZON = 4

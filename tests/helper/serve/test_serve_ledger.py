@@ -22,7 +22,7 @@ from test_serve import free_port, served_process, thread_server
 
 from agile.budget import BudgetedGate
 from helper.commands.cli import main
-from helper.serve.gate import ServedGate, create_app
+from helper.serve.app import ServedGate, create_app
 from helper.serve.ledger import Ledger
 
 BUDGET, HORIZON, EPISODES = 2, 6, 24
@@ -31,8 +31,8 @@ BUDGET, HORIZON, EPISODES = 2, 6, 24
 @pytest.fixture(scope="module")
 def always(tmp_path_factory):
     """A helper folder (no PRM) whose threshold 0 wants every decision: each episode is granted exactly its budget."""
-    from helper.gate.features import FeatureClassifier, frame_features
-    from helper.gate.gate import HelperGate
+    from helper.gates.features import FeatureClassifier, frame_features
+    from helper.gates.helper_gate import HelperGate
 
     rng = np.random.default_rng(0)
     hard = rng.random(200) < 0.4

@@ -11,7 +11,7 @@ import prm.scoring.score as score
 from helper.commands.cli import main
 from prm.data.synthetic import synthetic_frame
 from prm.scoring.score import MANIFEST, ScoreConfig, run_score
-from helper.gate.identity import prm_fingerprint
+from helper.gates.identity import prm_fingerprint
 from prm.verifiers.model import ProcessRewardModel
 from trajectories.schema import SchemaError
 from trajectories.shards import mark_complete, read_trajectories

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from helper.gate import solve_command
+from helper.solve import solve_command
 from prm.data.episodes import OOF_FILE, episodes_of
 from prm.data.folds import assign_folds, task_group, task_type
 from prm.data.labels import add_labels

@@ -108,7 +108,7 @@ def test_many_live_episodes_keep_their_histories_and_past_the_limit_a_new_one_is
 
 def test_a_gate_passes_the_refusal_on_instead_of_deciding_on_its_fallback(tmp_path):
     from agile.budget import TooManyEpisodes
-    from helper.gate.gate import HelperGate
+    from helper.gates.helper_gate import HelperGate
 
     gate = HelperGate(backend="features", classifier=object(), scorer=PrmScorer(_prm(None), max_episodes=1))
     gate._score(Observation("a", "test", "t", 0, STATES[0], 3, {}))

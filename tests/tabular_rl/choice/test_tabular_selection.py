@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agile.gates import ScoreThresholdGate
+from helper.gates.simple import ScoreThresholdGate
 from agile.protocol import Observation
 from tabular_rl.choice.judge import grid_of, grid_policy
 from tabular_rl.choice.members import MemberSpec, default_family, fit_member, threshold_member

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from helper.gate.solve_command import SolveConfig, run
+from helper.solve.solve_command import SolveConfig, run
 from tabular_rl import Discretizer, Solution, TabularModel, estimate, evaluate, label, simulate
 from tabular_rl.solvers import advice_price, solve_exact, solve_priced, solve_spending
 from trajectories.shards import mark_complete
