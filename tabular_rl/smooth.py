@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from .discretize import Discretizer
 from .estimate import TabularModel
 from .stationary import estimate_stationary, pooled_fail_rate
 from .transitions import DEFAULT_COLUMNS, Columns, Transitions

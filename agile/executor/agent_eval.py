@@ -89,15 +89,15 @@ class EvalConfig:
     advice at another rate, by a threshold on its ask score (``agile.executor.choice_head.shift_for_rate``)."""
     max_new_tokens: int = 96
     """Longest turn the agent may write."""
-    decoding: Literal["free", "constrained"] = "free"
-    """free: the policy writes its turns token by token; constrained: it picks the function and the
-    answer's form by log-probability among the allowed ones (sensible with no SFT)."""
+    decoding: Literal["free", "constrained"] = "constrained"
+    """constrained (as collection's default: the function and answer form chosen by log-probability; no SFT
+    needed) or free (the policy writes its turns token by token, as an SFT / PPO model is trained to)."""
     batch_size: int = 8
     """Prompts per generate call."""
     seed: int = 0
     """Seed (random gate)."""
-    device: str = ""
-    """cpu or cuda; empty picks cuda when there is one."""
+    device: str | None = None
+    """Torch device (default: cuda when available, else cpu)."""
     cpu_threads: int = 0
     """torch CPU threads; 0 keeps torch's default (1 is fastest on a busy shared machine)."""
     out: str = "runs/agile_eval"

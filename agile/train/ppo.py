@@ -162,8 +162,8 @@ class PPOConfig:
     """How little the two windows may differ to count as flat."""
     seed: int = 0
     """Seed of episode sampling, initialisation and sampling."""
-    device: str = ""
-    """cpu or cuda; empty picks cuda when there is one."""
+    device: str | None = None
+    """Torch device (default: cuda when available, else cpu)."""
     cpu_threads: int = 0
     """torch CPU threads; 0 keeps torch's default (1 is fastest on a busy shared machine)."""
     out: str = "runs/agile_ppo"

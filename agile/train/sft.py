@@ -74,8 +74,8 @@ class SFTConfig:
     """Dropout on the LoRA branch."""
     seed: int = 0
     """Seed for data order, advice sampling and initialisation."""
-    device: str = ""
-    """cpu or cuda; empty picks cuda when there is one."""
+    device: str | None = None
+    """Torch device (default: cuda when available, else cpu)."""
     cpu_threads: int = 0
     """torch CPU threads; 0 keeps torch's default (1 is fastest on a busy shared machine)."""
     out: str = "runs/agile_sft"

@@ -26,7 +26,6 @@ import argparse
 import hashlib
 import io
 import json
-import re
 import sys
 import zipfile
 from pathlib import Path

@@ -123,7 +123,7 @@ class ServeGateConfig:
     backend: Literal["features", "text", "table", "tiered_table"] | None = None
     """Override the helper's saved backend (table follows the solved policy table; tiered_table a tiered helper's)."""
     device: str | None = None
-    """Torch device of the PRM / text classifier (default: GPU when there is one)."""
+    """Torch device of the PRM / text classifier (default: cuda when available, else cpu)."""
     host: str = "127.0.0.1"
     """Interface to listen on (0.0.0.0 exposes the gate to the network)."""
     port: int = 8100

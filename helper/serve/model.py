@@ -46,7 +46,7 @@ class ServeConfig:
     port: int = 8000
     """TCP port to listen on."""
     device: str | None = None
-    """Torch device (default: GPU when there is one)."""
+    """Torch device (default: cuda when available, else cpu)."""
     seed: int = 0
     """Seed of the tiny model's random weights."""
     max_tokens: int = 256

@@ -8,7 +8,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from agile.protocol import BASE, Action
 from agile.rollout import run_episodes
 from agile.seeding import stable_uniform
 from examples import plain_cue, plain_cue_sparse

@@ -254,7 +254,7 @@ def test_an_ask_shift_moves_the_agent_advice_and_evaluation_records_its_margins(
     assert len(margins) >= 4 and max(margins) < -50  # the shift is in the recorded scores
     with pytest.raises(ValueError, match="decoding='constrained'"):
         run_eval(EvalConfig(model="tiny", data_root=str(SLICE), groups=["blades"], split="train", questions_per_group=1,
-                            ask_shift=1.0, device="cpu", out=str(tmp_path / "free")),
+                            decoding="free", ask_shift=1.0, device="cpu", out=str(tmp_path / "free")),
                  model=lm, tokenizer=tok, log=lambda *_: None)
 
 

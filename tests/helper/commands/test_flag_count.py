@@ -46,6 +46,10 @@ SYNONYMS: tuple[frozenset[str], ...] = tuple(frozenset(group) for group in (
 RENAMED_IN_HELP = {"--help-kinds", "--help-caps", "--data"}
 """Flags whose field is named otherwise (``tyro.conf.arg(name=...)``): their range, if any, is the field's."""
 
+ONE_DEFAULT = ("--decoding", "--device")
+"""Flags of one meaning whose default is the same in every command that takes them (``--seed`` is not: each
+command's draws keep apart from the others', and ``--out`` names each command's own folder)."""
+
 SINGLE_CAP = ("--budget",)
 """One cap per episode (a single number) where ``--budgets`` is a list of them."""
 
@@ -79,6 +83,15 @@ def test_one_spelling_per_meaning(flags):
     spelled = {flag for shown in flags.values() for flag in shown}
     for group in SYNONYMS:
         assert len(group & spelled) <= 1, f"one meaning, several spellings: {sorted(group & spelled)}"
+
+
+def test_one_default_per_meaning(flags):
+    import re
+
+    for flag in ONE_DEFAULT:
+        defaults = {" ".join(path): re.findall(r"\(default: ([^;)]*)", shown[flag])[-1]
+                    for path, shown in flags.items() if flag in shown}
+        assert len(defaults) >= 2 and len(set(defaults.values())) == 1, (flag, defaults)
 
 
 def test_budget_is_one_cap_and_budgets_a_list():

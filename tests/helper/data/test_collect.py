@@ -16,7 +16,6 @@ import pytest
 
 from agile.envs.catalog_generator import default_catalog_dir
 from helper.data.collect import CollectConfig, main, run
-from helper.data.environment import EnvSpec
 from helper.config_cli import command_flags
 from helper.experiment_options import all_experiment_flags
 from helper.stored_config import config_of, flat

@@ -14,7 +14,6 @@ from prm.data.synthetic import synthetic_frame
 from prm.inputs.signals import signal_matrix
 from prm.inputs.words import WORD_PREFIX, penalised_width, word_inputs, word_keys
 from prm.scoring.score import ScoreConfig, run_score
-from prm.training.quality import auroc
 from prm.training.train import TrainConfig, run_train
 from prm.verifiers.load import load_prm
 from trajectories.shards import mark_complete
