@@ -6,13 +6,15 @@
 A change that should not change behaviour (a rename, a move) is checked by running the same command on the
 same seed before and after it and comparing the two folders here. What is left out, and why:
 
-- ``provenance.json`` (command line, commit, machine, start times, wall times) and the ``seconds`` of every
-  stage's ``.done`` and of ``prm/metrics.json``: when and where a run ran, not what it computed.
+- ``provenance.json`` (command line, commit, machine, start times, wall times), the ``seconds`` of every
+  stage's ``.done`` and of ``prm/metrics.json``, and the sweep's ``method_seconds``: when and where a run ran, not
+  what it computed.
 - ``mtime_ns``, and in ``trajectories/prm_score.manifest.json`` the ``model`` key of an older release (the PRM
   files' modification times and folder path) and the PRM fingerprint ``prm`` (it hashes ``prm_config.json``,
   which may name a path of the run).
 - ``solve/solve.json``'s raw SHA-256 of each file it wrote, and their ``fingerprint``: ``solution.json`` records
-  the run's path; each of those files is compared here on its own, as below.
+  the run's path; ``helper.json``'s ``classifier_files`` (the raw SHA-256 of ``.skops`` files, whose ids differ):
+  each of those files is compared here on its own, as below.
 - the run folder's own path, wherever a file records it, is written ``<run>``: two runs need two folders.
 - inside zip files (``.npz``, ``.skops``): the members' timestamps; for ``.skops`` also the ``id()`` numbers
   that name its members and nodes, renumbered in the order they appear (they are memory addresses).
@@ -30,11 +32,12 @@ import sys
 import zipfile
 from pathlib import Path
 
-TIMING_KEYS = {"seconds", "started", "mtime_ns"}
+TIMING_KEYS = {"seconds", "started", "mtime_ns", "method_seconds"}
 """JSON keys that record when a run ran or how long it took."""
 LEFT_OUT = {"provenance.json"}
 """Files that record only where and when a run ran (command, commit, machine, times)."""
-DERIVED_KEYS = {"prm_score.manifest.json": {"model", "prm"}, "solve.json": {"files", "fingerprint"}}
+DERIVED_KEYS = {"prm_score.manifest.json": {"model", "prm"}, "solve.json": {"files", "fingerprint"},
+                "helper.json": {"classifier_files"}}
 """Keys, by file name, that hash paths or modification times, or hash the run's other files."""
 
 
