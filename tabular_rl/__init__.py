@@ -15,6 +15,7 @@ optimal intervention policy and a label for every logged row::
 The rooms, in the order the data meets them:
 
 - ``transitions.py``: logged rows -> flat transition arrays (step, state, action, next state, reward).
+- ``columns.py``: the dataset's column names every room reads (``Columns``).
 - ``discretize.py``: ``Discretizer``: PRM score (and step) -> a small integer state;
   ``supervised_bins.py``: score edges where the outcome changes.
 - ``aligned.py``: steps counted from each episode's end where horizons differ and the horizon is a deadline.

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .transitions import DEFAULT_COLUMNS, Columns
+from .columns import DEFAULT_COLUMNS, Columns
 
 TIME_AXES = ("start", "end")
 """Where a solve counts an episode's steps from: its start (the default) or its end."""

@@ -28,28 +28,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
+from .columns import DEFAULT_COLUMNS, Columns
 from .discretize import Discretizer
 
 BASE, INTERVENE = 0, 1
 OBJECTIVES = ("success", "reward")
 ACTION_NAMES = ("base", "intervene")
-
-
-@dataclass(frozen=True)
-class Columns:
-    """Column names of the offline dataset that tabular_rl reads."""
-
-    episode: str = "episode_id"
-    step: str = "step"
-    action: str = "intervened"
-    budget_left: str = "budget_left"
-    reward: str = "reward"
-    done: str = "done"
-    success: str | None = "success"
-    score: str = "prm_score"
-
-
-DEFAULT_COLUMNS = Columns()
 
 
 @dataclass

@@ -29,8 +29,18 @@ def benchmark_module(name: str) -> ModuleType:
     return module
 
 
+def _absolute(module: str, path: Path, level: int, name: str | None) -> str:
+    """The absolute name an import of ``module`` (the file ``path``) means: ``from ..x import y`` read from there."""
+    if level == 0:
+        return name or ""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    base = package[:len(package) - (level - 1)]
+    return ".".join(base + ([name] if name else []))
+
+
 def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
-    """Module -> the modules of ``packages`` it imports (any import: top level or inside a function).
+    """Module -> the modules of ``packages`` it imports (any import: top level or inside a function, absolute or
+    relative).
 
     ``from pkg import name`` points at ``pkg.name`` where that is a module, else at ``pkg``."""
     modules = {}
@@ -44,10 +54,11 @@ def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 targets |= {alias.name for alias in node.names if alias.name in modules}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            elif isinstance(node, ast.ImportFrom) and (node.module or node.level):
+                base = _absolute(name, path, node.level, node.module)
                 for alias in node.names:
-                    child = f"{node.module}.{alias.name}"
-                    targets |= {child} if child in modules else {node.module} & modules.keys()
+                    child = f"{base}.{alias.name}"
+                    targets |= {child} if child in modules else {base} & modules.keys()
         graph[name] = targets - {name}
     return graph
 

@@ -60,6 +60,22 @@ def test_no_import_cycle():
     assert not found, "import cycles: " + "; ".join(" <-> ".join(cycle) for cycle in found)
 
 
+def test_the_graph_reads_relative_imports(tmp_path):
+    # tabular_rl imports its rooms relatively: a circle of them (discretize -> aligned -> transitions -> discretize,
+    # one of them inside a function) went unseen while only absolute imports were read.
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("from . import a\n")
+    (package / "a.py").write_text("from .b import name\n")
+    (package / "b.py").write_text("def f():\n    from .sub import c\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "c.py").write_text("from ..a import name\nfrom .. import b\n")
+    graph = import_graph(tmp_path, ("pkg",))
+    assert graph["pkg"] == {"pkg.a"} and graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.sub.c"}
+    assert graph["pkg.sub.c"] == {"pkg.a", "pkg.b"}
+    assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
+
+
 def test_the_cycle_finder_finds_cycles():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "f": set()}
     assert cycles(graph) == [["a", "b", "c"]]
