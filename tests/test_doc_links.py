@@ -21,7 +21,8 @@ def slug(heading: str) -> str:
 
 def broken(document: Path) -> list[str]:
     text, found = document.read_text(), []
-    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+    prose = re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))  # code is not a link
+    for target in re.findall(r"\]\(([^)\s]+)\)", prose):
         if target.startswith(("http://", "https://", "mailto:")):
             continue
         path, _, anchor = target.partition("#")
@@ -43,5 +44,6 @@ def test_links_and_code_paths_name_what_is_there(document):
 
 
 def test_a_broken_link_is_found(tmp_path):
-    (tmp_path / "a.md").write_text("# Two words\n[ok](a.md#two-words) [gone](b.md) [off](a.md#three) `x/y.py`\n")
+    (tmp_path / "a.md").write_text("# Two words\n[ok](a.md#two-words) [gone](b.md) [off](a.md#three) `x/y.py`\n"
+                                   "`GATES[\"k\"](2)` is code, not a link\n")
     assert broken(tmp_path / "a.md") == ["b.md: no such file", "a.md#three: no such heading", "`x/y.py`: no such file"]
