@@ -27,7 +27,7 @@ NOT_BUILT_HERE = {
     ("agile/budget.py", "BudgetedGate"): "the base every gate extends, beside the count the episode loop keeps",
     ("agile/budget.py", "ScoredGate"): "the base of the gates that read a score",
     ("agile/executor/episode.py", "ExternalAdvice"): "the executor's mark that advice is decided outside it",
-    ("helper/serve/app.py", "ServedGate"): "the server's ledger in front of a gate it is given",
+    ("helper/serve/gate_server.py", "ServedGate"): "the server's ledger in front of a gate it is given",
     ("helper/data/recorder.py", "Recorder"): "collection's random interventions in a user's own loop",
 }
 SAME_ROLE = {
@@ -35,9 +35,7 @@ SAME_ROLE = {
     "estimate.py", "evaluate.py", "exact.py", "label.py", "lagrangian.py", "simulate.py", "solution.py",
 }
 NAMED_APART = {
-    "helps.py": "trajectories: a kind as a row records it; agile: a kind as the loop calls it",
-    "metrics.py": "agile/executor: a session's score; helper/evaluation: the paired statistics of a sweep",
-    "model.py": "prm/verifiers: the PRM; tabular_rl/tiered: the estimated MDP; helper/serve: the served LM",
+    "helps.py": "one idea on two floors: trajectories records a kind in a row; agile calls it in the loop",
 }
 """File names two rooms share today, each with its roles: a new shared name fails until it is named here."""
 

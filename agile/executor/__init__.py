@@ -12,6 +12,6 @@
 - ``self_consistency.py``: the compute help: the majority turn of k samples, on the base agent's model.
 - ``lexical.py``: lexical retrieval for the memory (shared content words, no model).
 - ``episode.py``: the agent's sessions as ``agile.protocol`` episodes, for the episode loop.
-- ``metrics.py``: accuracy, advice rate, total score = accuracy - c * advice rate (their one home).
+- ``scores.py``: accuracy, advice rate, total score = accuracy - c * advice rate (their one home).
 - ``agent_eval.py``: the agent's evaluation per group, ablations, a given gate beside its own advice.
 """

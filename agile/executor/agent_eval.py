@@ -29,7 +29,7 @@ from agile.envs.productqa import ProductGroup
 from agile.executor.choice_head import ask_margins
 from agile.executor.executor import Executor, ExecutorConfig, records_to_jsonl
 from agile.executor.memory import Embedder, Memory
-from agile.executor.metrics import average, summarize
+from agile.executor.scores import average, summarize
 from agile.executor.policy import LLMPolicy, run_executors
 
 ABLATIONS = {

@@ -39,7 +39,7 @@ from agile.envs.product_db import ProductDB, SQLError
 from agile.envs.productqa import QUESTION_TYPES, ProductGroup, Question
 from agile import functions as fn
 from agile.executor.memory import Memory
-from agile.executor.metrics import DEFAULT_ADVICE_COST, question_reward
+from agile.executor.scores import DEFAULT_ADVICE_COST, question_reward
 from agile.executor.reflection import is_no_information
 from agile.protocol import Observation
 

@@ -54,7 +54,7 @@ import torch
 import tyro
 
 from agile.executor.executor import Executor, ExecutorConfig, SessionRecord, records_to_jsonl
-from agile.executor.metrics import summarize
+from agile.executor.scores import summarize
 from agile.executor.policy import ActionLM, LLMPolicy, pad_batch, run_executors
 from agile.train.advantages import gae_segments, whiten
 from agile.train.choices import DISTINCT_DRAWS, update_summary

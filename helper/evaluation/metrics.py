@@ -40,7 +40,7 @@ so comparisons stay paired, and ``hierarchical_ci`` / ``paired_hierarchical_diff
 percentile intervals, and ``grouped_ci`` / ``paired_grouped_difference`` the same with one level
 (groups, then episodes) where episodes carry a group, the episode bootstrap where they do not
 (``sweep.csv``'s interval, ``benchmarks/setups/sweep_table.py``); ``total_score`` the AGILE score
-``accuracy - c * advice_rate`` (re-exported from ``agile.executor.metrics``, its one home).
+``accuracy - c * advice_rate`` (re-exported from ``agile.executor.scores``, its one home).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ import pandas as pd
 from scipy import stats
 
 # AGILE's score has its one home in agile; every report gets it from here too.
-from agile.executor.metrics import DEFAULT_ADVICE_COST, accuracy, advice_rate, total_score  # noqa: F401
+from agile.executor.scores import DEFAULT_ADVICE_COST, accuracy, advice_rate, total_score  # noqa: F401
 
 NEVER, ALWAYS, ORACLE, HELPER, EXACT_OPTIMAL = "never", "always", "oracle", "helper", "exact_optimal"
 ORACLE_1STEP = "oracle_1step"

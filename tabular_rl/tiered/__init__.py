@@ -16,7 +16,7 @@ The rooms:
 
 - ``resources.py``: ``Resources``, the resource state (budget left in cost units, calls left per capped
   kind) and which actions it can afford; ``cost_units`` makes fractional prices whole.
-- ``model.py``: ``TieredModel``, the MDP with K + 1 actions (0 = the agent acts).
+- ``mdp.py``: ``TieredModel``, the MDP with K + 1 actions (0 = the agent acts).
 - ``estimate.py``: ``estimate_tiered``, the count-based estimator of ``tabular_rl.estimate`` on rows
   that name the help they called (``help_kind``).
 - ``exact.py``: ``solve_tiered_exact``, backward induction over (step, state, resource state).
@@ -34,7 +34,7 @@ from .evaluate import TieredEvaluation, check_table, evaluate_table, table_value
 from .exact import solve_tiered_exact
 from .label import label_tiered, resource_states
 from .lagrangian import solve_tiered_lagrangian
-from .model import TieredModel
+from .mdp import TieredModel
 from .resources import Resources, cost_units
 from .simulate import simulate_tiered
 from .solution import TieredSolution

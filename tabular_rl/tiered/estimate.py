@@ -33,7 +33,7 @@ from ..choice.replay import replayable
 from ..discretize import Discretizer
 from ..estimate import MissingActionError, check_estimator_weights, estimate_tables
 from ..transitions import DEFAULT_COLUMNS, Columns, extract_transitions, with_objective
-from .model import TieredModel
+from .mdp import TieredModel
 
 KIND_COLUMN = "help_kind"
 PAIRED_PRIOR = 2.0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import TieredModel
+from .mdp import TieredModel
 from .resources import Resources
 
 

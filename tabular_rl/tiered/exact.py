@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..solvers.exact import TIE_TOL
-from .model import TieredModel
+from .mdp import TieredModel
 from .resources import Resources
 from .solution import TieredSolution
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from .evaluate import evaluate_table
 from .exact import best_action, preference_order
-from .model import TieredModel
+from .mdp import TieredModel
 from .resources import Resources
 from .solution import TieredSolution
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .model import TieredModel
+from .mdp import TieredModel
 from .resources import Resources
 from .solution import TieredSolution
 

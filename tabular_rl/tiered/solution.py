@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .model import TieredModel
+from .mdp import TieredModel
 from .resources import Resources
 
 

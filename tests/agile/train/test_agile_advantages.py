@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agile.executor.metrics import average, question_reward, summarize, total_score
+from agile.executor.scores import average, question_reward, summarize, total_score
 from agile.train.advantages import gae, gae_segments, grpo, loop, whiten
 
 

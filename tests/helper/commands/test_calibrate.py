@@ -66,7 +66,7 @@ def test_the_guarantee_is_the_fixed_sequence_choice_of_its_own_rollouts(calibrat
 def test_the_guarantee_round_trips_through_the_gate_and_health(calibrated, tmp_path):
     from fastapi.testclient import TestClient
 
-    from helper.serve.app import ServedGate, create_app
+    from helper.serve.gate_server import ServedGate, create_app
 
     record = json.loads((calibrated / GUARANTEE_FILE).read_text())
     budget = record["member"]["budget"]
@@ -173,7 +173,7 @@ def test_the_certified_priced_gate_replays_its_calibration_and_health_says_so(pr
     from helper.data.environment import EnvSpec, Environment
     from helper.evaluation.play import evaluate_gate
     from helper.solve.priced_family import POLICY_FILE, certified_gate
-    from helper.serve.app import ServedGate, create_app
+    from helper.serve.gate_server import ServedGate, create_app
 
     helper, _ = priced
     record = json.loads((helper / GUARANTEE_FILE).read_text())

@@ -85,7 +85,7 @@ def test_a_guarantee_with_its_prm_is_not_shown_on_a_gate_without_it(helper_dir):
 def test_an_unreadable_guarantee_is_one_warning_and_the_helper_still_loads_and_serves(helper_dir, text, named):
     from fastapi.testclient import TestClient
 
-    from helper.serve.app import ServedGate, create_app
+    from helper.serve.gate_server import ServedGate, create_app
 
     (helper_dir / GUARANTEE_FILE).write_text(text)
     with warnings.catch_warnings(record=True) as seen:

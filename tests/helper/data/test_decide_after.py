@@ -352,7 +352,7 @@ def test_served_helper_needs_and_reads_the_proposal(proposal_helper):
     from fastapi.testclient import TestClient
 
     from helper import HelperGate
-    from helper.serve.app import ServedGate, create_app
+    from helper.serve.gate_server import ServedGate, create_app
 
     root, _ = proposal_helper
     with warnings.catch_warnings():

@@ -27,7 +27,7 @@ from agile.budget import BudgetedGate
 from agile.envs.phrasing import is_yes_no_question
 from agile.functions import parse_call
 from agile.protocol import Observation
-from helper.serve.app import ServedGate
+from helper.serve.gate_server import ServedGate
 from trajectories.number_maps import number_maps
 
 ROOT = Path(__file__).resolve().parents[3]

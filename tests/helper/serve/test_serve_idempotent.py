@@ -12,7 +12,7 @@ import pytest
 from test_serve import thread_server
 
 from agile.budget import BudgetedGate
-from helper.serve.app import ServedGate, create_app
+from helper.serve.gate_server import ServedGate, create_app
 
 
 class CountingGate(BudgetedGate):

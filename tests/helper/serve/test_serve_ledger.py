@@ -22,7 +22,7 @@ from test_serve import free_port, served_process, thread_server
 
 from agile.budget import BudgetedGate
 from helper.commands.cli import main
-from helper.serve.app import ServedGate, create_app
+from helper.serve.gate_server import ServedGate, create_app
 from helper.serve.ledger import Ledger
 
 BUDGET, HORIZON, EPISODES = 2, 6, 24

@@ -19,7 +19,7 @@ from tiered_rows import PRICES, RiskScorer, rapids_rows
 
 from examples.tiered_rapids import HORIZON, KINDS, RISKS
 from helper.gates.tiered_helper_gate import TieredHelperGate
-from helper.serve.app import ServedGate, create_app
+from helper.serve.gate_server import ServedGate, create_app
 from helper.serve.tiered_ledger import TieredLedger
 from tabular_rl import Discretizer
 from tabular_rl.tiered import Resources, estimate_tiered, solve_tiered
