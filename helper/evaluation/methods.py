@@ -111,16 +111,15 @@ class SweepContext:
     decide_after: str = "state"
     """When the score-reading methods decide: on the state, or after the base agent's proposal."""
     _train_rows: pl.DataFrame | None | bool = False
-    playing: tuple[str, str] | None = None
-    """The row of the method now playing and its ``Method.gate``: every gate played under that row is checked to be
-    of that registry entry's class."""
+    playing: "Method | None" = None
+    """The method now playing: every gate played under its row is checked to be of its ``Method.gate``'s class."""
 
     def evaluate(self, row: str, gate_for_budget: Callable[[int], object], budgets, keep: bool = True,
                  counterfactual: bool = False, cap: int | None = None):
         """Play the held-out episodes with ``gate_for_budget(C)`` for each budget; keep the rows. ``cap``: every run's
         episode budget instead of C (a method set to spend C on average, with no cap)."""
-        if self.playing is not None and row == self.playing[0]:
-            gate_for_budget = _checked(gate_for_budget, *self.playing)
+        if self.playing is not None and row == self.playing.row:
+            gate_for_budget = _checked(gate_for_budget, row, self.playing.gate)
         result = evaluate_gate(self.env, gate_for_budget, budgets, row, self.cfg.ci_resamples, counterfactual, cap)
         if keep:
             self.rows.extend(result[0])

@@ -154,7 +154,7 @@ def run(cfg: SweepConfig, scorer=None) -> dict:
         if reason:
             skipped[name] = reason
             continue
-        ctx.playing = (method.row, method.gate)
+        ctx.playing = method
         method.run(ctx)
         ctx.playing = None
         calls[method.row] = method.training_calls(ctx)
